@@ -1,0 +1,66 @@
+"""Device URIs: `sim:twogap-push`, `sim:metaworld/pick-place-v3`, `mujoco:path/to/scene.xml`, ...
+
+A scheme maps to "module:function"; the module is imported only when that scheme is opened, so a
+missing optional dependency (metaworld, pyautogui, adbutils) only matters to the user who asks
+for it.
+
+>>> parse_uri("mujoco:scenes/arm.xml?hz=20&size=64x64")
+('mujoco', 'scenes/arm.xml', {'hz': '20', 'size': '64x64'})
+"""
+from __future__ import annotations
+
+import importlib
+from urllib.parse import parse_qsl
+
+SCHEMES: dict[str, tuple[str, str]] = {
+    # scheme: (factory "module:function", one line for `embodia devices`)
+    "sim": ("sim:open_sim", "simulated tasks with success checks and scripted experts"),
+    "mujoco": ("devices.mujoco:open_mujoco", "any MJCF scene: mujoco:path/to/scene.xml[?hz=..&size=WxH]"),
+}
+
+
+class UnknownDevice(ValueError):
+    pass
+
+
+def register(scheme: str, factory: str, description: str = "") -> None:
+    """Add a scheme: `register("myrobot", "mypkg.robot:open_robot", "my arm over serial")`."""
+    SCHEMES[scheme] = (factory, description)
+
+
+def parse_uri(uri: str) -> tuple[str, str, dict[str, str]]:
+    scheme, sep, rest = uri.partition(":")
+    if not sep or not scheme:
+        raise UnknownDevice(f"device URI {uri!r} has no scheme; expected one of "
+                            f"{', '.join(s + ':' for s in SCHEMES)}")
+    target, _, query = rest.partition("?")
+    return scheme, target, dict(parse_qsl(query, keep_blank_values=True))
+
+
+def open_device(uri: str, **options):
+    """Open a device by URI; keyword options (e.g. shift=, size=) override the URI's query."""
+    scheme, target, query = parse_uri(uri)
+    if scheme not in SCHEMES:
+        raise UnknownDevice(f"unknown device scheme {scheme!r} in {uri!r}; known: "
+                            f"{', '.join(s + ':' for s in SCHEMES)}")
+    module, _, fn = SCHEMES[scheme][0].partition(":")
+    factory = getattr(importlib.import_module(module), fn)
+    query.update({k: v for k, v in options.items() if v is not None})
+    return factory(target, **query)
+
+
+def available() -> list[dict]:
+    """Every scheme with its description and, where the scheme can list them, its targets."""
+    rows = []
+    for scheme, (factory, desc) in SCHEMES.items():
+        module, _, _ = factory.partition(":")
+        row = {"scheme": scheme, "description": desc, "targets": [], "error": None}
+        try:
+            mod = importlib.import_module(module)
+            lister = getattr(mod, "list_targets", None)
+            if lister:
+                row["targets"] = lister()
+        except Exception as e:   # a broken optional dependency is reported, not fatal
+            row["error"] = f"{type(e).__name__}: {e}"
+        rows.append(row)
+    return rows
