@@ -166,8 +166,12 @@ def load_model(source: str | Path) -> "mujoco.MjModel":
         raise ValueError(f"could not load MJCF {p}: {e}") from e
 
 
-def open_mujoco(target: str, hz=None, size="96x96", cameras=None, state="auto", render="1", **_) -> MujocoDevice:
+def open_mujoco(target: str, hz=None, size="96x96", cameras=None, state="auto", render="1",
+                shift=None) -> MujocoDevice:
     """Factory for `mujoco:path/to/scene.xml?hz=20&size=96x96&cameras=top,side&state=joints`."""
+    if shift:
+        raise ValueError(f"mujoco: scenes have no named shifts (got shift={shift!r}); "
+                         "edit the MJCF or use a sim: task")
     model = load_model(target)
     cams = cameras.split(",") if isinstance(cameras, str) and cameras else cameras
     return MujocoDevice(model, name=Path(target).stem, hz=float(hz) if hz else None, cameras=cams,

@@ -1,0 +1,230 @@
+"""The `embodia` command: run, record, eval, replay, devices."""
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="One agent runtime for many bodies: MuJoCo robots, desktops and phones.")
+console = Console(stderr=True)
+
+DEFAULT_DEVICE = "sim:twogap-push"
+DEFAULT_POLICY = "expert"
+
+DeviceOpt = typer.Option(DEFAULT_DEVICE, "--device", "-d", help="device URI (see `embodia devices`)")
+PolicyOpt = typer.Option(DEFAULT_POLICY, "--policy", "-p",
+                         help="expert | random | replay:<dataset>[#episode]")
+ShiftOpt = typer.Option(None, "--shift", help="named distribution shift of a sim task, e.g. blocked-left")
+SeedOpt = typer.Option(0, "--seed", help="episode i runs with seed SEED+i")
+SizeOpt = typer.Option(None, "--size", help="camera size WxH (default: the device's)")
+
+
+def _fail(msg: str, code: int = 2):
+    console.print(f"[red]error:[/red] {msg}")
+    raise typer.Exit(code)
+
+
+@contextmanager
+def _session(device_uri: str, policy_spec: str, shift: Optional[str], size: Optional[str]):
+    """Open device and policy with clear errors, and always close the device."""
+    from .factory import PolicyError, make_device, make_policy
+    try:
+        device = make_device(device_uri, shift=shift, size=size)
+    except (ValueError, FileNotFoundError, ImportError) as e:
+        _fail(f"cannot open device {device_uri!r}: {e}")
+    try:
+        try:
+            policy = make_policy(policy_spec, device)
+        except (PolicyError, ValueError, FileNotFoundError) as e:
+            _fail(f"cannot load policy {policy_spec!r}: {e}")
+        yield device, policy
+    finally:
+        device.close()
+
+
+def _writer(out: Optional[Path], device):
+    if out is None:
+        return None
+    from .recording import DatasetWriter
+    try:
+        return DatasetWriter(out, device.embodiment)
+    except (ValueError, OSError) as e:
+        _fail(f"cannot record to {out}: {e}")
+
+
+def _progress():
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[status]}"), TimeRemainingColumn(), console=console)
+
+
+def _episodes(device, policy, *, episodes, seed, writer, meta, label, max_steps=None):
+    """Run `episodes` episodes with a progress bar showing the running success rate."""
+    from .evaluate import summarize
+    from .loop import run_episode
+    results = []
+    with _progress() as bar:
+        task = bar.add_task(label, total=episodes, status="")
+        for i in range(episodes):
+            r = run_episode(device, policy, seed=seed + i, recorder=writer, episode_meta=meta,
+                            max_steps=max_steps)
+            results.append(r)
+            ok = sum(bool(x.success) for x in results)
+            bar.update(task, advance=1, status=f"success {ok}/{len(results)}")
+            if r.error:
+                console.print(f"[yellow]episode {i} (seed {r.seed}) ended with an error:[/yellow] {r.error}")
+            if r.interrupted:
+                console.print("[yellow]interrupted: the episode was closed"
+                              + (" and saved" if writer else "") + "[/yellow]")
+                break
+    return results, summarize
+
+
+def _slug(uri: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", uri.split(":", 1)[-1]).strip("-") or "device"
+
+
+@app.command()
+def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] = ShiftOpt,
+        episodes: int = typer.Option(1, "--episodes", "-n", min=1), seed: int = SeedOpt,
+        record: Optional[Path] = typer.Option(None, "--record", help="dataset directory "
+                                              "(default: runs/<device>)"),
+        no_record: bool = typer.Option(False, "--no-record", help="do not record"),
+        max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1), size: Optional[str] = SizeOpt):
+    """Run a policy on a device, recording every episode (LeRobotDataset v3 layout)."""
+    out = None if no_record else (record or Path("runs") / _slug(device))
+    with _session(device, policy, shift, size) as (dev, pol):
+        writer = _writer(out, dev)
+        meta = {"device": device, "shift": shift, "size": size, "policy": policy}
+        results, _ = _episodes(dev, pol, episodes=episodes, seed=seed, writer=writer, meta=meta,
+                               label="run", max_steps=max_steps)
+    for r in results:
+        outcome = {True: "[green]success[/green]", False: "[red]failure[/red]", None: "done"}[r.success]
+        console.print(f"seed {r.seed}: {outcome} in {r.steps} steps; {r.instruction!r}; "
+                      f"policy {r.timing['policy_s'] * 1e3:.0f} ms, device {r.timing['device_s'] * 1e3:.0f} ms"
+                      + (f"; recorded as episode {r.episode_index} in {out}" if writer else ""))
+    if any(r.error for r in results):
+        raise typer.Exit(1)
+
+
+@app.command()
+def record(out: Path = typer.Option(..., "--out", "-o", help="dataset directory (created or appended to)"),
+           device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] = ShiftOpt,
+           episodes: int = typer.Option(20, "--episodes", "-n", min=1), seed: int = SeedOpt,
+           only_success: bool = typer.Option(False, "--only-success",
+                                             help="keep recording until EPISODES successes"),
+           size: Optional[str] = SizeOpt):
+    """Record episodes into a LeRobotDataset v3 directory."""
+    with _session(device, policy, shift, size) as (dev, pol):
+        writer = _writer(out, dev)
+        meta = {"device": device, "shift": shift, "size": size, "policy": policy}
+        results, summarize = _episodes(dev, pol, episodes=episodes, seed=seed, writer=writer,
+                                       meta=meta, label="record")
+        writer.close()
+    rep = summarize(results)
+    rate = f"{rep['success_rate']:.2f}" if rep["success_rate"] is not None else "n/a"
+    console.print(f"recorded {len(results)} episodes ({rep['successes']} successful, rate {rate}) to {out}")
+
+
+@app.command("eval")
+def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] = ShiftOpt,
+          episodes: int = typer.Option(100, "--episodes", "-n", min=1), seed: int = SeedOpt,
+          json_out: Optional[Path] = typer.Option(None, "--json", help="write the report here"),
+          record: Optional[Path] = typer.Option(None, "--record", help="also record to this dataset"),
+          size: Optional[str] = SizeOpt):
+    """Evaluate a policy: success rate with a 95% Wilson interval, splits, timing; JSON report."""
+    from .evaluate import write_json
+    with _session(device, policy, shift, size) as (dev, pol):
+        writer = _writer(record, dev)
+        meta = {"device": device, "shift": shift, "size": size, "policy": policy}
+        results, summarize = _episodes(dev, pol, episodes=episodes, seed=seed, writer=writer,
+                                       meta=meta, label="eval")
+        rep = summarize(results, device=device, policy=policy, shift=shift, seed=seed,
+                        embodiment=dev.embodiment.name)
+    _print_report(rep)
+    if json_out:
+        write_json(rep, json_out)
+        console.print(f"report written to {json_out}")
+
+
+def _print_report(rep: dict) -> None:
+    t = Table(title=f"{rep['policy']} on {rep['device']}" + (f" (shift {rep['shift']})" if rep["shift"] else ""))
+    for col in ("split", "value", "episodes", "successes", "rate", "95% Wilson"):
+        t.add_column(col)
+    if rep["success_rate"] is not None:
+        lo, hi = rep["wilson95"]
+        t.add_row("all", "", str(rep["verified_episodes"]), str(rep["successes"]),
+                  f"{rep['success_rate']:.3f}", f"[{lo:.3f}, {hi:.3f}]")
+    for key, cells in rep["by"].items():
+        for value, c in sorted(cells.items()):
+            lo, hi = c["wilson95"]
+            t.add_row(key, value, str(c["episodes"]), str(c["successes"]), f"{c['success_rate']:.3f}",
+                      f"[{lo:.3f}, {hi:.3f}]")
+    console.print(t)
+    tm = rep["timing"]
+    if tm["steps_per_s"]:
+        console.print(f"{rep['mean_length']:.1f} steps/episode, {tm['steps_per_s']:.0f} steps/s, "
+                      f"runtime overhead {100 * (tm['overhead_frac'] or 0):.1f}% of loop time")
+
+
+@app.command()
+def replay(dataset: Path = typer.Argument(..., help="dataset directory"),
+           episode: str = typer.Option("0", "--episode", "-e", help="episode index or 'all'"),
+           device: Optional[str] = typer.Option(None, "--device", "-d",
+                                                help="device URI (default: the one in the record)"),
+           stop_on_divergence: Optional[float] = typer.Option(
+               None, "--stop-on-divergence", help="stop when |state - recorded| exceeds this"),
+           json_out: Optional[Path] = typer.Option(None, "--json")):
+    """Re-execute recorded actions open loop; report final-state difference and outcome."""
+    from .dataset import LocalDataset
+    from .evaluate import write_json
+    from .replay import replay_episode
+    try:
+        ds = LocalDataset(dataset)
+    except (ValueError, FileNotFoundError) as e:
+        _fail(str(e))
+    indices = range(ds.num_episodes) if episode == "all" else [int(episode)]
+    rows = []
+    for i in indices:
+        if not 0 <= i < ds.num_episodes:
+            _fail(f"episode {i} not in {dataset} ({ds.num_episodes} episodes)")
+        r = replay_episode(ds, i, device_uri=device, stop_on_divergence=stop_on_divergence)
+        rows.append(r)
+        diff = r["final_state_max_abs_diff"]
+        console.print(f"episode {i} (seed {r['seed']}): replayed {r['steps']}/{r['recorded_steps']} steps, "
+                      f"success {r['success']} (recorded {r['recorded_success']}), final state max abs diff "
+                      f"{'n/a' if diff is None else f'{diff:.3g}'}"
+                      + (f", diverged at step {r['diverged_at']}" if r["diverged_at"] is not None else ""))
+    if json_out:
+        write_json({"dataset": str(dataset), "episodes": rows}, json_out)
+    if not all(r["same_outcome"] for r in rows):
+        raise typer.Exit(1)
+
+
+@app.command()
+def devices():
+    """List device schemes and the targets each can open."""
+    from devices import available
+    t = Table(title="devices")
+    t.add_column("scheme")
+    t.add_column("targets / usage")
+    for row in available():
+        detail = "\n".join(row["targets"]) or row["description"]
+        if row["error"]:
+            detail += f"\n[yellow]unavailable: {row['error']}[/yellow]"
+        t.add_row(row["scheme"] + ":", detail)
+    Console().print(t)
+
+
+def main():
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""The control loop: observe -> policy -> execute H_exec actions of the chunk -> replan.
+
+One loop serves every device and policy. It paces steps to the control rate on real devices
+("realtime" capability) and runs as fast as possible in simulation; it times the policy, the
+device and its own overhead; Ctrl-C or a lost device ends the episode cleanly and saves it.
+
+>>> from devices import open_device                                     # doctest: +SKIP
+>>> with open_device("sim:twogap-push") as dev:                          # doctest: +SKIP
+...     result = run_episode(dev, dev.expert(), seed=0)
+...     result.success
+True
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from devices import DeviceLost, GuiAction, policy_info
+
+
+@dataclass
+class EpisodeResult:
+    seed: int | None
+    instruction: str
+    success: bool | None       # None: the device cannot verify success
+    steps: int
+    info: dict = field(default_factory=dict)       # device-measured facts + policy's own (under "policy")
+    timing: dict = field(default_factory=dict)
+    interrupted: bool = False  # Ctrl-C
+    error: str | None = None   # device lost, simulation diverged, refused action...
+    episode_index: int | None = None   # where the recorder stored it
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+def _summary(ms: list[float]) -> dict:
+    if not ms:
+        return {"n": 0}
+    a = np.asarray(ms)
+    return {"n": len(a), "mean": float(a.mean()), "p50": float(np.percentile(a, 50)),
+            "p95": float(np.percentile(a, 95)), "max": float(a.max())}
+
+
+def run_episode(device, policy, *, seed: int | None = None, instruction: str | None = None,
+                max_steps: int | None = None, exec_horizon: int | None = None, recorder=None,
+                episode_meta: dict | None = None, pace: bool | None = None,
+                on_step: Callable | None = None) -> EpisodeResult:
+    """Run one episode; record it if `recorder` (a DatasetWriter) is given.
+
+    `on_step(t, obs, action, next_obs)` is called after every executed step; returning True stops
+    the episode (replay uses it to stop on divergence).
+    """
+    emb = device.embodiment
+    caps = device.capabilities
+    h_exec = exec_horizon or emb.exec_horizon
+    max_steps = max_steps or getattr(device, "max_steps", None) or 1000
+    pace = ("realtime" in caps) if pace is None else pace
+    period = 1.0 / emb.hz
+
+    obs = device.reset(seed)
+    policy.reset(seed)
+    instruction = instruction or getattr(device, "instruction", "") or ""
+    ep = recorder.begin_episode(task=instruction, seed=seed, meta=episode_meta or {}) if recorder else None
+
+    policy_ms, device_ms, record_ms, step_ms = [], [], [], []
+    steps, success, interrupted, error = 0, False, False, None
+    can_verify = "success" in caps
+    t_start = time.perf_counter()
+    next_tick = t_start
+    try:
+        while steps < max_steps and not success:
+            t0 = time.perf_counter()
+            chunk = policy.act(obs, instruction)
+            t_policy = (time.perf_counter() - t0) * 1e3
+            rows = [chunk] if isinstance(chunk, GuiAction) else np.asarray(chunk, dtype=np.float32)
+            if not isinstance(chunk, GuiAction) and rows.ndim == 1:
+                rows = rows[None]
+            if len(rows) == 0:          # the policy has nothing more to do (replay ran out)
+                break
+            for k, action in enumerate(rows[:min(h_exec, max_steps - steps)]):
+                ts = time.perf_counter()
+                executed = device.act(action)
+                next_obs = device.observe()
+                td = time.perf_counter()
+                if ep is not None:
+                    ep.add_step(obs, executed, {"policy_ms": t_policy if k == 0 else 0.0,
+                                                "device_ms": (td - ts) * 1e3})
+                tr = time.perf_counter()
+                stop = on_step(steps, obs, executed, next_obs) if on_step else False
+                obs = next_obs
+                steps += 1
+                policy_ms.append(t_policy if k == 0 else 0.0)
+                device_ms.append((td - ts) * 1e3)
+                record_ms.append((tr - td) * 1e3)
+                step_end = time.perf_counter()
+                step_ms.append((step_end - (t0 if k == 0 else ts)) * 1e3)
+                if can_verify and device.success():
+                    success = True
+                if stop or success:
+                    break
+                if pace:
+                    next_tick = max(next_tick + period, step_end - period)
+                    time.sleep(max(0.0, next_tick - time.perf_counter()))
+            if on_step and stop:
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+    except (DeviceLost, FloatingPointError, ValueError) as e:
+        error = f"{type(e).__name__}: {e}"
+
+    total_s = time.perf_counter() - t_start
+    if can_verify and error is None:
+        success = bool(device.success())
+    info = dict(getattr(device, "info", dict)()) if error is None else {}
+    pinfo = policy_info(policy)
+    if pinfo:
+        info["policy"] = pinfo
+    pol_s, dev_s, rec_s = sum(policy_ms) / 1e3, sum(device_ms) / 1e3, sum(record_ms) / 1e3
+    busy = sum(step_ms) / 1e3
+    timing = {"total_s": total_s, "policy_s": pol_s, "device_s": dev_s, "record_s": rec_s,
+              "overhead_s": max(0.0, busy - pol_s - dev_s),
+              "overhead_frac": max(0.0, busy - pol_s - dev_s) / busy if busy else 0.0,
+              "policy_ms": _summary([m for m in policy_ms if m > 0]), "device_ms": _summary(device_ms),
+              "step_ms": _summary(step_ms)}
+    result = EpisodeResult(seed=seed, instruction=instruction, success=success if can_verify else None,
+                           steps=steps, info=info, timing=timing, interrupted=interrupted, error=error)
+    if ep is not None:
+        final_state = np.asarray(obs.state, dtype=np.float32) if obs is not None else None
+        result.episode_index = recorder.end_episode(
+            ep, success=bool(result.success), final_state=final_state,
+            info={**info, "interrupted": interrupted, "error": error, "steps": steps})
+    return result

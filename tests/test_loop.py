@@ -1,0 +1,128 @@
+"""The control loop with a scripted fake device: receding horizon, stopping, Ctrl-C, device loss."""
+import time
+
+import numpy as np
+import pytest
+
+from agent.loop import run_episode
+from devices import Channel, DeviceLost, Embodiment, Observation, SimDevice, check_action
+
+
+class CounterDevice(SimDevice):
+    """State = number of steps taken; success once `goal` steps were taken; can vanish at `lose_at`."""
+
+    def __init__(self, goal=None, lose_at=None, realtime=False, hz=10.0):
+        self.embodiment = Embodiment(name="counter", kind="test", hz=hz, chunk=16, exec_horizon=8,
+                                     actions=(Channel("a", -1, 1),), state=(Channel("n"),))
+        self.capabilities = frozenset({"success"} | ({"realtime"} if realtime else set()))
+        self.goal, self.lose_at, self.executed, self.closed = goal, lose_at, [], False
+        self.instruction = "count"
+
+    def reset(self, seed=None):
+        self.executed = []
+        return self.observe()
+
+    def observe(self):
+        return Observation(state=np.array([len(self.executed)], np.float32))
+
+    def act(self, action):
+        if self.lose_at is not None and len(self.executed) == self.lose_at:
+            raise DeviceLost("unplugged")
+        a = check_action(action, self.embodiment)
+        self.executed.append(float(a[0]))
+        return a
+
+    def success(self):
+        return self.goal is not None and len(self.executed) >= self.goal
+
+
+class ChunkPolicy:
+    """Each decision returns 16 actions tagged with the decision number (0.01 * k)."""
+
+    def __init__(self, interrupt_at=None):
+        self.calls, self.interrupt_at = 0, interrupt_at
+
+    def reset(self, seed=None):
+        self.calls = 0
+
+    def act(self, obs, instruction):
+        if self.interrupt_at is not None and self.calls == self.interrupt_at:
+            raise KeyboardInterrupt
+        self.calls += 1
+        return np.full((16, 1), 0.01 * self.calls, np.float32)
+
+    def info(self):
+        return {"mode": "count"}
+
+
+class FakeRecorder:
+    def __init__(self):
+        self.steps, self.ended = [], None
+
+    def begin_episode(self, task, seed, meta):
+        self.task, self.seed, self.meta = task, seed, meta
+        return self
+
+    def add_step(self, obs, action, timing):
+        self.steps.append((float(obs.state[0]), float(action[0])))
+
+    def end_episode(self, ep, success, final_state, info):
+        self.ended = dict(success=success, final_state=final_state, info=info)
+        return 7
+
+
+def test_receding_horizon_executes_h_exec_actions_then_replans():
+    dev, pol = CounterDevice(), ChunkPolicy()
+    r = run_episode(dev, pol, seed=1, max_steps=20)
+    assert r.steps == 20 and pol.calls == 3            # 8 + 8 + 4
+    assert dev.executed == pytest.approx([0.01] * 8 + [0.02] * 8 + [0.03] * 4)
+    assert r.success is False and r.info["policy"] == {"mode": "count"}
+
+
+def test_exec_horizon_override_and_success_stops_early():
+    dev, pol = CounterDevice(goal=5), ChunkPolicy()
+    r = run_episode(dev, pol, max_steps=100, exec_horizon=2)
+    assert r.success is True and r.steps == 5 and pol.calls == 3
+
+
+def test_recorder_gets_obs_before_action_and_final_state():
+    dev, rec = CounterDevice(), FakeRecorder()
+    r = run_episode(dev, ChunkPolicy(), seed=4, max_steps=10, recorder=rec, episode_meta={"device": "x"})
+    assert [s for s, _ in rec.steps] == list(range(10))     # frame t = (obs before, action executed)
+    assert rec.ended["final_state"].tolist() == [10.0] and r.episode_index == 7
+    assert rec.seed == 4 and rec.task == "count" and rec.meta == {"device": "x"}
+
+
+def test_ctrl_c_ends_the_episode_cleanly_and_saves_it():
+    dev, rec = CounterDevice(), FakeRecorder()
+    r = run_episode(dev, ChunkPolicy(interrupt_at=2), max_steps=100, recorder=rec)
+    assert r.interrupted and r.steps == 16
+    assert rec.ended is not None and rec.ended["info"]["interrupted"] is True
+    assert len(rec.steps) == 16
+
+
+def test_lost_device_ends_episode_with_error_and_saved_record():
+    dev, rec = CounterDevice(lose_at=5), FakeRecorder()
+    r = run_episode(dev, ChunkPolicy(), max_steps=100, recorder=rec)
+    assert r.error.startswith("DeviceLost") and r.steps == 5 and len(rec.steps) == 5
+    assert rec.ended["success"] is False and "unplugged" in rec.ended["info"]["error"]
+
+
+def test_nan_from_policy_is_refused_not_executed():
+    class NanPolicy(ChunkPolicy):
+        def act(self, obs, instruction):
+            return np.array([[0.5], [np.nan]], np.float32)
+    dev = CounterDevice()
+    r = run_episode(dev, NanPolicy(), max_steps=10)
+    assert dev.executed == [0.5] and "non-finite" in r.error
+
+
+def test_realtime_devices_are_paced_to_their_rate():
+    dev = CounterDevice(realtime=True, hz=50.0)
+    t0 = time.perf_counter()
+    r = run_episode(dev, ChunkPolicy(), max_steps=10)
+    assert time.perf_counter() - t0 >= 9 / 50.0 * 0.95   # 10 steps span 9 periods
+    fast = time.perf_counter()
+    run_episode(CounterDevice(hz=50.0), ChunkPolicy(), max_steps=10)
+    assert time.perf_counter() - fast < 9 / 50.0          # sim devices are not paced
+    assert r.timing["overhead_frac"] < 1.0
