@@ -13,6 +13,7 @@ if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY") and sys.platf
 
 import math
 import weakref
+from dataclasses import replace
 from pathlib import Path
 
 import mujoco
@@ -28,7 +29,7 @@ def _name(model, objtype, i, prefix):
     return mujoco.mj_id2name(model, objtype, i) or f"{prefix}{i}"
 
 
-def _parse_size(size) -> tuple[int, int]:
+def parse_size(size) -> tuple[int, int]:
     if isinstance(size, str):
         w, _, h = size.lower().partition("x")
         return int(w), int(h or w)
@@ -71,7 +72,9 @@ class MujocoDevice(SimDevice):
     def __init__(self, model: "mujoco.MjModel", *, name: str = "mujoco", hz: float | None = None,
                  cameras: list[str] | None = None, size=(96, 96), state_source: str = "auto",
                  kind: str = "mujoco", chunk: int = 16, exec_horizon: int = 8, convention: str = "",
-                 render: bool = True):
+                 render: bool = True, overrides: dict | None = None):
+        """`overrides` replaces fields of the derived Embodiment (e.g. named state channels,
+        units, action_kind) for tasks that know more about the body than the MJCF says."""
         self.model = model
         self.data = mujoco.MjData(model)
         dt = float(model.opt.timestep)
@@ -79,7 +82,7 @@ class MujocoDevice(SimDevice):
         self.substeps = max(1, round(1.0 / (hz * dt)))
         self.state_source = "sensors" if state_source == "auto" and model.nsensordata else (
             "joints" if state_source == "auto" else state_source)
-        w, h = _parse_size(size)
+        w, h = parse_size(size)
         all_cams = [_name(model, mujoco.mjtObj.mjOBJ_CAMERA, i, "camera") for i in range(model.ncam)]
         cams = all_cams if cameras is None else list(cameras)
         for c in cams:
@@ -92,6 +95,8 @@ class MujocoDevice(SimDevice):
             model, name=name, hz=1.0 / (dt * self.substeps), kind=kind, chunk=chunk,
             exec_horizon=exec_horizon, state_source=self.state_source, convention=convention,
             cameras=tuple(Camera(c, w, h) for c in cams))
+        if overrides:
+            self.embodiment = replace(self.embodiment, **overrides)
         self.capabilities = frozenset({"state", "deterministic"} | ({"render"} if cams else set()))
         self._renderer = None
         self._rendered_frames = 0
