@@ -67,7 +67,7 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
     ep = recorder.begin_episode(task=instruction, seed=seed, meta=episode_meta or {}) if recorder else None
 
     policy_ms, device_ms, record_ms, step_ms = [], [], [], []
-    steps, success, interrupted, error = 0, False, False, None
+    steps, success, interrupted, error, unexpected = 0, False, False, None, None
     can_verify = "success" in caps
     t_start = time.perf_counter()
     next_tick = t_start
@@ -109,8 +109,11 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
                 break
     except KeyboardInterrupt:
         interrupted = True
-    except (DeviceLost, FloatingPointError, ValueError) as e:
+    except (DeviceLost, FloatingPointError, ValueError) as e:   # refused action, lost or diverged device
         error = f"{type(e).__name__}: {e}"
+    except Exception as e:      # a bug: save what ran, then let it surface
+        error = f"{type(e).__name__}: {e}"
+        unexpected = e
 
     total_s = time.perf_counter() - t_start
     if can_verify and error is None:
@@ -133,4 +136,6 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
         result.episode_index = recorder.end_episode(
             ep, success=bool(result.success), final_state=final_state,
             info={**info, "interrupted": interrupted, "error": error, "steps": steps})
+    if unexpected is not None:
+        raise unexpected
     return result

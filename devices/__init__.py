@@ -1,4 +1,5 @@
 """The vocabulary (Embodiment, Observation, actions, Device/Policy protocols) and the device adapters."""
+from . import gl  # noqa: F401  (chooses offscreen GL before anything imports mujoco)
 from .actions import ActionError, GuiAction, check_action, check_chunk
 from .base import Device, DeviceLost, Policy, SimDevice, policy_info
 from .embodiment import Camera, Channel, Embodiment, Screen

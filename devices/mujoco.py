@@ -5,14 +5,7 @@
 """
 from __future__ import annotations
 
-import os
-import sys
-
-if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY") and sys.platform.startswith("linux"):
-    os.environ["MUJOCO_GL"] = "egl"   # offscreen without a display; needs no extra packages here
-
 import math
-import weakref
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,6 +15,7 @@ import numpy as np
 from .actions import check_action
 from .base import SimDevice
 from .embodiment import Camera, Channel, Embodiment
+from .gl import CameraRenderer
 from .observation import Observation
 
 
@@ -98,8 +92,7 @@ class MujocoDevice(SimDevice):
         if overrides:
             self.embodiment = replace(self.embodiment, **overrides)
         self.capabilities = frozenset({"state", "deterministic"} | ({"render"} if cams else set()))
-        self._renderer = None
-        self._rendered_frames = 0
+        self._renderer = CameraRenderer(model, w, h, owner=name) if cams else None
 
     # -- Device protocol ---------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> Observation:
@@ -131,30 +124,13 @@ class MujocoDevice(SimDevice):
         return np.concatenate([self.data.qpos, self.data.qvel]).astype(np.float32)
 
     def render(self) -> dict[str, np.ndarray]:
-        cams = self.embodiment.cameras
-        if not cams:
-            return {}
         if self._renderer is None:
-            w, h = cams[0].width, cams[0].height
-            vis = self.model.vis.global_
-            vis.offwidth, vis.offheight = max(vis.offwidth, w), max(vis.offheight, h)
-            self._renderer = mujoco.Renderer(self.model, height=h, width=w)
-            # Free the GL context before interpreter teardown (EGL complains if it goes later).
-            self._finalizer = weakref.finalize(self, self._renderer.close)
-        out = {}
-        for cam in cams:
-            self._renderer.update_scene(self.data, camera=-1 if cam.name == "free" else cam.name)
-            # Shadows and reflections cost ~25 ms a frame on software GL; ~1 ms without.
-            self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
-            self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
-            out[cam.name] = self._renderer.render().copy()
-            self._rendered_frames += 1
-        return out
+            return {}
+        return self._renderer.render(self.data, [c.name for c in self.embodiment.cameras])
 
     def close(self) -> None:
         if self._renderer is not None:
-            self._finalizer()
-            self._renderer = None
+            self._renderer.close()
 
 
 def load_model(source: str | Path) -> "mujoco.MjModel":

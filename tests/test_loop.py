@@ -126,3 +126,15 @@ def test_realtime_devices_are_paced_to_their_rate():
     run_episode(CounterDevice(hz=50.0), ChunkPolicy(), max_steps=10)
     assert time.perf_counter() - fast < 9 / 50.0          # sim devices are not paced
     assert r.timing["overhead_frac"] < 1.0
+
+
+def test_a_bug_in_the_policy_still_saves_the_episode_then_surfaces():
+    class BuggyPolicy(ChunkPolicy):
+        def act(self, obs, instruction):
+            if self.calls == 1:
+                raise KeyError("bug")
+            return super().act(obs, instruction)
+    dev, rec = CounterDevice(), FakeRecorder()
+    with pytest.raises(KeyError):
+        run_episode(dev, BuggyPolicy(), max_steps=100, recorder=rec)
+    assert len(rec.steps) == 8 and "KeyError" in rec.ended["info"]["error"]

@@ -1,0 +1,200 @@
+"""`sim:metaworld/<task>`: embodiment, seeding, determinism, expert, action checks, shifts, images."""
+import json
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np
+import pytest
+
+pytest.importorskip("metaworld")
+
+from devices import ActionError, open_device            # noqa: E402
+from devices.base import Device                          # noqa: E402
+from sim.metaworld import MetaWorldDevice, list_tasks, open_metaworld   # noqa: E402
+
+
+def run_expert(dev, seed):
+    """The closed loop from the brief; returns (success, steps)."""
+    pol = dev.expert()
+    obs = dev.reset(seed)
+    pol.reset(seed)
+    t = 0
+    for t in range(dev.max_steps):
+        a = pol.act(obs, dev.instruction)
+        assert a.shape == (1, 4) and a.dtype == np.float32
+        dev.act(a[0])
+        obs = dev.observe()
+        if dev.success():
+            break
+    return dev.success(), t + 1
+
+
+@pytest.fixture(scope="module")
+def pick_place():
+    d = open_metaworld("pick-place-v3", render="0")
+    yield d
+    d.close()
+
+
+def test_embodiment_and_prompt(pick_place):
+    d = pick_place
+    e = d.embodiment
+    assert isinstance(d, Device)
+    assert [c.name for c in e.actions] == ["dx", "dy", "dz", "gripper"]
+    assert all((c.low, c.high) == (-1.0, 1.0) for c in e.actions)
+    assert e.action_kind == "delta" and e.state_dim == 39
+    names = [c.name for c in e.state]
+    assert names[:4] == ["hand_x", "hand_y", "hand_z", "gripper_open"]
+    assert names[4:7] == ["obj1_x", "obj1_y", "obj1_z"] and names[-3:] == ["goal_x", "goal_y", "goal_z"]
+    assert names[18] == "prev_hand_x"
+    assert e.hz == pytest.approx(80.0) and (e.chunk, e.exec_horizon) == (16, 8)
+    p = e.prompt()
+    assert "action=delta[dx,dy,dz,gripper] in [-1,1]" in p
+    assert "goal_z" in p and "+1 closes" in p
+    assert {"state", "success", "expert", "deterministic"} <= d.capabilities
+    assert "render" not in d.capabilities and e.cameras == ()
+    assert "puck" in d.instruction and d.max_steps >= 100
+    assert json.loads(json.dumps(e.to_dict()))["name"] == "sawyer"
+
+
+def test_reset_observation_shapes(pick_place):
+    obs = pick_place.reset(seed=0)
+    obs.validate(pick_place.embodiment)
+    assert obs.state.dtype == np.float32 and obs.state.shape == (39,)
+    assert np.allclose(obs.state[:18], obs.state[18:36])     # first frame: prev = current
+    assert not pick_place.success() and not pick_place.done()
+    # observe() does not advance Meta-World's frame stack
+    assert np.array_equal(pick_place.observe().state, obs.state)
+
+
+def test_seed_chooses_the_task_variation(pick_place):
+    def start(seed):
+        s = pick_place.reset(seed).state
+        return np.concatenate([s[4:7], s[36:39]])     # object and goal position
+    a0, b, a1 = start(0), start(1), start(0)
+    assert np.array_equal(a0, a1)
+    assert np.linalg.norm(a0 - b) > 1e-3
+    starts = np.array([start(s) for s in range(8)])
+    assert len(np.unique(starts.round(5), axis=0)) == 8
+
+
+def test_same_seed_same_actions_same_state(pick_place):
+    acts = np.random.default_rng(0).uniform(-1, 1, size=(60, 4))
+
+    def final(dev, seed):
+        dev.reset(seed)
+        for a in acts:
+            dev.act(a)
+        return dev.observe().state.copy(), dev.data.qpos.copy()
+
+    s1, q1 = final(pick_place, 3)
+    final(pick_place, 4)                     # another episode in between changes nothing
+    s2, q2 = final(pick_place, 3)
+    with open_metaworld("pick-place-v3", render="0") as other:
+        s3, q3 = final(other, 3)
+    assert np.array_equal(s1, s2) and np.array_equal(q1, q2)
+    assert np.array_equal(s1, s3) and np.array_equal(q1, q3)
+
+
+def test_expert_solves_pick_place(pick_place):
+    results = [run_expert(pick_place, s) for s in range(5)]
+    assert sum(ok for ok, _ in results) >= 4, results
+    assert all(n < pick_place.max_steps for ok, n in results if ok)
+    info = pick_place.info()
+    json.dumps(info)
+    assert {"near_object", "grasp_success", "success_step"} <= set(info)
+
+
+@pytest.mark.parametrize("task", ["reach-v3", "push-v3"])
+def test_expert_solves_reach_and_push(task):
+    with open_metaworld(task, render="0") as d:
+        assert sum(run_expert(d, s)[0] for s in range(3)) >= 2
+
+
+def test_nan_refused_and_out_of_range_clipped(pick_place):
+    pick_place.reset(0)
+    with pytest.raises(ActionError, match="non-finite"):
+        pick_place.act([0.0, np.nan, 0.0, 0.0])
+    with pytest.raises(ActionError, match="shape"):
+        pick_place.act([0.0, 0.0, 0.0])
+    executed = pick_place.act([5.0, -3.0, 0.5, 2.0])
+    assert executed.tolist() == [1.0, -1.0, 0.5, 1.0]
+    assert executed.dtype == np.float32
+
+
+def test_act_before_reset_is_an_error():
+    with open_metaworld("reach-v3", render="0") as d:
+        with pytest.raises(RuntimeError, match="reset"):
+            d.act([0, 0, 0, 0])
+
+
+def test_unknown_task_and_shift_errors():
+    with pytest.raises(ValueError, match="pick-place-v3"):      # lists the valid tasks
+        open_metaworld("pick-plaice-v3")
+    with pytest.raises(ValueError, match="heavy"):              # lists the known shifts
+        open_metaworld("pick-place-v3", shift="upside-down")
+    with pytest.raises(ValueError, match="camera 'nope'"):
+        open_metaworld("pick-place-v3", camera="nope")
+
+
+def test_list_tasks_and_registry():
+    tasks = list_tasks()
+    assert {"pick-place-v3", "reach-v3", "push-v3"} <= set(tasks) and len(tasks) == 50
+    from sim import list_targets
+    assert "sim:metaworld/pick-place-v3" in list_targets()
+    with open_device("sim:metaworld/reach-v3", render="0") as d:
+        assert isinstance(d, MetaWorldDevice) and d.task == "reach-v3"
+
+
+def test_shifts_change_the_scene_not_the_interface():
+    assert {"heavy", "slippery", "camera", "dim"} <= set(MetaWorldDevice.SHIFTS)
+    with open_metaworld("pick-place-v3", render="0") as nominal, \
+            open_metaworld("pick-place-v3", shift="heavy", render="0") as heavy:
+        b = heavy.model.body("obj").id
+        assert heavy.model.body_mass[b] == pytest.approx(2 * nominal.model.body_mass[b])
+        assert heavy.embodiment == nominal.embodiment
+        # same variation for the same seed: the shift is in the physics, not in the seeding
+        h, n = heavy.reset(2).state, nominal.reset(2).state
+        assert np.allclose(h[[4, 5, 36, 37, 38]], n[[4, 5, 36, 37, 38]], atol=1e-4)
+    with open_metaworld("reach-v3", shift="slippery", render="0") as d:
+        assert run_expert(d, 0)[0]          # reach has nothing to grasp: unaffected
+
+
+def test_rendered_image_shows_the_scene():
+    with open_metaworld("pick-place-v3", size="64x48") as d:
+        assert "render" in d.capabilities
+        assert [(c.name, c.width, c.height) for c in d.embodiment.cameras] == [("corner", 64, 48)]
+        obs = d.reset(0)
+        obs.validate(d.embodiment)
+        img = obs.images["corner"]
+        assert img.shape == (48, 64, 3) and img.dtype == np.uint8
+        assert img.std() > 10                               # not a blank frame
+        red = (img[..., 0] > 100) & (img[..., 1] < 60) & (img[..., 2] < 60)
+        assert red.mean() > 0.03                            # the red Sawyer arm is in view
+        # upright (Meta-World's corner camera looks upside down): its up axis points up, so the
+        # plain grey wall is at the top and the busy floor and table legs at the bottom
+        cam = d.model.camera("corner").id
+        assert d.data.cam_xmat[cam].reshape(3, 3)[2, 1] > 0
+        assert img[:6].std() < img[-6:].std()
+        for _ in range(15):
+            d.act([1.0, 0.0, 1.0, 0.0])
+        assert not np.array_equal(d.observe().images["corner"], img)   # the arm moved
+
+
+def test_imports_without_metaworld():
+    """The module imports without metaworld; using it says how to install it."""
+    code = (
+        "import sys; sys.modules['metaworld'] = None\n"
+        "import sim.metaworld as m\n"
+        "try:\n    m.open_metaworld('reach-v3')\nexcept ImportError as e:\n    print('ERR', e)\n"
+        "from sim import list_targets\n"
+        "print([t for t in list_targets() if 'metaworld' in t])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 0, out.stderr
+    assert "ERR" in out.stdout and "pip install 'embodia[metaworld]'" in out.stdout
+    assert "unavailable" in out.stdout
