@@ -1,0 +1,700 @@
+"""Vision-language backbone: camera images + embodiment prompt + instruction -> context tokens.
+
+A transformers vision-language model (Qwen2.5-VL by default) reads, for one sample, one sequence:
+
+    for each camera image:  <|vision_start|> <|image_pad|> * n <|vision_end|>
+    then the embodiment prompt (`Embodiment.prompt()`), a newline, the instruction
+
+so the instruction words and the body description attend to each other and to the images. The
+hidden states of one chosen decoder layer (default: the middle one) are returned as context tokens
+`ctx [B, T, hidden]` with a boolean mask `ctx_mask [B, T]` (False on right padding, where `ctx` is 0);
+an action decoder cross-attends to them.
+
+Layer index semantics (`Backbone.layer`) follow transformers' `output_hidden_states` tuple of
+`num_hidden_layers + 1` tensors: 0 = the input embeddings (image features already scattered in),
+`i` in 1..L-1 = the residual stream after decoder layer `i` (no final norm), `L` = the last layer
+after the final norm (`last_hidden_state`). Default `L // 2`; negative values count from the end as
+Python indices do (-1 = L). For `layer < L` the forward stops right after that layer, so the later
+layers cost nothing (they stay in the checkpoint, which remains a standard transformers model).
+
+The work is split so that training can cache:
+
+* `preprocess_images(list of uint8 HxWx3)` -> uint8 [N, h, w, 3]: resized exactly as the Qwen image
+  processor resizes (PIL bicubic to `smart_resize`'s size, or to a fixed `image_size`). Cache this.
+* `patchify(uint8 batch)` -> `(pixel_values, image_grid_thw)` in torch, identical to
+  `Qwen2VLImageProcessorPil` (a per-channel lookup table reproduces its float64-rescale /
+  float32-normalize arithmetic bit for bit).
+* `tokenize(texts)` -> padded `input_ids, attention_mask` (right padding); `prompt_text(...)` builds
+  the text with the right number of image placeholders.
+* `forward(input_ids, attention_mask, pixel_values, image_grid_thw)` -> `(ctx, ctx_mask)`; it builds
+  `mm_token_type_ids` itself (without them Qwen2.5-VL silently falls back to 1-D positions and
+  Qwen2-VL raises).
+* `encode(images_per_sample, texts)` does all of the above for a batch (inference). It respects the
+  caller's grad mode: wrap it in `torch.inference_mode()` at inference.
+
+Images are ordered sample-major: the rows of `image_grid_thw` (and the patches of `pixel_values`)
+follow the order in which the image placeholders appear in the batch's texts.
+
+Supported architectures: models whose image processor is Qwen2-VL style (`Qwen2VLImageProcessor`,
+PIL backend, no torchvision needed) and whose config names `image_token_id` and
+`vision_start_token_id`: **Qwen2.5-VL** (tested, the default) and **Qwen2-VL** (same processor and
+prompt format; it requires `mm_token_type_ids`, which is always passed). Qwen3-VL uses the same
+processor and is likely to work through `from_pretrained`, but is untested here.
+Not supported: Idefics3 / SmolVLM (their `Idefics3ImageProcessorPil` works offline, but it pads and
+splits images, uses `<fake_token_around_image><global-img><image>*k` prompts and a
+`pixel_attention_mask` instead of `image_grid_thw`), PaliGemma (SigLIP processor, image tokens
+first, prefix-LM mask) and others: constructing a `Backbone` around them raises
+`NotImplementedError` naming the processor and model type. Model loading itself is generic
+(`AutoModelForImageTextToText`), so adding one means writing its preprocess/patchify/prompt.
+
+`Backbone.from_pretrained(dir)` reads a folder written by `save_pretrained` (config.json,
+model.safetensors, tokenizer files, preprocessor_config.json, embodia_backbone.json) fully offline;
+a missing or unreadable folder/file raises `FileNotFoundError` / `BackboneLoadError` (both
+`OSError`) naming it.
+
+Tiny models for tests and CPU training come from `train_tokenizer` + `tiny_config` +
+`Backbone.build` (random init; `seed=` or the global torch RNG).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = [
+    "Backbone", "BackboneLoadError", "train_tokenizer", "tiny_config", "prompt_text", "text_body", "smart_resize",
+    "SPECIAL_TOKENS", "META_FILE",
+]
+
+VISION_START = "<|vision_start|>"
+VISION_END = "<|vision_end|>"
+IMAGE_PAD = "<|image_pad|>"
+VIDEO_PAD = "<|video_pad|>"
+EOS = "<|endoftext|>"
+PAD = "<pad>"
+SPECIAL_TOKENS = (EOS, "<|im_start|>", "<|im_end|>", VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD, PAD)
+META_FILE = "embodia_backbone.json"
+DEFAULT_MIN_PIXELS = 56 * 56
+DEFAULT_MAX_PIXELS = 128 * 128       # 96x96 -> 84x84 (9 tokens); 128x128 -> 112x112 (16); 480x640 -> 84x140 (15)
+_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json")
+_TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model")
+
+
+class BackboneLoadError(OSError):
+    """A backbone folder (or hub id) exists but something in it cannot be read."""
+
+
+# ------------------------------------------------------------------------------------------------
+# tokenizer and config for tiny random-init models
+# ------------------------------------------------------------------------------------------------
+
+def train_tokenizer(corpus: Sequence[str], vocab_size: int = 1024,
+                    special_tokens: Sequence[str] = SPECIAL_TOKENS):
+    """Train a byte-level BPE tokenizer on `corpus` (offline, deterministic, ~20 ms).
+
+    Byte-level: any string encodes (no unknown tokens) and decodes back exactly. The special
+    tokens get ids 0..len-1 in the given order and are matched literally in input text; the pad
+    token is `<pad>`, eos `<|endoftext|>`, padding on the right. The vocabulary is smaller than
+    `vocab_size` when the corpus is small; size the model with `len(tokenizer)`.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    special_tokens = list(special_tokens)
+    for needed in (EOS, PAD, VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD):
+        if needed not in special_tokens:
+            raise ValueError(f"train_tokenizer: special_tokens must include {needed!r}")
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    if vocab_size < len(alphabet) + len(special_tokens):
+        raise ValueError(f"train_tokenizer: vocab_size={vocab_size} is below the byte alphabet plus "
+                         f"special tokens ({len(alphabet) + len(special_tokens)})")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special_tokens,
+                                  initial_alphabet=sorted(alphabet), show_progress=False)
+    tok.train_from_iterator([str(t) for t in corpus], trainer=trainer)
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=PAD,
+                                 padding_side="right", clean_up_tokenization_spaces=False,
+                                 model_max_length=1 << 20)
+    return hf
+
+
+def _mrope_section(head_dim: int) -> list[int]:
+    """Split head_dim/2 rotary frequencies over (t, h, w) like Qwen2.5-VL (128 -> [16, 24, 24])."""
+    half = head_dim // 2
+    t = max(1, half // 4)
+    h = (half - t) // 2
+    w = half - t - h
+    if min(t, h, w) < 1:
+        raise ValueError(f"head_dim={head_dim} is too small for 3-D M-RoPE (need head_dim >= 6)")
+    return [t, h, w]
+
+
+def tiny_config(tokenizer, hidden: int = 64, layers: int = 2, vision_layers: int = 2, heads: int = 4,
+                kv_heads: int = 2, patch_size: int = 14, *, vision_hidden: int | None = None,
+                vision_heads: int | None = None, mlp_ratio: float = 2.0, merge_size: int = 2,
+                temporal_patch_size: int = 2, window_size: int = 112, max_positions: int = 4096,
+                rope_theta: float = 10000.0, vocab_size: int | None = None):
+    """A random-init-ready `Qwen2_5_VLConfig` sized from the arguments (any consistent size).
+
+    head_dim = hidden / heads must be even; `mrope_section` is computed from it (sums to
+    head_dim/2). The vision tower has `vision_hidden` (default `hidden`) width and `vision_heads`
+    (default `heads`) heads, a head_dim divisible by 4, full attention every 4th block and in the
+    last, windowed attention elsewhere (`window_size` pixels; 112 keeps images up to 112 px in one
+    window). `out_hidden_size` = `hidden`. The vocabulary is `len(tokenizer)` rounded up to 64.
+    """
+    from transformers import Qwen2_5_VLConfig
+
+    vision_hidden = hidden if vision_hidden is None else vision_hidden
+    vision_heads = heads if vision_heads is None else vision_heads
+    if hidden % heads or (hidden // heads) % 2:
+        raise ValueError(f"tiny_config: hidden={hidden} must split into {heads} heads of even size")
+    if heads % kv_heads:
+        raise ValueError(f"tiny_config: heads={heads} must be a multiple of kv_heads={kv_heads}")
+    if vision_hidden % vision_heads or (vision_hidden // vision_heads) % 4:
+        raise ValueError(f"tiny_config: vision_hidden={vision_hidden} must split into {vision_heads} heads "
+                         f"of a size divisible by 4")
+    if layers < 1 or vision_layers < 1:
+        raise ValueError("tiny_config: need at least one text and one vision layer")
+    ids = {}
+    for name, tok in (("image", IMAGE_PAD), ("video", VIDEO_PAD), ("start", VISION_START), ("end", VISION_END)):
+        i = tokenizer.convert_tokens_to_ids(tok)
+        if i is None or i == tokenizer.unk_token_id or tokenizer.convert_ids_to_tokens(i) != tok:
+            raise ValueError(f"tiny_config: the tokenizer has no {tok!r} token (use train_tokenizer)")
+        ids[name] = i
+    n_vocab = len(tokenizer) if vocab_size is None else vocab_size
+    n_vocab = -(-n_vocab // 64) * 64
+    eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    full = sorted({i for i in range(vision_layers) if (i + 1) % 4 == 0} | {vision_layers - 1})
+    return Qwen2_5_VLConfig(
+        text_config=dict(
+            vocab_size=n_vocab, hidden_size=hidden, intermediate_size=int(mlp_ratio * hidden),
+            num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+            max_position_embeddings=max_positions, pad_token_id=pad, bos_token_id=eos, eos_token_id=eos,
+            tie_word_embeddings=True,
+            rope_parameters={"rope_type": "default", "rope_theta": rope_theta,
+                             "mrope_section": _mrope_section(hidden // heads)}),
+        vision_config=dict(
+            depth=vision_layers, hidden_size=vision_hidden, intermediate_size=int(mlp_ratio * vision_hidden),
+            num_heads=vision_heads, patch_size=patch_size, spatial_merge_size=merge_size,
+            temporal_patch_size=temporal_patch_size, window_size=window_size, out_hidden_size=hidden,
+            fullatt_block_indexes=full),
+        image_token_id=ids["image"], video_token_id=ids["video"],
+        vision_start_token_id=ids["start"], vision_end_token_id=ids["end"],
+        tie_word_embeddings=True,
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# prompt and image geometry
+# ------------------------------------------------------------------------------------------------
+
+def prompt_text(embodiment_prompt: str, instruction: str, n_images: int,
+                tokens_per_image: int | Sequence[int], *, vision_start: str = VISION_START,
+                image_pad: str = IMAGE_PAD, vision_end: str = VISION_END) -> str:
+    """The full text of one sample: image placeholders, then the body description, then the task.
+
+    `tokens_per_image` is one count for every image or one per image (cameras of different sizes).
+    >>> prompt_text("<embodiment> name=a </embodiment>", "push", 1, 2)
+    '<|vision_start|><|image_pad|><|image_pad|><|vision_end|><embodiment> name=a </embodiment>\\npush'
+    """
+    counts = [int(tokens_per_image)] * n_images if isinstance(tokens_per_image, (int, np.integer)) \
+        else [int(c) for c in tokens_per_image]
+    if len(counts) != n_images:
+        raise ValueError(f"prompt_text: {n_images} images but {len(counts)} token counts")
+    vision = "".join(vision_start + image_pad * c + vision_end for c in counts)
+    return vision + text_body(embodiment_prompt, instruction)
+
+
+def text_body(embodiment_prompt: str, instruction: str) -> str:
+    """Body description and instruction, newline-separated (an empty part is left out)."""
+    return "\n".join(p for p in (embodiment_prompt, instruction) if p)
+
+
+def smart_resize(height: int, width: int, factor: int = 28, min_pixels: int = DEFAULT_MIN_PIXELS,
+                 max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
+    """Qwen2-VL's target (height, width): multiples of `factor`, pixel count within the bounds."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize as _sr
+    return _sr(height, width, factor=factor, min_pixels=min_pixels, max_pixels=max_pixels)
+
+
+@contextlib.contextmanager
+def _quiet_progress():
+    """transformers' save/load progress bars off for the duration (restored afterwards)."""
+    from transformers.utils import logging as hf_logging
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
+class _EarlyExit(Exception):
+    def __init__(self, hidden: torch.Tensor):
+        super().__init__()
+        self.hidden = hidden
+
+
+def _size_bounds(image_processor) -> tuple[int, int]:
+    size = image_processor.size
+    get = size.get if isinstance(size, dict) else (lambda k, d=None: getattr(size, k, d))
+    lo = get("shortest_edge") or getattr(image_processor, "min_pixels", None) or DEFAULT_MIN_PIXELS
+    hi = get("longest_edge") or getattr(image_processor, "max_pixels", None) or DEFAULT_MAX_PIXELS
+    return int(lo), int(hi)
+
+
+# ------------------------------------------------------------------------------------------------
+# the backbone
+# ------------------------------------------------------------------------------------------------
+
+class Backbone(nn.Module):
+    """A transformers VLM + tokenizer + image processor -> context tokens of one layer.
+
+    Use `Backbone.build(tokenizer, config)` (fresh random init) or `Backbone.from_pretrained(dir)`.
+    See the module docstring for the prompt layout, layer semantics and supported architectures.
+    """
+
+    def __init__(self, model, tokenizer, image_processor, layer: int | None = None,
+                 image_size: tuple[int, int] | None = None):
+        super().__init__()
+        cfg = model.config
+        model_type = getattr(cfg, "model_type", type(model).__name__)
+        proc_name = type(image_processor).__name__
+        if not proc_name.startswith("Qwen2VLImageProcessor"):
+            raise NotImplementedError(
+                f"Backbone supports Qwen2-VL-style image processors (Qwen2.5-VL, Qwen2-VL); got {proc_name} "
+                f"for model_type={model_type!r}. Idefics3/SmolVLM/PaliGemma need their own "
+                f"preprocess/patchify/prompt and are not implemented.")
+        for attr in ("image_token_id", "vision_start_token_id"):
+            if getattr(cfg, attr, None) is None:
+                raise NotImplementedError(f"Backbone: model_type={model_type!r} config has no {attr}; "
+                                          f"only Qwen-VL-style models are supported")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.image_processor = image_processor
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        tokenizer.padding_side = "right"
+
+        self.text_config = cfg.get_text_config()
+        self.num_layers = int(self.text_config.num_hidden_layers)
+        self.layer = self.num_layers // 2 if layer is None else int(layer)
+        if not -(self.num_layers + 1) <= self.layer <= self.num_layers:
+            raise ValueError(f"Backbone: layer={layer} out of range for {self.num_layers} decoder layers "
+                             f"(hidden_states indices 0..{self.num_layers})")
+        self.layer %= self.num_layers + 1
+
+        self.image_token_id = int(cfg.image_token_id)
+        vid = getattr(cfg, "video_token_id", None)
+        self.video_token_id = None if vid is None else int(vid)
+        self.vision_start = tokenizer.convert_ids_to_tokens(int(cfg.vision_start_token_id))
+        end_id = getattr(cfg, "vision_end_token_id", None)
+        self.vision_end = tokenizer.convert_ids_to_tokens(int(end_id)) if end_id is not None else ""
+        self.image_pad = tokenizer.convert_ids_to_tokens(self.image_token_id)
+
+        ip = image_processor
+        self.patch_size = int(ip.patch_size)
+        self.merge_size = int(ip.merge_size)
+        self.temporal_patch_size = int(ip.temporal_patch_size)
+        self.factor = self.patch_size * self.merge_size
+        self.min_pixels, self.max_pixels = _size_bounds(ip)
+        vc = cfg.vision_config
+        if (vc.patch_size, vc.spatial_merge_size) != (self.patch_size, self.merge_size):
+            raise ValueError(f"Backbone: image processor patch/merge {self.patch_size}/{self.merge_size} "
+                             f"!= model {vc.patch_size}/{vc.spatial_merge_size}")
+        if image_size is not None:
+            w, h = (int(v) for v in image_size)
+            if w % self.factor or h % self.factor or w <= 0 or h <= 0:
+                raise ValueError(f"Backbone: image_size={image_size} (W, H) must be positive multiples of "
+                                 f"patch*merge={self.factor}")
+            image_size = (w, h)
+        self.image_size = image_size
+        self.register_buffer("_pixel_lut", self._make_lut(), persistent=False)
+        self._layers = self._find_layers()
+        # Qwen2/2.5-VL's M-RoPE is reproduced by `mrope_positions` (vectorized); other models get
+        # `mm_token_type_ids` and compute their own positions.
+        self._fast_positions = model_type in ("qwen2_vl", "qwen2_5_vl")
+
+    # -- construction -----------------------------------------------------------------------------
+    @classmethod
+    def build(cls, tokenizer, config, *, layer: int | None = None, image_size: tuple[int, int] | None = None,
+              min_pixels: int = DEFAULT_MIN_PIXELS, max_pixels: int = DEFAULT_MAX_PIXELS, seed: int | None = None,
+              attn_implementation: str = "sdpa") -> "Backbone":
+        """A fresh random-init model from `config` (e.g. `tiny_config(tokenizer)`).
+
+        `seed`: initialize from `torch.manual_seed(seed)` without touching the global RNG; None
+        draws from the global torch RNG (so an earlier `torch.manual_seed` decides).
+
+        Images are resized to `image_size=(W, H)` when given (multiples of patch*merge, 28 for
+        Qwen), else with Qwen's `smart_resize` within [min_pixels, max_pixels] (default: a 96x96
+        camera becomes 84x84, 9 image tokens).
+        """
+        from transformers import AutoModelForImageTextToText
+        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+        with torch.random.fork_rng(devices=[], enabled=seed is not None):
+            if seed is not None:
+                torch.manual_seed(seed)
+            model = AutoModelForImageTextToText.from_config(config, attn_implementation=attn_implementation)
+        model.eval()
+        vc = config.vision_config
+        ip = Qwen2VLImageProcessorPil(min_pixels=min_pixels, max_pixels=max_pixels, patch_size=vc.patch_size,
+                                      temporal_patch_size=vc.temporal_patch_size,
+                                      merge_size=vc.spatial_merge_size)
+        return cls(model, tokenizer, ip, layer=layer, image_size=image_size)
+
+    _UNSET = object()
+
+    @classmethod
+    def from_pretrained(cls, path_or_id: str | os.PathLike, layer: int | None = None, *,
+                        image_size=_UNSET, dtype: torch.dtype = torch.float32,
+                        attn_implementation: str = "sdpa") -> "Backbone":
+        """Load model, tokenizer and image processor from a folder (offline) or a hub id.
+
+        `layer` / `image_size` default to what `embodia_backbone.json` says, else the middle layer
+        and Qwen's smart_resize. Raises FileNotFoundError (missing folder/file) or BackboneLoadError
+        (unreadable file) naming the path.
+        """
+        from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoTokenizer
+
+        src = os.fspath(path_or_id)
+        p = Path(src).expanduser()
+        local = p.exists() or os.path.isabs(src) or src.startswith((".", "~")) or src.count("/") != 1
+        meta: dict = {}
+        if local:
+            if not p.is_dir():
+                raise FileNotFoundError(f"Backbone.from_pretrained: {src!r} is not a directory")
+            missing = []
+            if not (p / "config.json").is_file():
+                missing.append("config.json")
+            if not any((p / f).is_file() for f in _WEIGHT_FILES):
+                missing.append("model weights (" + " or ".join(_WEIGHT_FILES[:2]) + ")")
+            if not any((p / f).is_file() for f in _TOKENIZER_FILES):
+                missing.append("tokenizer files (" + " or ".join(_TOKENIZER_FILES) + ")")
+            if not (p / "preprocessor_config.json").is_file():
+                missing.append("preprocessor_config.json")
+            if missing:
+                raise FileNotFoundError(f"Backbone.from_pretrained: {str(p)!r} lacks " + ", ".join(missing))
+            for f in ("config.json", "preprocessor_config.json", META_FILE):
+                if (p / f).is_file():
+                    try:
+                        d = json.loads((p / f).read_text())
+                    except (OSError, ValueError, UnicodeDecodeError) as e:
+                        raise BackboneLoadError(f"Backbone.from_pretrained: {str(p / f)!r} is not valid JSON "
+                                                f"({e})") from e
+                    if f == META_FILE:
+                        meta = d
+            src = str(p)
+
+        def load(what, fn):
+            try:
+                with _quiet_progress():
+                    return fn()
+            except Exception as e:  # noqa: BLE001 - re-raised with the path named
+                offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+                hint = " (HF_HUB_OFFLINE is set: pass a local folder)" if offline and not local else ""
+                raise BackboneLoadError(f"Backbone.from_pretrained: cannot load the {what} from {src!r}{hint}: "
+                                        f"{type(e).__name__}: {e}") from e
+
+        model = load("model", lambda: AutoModelForImageTextToText.from_pretrained(
+            src, dtype=dtype, attn_implementation=attn_implementation))
+        model.eval()
+        tokenizer = load("tokenizer", lambda: AutoTokenizer.from_pretrained(src))
+        image_processor = load("image processor", lambda: _load_image_processor(src, AutoImageProcessor))
+        if layer is None:
+            layer = meta.get("layer")
+        if image_size is cls._UNSET:
+            image_size = meta.get("image_size")
+        return cls(model, tokenizer, image_processor, layer=layer,
+                   image_size=tuple(image_size) if image_size is not None else None)
+
+    def save_pretrained(self, directory: str | os.PathLike) -> Path:
+        """Write config.json, model.safetensors, tokenizer files, preprocessor_config.json and
+        embodia_backbone.json (layer, image_size) with transformers' own save methods."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        with _quiet_progress():
+            self.model.save_pretrained(d)
+        self.tokenizer.save_pretrained(d)
+        self.image_processor.save_pretrained(d)
+        meta = {"format": 1, "layer": self.layer, "num_hidden_layers": self.num_layers,
+                "image_size": list(self.image_size) if self.image_size else None,
+                "hidden_size": self.hidden_size}
+        (d / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+        return d
+
+    # -- properties -------------------------------------------------------------------------------
+    @property
+    def hidden_size(self) -> int:
+        return int(self.text_config.hidden_size)
+
+    @property
+    def device(self) -> torch.device:
+        return self._pixel_lut.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+    @property
+    def default_image_tokens(self) -> int:
+        """Placeholders of one image at `image_size` (fixed) or of a 96x96 camera."""
+        if self.image_size is not None:
+            return self.image_tokens(self.image_size[1], self.image_size[0])
+        return self.image_tokens(96, 96)
+
+    # -- images -----------------------------------------------------------------------------------
+    def target_size(self, height: int, width: int) -> tuple[int, int]:
+        """(h, w) an image of this size is resized to."""
+        if self.image_size is not None:
+            return self.image_size[1], self.image_size[0]
+        return smart_resize(height, width, self.factor, self.min_pixels, self.max_pixels)
+
+    def image_tokens(self, height: int, width: int) -> int:
+        """Image placeholder tokens for a camera of this (raw) size, e.g. 96x96 -> 9 by default."""
+        h, w = self.target_size(height, width)
+        return (h // self.patch_size) * (w // self.patch_size) // self.merge_size ** 2
+
+    def preprocess_images(self, images: Sequence[np.ndarray]):
+        """Resize uint8 HxWx3 images as the Qwen processor would (PIL bicubic); cacheable.
+
+        Returns uint8 [N, h, w, 3] (a list of [h_i, w_i, 3] tensors when target sizes differ).
+        """
+        from PIL import Image
+
+        out = []
+        resample = getattr(self.image_processor, "resample", None)
+        resample = Image.Resampling.BICUBIC if resample is None else int(resample)
+        for i, img in enumerate(images):
+            a = img.numpy() if isinstance(img, torch.Tensor) else np.asarray(img)
+            if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] != 3:
+                raise ValueError(f"preprocess_images: image {i} must be uint8 HxWx3, got {a.dtype} {a.shape}")
+            h, w = self.target_size(a.shape[0], a.shape[1])
+            if (h, w) != a.shape[:2]:
+                a = np.asarray(Image.fromarray(a).resize((w, h), resample=resample))
+            out.append(torch.from_numpy(np.array(a, copy=True)))
+        if out and all(t.shape == out[0].shape for t in out):
+            return torch.stack(out)
+        return out
+
+    def _make_lut(self) -> torch.Tensor:
+        """[3, 256] float32: the processor's rescale (float64, then float32) and normalize (float32)."""
+        ip = self.image_processor
+        v = np.arange(256, dtype=np.float64)
+        if getattr(ip, "do_rescale", True):
+            v = v * float(ip.rescale_factor)
+        v = np.broadcast_to(v.astype(np.float32), (3, 256)).copy()
+        if getattr(ip, "do_normalize", True):
+            mean = np.array(ip.image_mean, dtype=np.float32).reshape(-1, 1)
+            std = np.array(ip.image_std, dtype=np.float32).reshape(-1, 1)
+            v = (v - mean) / std
+        return torch.from_numpy(v.astype(np.float32))
+
+    def patchify(self, resized) -> tuple[torch.Tensor, torch.Tensor]:
+        """uint8 [N, h, w, 3] (or a list of [h_i, w_i, 3]) -> (pixel_values [sum patches, C*T*p*p],
+        image_grid_thw [N, 3]); equals `Qwen2VLImageProcessorPil` on the same resized images."""
+        if isinstance(resized, torch.Tensor):
+            if resized.ndim == 3:
+                resized = resized[None]
+            return self._patchify_batch(resized)
+        parts = [self._patchify_batch(t[None] if t.ndim == 3 else t) for t in resized]
+        return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+
+    def _patchify_batch(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if x.dtype != torch.uint8 or x.ndim != 4 or x.shape[-1] != 3:
+            raise ValueError(f"patchify: expected uint8 [N, h, w, 3], got {x.dtype} {tuple(x.shape)}")
+        n, h, w, c = x.shape
+        p, m, t = self.patch_size, self.merge_size, self.temporal_patch_size
+        if h % (p * m) or w % (p * m):
+            raise ValueError(f"patchify: image size {h}x{w} is not a multiple of patch*merge={p * m}; "
+                             f"use preprocess_images first")
+        lut = self._pixel_lut
+        x = x.to(lut.device)
+        idx = x.permute(0, 3, 1, 2).long() + torch.arange(c, device=lut.device).view(1, c, 1, 1) * 256
+        v = lut.view(-1)[idx]                                            # [N, C, h, w] float32
+        gh, gw = h // p, w // p
+        v = v.view(n, c, gh // m, m, p, gw // m, m, p).permute(0, 2, 5, 3, 6, 1, 4, 7)
+        v = v.unsqueeze(6).expand(n, gh // m, gw // m, m, m, c, t, p, p)
+        pixel_values = v.reshape(n * gh * gw, c * t * p * p).to(self.dtype)
+        grid = torch.tensor([[1, gh, gw]], dtype=torch.long, device=lut.device).expand(n, 3).clone()
+        return pixel_values, grid
+
+    # -- text -------------------------------------------------------------------------------------
+    def prompt_text(self, embodiment_prompt: str, instruction: str, n_images: int,
+                    tokens_per_image: int | Sequence[int] | None = None) -> str:
+        """Image placeholders (this model's tokens), then the body description, then the task.
+
+        `tokens_per_image`: one count, or one per image; get them with `image_tokens(h, w)` of each
+        camera. None means `default_image_tokens`: an image at `image_size` when that is fixed,
+        else a 96x96 camera (9 tokens with the default bounds); other camera sizes need the count.
+        """
+        if tokens_per_image is None:
+            tokens_per_image = self.default_image_tokens
+        return prompt_text(embodiment_prompt, instruction, n_images, tokens_per_image,
+                           vision_start=self.vision_start, image_pad=self.image_pad, vision_end=self.vision_end)
+
+    def tokenize(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Padded batch (right padding): input_ids [B, T] long, attention_mask [B, T] long."""
+        enc = self.tokenizer(list(texts), padding=True, return_tensors="pt")
+        return enc["input_ids"], enc["attention_mask"]
+
+    def token_types(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """`mm_token_type_ids`: 0 text, 1 image placeholder, 2 video placeholder."""
+        types = (input_ids == self.image_token_id).int()
+        if self.video_token_id is not None:
+            types = types + 2 * (input_ids == self.video_token_id).int()
+        return types
+
+    def mrope_positions(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                        image_grid_thw: torch.Tensor) -> torch.Tensor:
+        """3-D M-RoPE position ids [3, B, T] for images + text, vectorized.
+
+        Equal to Qwen2/2.5-VL's `get_rope_index` (which loops in Python over samples and token
+        groups, ~18 ms at batch 64): text tokens count up on all three axes; an image block starts
+        at the running position p and its merged token (row r, col c) gets (p, p + r, p + c); the
+        count then advances by max(rows, cols). Padding gets 0.
+        """
+        mask = attention_mask.bool()
+        is_img = (input_ids == self.image_token_id) & mask
+        b, t = input_ids.shape
+        prev = torch.zeros_like(is_img)
+        prev[:, 1:] = is_img[:, :-1]
+        start = is_img & ~prev
+        block = torch.cumsum(start.reshape(-1).long(), 0).reshape(b, t) - 1    # global image index, sample-major
+        n_blocks = int(start.sum())
+        if n_blocks != image_grid_thw.shape[0]:
+            raise ValueError(f"Backbone: {n_blocks} image placeholder runs in the text but "
+                             f"{image_grid_thw.shape[0]} images")
+        expected = int((image_grid_thw.prod(-1) // self.merge_size ** 2).sum())
+        if int(is_img.sum()) != expected:
+            raise ValueError(f"Backbone: {int(is_img.sum())} image placeholder tokens in the text but the images "
+                             f"give {expected}; build the text with prompt_text(..., tokens_per_image="
+                             f"[image_tokens(h, w) per camera])")
+        block = block.clamp(min=0)
+        grid = image_grid_thw.to(input_ids.device)
+        rows = (grid[:, 1] // self.merge_size)[block]
+        cols = (grid[:, 2] // self.merge_size)[block]
+        idx = torch.arange(t, device=input_ids.device).expand(b, t)
+        first = torch.cummax(torch.where(start, idx, torch.zeros_like(idx)), dim=1).values
+        k = idx - first                                                       # index inside the block
+        nxt = torch.zeros_like(is_img)
+        nxt[:, :-1] = is_img[:, 1:]
+        last = is_img & ~nxt
+        adv = torch.where(is_img, torch.where(last, torch.maximum(rows, cols), 0), mask.long())
+        base = torch.cumsum(adv, 1) - adv
+        r = torch.where(is_img, k // cols, 0)
+        c = torch.where(is_img, k % cols, 0)
+        pos = torch.stack([base, base + r, base + c])
+        return torch.where(mask, pos, 0)
+
+    # -- model ------------------------------------------------------------------------------------
+    def _find_layers(self):
+        try:
+            dec = self.model.get_decoder()
+        except Exception:  # noqa: BLE001 - fall back to a full forward
+            return None
+        layers = getattr(dec, "layers", None)
+        return layers if isinstance(layers, nn.ModuleList) and len(layers) == self.num_layers else None
+
+    def _base(self):
+        base = getattr(self.model, "model", None)
+        return base if isinstance(base, nn.Module) else self.model.base_model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                pixel_values: torch.Tensor | None = None,
+                image_grid_thw: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> (ctx [B, T, hidden], ctx_mask [B, T] bool); ctx is 0 where the mask is False."""
+        dev = self.device
+        input_ids = input_ids.to(dev)
+        attention_mask = attention_mask.to(dev)
+        kwargs = dict(input_ids=input_ids, attention_mask=attention_mask,
+                      mm_token_type_ids=self.token_types(input_ids), use_cache=False)
+        if pixel_values is not None:
+            if image_grid_thw is None:
+                raise ValueError("Backbone.forward: pixel_values given without image_grid_thw")
+            image_grid_thw = image_grid_thw.to(dev)
+            kwargs.update(pixel_values=pixel_values.to(dev, self.dtype), image_grid_thw=image_grid_thw)
+            if self._fast_positions and not (kwargs["mm_token_type_ids"] == 2).any():
+                kwargs["position_ids"] = self.mrope_positions(input_ids, attention_mask, image_grid_thw)
+        ctx = self._hidden(kwargs)
+        mask = attention_mask.bool()
+        ctx = torch.where(mask[..., None], ctx, ctx.new_zeros(()))
+        return ctx, mask
+
+    def _hidden(self, kwargs: dict) -> torch.Tensor:
+        base = self._base()
+        if self.layer == self.num_layers:
+            return base(**kwargs).last_hidden_state
+        if self._layers is None:   # generic fallback: all layers, pick one
+            return base(**kwargs, output_hidden_states=True).hidden_states[self.layer]
+
+        def after(module, args, output):
+            raise _EarlyExit(output[0] if isinstance(output, tuple) else output)
+
+        def before(module, args, kw):
+            raise _EarlyExit(args[0] if args else kw["hidden_states"])
+
+        if self.layer == 0:
+            handle = self._layers[0].register_forward_pre_hook(before, with_kwargs=True)
+        else:
+            handle = self._layers[self.layer - 1].register_forward_hook(after)
+        try:
+            base(**kwargs)
+        except _EarlyExit as stop:
+            return stop.hidden
+        finally:
+            handle.remove()
+        raise RuntimeError(f"Backbone: decoder layer {self.layer} was never reached")
+
+    def encode(self, images_per_sample: Sequence[Sequence[np.ndarray]], texts: Sequence[str],
+               instructions: Sequence[str] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Images (uint8 HxWx3, per sample) + texts -> (ctx, ctx_mask) for a batch.
+
+        `texts` are the text part after the images (usually `text_body(embodiment.prompt(),
+        instruction)`); when `instructions` is given, `texts` are embodiment prompts and each is
+        joined with its instruction. Respects the grad mode: use `torch.inference_mode()` to act.
+        """
+        return self.forward(**self.prepare(images_per_sample, texts, instructions))
+
+    def prepare(self, images_per_sample: Sequence[Sequence[np.ndarray]], texts: Sequence[str],
+                instructions: Sequence[str] | None = None) -> dict:
+        """`encode`'s inputs as a dict for `forward(**batch)`: input_ids, attention_mask,
+        pixel_values, image_grid_thw (the last two None when the batch has no image)."""
+        if len(images_per_sample) != len(texts):
+            raise ValueError(f"encode: {len(images_per_sample)} image lists but {len(texts)} texts")
+        if instructions is not None:
+            if len(instructions) != len(texts):
+                raise ValueError(f"encode: {len(texts)} texts but {len(instructions)} instructions")
+            texts = [text_body(t, i) for t, i in zip(texts, instructions)]
+        flat = [img for imgs in images_per_sample for img in imgs]
+        pixel_values = grid = None
+        if flat:
+            resized = self.preprocess_images(flat)
+            pixel_values, grid = self.patchify(resized)
+            counts = (grid.prod(-1) // self.merge_size ** 2).tolist()
+        full, k = [], 0
+        for imgs, text in zip(images_per_sample, texts):
+            n = len(imgs)
+            full.append(self.prompt_text("", text, n, counts[k:k + n] if n else []))
+            k += n
+        input_ids, attention_mask = self.tokenize(full)
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "pixel_values": pixel_values,
+                "image_grid_thw": grid}
+
+
+def _load_image_processor(src: str, auto_cls):
+    try:
+        return auto_cls.from_pretrained(src, backend="pil")
+    except TypeError:
+        return auto_cls.from_pretrained(src)
