@@ -20,7 +20,7 @@ DEFAULT_POLICY = "expert"
 
 DeviceOpt = typer.Option(DEFAULT_DEVICE, "--device", "-d", help="device URI (see `embodia devices`)")
 PolicyOpt = typer.Option(DEFAULT_POLICY, "--policy", "-p",
-                         help="expert | random | replay:<dataset>[#episode]")
+                         help="embodia-tiny | path/to/checkpoint | expert | random | replay:<dataset>[#episode]")
 ShiftOpt = typer.Option(None, "--shift", help="named distribution shift of a sim task, e.g. blocked-left")
 SeedOpt = typer.Option(0, "--seed", help="episode i runs with seed SEED+i")
 SizeOpt = typer.Option(None, "--size", help="camera size WxH (default: the device's)")
@@ -205,6 +205,28 @@ def replay(dataset: Path = typer.Argument(..., help="dataset directory"),
         write_json({"dataset": str(dataset), "episodes": rows}, json_out)
     if not all(r["same_outcome"] for r in rows):
         raise typer.Exit(1)
+
+
+@app.command()
+def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory (repeat for several bodies)"),
+          out: Path = typer.Option(..., "--out", "-o", help="checkpoint directory"),
+          steps: int = typer.Option(6000, "--steps", min=1), batch_size: int = typer.Option(64, "--batch-size"),
+          lr: float = typer.Option(1e-3, "--lr"), seed: int = typer.Option(0, "--seed"),
+          save_every: int = typer.Option(1000, "--save-every"), threads: int = typer.Option(2, "--threads"),
+          hidden: int = typer.Option(64, "--hidden", help="backbone width of a fresh model"),
+          layers: int = typer.Option(2, "--layers", help="backbone text layers of a fresh model"),
+          resume: bool = typer.Option(False, "--resume", help="continue the run saved in --out")):
+    """Train the VLA (backbone + DiT head) on recorded datasets; EMA checkpoints, resumable."""
+    from .dataset import DatasetError
+    from .train import TrainConfig
+    from .train import train as run_training
+    cfg = TrainConfig(data=[str(d) for d in data], out=str(out), steps=steps, batch_size=batch_size, lr=lr,
+                      seed=seed, save_every=save_every, threads=threads, hidden=hidden, layers=layers)
+    try:
+        run_training(cfg, resume=resume, log=console.print)
+    except (DatasetError, FileNotFoundError) as e:
+        _fail(str(e))
+    console.print(f"checkpoint written to {out}; use it with --policy {out}")
 
 
 @app.command()

@@ -1,10 +1,17 @@
 """Turn --device and --policy strings into objects; the one place that knows every spec."""
 from __future__ import annotations
 
+from pathlib import Path
+
+import policies
 from devices import open_device
 from policies import RandomPolicy, ReplayPolicy
 
+BUNDLED = {"embodia-tiny": Path(policies.__file__).resolve().parent / "checkpoints" / "embodia-tiny"}
+
 POLICY_SPECS = {
+    "embodia-tiny": "the bundled VLA (tiny Qwen2.5-VL backbone + DiT head), trained on sim demos",
+    "<path/to/checkpoint>": "a VLA checkpoint directory written by `embodia train`",
     "expert": "the device's scripted expert (simulated tasks)",
     "random": "uniform random actions within the embodiment's limits",
     "replay:<dataset>[#episode]": "recorded actions of one episode, open loop",
@@ -15,7 +22,7 @@ class PolicyError(ValueError):
     pass
 
 
-def make_policy(spec: str, device):
+def make_policy(spec: str, device, *, threads: int | None = None):
     if spec == "expert":
         if "expert" not in getattr(device, "capabilities", ()):
             raise PolicyError(f"device {device.embodiment.name!r} has no scripted expert; "
@@ -28,6 +35,10 @@ def make_policy(spec: str, device):
         path, _, ep = spec[len("replay:"):].partition("#")
         episode = LocalDataset(path).episode(int(ep or 0))
         return ReplayPolicy(episode["action"], chunk=device.embodiment.exec_horizon)
+    path = BUNDLED.get(spec) or Path(spec).expanduser()
+    if path.is_dir():
+        from policies.vla import VLAPolicy
+        return VLAPolicy.from_pretrained(path, threads=threads).bind(device.embodiment)
     raise PolicyError(f"unknown policy {spec!r}; known: {', '.join(POLICY_SPECS)}")
 
 

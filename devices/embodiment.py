@@ -48,6 +48,26 @@ class Screen:
     pixel_ratio: float = 1.0
 
 
+def group_names(names) -> str:
+    """Compact channel names: consecutive names sharing a prefix are written once.
+
+    >>> group_names(["hand_x", "hand_y", "hand_z", "gripper", "goal_x", "goal_y"])
+    'hand_{x,y,z},gripper,goal_{x,y}'
+    """
+    out, i, names = [], 0, list(names)
+    while i < len(names):
+        prefix = names[i].rpartition("_")[0]
+        j = i + 1
+        while prefix and j < len(names) and names[j].rpartition("_")[0] == prefix:
+            j += 1
+        if j - i > 1:
+            out.append(prefix + "_{" + ",".join(n[len(prefix) + 1:] for n in names[i:j]) + "}")
+        else:
+            out.append(names[i])
+        i = j
+    return ",".join(out)
+
+
 def _fmt(x: float) -> str:
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
@@ -103,7 +123,7 @@ class Embodiment:
             s = self.screen
             parts.append(f"screen={s.width}x{s.height}@{s.pixel_ratio:g}; coords=0..1000")
         else:
-            names = ",".join(c.name for c in self.actions)
+            names = group_names(c.name for c in self.actions)
             lows = {c.low for c in self.actions}
             highs = {c.high for c in self.actions}
             units = {c.unit for c in self.actions}
@@ -115,7 +135,7 @@ class Embodiment:
             parts.append(f"hz={self.hz:g}")
             parts.append(f"chunk={self.chunk}")
         if self.state:
-            parts.append("state=" + ",".join(c.name for c in self.state))
+            parts.append("state=" + group_names(c.name for c in self.state))
         if self.cameras:
             parts.append("cameras=" + ",".join(f"{c.name}:{c.width}x{c.height}" for c in self.cameras))
         if self.convention:

@@ -90,10 +90,9 @@ INSTRUCTIONS: dict[str, str] = {
     "window-open-v3": "slide the window open",
 }
 
-_CONVENTION = ("dx,dy,dz move the end-effector target (mocap) in the world frame by up to 1 cm per "
-               "step (x to the robot's side, y away from the robot base, z up); gripper is the "
-               "finger effort: +1 closes, -1 opens; state quaternions are in Meta-World's order "
-               "for the task; unused object slots are 0")
+# Kept short: the backbone reads it at every decision. Details (x to the robot's side, y away from
+# the base, z up; quaternions in Meta-World's order; unused object slots are 0) live here instead.
+_CONVENTION = "world-frame end-effector deltas, 1 cm per unit per step; gripper +1 closes, -1 opens"
 
 
 def _require_metaworld():

@@ -53,7 +53,7 @@ def test_embodiment_and_prompt(pick_place):
     assert e.hz == pytest.approx(80.0) and (e.chunk, e.exec_horizon) == (16, 8)
     p = e.prompt()
     assert "action=delta[dx,dy,dz,gripper] in [-1,1]" in p
-    assert "goal_z" in p and "+1 closes" in p
+    assert "goal_{x,y,z}" in p and "+1 closes" in p
     assert {"state", "success", "expert", "deterministic"} <= d.capabilities
     assert "render" not in d.capabilities and e.cameras == ()
     assert "puck" in d.instruction and d.max_steps >= 100

@@ -87,3 +87,9 @@ def test_registry_errors_are_clear():
         open_device("twogap-push")
     with pytest.raises(UnknownDevice, match="known: sim:, mujoco:"):
         open_device("robot:arm")
+
+
+def test_prompt_groups_channel_names_sharing_a_prefix():
+    e = Embodiment(name="arm", kind="arm", actions=(Channel("dx", -1, 1), Channel("gripper", -1, 1)),
+                   state=tuple(Channel(n) for n in ("hand_x", "hand_y", "gripper", "goal_x", "goal_y")))
+    assert "state=hand_{x,y},gripper,goal_{x,y}" in e.prompt()
