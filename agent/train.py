@@ -296,9 +296,11 @@ def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
             opt.step()
+            # EMA with warm-up: a plain 0.999 would keep 37% of the random init after 1k steps
+            decay = min(cfg.ema, (1 + step) / (10 + step))
             with torch.no_grad():
                 for n, p in model.named_parameters():
-                    ema[n].lerp_(p.detach(), 1 - cfg.ema)
+                    ema[n].lerp_(p.detach(), 1 - decay)
             step += 1
             losses.append(loss.item())
             if step % 20 == 0 or step == cfg.steps:
@@ -306,5 +308,6 @@ def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=
                            status=f"loss {np.mean(losses[-50:]):.4f}, {(step - first) / (time.perf_counter() - t0):.1f} it/s")
             if step % cfg.save_every == 0 or step == cfg.steps:
                 checkpoint(step)
-                log(f"step {step}: loss {np.mean(losses[-100:]):.4f}, checkpoint {out}")
+                log(f"step {step}: loss {np.mean(losses[-cfg.save_every:]):.4f} (mean since the last "
+                    f"checkpoint), saved {out}")
     return out

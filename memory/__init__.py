@@ -1,1 +1,16 @@
-"""memory"""
+"""memory: the success memory that steers the flow-matching action decoder at test time.
+
+Verified successful episodes are cut into (key, executed action chunk, preceding actions, progress)
+entries, one FAISS index per namespace (embodiment, task). A query retrieves neighbours, keeps the
+trajectory-consistent ones (history, progress, one mode), and returns an elite prior chunk with a
+confidence; ``guidance`` turns that into the sampler's start time tau0. No weights change.
+
+Leaf package: numpy, faiss and the standard library only.
+"""
+from .config import MemoryConfig
+from .store import (SCHEMA_VERSION, MemoryFileError, MemoryMismatch, MemoryStoreError, Retrieval,
+                    SuccessMemory, make_namespace, stable_hash, tau0_from_confidence)
+
+__all__ = ["MemoryConfig", "SuccessMemory", "Retrieval", "MemoryStoreError", "MemoryFileError",
+           "MemoryMismatch", "make_namespace", "stable_hash", "tau0_from_confidence",
+           "SCHEMA_VERSION"]

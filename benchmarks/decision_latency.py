@@ -1,0 +1,79 @@
+"""Latency of one VLA decision on CPU: backbone forward, DiT sampling (K=10 and K=4), total.
+
+    python benchmarks/decision_latency.py --policy embodia-tiny --repeats 100
+
+Prints one JSON line with p50/p95 in ms at 1 and 2 torch threads, and the DiT's time per Euler step.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np
+import torch
+
+from action_heads import sample
+from agent.factory import make_policy
+from devices import open_device
+
+
+def pct(xs) -> dict:
+    a = np.asarray(xs) * 1e3
+    return {"p50": round(float(np.percentile(a, 50)), 2), "p95": round(float(np.percentile(a, 95)), 2)}
+
+
+@torch.inference_mode()
+def measure(policy, obs, instruction: str, repeats: int) -> dict:
+    emb, model = policy.embodiment, policy.model
+    state, smask, amask, eid = policy.inputs(emb, obs.state)
+    times = {"backbone": [], "dit_k10": [], "dit_k4": [], "total_k10": []}
+    for i in range(repeats + 5):
+        t0 = time.perf_counter()
+        batch = model.backbone.prepare([[obs.images[c.name] for c in emb.cameras]], [emb.prompt()], [instruction])
+        ctx, cm = model.context(**batch)
+        t1 = time.perf_counter()
+        sample(model.head, ctx, state, smask, eid, amask, steps=10, ctx_mask=cm, generator=policy.generator)
+        t2 = time.perf_counter()
+        sample(model.head, ctx, state, smask, eid, amask, steps=4, ctx_mask=cm, generator=policy.generator)
+        t3 = time.perf_counter()
+        policy.predict_chunk(obs, instruction)
+        t4 = time.perf_counter()
+        if i >= 5:   # warm-up
+            times["backbone"].append(t1 - t0)
+            times["dit_k10"].append(t2 - t1)
+            times["dit_k4"].append(t3 - t2)
+            times["total_k10"].append(t4 - t3)
+    out = {k: pct(v) for k, v in times.items()}
+    out["dit_ms_per_euler_step"] = round(float(np.median(times["dit_k10"])) * 1e3 / 10, 3)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--policy", default="embodia-tiny")
+    ap.add_argument("--device", default="sim:twogap-push")
+    ap.add_argument("--repeats", type=int, default=100)
+    args = ap.parse_args()
+    with open_device(args.device) as dev:
+        obs = dev.reset(0)
+        policy = make_policy(args.policy, dev)
+        policy.reset(0)
+        res = {}
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            res[f"threads_{threads}"] = measure(policy, obs, dev.instruction, args.repeats)
+        bb = policy.model.backbone
+        params = sum(p.numel() for p in policy.model.parameters())
+    print(json.dumps({"benchmark": "decision_latency", "policy": args.policy, "device": args.device,
+                      "params": params, "backbone_hidden": bb.hidden_size, "repeats": args.repeats, **res,
+                      "machine": f"{platform.machine()} {os.cpu_count()} cpus, torch {torch.__version__}",
+                      "date": time.strftime("%Y-%m-%d")}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""Every threshold of the success memory in one dataclass, with the reason for each default.
+
+All action quantities (chunks, histories, RMSE thresholds, spreads) are in the embodiment's
+NORMALIZED action units (per-channel quantiles q01/q99 -> [-1, 1]); key distances are in the units
+of the keys the caller passes (standardized state for ``metric="l2"``).
+
+Where a default differs from ``reference/algorithms.md`` section 4, the reason is what the quick
+TwoGapPush experiment in ``reference/memory-findings.md`` showed; everything else keeps the spec's
+value, because that is what the experiment that worked ran with.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional
+
+__all__ = ["MemoryConfig"]
+
+
+@dataclass
+class MemoryConfig:
+    # ---- retrieval (algorithms 4.3) -------------------------------------------------------
+    k: int = 32
+    """Neighbours fetched from FAISS per query (spec)."""
+    metric: str = "l2"
+    """``"l2"``: IndexFlatL2 on standardized low-dimensional keys (CPU state keys), similarity
+    ``exp(-d^2 / (2 sigma^2))``. ``"cosine"``: keys are L2-normalised on insert and query and the
+    similarity is the inner product (runtime keys built from pooled VLM features). L2 is the default
+    because the CPU-eval key is a standardized state, and cosine ignores its magnitude (spec 4.3)."""
+    sigma: Optional[float] = None
+    """Fixed similarity scale for ``metric="l2"``; ``None`` calibrates it (next three fields)."""
+    sigma_rank: int = 3
+    """Calibration: each query contributes its distance to the ``sigma_rank``-th nearest stored key
+    and sigma is the running median of those. memory-findings: calibrating on the distances AMONG
+    stored keys made sigma too small (start states cluster) and similarities collapsed, so sigma is
+    calibrated on query-to-memory distances. Rank 3 (= n_min) rather than 1: exact repeats would
+    drive a nearest-neighbour median to 0; the n_min-th neighbour is the distance at which an elite
+    set can form, and dedup keeps stored keys distinct."""
+    sigma_window: int = 256
+    """Number of recent queries (per namespace) in the running median; old queries from when the
+    memory was small and far away drop out."""
+    sigma_min: float = 1e-3
+    """Floor on the calibrated sigma (key units)."""
+    s_min: Optional[float] = None
+    """Candidates with similarity below s_min are dropped. ``None`` -> 0.05 for ``"l2"`` (i.e.
+    d <= 2.45 sigma; the kernel already scales by sigma) and 0.8 for ``"cosine"`` (spec's fixed
+    value; the spec's adaptive 5th-percentile rule is not implemented)."""
+
+    # ---- trajectory-level consistency filter (4.4) -----------------------------------------
+    delta_h: float = 0.25
+    """History filter: max decayed RMSE between a candidate's recorded preceding actions and the
+    actions executed just now (spec)."""
+    hist_decay: float = 0.7
+    """Weight 0.7**j for the action j steps back (nearest-sequence style, spec)."""
+    delta_p: float = 0.15
+    """Progress filter: max |progress - p_hat| (spec)."""
+    delta_c: float = 0.3
+    """Continuity with the still-unexecuted tail of the current chunk, if the caller passes one."""
+    delta_a: float = 0.5
+    """Mode selection: elites are the kept chunks within delta_a chunk-RMSE of the densest chunk.
+    memory-findings: the spec's 0.3 is tighter than the within-mode spread of 16-step chunks
+    (within-mode RMSE 0.36, between modes 0.90 at action noise 0.05), so it split one mode; 0.5."""
+    sigma_a: float = 0.3
+    """Chunk-space kernel width (findings: 0.3; spec 0.2) for the mode density and the agreement
+    penalty exp(-0.5 (spread / sigma_a)^2), spread = RMS deviation of the elite chunks from the
+    prior: a within-mode spread of 0.25 costs a factor 0.71, an averaged two-mode prior (0.8)
+    0.03."""
+    n_min: int = 3
+    """Count term of the confidence: c_n = min(1, sum of the elites' n_support / n_min) (spec:
+    |E| / n_min; a deduplicated entry counts as the n_support successes it merged, and it weighs
+    n_support times in the mode density, the agreement share and the prior weights, exactly as
+    if the duplicates had been kept)."""
+    p_knn_k: int = 8
+    """Progress calibration: once >= p_knn_k neighbours are retrieved, p_hat = min(p_time,
+    median(progress of the top p_knn_k) + p_knn_margin) (spec 4.2)."""
+    p_knn_margin: float = 0.1
+
+    # ---- elite prior and confidence (4.5) ---------------------------------------------------
+    T_s: float = 0.1
+    """Softmax temperature on similarity for the elite weights. The spec's 0.05 was set for cosine
+    similarities (0.8..1); the L2 kernel spreads similarities over (0, 1], so 0.05 would make the
+    prior the single nearest chunk. 0.1 keeps several elites in play."""
+    beta: float = 1.0
+    """Efficiency exponent: weight *= (T_min / T_episode) ** beta (shorter successes preferred)."""
+
+    # ---- confidence-adaptive guidance (4.6) --------------------------------------------------
+    tau_max: float = 0.6
+    """Largest start time of the flow sampler. Findings: 0.4 and 0.6 worked equally, 0.8 was worse
+    (too little policy flow left to repair the prior)."""
+    c_min: float = 0.3
+    """Confidence floor: below it ``guidance`` returns None and the policy samples unchanged (spec)."""
+    c_sat: float = 0.6
+    """g(c) = clip((c - c_min) / (c_sat - c_min), 0, 1). Findings: a linear ramp up to confidence
+    1.0 rarely reached tau0 >= 0.4, while the first one or two decisions of an episode decide the
+    mode and need a real push; saturating at 0.6 recovered most of the gain (0.86 vs 0.89 for a
+    fixed tau0). The spec's ramp is c_sat = 1.0."""
+
+    # ---- upkeep (4.7) ----------------------------------------------------------------------
+    stride: Optional[int] = None
+    """Segment stride when cutting an episode; ``None`` -> H_exec = horizon // 2 (spec: 8 of 16)."""
+    dedup: bool = True
+    dedup_key_rms: float = 0.02
+    """L2 keys: merge when the key distance / sqrt(key_dim) (RMS per key dimension, standardized
+    units) is <= this AND the chunk RMSE <= dedup_chunk_rmse."""
+    dedup_cos: float = 0.995
+    """Cosine keys: merge when the cosine similarity is >= this (spec) and the chunks match."""
+    dedup_chunk_rmse: float = 0.05
+    capacity: Optional[int] = 20_000
+    """Entries per namespace (spec N_max); ``None`` = unbounded."""
+    half_life: float = 200.0
+    """Ageing, in episodes of the namespace: eviction drops the lowest
+    n_support * 0.5 ** (age / half_life) - fail_penalty * n_used_fail (spec)."""
+    fail_penalty: float = 2.0
+    credit_min_weight: float = 0.1
+    """Failure credit: only elites with weight >= this in a used prior are credited (spec)."""
+    fail_delete_min: int = 3
+    fail_delete_ratio: float = 0.5
+    """Delete an entry when n_used_fail >= fail_delete_min and n_used_fail / n_used > ratio (spec)."""
+
+    # ---- index -------------------------------------------------------------------------------
+    ivf_threshold: int = 200_000
+    """Exact IndexFlat below this many entries in a namespace (0.3-1 ms per query up to ~100k at
+    d_k 32 on one thread); above it an IndexIVFFlat (build is minutes faster than HNSW at 1M on one
+    core, and it supports removals, which eviction and failure credit need)."""
+    ivf_nlist: Optional[int] = None
+    """IVF lists; ``None`` -> min(1024, 2 * sqrt(N)) at build time (retrained when N doubles)."""
+    ivf_nprobe: int = 32
+
+    # ---- ablations -----------------------------------------------------------------------------
+    consistency: bool = True
+    """False: skip the history, progress and tail filters (only s_min remains)."""
+    mode_selection: bool = True
+    """False: the elite set is every kept candidate, so the prior may average two modes. With
+    consistency=False too this is the spec's "mean over all retrieved" ablation."""
+    fixed_confidence: Optional[float] = None
+    """Use this confidence whenever the elite set is non-empty (0 when it is empty). 1.0 gives
+    tau0 = tau_max whenever any elite exists: the findings' best arm ("mem-fixed")."""
+    replay: bool = False
+    """Direct-replay ablation: ``guidance`` returns tau0 = 1.0 with the prior wherever it would
+    steer, i.e. the caller executes the prior (action_heads.sample with tau0=1 returns x0 = prior
+    untouched, 0 network evaluations). Isolates the value of the policy's refinement."""
+
+    def __post_init__(self):
+        if self.metric not in ("l2", "cosine"):
+            raise ValueError(f"metric must be 'l2' or 'cosine', not {self.metric!r}")
+        if self.k < 1 or self.n_min < 1 or self.sigma_rank < 1 or self.p_knn_k < 1:
+            raise ValueError("k, n_min, sigma_rank and p_knn_k must be >= 1")
+        if not 0.0 <= self.tau_max <= 1.0:
+            raise ValueError("tau_max must lie in [0, 1]")
+        if not 0.0 <= self.c_min < self.c_sat <= 1.0:
+            raise ValueError("need 0 <= c_min < c_sat <= 1")
+        if self.fixed_confidence is not None and not 0.0 <= self.fixed_confidence <= 1.0:
+            raise ValueError("fixed_confidence must lie in [0, 1]")
+        if self.sigma is not None and self.sigma <= 0:
+            raise ValueError("sigma must be > 0")
+        if self.capacity is not None and self.capacity < 1:
+            raise ValueError("capacity must be >= 1 or None")
+        for name in ("delta_h", "delta_p", "delta_c", "delta_a", "sigma_a", "T_s", "half_life",
+                     "sigma_min"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0")
+        if self.stride is not None and self.stride < 1:
+            raise ValueError("stride must be >= 1")
+
+    @property
+    def s_min_eff(self) -> float:
+        if self.s_min is not None:
+            return float(self.s_min)
+        return 0.05 if self.metric == "l2" else 0.8
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MemoryConfig":
+        """Unknown keys (from a newer version) are ignored; missing keys take the defaults."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def replace(self, **kw) -> "MemoryConfig":
+        return dataclasses.replace(self, **kw)

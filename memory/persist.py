@@ -1,0 +1,271 @@
+"""Atomic, pickle-free persistence of a SuccessMemory.
+
+Layout of a memory directory::
+
+    meta.json                                   commit point, written last (atomic rename)
+    ns/<slug>-<hash8>/entries-<gen>.npz         one per namespace: all columns + counters
+    ns/<slug>-<hash8>/index-<gen>.faiss         optional cache (IVF namespaces only)
+
+``meta.json`` holds schema_version, encoder_id, normalizer_hash, dims, the config, and for each
+namespace its file names, byte sizes and sha256. Files are written under temporary names, fsynced
+and renamed; meta.json is renamed last, then files of older generations are removed. Loading
+checks size and sha256 before ``np.load(allow_pickle=False)``, so a truncated or corrupted file is
+reported by name (``MemoryFileError``) instead of failing somewhere inside numpy.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+import warnings
+from pathlib import Path
+from typing import Dict
+
+import numpy as np
+
+from .config import MemoryConfig
+from .store import (SCHEMA_VERSION, MemoryFileError, MemoryMismatch, SuccessMemory, _Namespace,
+                    _schema)
+
+META = "meta.json"
+_STATE = ("clock", "episodes", "merges", "evictions", "deleted_credit", "queries", "next_id",
+          "action_dim")
+
+
+def _ns_dirname(name: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:48].strip("._") or "ns"
+    return f"{slug}-{hashlib.sha1(name.encode('utf-8')).hexdigest()[:8]}"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(str(path), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def save(mem: SuccessMemory, path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    gen = f"{time.time_ns():x}"
+    nss = []
+    for name in mem.namespaces():
+        ns = mem._ns[name]
+        d = path / "ns" / _ns_dirname(name)
+        d.mkdir(parents=True, exist_ok=True)
+        arrays = {f"col_{k}": v for k, v in ns.cols.arrays().items()}
+        arrays["ns_name"] = np.array(name)
+        arrays["ns_state"] = np.array([getattr(ns, k) for k in _STATE], np.int64)
+        arrays["success_lengths"] = np.asarray(ns.success_lengths, np.int64)
+        arrays["sigma_hist"] = np.asarray(list(ns.sigma_hist), np.float64)
+        f_entries = d / f"entries-{gen}.npz"
+        _write_atomic(f_entries, lambda f: np.savez(f, **arrays))
+        rec = {"name": name, "dir": f"ns/{d.name}", "entries": f_entries.name, "n": ns.n,
+               "bytes": f_entries.stat().st_size, "sha256": _sha256(f_entries)}
+        if ns.index.kind != "flat" and ns.n:
+            f_index = d / f"index-{gen}.faiss"
+            buf = ns.index.serialize()
+            _write_atomic(f_index, lambda f: f.write(buf.tobytes()))
+            rec.update(index=f_index.name, index_sha256=_sha256(f_index), index_kind=ns.index.kind,
+                       index_n_trained=ns.index.n_trained)
+        _fsync_dir(d)
+        nss.append(rec)
+    meta = {
+        "format": "embodia.success_memory", "schema_version": SCHEMA_VERSION,
+        "encoder_id": mem.encoder_id, "normalizer_hash": mem.normalizer_hash,
+        "key_dim": mem.key_dim, "horizon": mem.horizon, "action_dim": mem.action_dim,
+        "hist_len": mem.hist_len, "config": mem.config.to_dict(), "generation": gen,
+        "saved_at": time.time(), "namespaces": nss,
+    }
+    text = json.dumps(meta, indent=1, sort_keys=True).encode("utf-8")
+    _write_atomic(path / META, lambda f: f.write(text))
+    _fsync_dir(path)
+    # the new generation is committed: remove older files (only names this module writes)
+    keep = {(r["dir"], r["entries"]) for r in nss} | {(r["dir"], r.get("index")) for r in nss}
+    root = path / "ns"
+    if root.is_dir():
+        for d in root.iterdir():
+            if not d.is_dir():
+                continue
+            for f in d.iterdir():
+                if re.fullmatch(r"(entries-[0-9a-f]+\.npz|index-[0-9a-f]+\.faiss)", f.name) and \
+                        (f"ns/{d.name}", f.name) not in keep:
+                    f.unlink(missing_ok=True)
+            if not any(d.iterdir()):
+                d.rmdir()
+    return path
+
+
+def _read_meta(path: Path) -> dict:
+    mp = path / META
+    try:
+        text = mp.read_bytes()
+    except FileNotFoundError:
+        raise MemoryFileError(mp, "missing (no memory saved here)") from None
+    except OSError as e:
+        raise MemoryFileError(mp, f"unreadable: {e}") from e
+    try:
+        meta = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise MemoryFileError(mp, f"corrupted or truncated JSON ({e})") from e
+    if not isinstance(meta, dict):
+        raise MemoryFileError(mp, "not a JSON object")
+    sv = meta.get("schema_version")
+    if sv != SCHEMA_VERSION:
+        raise MemoryFileError(mp, f"unsupported schema_version {sv!r} (this code reads {SCHEMA_VERSION})")
+    for k in ("encoder_id", "normalizer_hash", "key_dim", "horizon", "action_dim", "hist_len",
+              "config", "namespaces"):
+        if k not in meta:
+            raise MemoryFileError(mp, f"field {k!r} missing")
+    return meta
+
+
+def _load_namespace(mem: SuccessMemory, path: Path, rec: dict) -> _Namespace:
+    try:
+        f = path / rec["dir"] / rec["entries"]
+    except (KeyError, TypeError) as e:
+        raise MemoryFileError(path / META, f"bad namespace record {rec!r}") from e
+    if not f.is_file():
+        raise MemoryFileError(f, "missing")
+    size = f.stat().st_size
+    if size != rec.get("bytes"):
+        raise MemoryFileError(f, f"truncated or altered: {size} bytes, meta.json says {rec.get('bytes')}")
+    if _sha256(f) != rec.get("sha256"):
+        raise MemoryFileError(f, "corrupted: sha256 differs from meta.json")
+    try:
+        with np.load(f, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+    except Exception as e:                       # zipfile.BadZipFile, ValueError, OSError, ...
+        raise MemoryFileError(f, f"unreadable npz ({type(e).__name__}: {e})") from e
+    try:
+        name = str(data["ns_name"])
+        state = dict(zip(_STATE, (int(x) for x in data["ns_state"])))
+        action_dim = state["action_dim"]
+        ns = _Namespace(name, mem, action_dim)
+        schema = _schema(mem.key_dim, mem.horizon, mem.hist_len, action_dim)
+        cols = {}
+        n = int(data["col_ids"].shape[0])
+        for k, (shp, dt) in schema.items():
+            a = data[f"col_{k}"]
+            if a.shape != (n,) + shp:
+                raise ValueError(f"column {k} has shape {a.shape}, expected {(n,) + shp}")
+            cols[k] = a.astype(dt, copy=False)
+        if n and np.any(np.diff(cols["ids"]) <= 0):
+            raise ValueError("ids not strictly increasing")
+    except (KeyError, ValueError, TypeError) as e:
+        raise MemoryFileError(f, f"invalid content ({e})") from e
+    if name != rec.get("name"):
+        raise MemoryFileError(f, f"holds namespace {name!r}, meta.json says {rec.get('name')!r}")
+    if n:
+        ns.cols.append(cols)
+    for k in _STATE:
+        if k != "action_dim":
+            setattr(ns, k, state[k])
+    ns.success_lengths = [int(x) for x in data["success_lengths"]]
+    ns.sigma_hist.extend(float(x) for x in data["sigma_hist"])
+    # FAISS: the cache when it is intact, else rebuild from the keys (the source of truth)
+    loaded = False
+    if rec.get("index") and n:
+        fi = path / rec["dir"] / rec["index"]
+        try:
+            if fi.is_file() and _sha256(fi) == rec.get("index_sha256"):
+                ns.index.load_serialized(np.fromfile(fi, dtype=np.uint8), rec.get("index_kind", "ivf"),
+                                         rec.get("index_n_trained", n))
+                loaded = ns.index.ntotal == n
+        except Exception:                         # a bad cache is only a cache
+            loaded = False
+        if not loaded:
+            warnings.warn(f"{fi}: index cache unusable, rebuilding from entries", RuntimeWarning)
+    if not loaded:
+        ns.index.rebuild(ns.cols["keys"], ns.cols["ids"])
+    return ns
+
+
+def load(cls, path: Path, *, encoder_id: str, normalizer_hash: str, on_error: str = "raise",
+         missing_ok: bool = False, config=None, dims: Dict[str, int]) -> SuccessMemory:
+    if on_error not in ("raise", "empty"):
+        raise ValueError("on_error must be 'raise' or 'empty'")
+    meta = None
+
+    def empty(err: Exception, warn: bool = True):
+        d = {k: v for k, v in dims.items() if v is not None}
+        if meta is not None:
+            d = {k: meta[k] for k in ("key_dim", "horizon", "action_dim", "hist_len")}
+        if not all(k in d for k in ("key_dim", "horizon", "action_dim")):
+            raise MemoryFileError(getattr(err, "path", path),
+                                  f"{getattr(err, 'reason', err)}; cannot start an empty memory "
+                                  "without key_dim, horizon and action_dim") from err
+        cfg = config
+        if cfg is None and meta is not None:
+            try:
+                cfg = MemoryConfig.from_dict(meta["config"])
+            except Exception:
+                cfg = None
+        if warn:
+            warnings.warn(f"{err}; starting with an empty success memory", RuntimeWarning)
+        return cls(cfg, d["key_dim"], d["horizon"], d["action_dim"], d.get("hist_len", 8),
+                   encoder_id=encoder_id, normalizer_hash=normalizer_hash)
+
+    try:
+        meta = _read_meta(path)
+    except MemoryFileError as e:
+        if missing_ok and not (path / META).exists():
+            return empty(e, warn=False)
+        if on_error == "empty":
+            return empty(e)
+        raise
+    if meta["encoder_id"] != encoder_id:
+        raise MemoryMismatch(f"{path / META}: key encoder {meta['encoder_id']!r} != {encoder_id!r}; "
+                             "re-key the memory instead of mixing key spaces")
+    if meta["normalizer_hash"] != normalizer_hash:
+        raise MemoryMismatch(f"{path / META}: action normalizer {meta['normalizer_hash']!r} != "
+                             f"{normalizer_hash!r}; stored chunks are in other units")
+    for k, v in dims.items():
+        if v is not None and int(meta[k]) != int(v):
+            raise MemoryMismatch(f"{path / META}: {k} = {meta[k]}, expected {v}")
+    try:
+        cfg = config if config is not None else MemoryConfig.from_dict(meta["config"])
+    except (TypeError, ValueError) as e:
+        err = MemoryFileError(path / META, f"invalid config ({e})")
+        if on_error == "empty":
+            return empty(err)
+        raise err from e
+    mem = cls(cfg, int(meta["key_dim"]), int(meta["horizon"]), int(meta["action_dim"]),
+              int(meta["hist_len"]), encoder_id=encoder_id, normalizer_hash=normalizer_hash)
+    try:
+        for rec in meta["namespaces"]:
+            ns = _load_namespace(mem, path, rec)
+            mem._ns[ns.name] = ns
+    except MemoryFileError as e:
+        if on_error == "empty":
+            return empty(e)
+        raise
+    return mem

@@ -1,0 +1,750 @@
+"""Success memory: store verified successful action chunks, retrieve, filter, build an elite prior.
+
+Leaf module: numpy, faiss and the standard library only. Everything action-valued is in the
+embodiment's NORMALIZED action units (float32); keys are whatever the caller's key encoder gives
+(standardized state for ``metric="l2"``, any embedding for ``metric="cosine"``).
+
+Typical loop (policy side)::
+
+    mem = SuccessMemory(MemoryConfig(), key_dim=dk, horizon=16, action_dim=2,
+                        encoder_id="state-zscore-v1", normalizer_hash=stable_hash(norm.to_json()))
+    ns = make_namespace("twogap-pusher", "push-through-gap")
+    r = mem.query(ns, key, hist=executed[-8:], t=step)
+    g = mem.guidance(r, steps=K)                     # None -> sample unchanged
+    if g is not None:
+        tau0, prior = g                              # prior [H, D_ns]; pad to D_max, mask
+        x0 = (1 - tau0) * eps + tau0 * prior
+        chunk = sample(..., x0=x0, tau0=tau0)
+        mem.record_use(ns, r)
+    ...
+    mem.end_episode(success, namespace=ns)
+    mem.add_episode(ns, keys, actions, success=success, episode_id=i)   # ignored unless success
+    mem.save(path)
+
+Not thread-safe: one memory per control loop (or guard it with a lock).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import time
+import warnings
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Tuple
+
+import numpy as np
+
+from .config import MemoryConfig
+from .index import KeyIndex
+
+__all__ = ["SuccessMemory", "Retrieval", "MemoryStoreError", "MemoryFileError", "MemoryMismatch",
+           "make_namespace", "stable_hash", "tau0_from_confidence", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 1
+_TINY = 1e-12
+
+
+# ------------------------------------------------------------------------------------------------
+# errors and small helpers
+# ------------------------------------------------------------------------------------------------
+class MemoryStoreError(Exception):
+    """Base class of the memory's persistence errors."""
+
+
+class MemoryFileError(MemoryStoreError):
+    """A memory file is missing, truncated, corrupted or of an unsupported schema.
+    ``.path`` names the file."""
+
+    def __init__(self, path, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+class MemoryMismatch(MemoryStoreError):
+    """The stored memory was built with another key encoder, normalizer or dimensions."""
+
+
+def make_namespace(embodiment: str, task: str) -> str:
+    """The namespace string of an (embodiment, task) pair. Entries never cross namespaces."""
+    return f"{embodiment}/{task}"
+
+
+def stable_hash(obj) -> str:
+    """sha256 hex of bytes, of a str (utf-8), or of a JSON-able object (canonical JSON): use it for
+    ``encoder_id`` / ``normalizer_hash`` (e.g. ``stable_hash(normalizer.to_json())``)."""
+    if isinstance(obj, bytes):
+        data = obj
+    elif isinstance(obj, str):
+        data = obj.encode("utf-8")
+    else:
+        data = json.dumps(obj, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def tau0_from_confidence(confidence: float, cfg: MemoryConfig, steps: int) -> float:
+    """THE guidance formula (kept in one place): g = clip((c - c_min) / (c_sat - c_min), 0, 1),
+    tau0 = tau_max * g snapped to the Euler grid linspace(0, 1, steps + 1) with halves rounding up
+    (as ``action_heads.grid_index``). 0.0 means: do not steer."""
+    if steps < 1:
+        raise ValueError("steps must be >= 1")
+    c = float(confidence)
+    if not np.isfinite(c) or c < cfg.c_min:
+        return 0.0
+    g = min(1.0, max(0.0, (c - cfg.c_min) / (cfg.c_sat - cfg.c_min)))
+    k0 = int(math.floor(cfg.tau_max * g * steps + 0.5 + 1e-9))
+    return k0 / steps
+
+
+@dataclass
+class Retrieval:
+    """Result of one ``SuccessMemory.query``. Arrays are float32, actions normalized."""
+    namespace: str
+    elite_ids: np.ndarray                       # int64 [m] entry ids of the elite set
+    weights: np.ndarray                         # [m], sum 1 (empty when m = 0)
+    similarities: np.ndarray                    # [m]
+    prior: Optional[np.ndarray]                 # [H, D_ns] weighted mean of the elite chunks
+    prior_std: Optional[np.ndarray]             # [H, D_ns] weighted std
+    prior_valid: Optional[np.ndarray]           # [H] bool: some elite chunk is real (not padding)
+    confidence: float                           # in [0, 1]; 0 when the elite set is empty
+    n_retrieved: int = 0                        # neighbours returned by FAISS
+    n_candidates: int = 0                       # ... with similarity >= s_min
+    n_kept: int = 0                             # ... that pass the consistency filter
+    progress_hat: Optional[float] = None
+    sigma: Optional[float] = None               # similarity scale used (l2)
+    components: Dict[str, float] = field(default_factory=dict)   # c_sim, c_agree, c_n
+    reason: str = "ok"                          # why the elite set is empty, else "ok"
+    timing_ms: float = 0.0
+
+    @property
+    def n_elite(self) -> int:
+        return int(self.elite_ids.shape[0])
+
+    @property
+    def empty(self) -> bool:
+        return self.n_elite == 0
+
+
+# ------------------------------------------------------------------------------------------------
+# per-namespace storage
+# ------------------------------------------------------------------------------------------------
+def _schema(key_dim: int, horizon: int, hist_len: int, action_dim: int) -> Dict[str, tuple]:
+    return {
+        "ids": ((), np.int64),
+        "keys": ((key_dim,), np.float32),
+        "chunks": ((horizon, action_dim), np.float32),
+        "chunk_mask": ((horizon,), np.bool_),
+        "hist": ((hist_len, action_dim), np.float32),
+        "hist_n": ((), np.int16),            # valid preceding actions (right-aligned in hist)
+        "progress": ((), np.float32),
+        "episode_id": ((), np.int64),
+        "step": ((), np.int32),
+        "ep_len": ((), np.int32),            # steps to success of the (shortest) source episode
+        "created_clock": ((), np.int64),     # namespace episode clock at insert / last merge
+        "last_used_clock": ((), np.int64),   # -1: never used
+        "n_support": ((), np.int32),
+        "n_used": ((), np.int32),
+        "n_used_fail": ((), np.int32),
+        "created_at": ((), np.float64),
+        "last_used_at": ((), np.float64),
+    }
+
+
+class _Columns:
+    """Growable column arrays (amortised doubling); rows are kept sorted by id."""
+
+    def __init__(self, schema: Dict[str, tuple]):
+        self.schema = schema
+        self.n = 0
+        self.data = {k: np.zeros((0,) + shp, dt) for k, (shp, dt) in schema.items()}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.data[name][: self.n]
+
+    def append(self, rows: Dict[str, np.ndarray]) -> None:
+        m = int(np.asarray(rows["ids"]).shape[0])
+        need = self.n + m
+        cap = self.data["ids"].shape[0]
+        if need > cap:
+            new_cap = max(need, 2 * cap, 64)
+            for k, (shp, dt) in self.schema.items():
+                arr = np.zeros((new_cap,) + shp, dt)
+                arr[: self.n] = self.data[k][: self.n]
+                self.data[k] = arr
+        for k in self.schema:
+            self.data[k][self.n: need] = rows[k]
+        self.n = need
+
+    def keep(self, mask: np.ndarray) -> None:
+        for k in self.schema:
+            kept = self.data[k][: self.n][mask]
+            self.data[k] = np.ascontiguousarray(kept)
+        self.n = int(mask.sum())
+
+    def arrays(self) -> Dict[str, np.ndarray]:
+        return {k: np.ascontiguousarray(self.data[k][: self.n]) for k in self.schema}
+
+
+class _Namespace:
+    def __init__(self, name: str, mem: "SuccessMemory", action_dim: int):
+        cfg = mem.config
+        self.name = name
+        self.action_dim = int(action_dim)
+        self.cols = _Columns(_schema(mem.key_dim, mem.horizon, mem.hist_len, self.action_dim))
+        self.index = KeyIndex(mem.key_dim, cfg.metric, cfg.ivf_threshold, cfg.ivf_nlist,
+                              cfg.ivf_nprobe)
+        self.clock = 0            # episodes of this namespace (successes added + failures reported)
+        self.episodes = 0         # successful episodes added
+        self.merges = 0
+        self.evictions = 0
+        self.deleted_credit = 0
+        self.queries = 0
+        self.next_id = 0
+        self.success_lengths: List[int] = []
+        self.sigma_hist: deque = deque(maxlen=cfg.sigma_window)
+
+    @property
+    def n(self) -> int:
+        return self.cols.n
+
+    def rows_of(self, ids: np.ndarray) -> np.ndarray:
+        """Rows of existing ids (-1 for ids that are gone)."""
+        all_ids = self.cols["ids"]
+        ids = np.asarray(ids, dtype=np.int64)
+        r = np.searchsorted(all_ids, ids)
+        r = np.minimum(r, max(self.n - 1, 0))
+        ok = (self.n > 0) & (all_ids[r] == ids) if self.n else np.zeros(ids.shape, bool)
+        return np.where(ok, r, -1)
+
+
+# ------------------------------------------------------------------------------------------------
+# the memory
+# ------------------------------------------------------------------------------------------------
+class SuccessMemory:
+    """Online memory of action chunks from verified successful episodes, one FAISS index per
+    namespace (= (embodiment, task), see ``make_namespace``).
+
+    ``key_dim``, ``horizon`` H and ``hist_len`` h are global; the action dimension is fixed per
+    namespace by its first episode (at most ``action_dim``), so every embodiment's chunks keep their
+    own channels and RMSE thresholds mean the same thing everywhere. ``encoder_id`` and
+    ``normalizer_hash`` identify the key encoder and the action normalizer: ``load`` refuses a
+    memory written under other ones.
+    """
+
+    def __init__(self, config: Optional[MemoryConfig], key_dim: int, horizon: int, action_dim: int,
+                 hist_len: int = 8, *, encoder_id: str, normalizer_hash: str):
+        self.config = config if config is not None else MemoryConfig()
+        if min(key_dim, horizon, action_dim) < 1 or hist_len < 0:
+            raise ValueError("key_dim, horizon and action_dim must be >= 1, hist_len >= 0")
+        self.key_dim = int(key_dim)
+        self.horizon = int(horizon)
+        self.action_dim = int(action_dim)
+        self.hist_len = int(hist_len)
+        self.encoder_id = str(encoder_id)
+        self.normalizer_hash = str(normalizer_hash)
+        self._ns: Dict[str, _Namespace] = {}
+        self._uses: Dict[str, set] = {}       # namespace -> ids that steered the current episode
+
+    # -- introspection ---------------------------------------------------------------------------
+    def namespaces(self) -> List[str]:
+        return sorted(self._ns)
+
+    def __len__(self) -> int:
+        return sum(ns.n for ns in self._ns.values())
+
+    def __contains__(self, namespace: str) -> bool:
+        return namespace in self._ns
+
+    def size(self, namespace: str) -> int:
+        ns = self._ns.get(namespace)
+        return 0 if ns is None else ns.n
+
+    def entries(self, namespace: str) -> Dict[str, np.ndarray]:
+        """Copies of a namespace's columns (plus the derived ``efficiency`` = T_min / ep_len)."""
+        ns = self._ns.get(namespace)
+        if ns is None:
+            return {}
+        out = ns.cols.arrays()
+        t_min = min(ns.success_lengths) if ns.success_lengths else 1
+        out["efficiency"] = (t_min / np.maximum(out["ep_len"], 1)).astype(np.float32)
+        return out
+
+    def stats(self) -> Dict[str, dict]:
+        out = {}
+        for name, ns in sorted(self._ns.items()):
+            sup = ns.cols["n_support"]
+            sl = ns.success_lengths
+            out[name] = {
+                "entries": ns.n, "episodes": ns.episodes, "clock": ns.clock,
+                "supports": int(sup.sum()), "dedup_merges": ns.merges,
+                "evictions": ns.evictions, "deleted_by_credit": ns.deleted_credit,
+                "queries": ns.queries, "action_dim": ns.action_dim, "index": ns.index.kind,
+                "median_success_len": float(np.median(sl)) if sl else None,
+                "sigma": self._sigma(ns) if self.config.metric == "l2" and ns.sigma_hist else
+                (self.config.sigma if self.config.metric == "l2" else None),
+            }
+        return out
+
+    # -- insertion -------------------------------------------------------------------------------
+    def _namespace(self, name: str, action_dim: int) -> _Namespace:
+        if not isinstance(name, str) or not name:
+            raise ValueError("namespace must be a non-empty string")
+        ns = self._ns.get(name)
+        if ns is None:
+            if action_dim > self.action_dim:
+                raise ValueError(f"action dim {action_dim} > the memory's action_dim {self.action_dim}")
+            ns = self._ns[name] = _Namespace(name, self, action_dim)
+        elif ns.action_dim != action_dim:
+            raise ValueError(f"namespace {name!r} holds {ns.action_dim}-d actions, got {action_dim}-d "
+                             "(one namespace per embodiment)")
+        return ns
+
+    def _prep_keys(self, keys: np.ndarray) -> np.ndarray:
+        keys = np.asarray(keys, dtype=np.float32)
+        if keys.ndim != 2 or keys.shape[1] != self.key_dim:
+            raise ValueError(f"keys must be [n, {self.key_dim}], got {keys.shape}")
+        if not np.all(np.isfinite(keys)):
+            raise ValueError("keys must be finite")
+        if self.config.metric == "cosine":
+            keys = keys / np.maximum(np.linalg.norm(keys, axis=1, keepdims=True), _TINY)
+        return np.ascontiguousarray(keys, dtype=np.float32)
+
+    def add_episode(self, namespace: str, keys, actions, *, success: bool, episode_id: int = -1,
+                    stride: Optional[int] = None, ep_len: Optional[int] = None,
+                    progress=None) -> int:
+        """Cut a verified SUCCESSFUL episode into segments and store them.
+
+        keys [T, d_k]: the key at each control step (before executing action t); actions [T, D]:
+        the executed actions, normalized. A segment every ``stride`` steps (default H_exec =
+        horizon // 2): key at t, chunk a[t:t+H] (padded with the last action, ``chunk_mask`` marks
+        the real steps), hist = the h actions before t (right-aligned, ``hist_n`` valid), progress
+        t / ep_len (or ``progress[t]`` for multi-stage tasks), ep_len = steps to success (default T).
+
+        ``success=False`` is ignored (returns 0, nothing stored): only verified successes enter the
+        memory, so the loop may call this after every episode. Failures are reported through
+        ``end_episode``. Returns the number of segments stored or merged into near-identical
+        entries (dedup).
+        """
+        if not success:
+            return 0
+        actions = np.asarray(actions, dtype=np.float32)
+        if actions.ndim != 2 or actions.shape[0] < 1:
+            raise ValueError(f"actions must be [T, D] with T >= 1, got {actions.shape}")
+        keys = np.asarray(keys, dtype=np.float32)
+        if keys.shape[0] != actions.shape[0]:
+            raise ValueError(f"keys ({keys.shape[0]}) and actions ({actions.shape[0]}) differ in length")
+        if not np.all(np.isfinite(actions)):
+            raise ValueError("actions must be finite")
+        T, D = actions.shape
+        H, h = self.horizon, self.hist_len
+        stride = int(stride or self.config.stride or max(1, H // 2))
+        L = int(ep_len) if ep_len is not None else T
+        if L < 1:
+            raise ValueError("ep_len must be >= 1")
+        if progress is not None:
+            progress = np.asarray(progress, dtype=np.float32).reshape(-1)
+            if progress.shape[0] != T:
+                raise ValueError("progress must have one value per step")
+        ns = self._namespace(namespace, D)
+        keys = self._prep_keys(keys)
+        ts = np.arange(0, T, stride)
+        m = ts.shape[0]
+        idx = np.minimum(ts[:, None] + np.arange(H)[None, :], T - 1)            # pad with the last action
+        chunks = actions[idx]                                                     # [m, H, D]
+        cmask = (ts[:, None] + np.arange(H)[None, :]) < T
+        hist = np.zeros((m, h, D), np.float32)
+        hist_n = np.minimum(ts, h).astype(np.int16)
+        for i, t in enumerate(ts):
+            n = int(hist_n[i])
+            if n:
+                hist[i, h - n:] = actions[t - n:t]
+        prog = progress[ts] if progress is not None else np.minimum(ts / L, 1.0)
+        ns.clock += 1
+        ns.episodes += 1
+        ns.success_lengths.append(L)
+        now = time.time()
+        rows = {
+            "keys": keys[ts], "chunks": chunks, "chunk_mask": cmask, "hist": hist, "hist_n": hist_n,
+            "progress": prog.astype(np.float32), "episode_id": np.full(m, episode_id, np.int64),
+            "step": ts.astype(np.int32), "ep_len": np.full(m, L, np.int32),
+            "created_clock": np.full(m, ns.clock, np.int64), "last_used_clock": np.full(m, -1, np.int64),
+            "n_support": np.ones(m, np.int32), "n_used": np.zeros(m, np.int32),
+            "n_used_fail": np.zeros(m, np.int32), "created_at": np.full(m, now),
+            "last_used_at": np.zeros(m),
+        }
+        self._insert(ns, rows, dedup=self.config.dedup)
+        return m
+
+    def add_entries(self, namespace: str, keys, chunks, *, hist=None, hist_n=None, progress,
+                    chunk_mask=None, episode_id=None, step=None, ep_len=None,
+                    dedup: bool = False) -> int:
+        """Bulk insert of ready-made entries (import, benchmarks); no segmentation, no episode
+        clock tick. keys [n, d_k], chunks [n, H, D], progress [n]; optional hist [n, h, D] with
+        hist_n [n], chunk_mask [n, H], episode_id/step/ep_len [n]."""
+        chunks = np.asarray(chunks, dtype=np.float32)
+        if chunks.ndim != 3 or chunks.shape[1] != self.horizon:
+            raise ValueError(f"chunks must be [n, {self.horizon}, D], got {chunks.shape}")
+        n, _, D = chunks.shape
+        ns = self._namespace(namespace, D)
+        keys = self._prep_keys(keys)
+        if keys.shape[0] != n:
+            raise ValueError("keys and chunks differ in length")
+
+        def col(x, shape, dt, default):
+            return np.full(shape, default, dt) if x is None else np.asarray(x, dt).reshape(shape)
+
+        rows = {
+            "keys": keys, "chunks": chunks,
+            "chunk_mask": col(chunk_mask, (n, self.horizon), np.bool_, True),
+            "hist": col(hist, (n, self.hist_len, D), np.float32, 0.0),
+            "hist_n": col(hist_n, (n,), np.int16, 0 if hist is None else self.hist_len),
+            "progress": col(progress, (n,), np.float32, 0.0),
+            "episode_id": col(episode_id, (n,), np.int64, -1), "step": col(step, (n,), np.int32, 0),
+            "ep_len": col(ep_len, (n,), np.int32, 1),
+            "created_clock": np.full(n, ns.clock, np.int64), "last_used_clock": np.full(n, -1, np.int64),
+            "n_support": np.ones(n, np.int32), "n_used": np.zeros(n, np.int32),
+            "n_used_fail": np.zeros(n, np.int32), "created_at": np.full(n, time.time()),
+            "last_used_at": np.zeros(n),
+        }
+        if not ns.success_lengths and ep_len is not None:
+            ns.success_lengths.append(int(np.median(rows["ep_len"])))
+        self._insert(ns, rows, dedup=dedup)
+        return n
+
+    def _dedup_match(self, ns: _Namespace, key: np.ndarray, chunk: np.ndarray) -> int:
+        """Row of a near-identical entry (key and chunk), or -1."""
+        if ns.n == 0:
+            return -1
+        cfg = self.config
+        score, ids = ns.index.search(key[None], min(4, ns.n))
+        score, ids = score[0], ids[0]
+        ok = ids >= 0
+        if cfg.metric == "l2":
+            ok &= score / math.sqrt(self.key_dim) <= cfg.dedup_key_rms
+        else:
+            ok &= score >= cfg.dedup_cos
+        if not ok.any():
+            return -1
+        rows = ns.rows_of(ids[ok])
+        rows = rows[rows >= 0]
+        if rows.size == 0:
+            return -1
+        rmse = np.sqrt(((ns.cols["chunks"][rows] - chunk[None]) ** 2).mean(axis=(1, 2)))
+        j = int(np.argmin(rmse))
+        return int(rows[j]) if rmse[j] <= cfg.dedup_chunk_rmse else -1
+
+    def _append(self, ns: _Namespace, rows: Dict[str, np.ndarray]) -> None:
+        m = rows["keys"].shape[0]
+        rows["ids"] = np.arange(ns.next_id, ns.next_id + m, dtype=np.int64)
+        ns.next_id += m
+        ns.cols.append(rows)
+        if not ns.index.maybe_rebuild(ns.cols["keys"], ns.cols["ids"]):
+            ns.index.add(rows["keys"], rows["ids"])
+
+    def _insert(self, ns: _Namespace, rows: Dict[str, np.ndarray], dedup: bool) -> None:
+        m = rows["keys"].shape[0]
+        if not dedup:
+            self._append(ns, rows)
+        else:
+            for i in range(m):
+                r = self._dedup_match(ns, rows["keys"][i], rows["chunks"][i])
+                if r >= 0:
+                    c = ns.cols
+                    c.data["n_support"][r] += 1
+                    c.data["created_clock"][r] = ns.clock          # refresh: ageing restarts
+                    c.data["created_at"][r] = rows["created_at"][i]
+                    c.data["ep_len"][r] = min(int(c.data["ep_len"][r]), int(rows["ep_len"][i]))
+                    ns.merges += 1
+                else:
+                    self._append(ns, {k: v[i:i + 1] for k, v in rows.items()})
+        self._enforce_capacity(ns)
+
+    # -- removal ---------------------------------------------------------------------------------
+    def _delete_rows(self, ns: _Namespace, rows: np.ndarray) -> int:
+        rows = np.unique(np.asarray(rows, dtype=np.int64))
+        if rows.size == 0:
+            return 0
+        ns.index.remove(ns.cols["ids"][rows])
+        keep = np.ones(ns.n, bool)
+        keep[rows] = False
+        ns.cols.keep(keep)
+        ns.index.maybe_rebuild(ns.cols["keys"], ns.cols["ids"])
+        return int(rows.size)
+
+    def _enforce_capacity(self, ns: _Namespace) -> int:
+        cap = self.config.capacity
+        if cap is None or ns.n <= cap:
+            return 0
+        c = ns.cols
+        age = (ns.clock - c["created_clock"]).astype(np.float64)
+        score = c["n_support"] * 0.5 ** (age / self.config.half_life) - \
+            self.config.fail_penalty * c["n_used_fail"]
+        order = np.lexsort((c["ids"], c["created_clock"], score))   # lowest score, then oldest
+        n = self._delete_rows(ns, order[: ns.n - cap])
+        ns.evictions += n
+        return n
+
+    # -- retrieval -------------------------------------------------------------------------------
+    def _sigma(self, ns: _Namespace) -> float:
+        if self.config.sigma is not None:
+            return float(self.config.sigma)
+        if not ns.sigma_hist:
+            return 1.0
+        return max(self.config.sigma_min, float(np.median(np.asarray(ns.sigma_hist))))
+
+    def _empty(self, namespace: str, t0: float, reason: str, **kw) -> Retrieval:
+        z = np.zeros(0, np.float32)
+        return Retrieval(namespace, np.zeros(0, np.int64), z, z, None, None, None, 0.0,
+                         reason=reason, timing_ms=(time.perf_counter() - t0) * 1e3, **kw)
+
+    def query(self, namespace: str, key, hist=None, *, t: Optional[int] = None,
+              progress: Optional[float] = None, prev_tail=None) -> Retrieval:
+        """Retrieve, filter, and build the elite prior for the current decision.
+
+        key [d_k]: the current key. hist [n, D]: the actions executed before now, most recent LAST,
+        normalized (n = 0..; only the last h are used; ``None`` skips the history filter).
+        t: control steps since the episode start -> p_hat = t / median success length, capped by
+        median(progress of the top-8 neighbours) + 0.1 (spec 4.2); ``progress`` overrides p_hat
+        (multi-stage tasks); neither -> no progress filter. prev_tail [L, D]: the not-yet-executed
+        part of the current chunk when replanning mid-chunk (continuity filter).
+
+        Side effect (``metric="l2"``, no fixed sigma): the query's distance to its sigma_rank-th
+        neighbour enters the namespace's running sigma calibration.
+        """
+        t0 = time.perf_counter()
+        cfg = self.config
+        ns = self._ns.get(namespace)
+        if ns is None or ns.n == 0:
+            return self._empty(namespace, t0, "empty namespace")
+        ns.queries += 1
+        q = self._prep_keys(np.asarray(key, dtype=np.float32).reshape(1, -1))
+        score, ids = ns.index.search(q, min(cfg.k, ns.n))
+        ok = ids[0] >= 0
+        score, ids = score[0][ok], ids[0][ok]
+        rows = ns.rows_of(ids)
+        good = rows >= 0
+        score, rows = score[good], rows[good]
+        n_ret = int(rows.size)
+        if n_ret == 0:
+            return self._empty(namespace, t0, "no neighbours")
+        sigma = None
+        if cfg.metric == "l2":
+            if cfg.sigma is None:
+                ns.sigma_hist.append(float(score[min(cfg.sigma_rank, n_ret) - 1]))
+            sigma = self._sigma(ns)
+            sim = np.exp(-(score.astype(np.float64) ** 2) / (2.0 * sigma * sigma))
+        else:
+            sim = np.clip(score.astype(np.float64), -1.0, 1.0)
+        C = ns.cols
+        # progress estimate (spec 4.2)
+        p_hat = None
+        if progress is not None:
+            p_hat = float(progress)
+        elif t is not None and ns.success_lengths:
+            p_hat = min(1.0, float(t) / float(np.median(ns.success_lengths)))
+            if n_ret >= cfg.p_knn_k:
+                top = np.argsort(-sim, kind="stable")[: cfg.p_knn_k]
+                p_hat = min(p_hat, float(np.median(C["progress"][rows[top]])) + cfg.p_knn_margin)
+        kw = dict(n_retrieved=n_ret, progress_hat=p_hat, sigma=sigma)
+        s_min = cfg.s_min_eff
+        keep = sim >= s_min
+        n_cand = int(keep.sum())
+        kw["n_candidates"] = n_cand
+        if n_cand == 0:
+            return self._empty(namespace, t0, "no candidate above s_min", **kw)
+        rows, sim = rows[keep], sim[keep]
+        reason = "filtered out"
+        if cfg.consistency:
+            keep = np.ones(rows.size, bool)
+            if hist is not None and self.hist_len > 0:
+                keep &= self._history_ok(ns, rows, hist)
+                if not keep.any():
+                    reason = "history mismatch"
+            if p_hat is not None and keep.any():
+                keep &= np.abs(C["progress"][rows] - p_hat) <= cfg.delta_p
+                if not keep.any():
+                    reason = "progress mismatch"
+            if prev_tail is not None and keep.any():
+                tail = np.asarray(prev_tail, dtype=np.float32).reshape(-1, ns.action_dim)[: self.horizon]
+                if tail.shape[0]:
+                    err = np.sqrt(((C["chunks"][rows, : tail.shape[0]] - tail[None]) ** 2).mean(axis=(1, 2)))
+                    keep &= err <= cfg.delta_c
+                    if not keep.any():
+                        reason = "tail mismatch"
+            rows, sim = rows[keep], sim[keep]
+        n_kept = int(rows.size)
+        kw["n_kept"] = n_kept
+        if n_kept == 0:
+            return self._empty(namespace, t0, reason, **kw)
+        chunks = C["chunks"][rows]                                              # [n, H, D]
+        # a merged (deduplicated) entry counts as n_support identical entries everywhere below
+        mass = sim * C["n_support"][rows]
+        # mode selection: the densest chunk and its neighbours within delta_a (never two modes)
+        if cfg.mode_selection and n_kept > 1:
+            flat = chunks.reshape(n_kept, -1).astype(np.float64)
+            sq = (flat * flat).sum(1)
+            d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * flat @ flat.T, 0.0) / flat.shape[1]
+            dens = (np.exp(-d2 / (2.0 * cfg.sigma_a ** 2)) * mass[None, :]).sum(1)
+            mrow = int(np.argmax(dens))
+            elite = np.sqrt(d2[mrow]) <= cfg.delta_a
+        else:
+            elite = np.ones(n_kept, bool)
+        e_rows, e_sim, e_chunks = rows[elite], sim[elite], chunks[elite].astype(np.float64)
+        # elite weights (spec 4.5)
+        e_sup = C["n_support"][e_rows].astype(np.float64)
+        w = np.exp((e_sim - e_sim.max()) / cfg.T_s) * e_sup
+        if cfg.beta:
+            t_min = float(min(ns.success_lengths)) if ns.success_lengths else 1.0
+            eff = np.minimum(1.0, t_min / np.maximum(C["ep_len"][e_rows].astype(np.float64), 1.0))
+            w = w * eff ** cfg.beta
+        w = w * (1.0 - C["n_used_fail"][e_rows] / (C["n_used"][e_rows] + 2.0))
+        if not np.all(np.isfinite(w)) or w.sum() <= 0:
+            w = np.ones_like(e_sim)
+        w = w / w.sum()
+        prior = np.tensordot(w, e_chunks, axes=1)                               # [H, D]
+        std = np.sqrt(np.maximum(np.tensordot(w, (e_chunks - prior[None]) ** 2, axes=1), 0.0))
+        valid = C["chunk_mask"][e_rows].any(axis=0)
+        # confidence: similarity x agreement x count
+        c_sim = float(np.clip(((w * e_sim).sum() - s_min) / max(1.0 - s_min, _TINY), 0.0, 1.0))
+        # spread: RMS deviation of the elite chunks from the prior (chunk-RMSE units, like delta_a)
+        var = std[valid] ** 2 if valid.any() else std ** 2
+        spread = float(np.sqrt(var.mean()))
+        share = float(mass[elite].sum() / max(mass.sum(), _TINY))
+        c_agree = share * math.exp(-0.5 * (spread / cfg.sigma_a) ** 2)
+        c_n = min(1.0, e_sup.sum() / cfg.n_min)
+        conf = c_sim * c_agree * c_n
+        if cfg.fixed_confidence is not None:
+            conf = float(cfg.fixed_confidence)
+        kw["components"] = {"c_sim": c_sim, "c_agree": c_agree, "c_n": c_n, "spread": spread,
+                            "share": share}
+        return Retrieval(namespace, C["ids"][e_rows].copy(), w.astype(np.float32),
+                         e_sim.astype(np.float32), prior.astype(np.float32), std.astype(np.float32),
+                         valid.copy(), float(min(1.0, max(0.0, conf))), reason="ok",
+                         timing_ms=(time.perf_counter() - t0) * 1e3, **kw)
+
+    def _history_ok(self, ns: _Namespace, rows: np.ndarray, hist) -> np.ndarray:
+        """Decayed RMSE (weight hist_decay**j, j steps back) over the steps both histories have."""
+        h = self.hist_len
+        cur = np.asarray(hist, dtype=np.float32).reshape(-1, ns.action_dim)[-h:] if h else None
+        n_now = 0 if cur is None else cur.shape[0]
+        if n_now == 0:
+            return np.ones(rows.size, bool)
+        padded = np.zeros((h, ns.action_dim), np.float32)
+        padded[h - n_now:] = cur
+        hc = ns.cols["hist"][rows]                                              # [m, h, D]
+        ov = np.minimum(ns.cols["hist_n"][rows].astype(np.int64), n_now)        # [m]
+        j = np.arange(h)
+        w = self.config.hist_decay ** (h - 1 - j)                               # most recent: 1
+        W = w[None, :] * (j[None, :] >= (h - ov)[:, None])
+        err = ((hc - padded[None]) ** 2).mean(-1)                               # [m, h]
+        den = W.sum(1)
+        wr = np.sqrt((W * err).sum(1) / np.maximum(den, _TINY))
+        return (den <= 0) | (wr <= self.config.delta_h)
+
+    # -- guidance --------------------------------------------------------------------------------
+    def guidance(self, retrieval: Retrieval, steps: int = 10) -> Optional[Tuple[float, np.ndarray]]:
+        """(tau0, prior [H, D_ns]) to start the flow sampler from ``(1 - tau0) eps + tau0 prior`` at
+        grid time tau0, or None (sample unchanged): empty elite set, confidence below c_min, or
+        tau0 snapping to 0 on a grid of ``steps`` Euler steps. See ``tau0_from_confidence``.
+        With ``config.replay`` the same decisions return tau0 = 1.0: execute the prior itself."""
+        if retrieval is None or retrieval.empty or retrieval.prior is None:
+            return None
+        tau0 = tau0_from_confidence(retrieval.confidence, self.config, steps)
+        if tau0 <= 0.0:
+            return None
+        if self.config.replay:
+            tau0 = 1.0
+        return tau0, retrieval.prior.copy()
+
+    # -- failure credit --------------------------------------------------------------------------
+    def record_use(self, namespace: str, retrieval: Retrieval) -> int:
+        """Note that ``retrieval``'s prior steered a decision of the current episode. Elites with
+        weight >= credit_min_weight are credited when ``end_episode`` reports the outcome. A
+        retrieval below the confidence floor did not steer and is ignored (returns 0)."""
+        if retrieval is None or retrieval.empty:
+            return 0
+        if tau0_from_confidence(retrieval.confidence, self.config, 1000) <= 0.0:
+            return 0
+        ids = retrieval.elite_ids[retrieval.weights >= self.config.credit_min_weight]
+        self._uses.setdefault(namespace, set()).update(int(i) for i in ids)
+        return int(ids.size)
+
+    def end_episode(self, success: bool, namespace: Optional[str] = None) -> Dict[str, int]:
+        """Close the current episode: every entry recorded by ``record_use`` gets n_used += 1 and,
+        on failure, n_used_fail += 1; entries with n_used_fail >= fail_delete_min and
+        n_used_fail / n_used > fail_delete_ratio are deleted. A failed episode also ticks the
+        ageing clock of its namespaces (the ones used, plus ``namespace`` if given); successes tick
+        it through ``add_episode``. Returns {"credited", "deleted"}."""
+        cfg = self.config
+        names = set(self._uses)
+        if namespace is not None:
+            names.add(namespace)
+        credited = deleted = 0
+        now = time.time()
+        for name in sorted(names):
+            ns = self._ns.get(name)
+            if ns is None:
+                continue
+            if not success:
+                ns.clock += 1
+            ids = np.fromiter(sorted(self._uses.get(name, ())), dtype=np.int64)
+            rows = ns.rows_of(ids) if ids.size else ids
+            rows = rows[rows >= 0]
+            if rows.size == 0:
+                continue
+            c = ns.cols.data
+            c["n_used"][rows] += 1
+            c["last_used_clock"][rows] = ns.clock
+            c["last_used_at"][rows] = now
+            credited += int(rows.size)
+            if not success:
+                c["n_used_fail"][rows] += 1
+                nf, nu = c["n_used_fail"][rows], c["n_used"][rows]
+                bad = rows[(nf >= cfg.fail_delete_min) & (nf > cfg.fail_delete_ratio * nu)]
+                n = self._delete_rows(ns, bad)
+                ns.deleted_credit += n
+                deleted += n
+        self._uses = {}
+        return {"credited": credited, "deleted": deleted}
+
+    def drop_namespace(self, namespace: str) -> bool:
+        return self._ns.pop(namespace, None) is not None
+
+    # -- persistence -----------------------------------------------------------------------------
+    def save(self, path) -> Path:
+        """Write the memory to directory ``path`` atomically: every namespace's ``entries-<gen>.npz``
+        (source of truth) and, for IVF namespaces, an ``index-<gen>.faiss`` cache are written to
+        temp files, fsynced and renamed; ``meta.json`` (schema, hashes, dims, config, file list
+        with sha256) is written last by an atomic rename: the commit point. Files of older
+        generations are removed afterwards. A crash at any moment leaves the previous memory or the
+        new one, never a mix."""
+        from . import persist
+        return persist.save(self, Path(path))
+
+    @classmethod
+    def load(cls, path, *, encoder_id: str, normalizer_hash: str, on_error: str = "raise",
+             missing_ok: bool = False, config: Optional[MemoryConfig] = None,
+             key_dim: Optional[int] = None, horizon: Optional[int] = None,
+             action_dim: Optional[int] = None, hist_len: Optional[int] = None) -> "SuccessMemory":
+        """Load a memory saved by ``save``.
+
+        * Another ``encoder_id`` / ``normalizer_hash`` (or dims that differ from the ones given):
+          ``MemoryMismatch``, whatever ``on_error`` says (re-key instead of mixing key spaces).
+        * A missing, truncated or corrupted ``meta.json`` / ``entries-*.npz`` (sha256 checked), or
+          an unsupported schema: ``MemoryFileError`` naming the file; with ``on_error="empty"`` a
+          warning and an empty memory (dims from meta.json, or from the keyword arguments when
+          meta.json itself is unreadable).
+        * ``missing_ok``: a directory without meta.json gives an empty memory, silently (first run).
+        * ``config`` overrides the stored config (e.g. ablation flags at evaluation time).
+        No pickle anywhere (``np.load(allow_pickle=False)``, JSON meta).
+        """
+        from . import persist
+        return persist.load(cls, Path(path), encoder_id=encoder_id, normalizer_hash=normalizer_hash,
+                            on_error=on_error, missing_ok=missing_ok, config=config,
+                            dims=dict(key_dim=key_dim, horizon=horizon, action_dim=action_dim,
+                                      hist_len=hist_len))

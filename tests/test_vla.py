@@ -1,0 +1,142 @@
+"""The VLA policy: training end to end, checkpoints, resume, bad input, non-tiny configurations."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from agent.loop import run_episode
+from agent.train import TrainConfig, build_model, train
+from devices import Observation, open_device
+from policies.vla import CheckpointError, VLAPolicy, load_checkpoint, save_checkpoint
+
+
+@pytest.fixture(scope="module")
+def demos(tmp_path_factory):
+    from agent.recording import DatasetWriter
+    root = tmp_path_factory.mktemp("demos") / "twogap"
+    with open_device("sim:twogap-push") as dev:
+        w = DatasetWriter(root, dev.embodiment)
+        for s in range(3):
+            run_episode(dev, dev.expert(), seed=100 + s, recorder=w, max_steps=40)
+        w.close()
+    return root
+
+
+def small_cfg(data, out, **kw):
+    base = dict(data=[str(data)], out=str(out), steps=24, batch_size=16, save_every=12, threads=1,
+                only_success=False, freeze_backbone_after=12, hidden=32, heads=2,
+                head=dict(dim=32, depth=2, heads=2))
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_training_lowers_the_loss_and_writes_a_loadable_checkpoint(demos, tmp_path):
+    logs = []
+    train(small_cfg(demos, tmp_path / "ck", steps=60, save_every=30, freeze_backbone_after=30, lr=3e-3),
+          progress=False, log=logs.append)
+    losses = [float(line.split("loss ")[1].split()[0]) for line in logs if line.startswith("step ")]
+    assert len(losses) == 2 and losses[1] < losses[0] * 0.85, losses
+    cfg = json.loads((tmp_path / "ck" / "config.json").read_text())
+    assert cfg["trained_steps"] == 60 and "planar_pusher" in cfg["embodiments"]
+    for name in ("model.safetensors", "normalization.json", "backbone/config.json", "backbone/model.safetensors",
+                 "backbone/tokenizer.json", "backbone/preprocessor_config.json"):
+        assert (tmp_path / "ck" / name).is_file(), name
+
+
+def test_resume_continues_exactly_where_the_run_stopped(demos, tmp_path):
+    straight = tmp_path / "straight"
+    train(small_cfg(demos, straight), progress=False, log=lambda *_: None)
+    split = tmp_path / "split"
+    train(small_cfg(demos, split, steps=12), progress=False, log=lambda *_: None)
+    train(small_cfg(demos, split), resume=True, progress=False, log=lambda *_: None)
+    a = load_checkpoint(straight)[0].head_state_dict()
+    b = load_checkpoint(split)[0].head_state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.fixture(scope="module")
+def ckpt(demos, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ck") / "ck"
+    train(small_cfg(demos, out), progress=False, log=lambda *_: None)
+    return out
+
+
+def test_round_trip_gives_identical_actions_for_identical_seeds(ckpt, tmp_path):
+    with open_device("sim:twogap-push") as dev:
+        obs = dev.reset(0)
+        p1 = VLAPolicy.from_pretrained(ckpt).bind(dev.embodiment)
+        model, norms = load_checkpoint(ckpt)
+        save_checkpoint(model, norms, tmp_path / "copy")
+        p2 = VLAPolicy.from_pretrained(tmp_path / "copy").bind(dev.embodiment)
+        p1.reset(7), p2.reset(7)
+        a1, a2 = p1.act(obs, dev.instruction), p2.act(obs, dev.instruction)
+        assert a1.shape == (16, 2) and np.array_equal(a1, a2)
+        p1.reset(8)
+        assert not np.array_equal(p1.act(obs, dev.instruction), a1)   # the seed matters
+
+
+def test_bad_observations_get_errors_naming_the_field(ckpt):
+    with open_device("sim:twogap-push") as dev:
+        obs = dev.reset(0)
+        p = VLAPolicy.from_pretrained(ckpt).bind(dev.embodiment)
+        bad_img = Observation(images={"top": np.zeros((64, 64, 3), np.uint8)}, state=obs.state)
+        with pytest.raises(ValueError, match="observation.images.top"):
+            p.act(bad_img, "push")
+        with pytest.raises(ValueError, match=r"observation.state.*\(10,\)"):
+            p.act(Observation(images=obs.images, state=obs.state[:7]), "push")
+        nan = obs.state.copy()
+        nan[4] = np.nan
+        with pytest.raises(ValueError, match="puck_x"):
+            p.act(Observation(images=obs.images, state=nan), "push")
+    with open_device("sim:metaworld/reach-v3") as other:
+        with pytest.raises(CheckpointError, match="sawyer"):
+            VLAPolicy.from_pretrained(ckpt).bind(other.embodiment)
+
+
+def test_corrupt_checkpoints_get_clear_errors(ckpt, tmp_path):
+    import shutil
+    bad = tmp_path / "bad"
+    shutil.copytree(ckpt, bad)
+    (bad / "model.safetensors").write_bytes((ckpt / "model.safetensors").read_bytes()[:100])
+    with pytest.raises(CheckpointError, match="model.safetensors"):
+        load_checkpoint(bad)
+    (bad / "config.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="config.json"):
+        load_checkpoint(bad)
+    (bad / "normalization.json").unlink()
+    with pytest.raises(CheckpointError, match="normalization.json"):
+        load_checkpoint(bad)
+    with pytest.raises(CheckpointError, match="not a directory"):
+        load_checkpoint(tmp_path / "nowhere")
+
+
+def test_a_non_tiny_configuration_loads_by_path_and_decides(demos, tmp_path):
+    from agent.dataset import LocalDataset
+    from agent.train import Samples
+    cfg = small_cfg(demos, tmp_path / "big", hidden=256, layers=4, heads=8, head=dict(dim=128, depth=4, heads=8))
+    ds = [LocalDataset(demos)]
+    model = build_model(cfg, ds)
+    norms = Samples(ds, model.backbone, model.cfg, only_success=False, log=lambda *_: None).norms
+    save_checkpoint(model, norms, tmp_path / "big")
+    with open_device("sim:twogap-push") as dev:
+        p = VLAPolicy.from_pretrained(tmp_path / "big").bind(dev.embodiment)
+        assert p.model.backbone.hidden_size == 256 and p.model.head.config.dim == 128
+        chunk = p.act(dev.reset(0), dev.instruction)
+        assert chunk.shape == (16, 2) and np.all(np.abs(chunk) <= 1.0 + 1e-6)
+
+
+def test_temporal_ensembling_returns_one_blended_action_per_step(ckpt):
+    with open_device("sim:twogap-push") as dev:
+        obs = dev.reset(0)
+        p = VLAPolicy.from_pretrained(ckpt, ensemble=0.1).bind(dev.embodiment)
+        p.reset(0)
+        first = p.act(obs, dev.instruction)
+        assert first.shape == (1, 2)
+        second = p.act(obs, dev.instruction)
+        # step 1 averages chunk 0's second action with chunk 1's first
+        p_plain = VLAPolicy.from_pretrained(ckpt).bind(dev.embodiment)
+        p_plain.reset(0)
+        c0, c1 = p_plain.act(obs, dev.instruction), p_plain.act(obs, dev.instruction)
+        w = np.exp(-0.1 * np.array([1, 0]))
+        assert np.allclose(second[0], (w[0] * c0[1] + w[1] * c1[0]) / w.sum(), atol=1e-6)
