@@ -116,8 +116,10 @@ def save(mem: SuccessMemory, path: Path) -> Path:
             if not d.is_dir():
                 continue
             for f in d.iterdir():
-                if re.fullmatch(r"(entries-[0-9a-f]+\.npz|index-[0-9a-f]+\.faiss)", f.name) and \
-                        (f"ns/{d.name}", f.name) not in keep:
+                ours = re.fullmatch(r"(entries-[0-9a-f]+\.npz|index-[0-9a-f]+\.faiss)", f.name)
+                stale_tmp = re.fullmatch(r"\.(entries-[0-9a-f]+\.npz|index-[0-9a-f]+\.faiss)\.tmp-\d+",
+                                         f.name)
+                if (ours and (f"ns/{d.name}", f.name) not in keep) or stale_tmp:
                     f.unlink(missing_ok=True)
             if not any(d.iterdir()):
                 d.rmdir()
@@ -169,6 +171,8 @@ def _load_namespace(mem: SuccessMemory, path: Path, rec: dict) -> _Namespace:
         name = str(data["ns_name"])
         state = dict(zip(_STATE, (int(x) for x in data["ns_state"])))
         action_dim = state["action_dim"]
+        if not 1 <= action_dim <= mem.action_dim:
+            raise ValueError(f"action_dim {action_dim} outside [1, {mem.action_dim}]")
         ns = _Namespace(name, mem, action_dim)
         schema = _schema(mem.key_dim, mem.horizon, mem.hist_len, action_dim)
         cols = {}

@@ -28,14 +28,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import re
 import time
-import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -47,6 +44,7 @@ __all__ = ["SuccessMemory", "Retrieval", "MemoryStoreError", "MemoryFileError", 
 
 SCHEMA_VERSION = 1
 _TINY = 1e-12
+_MAX_LENGTHS = 1000
 
 
 # ------------------------------------------------------------------------------------------------
@@ -285,8 +283,8 @@ class SuccessMemory:
                 "evictions": ns.evictions, "deleted_by_credit": ns.deleted_credit,
                 "queries": ns.queries, "action_dim": ns.action_dim, "index": ns.index.kind,
                 "median_success_len": float(np.median(sl)) if sl else None,
-                "sigma": self._sigma(ns) if self.config.metric == "l2" and ns.sigma_hist else
-                (self.config.sigma if self.config.metric == "l2" else None),
+                "sigma": self._sigma(ns) if self.config.metric == "l2" and
+                (self.config.sigma is not None or ns.sigma_hist) else None,
             }
         return out
 
@@ -367,6 +365,7 @@ class SuccessMemory:
         ns.clock += 1
         ns.episodes += 1
         ns.success_lengths.append(L)
+        del ns.success_lengths[:-_MAX_LENGTHS]          # the recent successes set T~ and T_min
         now = time.time()
         rows = {
             "keys": keys[ts], "chunks": chunks, "chunk_mask": cmask, "hist": hist, "hist_n": hist_n,
@@ -570,7 +569,7 @@ class SuccessMemory:
                 if not keep.any():
                     reason = "progress mismatch"
             if prev_tail is not None and keep.any():
-                tail = np.asarray(prev_tail, dtype=np.float32).reshape(-1, ns.action_dim)[: self.horizon]
+                tail = self._actions_arg(prev_tail, ns, "prev_tail")[: self.horizon]
                 if tail.shape[0]:
                     err = np.sqrt(((C["chunks"][rows, : tail.shape[0]] - tail[None]) ** 2).mean(axis=(1, 2)))
                     keep &= err <= cfg.delta_c
@@ -620,17 +619,26 @@ class SuccessMemory:
         conf = c_sim * c_agree * c_n
         if cfg.fixed_confidence is not None:
             conf = float(cfg.fixed_confidence)
-        kw["components"] = {"c_sim": c_sim, "c_agree": c_agree, "c_n": c_n, "spread": spread,
-                            "share": share}
+        kw["components"] = {"c_sim": float(c_sim), "c_agree": float(c_agree), "c_n": float(c_n),
+                            "spread": spread, "share": share}
         return Retrieval(namespace, C["ids"][e_rows].copy(), w.astype(np.float32),
                          e_sim.astype(np.float32), prior.astype(np.float32), std.astype(np.float32),
                          valid.copy(), float(min(1.0, max(0.0, conf))), reason="ok",
                          timing_ms=(time.perf_counter() - t0) * 1e3, **kw)
 
+    @staticmethod
+    def _actions_arg(x, ns: _Namespace, what: str) -> np.ndarray:
+        a = np.asarray(x, dtype=np.float32)
+        if a.ndim == 1 and a.size == 0:
+            a = a.reshape(0, ns.action_dim)
+        if a.ndim != 2 or a.shape[1] != ns.action_dim:
+            raise ValueError(f"{what} must be [n, {ns.action_dim}] (namespace {ns.name!r}), got {a.shape}")
+        return a
+
     def _history_ok(self, ns: _Namespace, rows: np.ndarray, hist) -> np.ndarray:
         """Decayed RMSE (weight hist_decay**j, j steps back) over the steps both histories have."""
         h = self.hist_len
-        cur = np.asarray(hist, dtype=np.float32).reshape(-1, ns.action_dim)[-h:] if h else None
+        cur = self._actions_arg(hist, ns, "hist")[-h:] if h else None
         n_now = 0 if cur is None else cur.shape[0]
         if n_now == 0:
             return np.ones(rows.size, bool)
@@ -668,6 +676,8 @@ class SuccessMemory:
         retrieval below the confidence floor did not steer and is ignored (returns 0)."""
         if retrieval is None or retrieval.empty:
             return 0
+        if retrieval.namespace != namespace:
+            raise ValueError(f"retrieval is from {retrieval.namespace!r}, not {namespace!r}")
         if tau0_from_confidence(retrieval.confidence, self.config, 1000) <= 0.0:
             return 0
         ids = retrieval.elite_ids[retrieval.weights >= self.config.credit_min_weight]

@@ -1,12 +1,13 @@
 """memory: success memory (storage, retrieval, consistency filter, elite prior, confidence,
 guidance, dedup, capacity, failure credit, persistence, namespaces). Fast and deterministic."""
 import json
-import os
 import warnings
 
 import faiss
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memory import (MemoryConfig, MemoryFileError, MemoryMismatch, SuccessMemory, make_namespace,
                     stable_hash, tau0_from_confidence)
@@ -68,6 +69,21 @@ def test_bimodal_memory_never_averages(n_left, n_right, seed):
         assert min(rmse(g[1], LEFT[None]), rmse(g[1], RIGHT[None])) < 0.1
 
 
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(n_left=st.integers(1, 12), n_right=st.integers(1, 12), sep=st.floats(0.6, 1.0),
+       key_noise=st.floats(0.0, 0.5), seed=st.integers(0, 2 ** 16))
+def test_prior_is_never_between_modes(n_left, n_right, sep, key_noise, seed):
+    rng = np.random.default_rng(seed)
+    mem = new_mem()
+    left, right = np.array([-sep, 0.2], np.float32), np.array([sep, 0.2], np.float32)
+    add_mode(mem, left, n_left, rng, key_noise=key_noise)
+    add_mode(mem, right, n_right, rng, key_noise=key_noise)
+    r = mem.query(NS, key_noise * rng.standard_normal(DK))
+    if not r.empty:
+        assert min(rmse(r.prior, left[None]), rmse(r.prior, right[None])) < 0.15
+        assert abs(float(r.prior[:, 0].mean())) > sep - 0.15
+
+
 def test_mode_selection_off_averages_and_lowers_confidence():
     rng = np.random.default_rng(0)
     on, off = new_mem(), new_mem(mode_selection=False)
@@ -119,6 +135,8 @@ def test_history_filter_drops_disagreeing_candidates():
     assert r0.empty and r0.reason == "history mismatch" and mem.guidance(r0) is None
     # no executed actions yet: the filter has no evidence and keeps everything
     assert mem.query(NS, np.zeros(DK), hist=np.zeros((0, D))).n_kept == 12
+    with pytest.raises(ValueError, match="hist"):
+        mem.query(NS, np.zeros(DK), hist=np.zeros((4, D + 1)))
 
 
 def test_progress_filter_and_calibration_from_time_step():
@@ -398,6 +416,20 @@ def test_round_trip_gives_identical_queries(tmp_path):
     files = sorted(p.name for p in (tmp_path / "m").rglob("*.npz"))
     assert len(files) == 2
     assert not list((tmp_path / "m").rglob("*.tmp-*"))
+
+
+def test_interrupted_save_leaves_the_previous_memory(tmp_path):
+    p = tmp_path / "m"
+    mem = filled()
+    mem.save(p)
+    d = sorted(p.rglob("entries-*.npz"))[0].parent
+    (d / "entries-ffffffffffffffff.npz").write_bytes(b"half-written new generation")
+    (d / ".entries-1.npz.tmp-123").write_bytes(b"junk")
+    back = SuccessMemory.load(p, encoder_id="enc-v1", normalizer_hash="norm-v1")
+    assert back.stats() == mem.stats()
+    back.save(p)                                                    # the next commit cleans up
+    assert not (d / "entries-ffffffffffffffff.npz").exists()
+    assert not (d / ".entries-1.npz.tmp-123").exists()
 
 
 def test_ivf_namespace_round_trip_uses_index_cache(tmp_path):
