@@ -134,23 +134,99 @@ def record(out: Path = typer.Option(..., "--out", "-o", help="dataset directory 
 
 @app.command("eval")
 def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] = ShiftOpt,
-          episodes: int = typer.Option(100, "--episodes", "-n", min=1), seed: int = SeedOpt,
+          episodes: int = typer.Option(100, "--episodes", "-n", min=1, help="episodes (per stream with --streams)"),
+          seed: int = SeedOpt,
           json_out: Optional[Path] = typer.Option(None, "--json", help="write the report here"),
           record: Optional[Path] = typer.Option(None, "--record", help="also record to this dataset"),
+          memory: str = typer.Option("off", "--memory", help="off | online (a fresh memory per stream, "
+                                     "compared with off on paired seeds) | PATH (a persistent memory file)"),
+          streams: int = typer.Option(1, "--streams", min=1, help="independent streams with --memory online"),
+          ablations: str = typer.Option("", "--ablations", help="extra memory arms, comma-separated: "
+                                        "no-filter,no-mode-selection,fixed-confidence,replay"),
+          plot: Optional[Path] = typer.Option(None, "--plot", help="learning-curve PNG (--memory online)"),
           size: Optional[str] = SizeOpt):
     """Evaluate a policy: success rate with a 95% Wilson interval, splits, timing; JSON report."""
     from .evaluate import write_json
     with _session(device, policy, shift, size) as (dev, pol):
-        writer = _writer(record, dev)
-        meta = {"device": device, "shift": shift, "size": size, "policy": policy}
-        results, summarize = _episodes(dev, pol, episodes=episodes, seed=seed, writer=writer,
-                                       meta=meta, label="eval")
-        rep = summarize(results, device=device, policy=policy, shift=shift, seed=seed,
-                        embodiment=dev.embodiment.name)
-    _print_report(rep)
+        if memory == "online":
+            rep = _eval_memory_streams(dev, pol, device, episodes=episodes, seed=seed, streams=streams,
+                                       ablations=[a for a in ablations.split(",") if a], plot=plot)
+            rep.update(device=device, policy=policy, shift=shift)
+        else:
+            writer = _writer(record, dev)
+            steered = _with_memory(pol, memory, device) if memory != "off" else None
+            meta = {"device": device, "shift": shift, "size": size, "policy": policy}
+            results, summarize = _episodes(dev, steered or pol, episodes=episodes, seed=seed, writer=writer,
+                                           meta=meta, label="eval")
+            if steered is not None:
+                steered.memory.save(memory)
+            rep = summarize(results, device=device, policy=policy, shift=shift, seed=seed,
+                            embodiment=dev.embodiment.name)
+            _print_report(rep)
     if json_out:
         write_json(rep, json_out)
         console.print(f"report written to {json_out}")
+
+
+def _namespace(device_uri: str, embodiment) -> str:
+    from memory import make_namespace
+    return make_namespace(embodiment.name, device_uri.split(":", 1)[-1].split("?")[0])
+
+
+def _with_memory(pol, path: str, device_uri: str):
+    """Wrap a VLA policy with a persistent success memory stored at `path`."""
+    from memory import MemoryFileError, MemoryMismatch, SuccessMemory
+    from policies.steered import KEY_ENCODER, SteeredPolicy, memory_for, normalizer_hash
+    if not hasattr(pol, "norms"):
+        _fail("--memory needs a VLA policy (embodia-tiny or a checkpoint)")
+    fresh = memory_for(pol)
+    try:
+        mem = SuccessMemory.load(path, encoder_id=KEY_ENCODER, normalizer_hash=normalizer_hash(pol),
+                                 missing_ok=True, key_dim=fresh.key_dim, horizon=fresh.horizon,
+                                 action_dim=fresh.action_dim, hist_len=fresh.hist_len)
+    except (MemoryFileError, MemoryMismatch) as e:
+        _fail(f"{e} (move the file away to start from an empty memory)")
+    return SteeredPolicy(pol, mem, namespace=_namespace(device_uri, pol.embodiment))
+
+
+def _eval_memory_streams(dev, pol, device_uri, *, episodes, seed, streams, ablations, plot):
+    from memory import MemoryConfig
+    from policies.steered import SteeredPolicy, memory_for
+
+    from .memory_eval import ARMS, evaluate_memory, learning_curve_png
+    unknown = [a for a in ablations if a not in ARMS or ARMS[a] is None]
+    if unknown:
+        _fail(f"unknown ablation(s) {unknown}; known: {[a for a in ARMS if ARMS[a]]}")
+    if not hasattr(pol, "norms"):
+        _fail("--memory online needs a VLA policy (embodia-tiny or a checkpoint)")
+    arms = ["off", "online"] + [a for a in ablations if a not in ("off", "online")]
+    ns = _namespace(device_uri, pol.embodiment)
+
+    def make(arm):
+        if ARMS[arm] is None:
+            return pol
+        return SteeredPolicy(pol, memory_for(pol, MemoryConfig(**ARMS[arm])), namespace=ns)
+
+    with _progress() as bar:
+        task = bar.add_task("memory eval", total=len(arms) * streams * episodes, status="")
+        wins: dict = {}
+
+        def tick(arm, s, i, r):
+            wins.setdefault(arm, []).append(bool(r.success))
+            bar.update(task, advance=1, status=f"{arm}: {sum(wins[arm])}/{len(wins[arm])}")
+        rep = evaluate_memory(dev, make, arms=arms, streams=streams, episodes=episodes, seed=seed, on_episode=tick)
+    for arm, row in rep["arms"].items():
+        lo, hi = row["wilson95"]
+        console.print(f"{arm:>18}: {row['success_rate']:.3f} [{lo:.3f}, {hi:.3f}], second half "
+                      f"{row['second_half']['success_rate']:.3f}")
+    for name, row in rep["comparisons"].items():
+        lo, hi = row["second_half"]["newcombe95"]
+        console.print(f"{name:>24}: second half {row['second_half']['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}] "
+                      f"(Newcombe 95%), streams {['%+.2f' % d for d in row['second_half']['per_stream_diff']]}")
+    if plot:
+        learning_curve_png(rep, plot)
+        rep["plot"] = str(plot)
+    return rep
 
 
 def _print_report(rep: dict) -> None:

@@ -69,6 +69,7 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
     policy_ms, device_ms, record_ms, step_ms = [], [], [], []
     steps, success, interrupted, error, unexpected = 0, False, False, None, None
     can_verify = "success" in caps
+    observe = getattr(policy, "observe", None)      # policies that learn from what was executed
     t_start = time.perf_counter()
     next_tick = t_start
     try:
@@ -86,6 +87,8 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
                 executed = device.act(action)
                 next_obs = device.observe()
                 td = time.perf_counter()
+                if observe is not None:
+                    observe(obs, executed)
                 if ep is not None:
                     ep.add_step(obs, executed, {"policy_ms": t_policy if k == 0 else 0.0,
                                                 "device_ms": (td - ts) * 1e3})
@@ -129,6 +132,9 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
               "overhead_frac": max(0.0, busy - pol_s - dev_s) / busy if busy else 0.0,
               "policy_ms": _summary([m for m in policy_ms if m > 0]), "device_ms": _summary(device_ms),
               "step_ms": _summary(step_ms)}
+    end = getattr(policy, "end_episode", None)
+    if end is not None and can_verify and error is None and not interrupted:
+        end(bool(success))      # the verified outcome: a success memory stores it or credits a failure
     result = EpisodeResult(seed=seed, instruction=instruction, success=success if can_verify else None,
                            steps=steps, info=info, timing=timing, interrupted=interrupted, error=error)
     if ep is not None:
