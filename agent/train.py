@@ -158,8 +158,12 @@ class Samples:
         out = {"state": state, "state_mask": smask, "action": act, "action_mask": amask, "emb_id": eid}
         if cached:
             width = max(int(self.groups[gi]["ctx_mask"][j].sum()) for gi, j in rows)
-            out["ctx"] = torch.stack([self.groups[gi]["ctx"][j, :width] for gi, j in rows]).float()
-            out["ctx_mask"] = torch.stack([self.groups[gi]["ctx_mask"][j, :width] for gi, j in rows])
+
+            def fit(x):      # bodies have different prompt lengths: cut or pad every row to `width`
+                x = x[:width]
+                return torch.nn.functional.pad(x, (0, 0, 0, width - len(x)) if x.ndim == 2 else (0, width - len(x)))
+            out["ctx"] = torch.stack([fit(self.groups[gi]["ctx"][j]) for gi, j in rows]).float()
+            out["ctx_mask"] = torch.stack([fit(self.groups[gi]["ctx_mask"][j]) for gi, j in rows])
             return out
         pixel_values, grid = self.backbone.patchify(torch.stack(imgs)) if imgs else (None, None)
         ids = self.input_ids[text]

@@ -140,3 +140,23 @@ def test_temporal_ensembling_returns_one_blended_action_per_step(ckpt):
         c0, c1 = p_plain.act(obs, dev.instruction), p_plain.act(obs, dev.instruction)
         w = np.exp(-0.1 * np.array([1, 0]))
         assert np.allclose(second[0], (w[0] * c0[1] + w[1] * c1[0]) / w.sum(), atol=1e-6)
+
+
+def test_two_bodies_train_together_through_the_frozen_phase(demos, tmp_path):
+    """One checkpoint, two embodiments of different D, prompt lengths and state sizes."""
+    from agent.recording import DatasetWriter
+    reach = tmp_path / "reach"
+    with open_device("sim:metaworld/reach-v3") as dev:
+        w = DatasetWriter(reach, dev.embodiment)
+        for s in range(2):
+            run_episode(dev, dev.expert(), seed=s, recorder=w, max_steps=30)
+        w.close()
+    cfg = small_cfg(demos, tmp_path / "ck", steps=20, save_every=20, freeze_backbone_after=10)
+    cfg.data.append(str(reach))
+    train(cfg, progress=False, log=lambda *_: None)
+    cfg_json = json.loads((tmp_path / "ck" / "config.json").read_text())
+    assert {e: v["id"] for e, v in cfg_json["embodiments"].items()} == {"planar_pusher": 0, "sawyer": 1}
+    for uri, shape in (("sim:twogap-push", (16, 2)), ("sim:metaworld/reach-v3", (16, 4))):
+        with open_device(uri) as dev:
+            p = VLAPolicy.from_pretrained(tmp_path / "ck").bind(dev.embodiment)
+            assert p.act(dev.reset(0), dev.instruction).shape == shape
