@@ -1,6 +1,7 @@
 """The `embodia` command: run, record, eval, replay, devices."""
 from __future__ import annotations
 
+import json
 import re
 from contextlib import contextmanager
 from pathlib import Path
@@ -190,22 +191,14 @@ def _with_memory(pol, path: str, device_uri: str):
 
 
 def _eval_memory_streams(dev, pol, device_uri, *, episodes, seed, streams, ablations, plot):
-    from memory import MemoryConfig
-    from policies.steered import SteeredPolicy, memory_for
-
-    from .memory_eval import ARMS, evaluate_memory, learning_curve_png
+    from .memory_eval import ARMS, arm_factory, evaluate_memory, learning_curve_png
     unknown = [a for a in ablations if a not in ARMS or ARMS[a] is None]
     if unknown:
-        _fail(f"unknown ablation(s) {unknown}; known: {[a for a in ARMS if ARMS[a]]}")
+        _fail(f"unknown ablation(s) {unknown}; known: {[a for a in ARMS if ARMS[a] is not None]}")
     if not hasattr(pol, "norms"):
         _fail("--memory online needs a VLA policy (embodia-tiny or a checkpoint)")
     arms = ["off", "online"] + [a for a in ablations if a not in ("off", "online")]
-    ns = _namespace(device_uri, pol.embodiment)
-
-    def make(arm):
-        if ARMS[arm] is None:
-            return pol
-        return SteeredPolicy(pol, memory_for(pol, MemoryConfig(**ARMS[arm])), namespace=ns)
+    make = arm_factory(pol, _namespace(device_uri, pol.embodiment), seed=seed)
 
     with _progress() as bar:
         task = bar.add_task("memory eval", total=len(arms) * streams * episodes, status="")
@@ -303,6 +296,94 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
     except (DatasetError, FileNotFoundError) as e:
         _fail(str(e))
     console.print(f"checkpoint written to {out}; use it with --policy {out}")
+
+
+memory_app = typer.Typer(help="Inspect, build and prune success-memory files.", no_args_is_help=True)
+app.add_typer(memory_app, name="memory")
+
+
+def _load_memory_as_saved(path: Path):
+    """Open a memory with the hashes its own meta.json names (inspection only, no policy needed)."""
+    from memory import MemoryFileError, SuccessMemory
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+        return SuccessMemory.load(path, encoder_id=meta["encoder_id"], normalizer_hash=meta["normalizer_hash"])
+    except (OSError, ValueError, KeyError) as e:
+        _fail(f"cannot read memory {path}: {e}")
+    except MemoryFileError as e:
+        _fail(str(e))
+
+
+@memory_app.command("stats")
+def memory_stats(path: Path = typer.Argument(..., help="memory directory")):
+    """Entries, episodes, merges, evictions and deletions per namespace."""
+    mem = _load_memory_as_saved(path)
+    stats = mem.stats()
+    if not stats:
+        console.print(f"{path}: empty")
+    for ns, row in stats.items():
+        Console(soft_wrap=True).print(f"[bold]{ns}[/bold]: " + ", ".join(
+            f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
+
+
+@memory_app.command("ingest")
+def memory_ingest(path: Path = typer.Argument(..., help="memory directory (created or extended)"),
+                  data: Path = typer.Option(..., "--data", help="recorded dataset"),
+                  policy: str = typer.Option(DEFAULT_POLICY, "--policy", "-p",
+                                             help="the VLA whose normalizer defines keys and chunks"),
+                  device: Optional[str] = typer.Option(None, "--device", help="namespace's device "
+                                                       "(default: the one each episode names)")):
+    """Build (or extend) a memory from the successful episodes of a recorded dataset."""
+    import numpy as np
+
+    from .dataset import DatasetError, LocalDataset
+    from .factory import make_policy
+    try:
+        ds = LocalDataset(data)
+    except (DatasetError, FileNotFoundError) as e:
+        _fail(str(e))
+
+    class _Body:   # make_policy needs only the embodiment to bind a checkpoint
+        embodiment, capabilities = ds.embodiment, frozenset()
+    pol = make_policy(policy, _Body())
+    added = episodes = 0
+    steered = None
+    for i, ep in enumerate(ds.episodes):
+        if not ep.get("success"):
+            continue
+        e = ds.episode(i)
+        uri = device or (e.get("meta") or {}).get("device") or "unknown:task"
+        steered = _with_memory(pol, str(path), uri) if steered is None else steered
+        sn, an = pol.norms[ds.embodiment.name]["state"], pol.norms[ds.embodiment.name]["action"]
+        added += steered.memory.add_episode(_namespace(uri, ds.embodiment),
+                                            np.asarray(sn.normalize(e["state"]), np.float32),
+                                            np.asarray(an.normalize(e["action"]), np.float32), success=True,
+                                            episode_id=i, stride=ds.embodiment.exec_horizon)
+        episodes += 1
+    if steered is None:
+        _fail(f"{data} has no successful episodes to ingest")
+    steered.memory.save(path)
+    console.print(f"ingested {episodes} successful episodes ({added} entries added or merged) into {path}")
+
+
+@memory_app.command("prune")
+def memory_prune(path: Path = typer.Argument(..., help="memory directory"),
+                 namespace: Optional[str] = typer.Option(None, "--namespace", help="only this namespace"),
+                 drop: bool = typer.Option(False, "--drop", help="drop the whole namespace"),
+                 max_fail_ratio: float = typer.Option(0.5, "--max-fail-ratio"),
+                 min_fail: int = typer.Option(1, "--min-fail")):
+    """Delete entries that steered failures (or a whole namespace with --drop)."""
+    mem = _load_memory_as_saved(path)
+    if drop:
+        if not namespace:
+            _fail("--drop needs --namespace")
+        if not mem.drop_namespace(namespace):
+            _fail(f"no namespace {namespace!r} in {path}; it has {mem.namespaces()}")
+        console.print(f"dropped namespace {namespace}")
+    else:
+        n = mem.prune(namespace, max_fail_ratio=max_fail_ratio, min_fail=min_fail)
+        console.print(f"deleted {n} entries that steered failures")
+    mem.save(path)
 
 
 @app.command()

@@ -24,7 +24,43 @@ ARMS = {
     "no-mode-selection": {"mode_selection": False},
     "fixed-confidence": {"fixed_confidence": 1.0},
     "replay": {"replay": True},
+    "noisy-labels": {},      # 10% of failures reported as successes: failure credit must clean up
 }
+NOISY_RATE = 0.1
+
+
+class NoisyLabels:
+    """Reports a failed episode as a success with probability `rate` (a faulty success detector)."""
+
+    def __init__(self, policy, rate: float, seed: int):
+        self.policy, self.rate, self.rng = policy, rate, np.random.default_rng(seed)
+        self.false_positives = 0
+
+    def __getattr__(self, name):
+        return getattr(self.policy, name)
+
+    def end_episode(self, success: bool) -> None:
+        if not success and self.rng.random() < self.rate:
+            success = True
+            self.false_positives += 1
+        self.policy.end_episode(success)
+
+
+def arm_factory(policy, namespace: str, seed: int = 0) -> Callable[[str], object]:
+    """`make(arm)`: the plain policy for "off", else a policy steered by a fresh memory."""
+    from memory import MemoryConfig
+    from policies.steered import SteeredPolicy, memory_for
+    count = [0]
+
+    def make(arm: str):
+        if arm not in ARMS:
+            raise ValueError(f"unknown arm {arm!r}; known: {', '.join(ARMS)}")
+        if ARMS[arm] is None:
+            return policy
+        steered = SteeredPolicy(policy, memory_for(policy, MemoryConfig(**ARMS[arm])), namespace=namespace)
+        count[0] += 1
+        return NoisyLabels(steered, NOISY_RATE, seed + count[0]) if arm == "noisy-labels" else steered
+    return make
 
 
 def _rate(xs) -> dict:
@@ -54,6 +90,7 @@ def evaluate_memory(device, make_arm_policy: Callable[[str], object], *, arms: l
     """`make_arm_policy(arm)` returns a fresh policy (with a fresh memory for memory arms)."""
     outcomes = {a: np.zeros((streams, episodes), bool) for a in arms}
     steered = {a: np.zeros((streams, episodes)) for a in arms}
+    memstats: dict = {}
     for arm in arms:
         for s in range(streams):
             policy = make_arm_policy(arm)        # a fresh memory per stream
@@ -65,6 +102,9 @@ def evaluate_memory(device, make_arm_policy: Callable[[str], object], *, arms: l
                 steered[arm][s, i] = r.info.get("policy", {}).get("memory_steered", 0)
                 if on_episode:
                     on_episode(arm, s, i, r)
+            mem = getattr(policy, "memory", None)
+            if mem is not None:
+                memstats.setdefault(arm, []).append(mem.stats())
     half = episodes // 2
     report = {"streams": streams, "episodes_per_stream": episodes, "seed": seed, "arms": {}, "comparisons": {}}
     for arm in arms:
@@ -77,6 +117,7 @@ def evaluate_memory(device, make_arm_policy: Callable[[str], object], *, arms: l
             "per_stream_second_half": o[:, half:].mean(1).tolist(),
             "learning_curve": [float(o[:, w * window:(w + 1) * window].mean()) for w in range(n_win)],
             "steered_decisions_per_episode": float(steered[arm].mean()),
+            "memory_stats_per_stream": memstats.get(arm, []),
         }
     base = "off" if "off" in arms else None
     for arm in arms:

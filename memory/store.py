@@ -725,6 +725,24 @@ class SuccessMemory:
     def drop_namespace(self, namespace: str) -> bool:
         return self._ns.pop(namespace, None) is not None
 
+    def prune(self, namespace: Optional[str] = None, *, max_fail_ratio: float = 0.5,
+              min_fail: int = 1) -> int:
+        """Delete entries that steered failures: n_used_fail >= min_fail and
+        n_used_fail / n_used > max_fail_ratio (a stricter, offline version of failure credit).
+        Returns the number deleted."""
+        deleted = 0
+        for name in ([namespace] if namespace else sorted(self._ns)):
+            ns = self._ns.get(name)
+            if ns is None:
+                continue
+            c = ns.cols.data
+            nf, nu = c["n_used_fail"][:ns.n], c["n_used"][:ns.n]
+            bad = np.flatnonzero((nf >= min_fail) & (nf > max_fail_ratio * np.maximum(nu, 1)))
+            n = self._delete_rows(ns, bad)
+            ns.deleted_credit += n
+            deleted += n
+        return deleted
+
     # -- persistence -----------------------------------------------------------------------------
     def save(self, path) -> Path:
         """Write the memory to directory ``path`` atomically: every namespace's ``entries-<gen>.npz``

@@ -130,3 +130,23 @@ def test_corrupt_memory_file_is_refused_with_its_name(ckpt, tmp_path):
     victims[0].write_bytes(b"garbage")
     res = CliRunner().invoke(app, ["eval", "--policy", str(ckpt), "--memory", str(path), "--episodes", "1"])
     assert res.exit_code == 2 and str(path) in res.output.replace("\n", "")
+
+
+def test_memory_ingest_stats_and_prune_from_the_cli(ckpt, tmp_path):
+    from agent.recording import DatasetWriter
+    ds = tmp_path / "ds"
+    with open_device("sim:twogap-push") as dev:
+        w = DatasetWriter(ds, dev.embodiment)
+        for s in range(2):
+            run_episode(dev, dev.expert(), seed=s, recorder=w, episode_meta={"device": "sim:twogap-push"})
+        w.close()
+    mem = tmp_path / "mem"
+    run = CliRunner().invoke
+    res = run(app, ["memory", "ingest", str(mem), "--data", str(ds), "--policy", str(ckpt)], catch_exceptions=False)
+    assert res.exit_code == 0 and "ingested 2 successful episodes" in res.output, res.output
+    res = run(app, ["memory", "stats", str(mem)], catch_exceptions=False)
+    assert res.exit_code == 0 and "planar_pusher/twogap-push" in res.output
+    res = run(app, ["memory", "prune", str(mem)], catch_exceptions=False)
+    assert res.exit_code == 0 and "deleted 0 entries" in res.output
+    res = run(app, ["memory", "prune", str(mem), "--drop", "--namespace", "nope"])
+    assert res.exit_code == 2 and "planar_pusher/twogap-push" in res.output
