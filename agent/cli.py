@@ -97,14 +97,21 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         record: Optional[Path] = typer.Option(None, "--record", help="dataset directory "
                                               "(default: runs/<device>)"),
         no_record: bool = typer.Option(False, "--no-record", help="do not record"),
-        max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1), size: Optional[str] = SizeOpt):
+        max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1), size: Optional[str] = SizeOpt,
+        memory: Optional[str] = typer.Option(None, "--memory", help="success memory directory: steer with "
+                                             "it and add every verified success (saved at the end)")):
     """Run a policy on a device, recording every episode (LeRobotDataset v3 layout)."""
     out = None if no_record else (record or Path("runs") / _slug(device))
     with _session(device, policy, shift, size) as (dev, pol):
         writer = _writer(out, dev)
+        steered = _with_memory(pol, memory, device) if memory else None
         meta = {"device": device, "shift": shift, "size": size, "policy": policy}
-        results, _ = _episodes(dev, pol, episodes=episodes, seed=seed, writer=writer, meta=meta,
-                               label="run", max_steps=max_steps)
+        try:
+            results, _ = _episodes(dev, steered or pol, episodes=episodes, seed=seed, writer=writer, meta=meta,
+                                   label="run", max_steps=max_steps)
+        finally:
+            if steered is not None:
+                steered.memory.save(memory)
     for r in results:
         outcome = {True: "[green]success[/green]", False: "[red]failure[/red]", None: "done"}[r.success]
         console.print(f"seed {r.seed}: {outcome} in {r.steps} steps; {r.instruction!r}; "
@@ -157,10 +164,12 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
             writer = _writer(record, dev)
             steered = _with_memory(pol, memory, device) if memory != "off" else None
             meta = {"device": device, "shift": shift, "size": size, "policy": policy}
-            results, summarize = _episodes(dev, steered or pol, episodes=episodes, seed=seed, writer=writer,
-                                           meta=meta, label="eval")
-            if steered is not None:
-                steered.memory.save(memory)
+            try:
+                results, summarize = _episodes(dev, steered or pol, episodes=episodes, seed=seed,
+                                               writer=writer, meta=meta, label="eval")
+            finally:
+                if steered is not None:
+                    steered.memory.save(memory)
             rep = summarize(results, device=device, policy=policy, shift=shift, seed=seed,
                             embodiment=dev.embodiment.name)
             _print_report(rep)

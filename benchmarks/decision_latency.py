@@ -53,6 +53,35 @@ def measure(policy, obs, instruction: str, repeats: int) -> dict:
     return out
 
 
+def memory_latency(policy, dev, repeats: int) -> dict:
+    """Whole decisions with a success memory (filled from 20 expert successes) vs without."""
+    from agent.loop import run_episode
+    from memory import make_namespace
+    from policies.steered import SteeredPolicy, memory_for
+    steered = SteeredPolicy(policy, memory_for(policy), namespace=make_namespace("b", "b"))
+    sn = policy.norms[policy.embodiment.name]["state"]
+    an = policy.norms[policy.embodiment.name]["action"]
+    for s in range(20):
+        states, actions = [], []
+        run_episode(dev, dev.expert(), seed=1000 + s,
+                    on_step=lambda t, o, a, n: states.append(o.state) or actions.append(a) and False)
+        steered.memory.add_episode(steered.namespace, sn.normalize(np.stack(states)),
+                                   an.normalize(np.stack(actions)), success=True, stride=8)
+    times = {"without_memory": [], "with_memory": []}
+    for i in range(repeats + 5):
+        obs = dev.reset(i % 20)
+        for name, p in (("without_memory", policy), ("with_memory", steered)):
+            p.reset(i)
+            t0 = time.perf_counter()
+            p.act(obs, dev.instruction)
+            if i >= 5:
+                times[name].append(time.perf_counter() - t0)
+    out = {k: pct(v) for k, v in times.items()}
+    out["steered_fraction"] = steered.steered / max(1, steered.decisions)
+    out["with_over_without_p50"] = round(out["with_memory"]["p50"] / out["without_memory"]["p50"], 3)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--policy", default="embodia-tiny")
@@ -67,6 +96,8 @@ def main():
         for threads in (1, 2):
             torch.set_num_threads(threads)
             res[f"threads_{threads}"] = measure(policy, obs, dev.instruction, args.repeats)
+        torch.set_num_threads(1)
+        res["memory_threads_1"] = memory_latency(policy, dev, args.repeats)
         bb = policy.model.backbone
         params = sum(p.numel() for p in policy.model.parameters())
     print(json.dumps({"benchmark": "decision_latency", "policy": args.policy, "device": args.device,
