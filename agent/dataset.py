@@ -40,6 +40,19 @@ class DatasetError(ValueError):
     """A dataset that is missing, corrupt or inconsistent; the message names the file."""
 
 
+def committed_episode_rows(root: Path, n: int) -> list[dict]:
+    """Episode rows 0..n-1 sorted by index. A writer commits info.json last, so rows past its
+    total_episodes belong to an unfinished commit and are ignored."""
+    rows = []
+    for f in sorted((root / EPISODES_DIR).glob("chunk-*/file-*.parquet")):
+        rows.extend(read_table(f).to_pylist())
+    rows = sorted((r for r in rows if r["episode_index"] < n), key=lambda r: r["episode_index"])
+    if [r["episode_index"] for r in rows] != list(range(n)):
+        raise DatasetError(f"{root / EPISODES_DIR}: episode rows do not cover 0..{n - 1} "
+                           f"as {root / INFO_PATH} says (total_episodes={n})")
+    return rows
+
+
 # -- low-level readers with errors that name the file ------------------------------------------------
 def load_json(path: Path) -> Any:
     path = Path(path)
@@ -215,14 +228,7 @@ class LocalDataset:
                 raise DatasetError(f"{self.root / EPISODES_DIR}: no episodes parquet, "
                                    f"but {self.root / INFO_PATH} says total_episodes={n}")
             return []
-        rows = []
-        for f in files:
-            rows.extend(read_table(f).to_pylist())
-        # A writer commits info.json last: rows past total_episodes are not committed yet.
-        rows = sorted((r for r in rows if r["episode_index"] < n), key=lambda r: r["episode_index"])
-        if [r["episode_index"] for r in rows] != list(range(n)):
-            raise DatasetError(f"{self.root / EPISODES_DIR}: episode rows do not cover 0..{n - 1} "
-                               f"as {self.root / INFO_PATH} says")
+        rows = committed_episode_rows(self.root, n)
         for r in rows:
             tasks = r.get("tasks") or []
             r["task"] = tasks[0] if tasks else ""
