@@ -288,7 +288,7 @@ def replay(dataset: Path = typer.Argument(..., help="dataset directory"),
 @app.command()
 def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory (repeat for several bodies)"),
           out: Path = typer.Option(..., "--out", "-o", help="checkpoint directory"),
-          steps: int = typer.Option(6000, "--steps", min=1), batch_size: int = typer.Option(64, "--batch-size"),
+          steps: int = typer.Option(10000, "--steps", min=1), batch_size: int = typer.Option(64, "--batch-size"),
           lr: float = typer.Option(1e-3, "--lr"), seed: int = typer.Option(0, "--seed"),
           save_every: int = typer.Option(1000, "--save-every"), threads: int = typer.Option(2, "--threads"),
           hidden: int = typer.Option(64, "--hidden", help="backbone width of a fresh model"),

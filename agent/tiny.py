@@ -46,7 +46,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description="record demos and train embodia-tiny")
     ap.add_argument("--data", type=Path, default=Path("data/embodia-tiny-demos"))
     ap.add_argument("--out", type=Path, default=BUNDLE)
-    ap.add_argument("--steps", type=int, default=8000)
+    ap.add_argument("--steps", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--resume", action="store_true")
     args = ap.parse_args(argv)

@@ -34,7 +34,7 @@ TRAIN_STATE = "train_state"
 class TrainConfig:
     data: list[str]
     out: str
-    steps: int = 6000
+    steps: int = 10000
     batch_size: int = 64
     lr: float = 1e-3
     weight_decay: float = 1e-4
@@ -46,7 +46,10 @@ class TrainConfig:
     save_every: int = 1000
     threads: int = 2
     only_success: bool = True
-    freeze_backbone_after: int | None = 2000   # then cache its context and train the head alone
+    freeze_backbone_after: int | None = 1000   # then cache its context and train the head alone
+    frozen_batch_size: int = 128      # head-only steps are cheap: more distinct states per step
+    frozen_repeats: int = 2
+    balance: str = "frames"           # sample bodies by their share of frames, or "bodies": equally
     # architecture of a fresh model (ignored when --init/--resume give one)
     hidden: int = 64
     layers: int = 2
@@ -65,7 +68,10 @@ class Samples:
     state, action chunks with horizon masks, and the token ids of its prompt text."""
 
     def __init__(self, datasets: list[LocalDataset], backbone: Backbone, cfg: VLAConfig, *,
-                 norms: dict | None = None, only_success: bool = True, log=print):
+                 norms: dict | None = None, only_success: bool = True, balance: str = "frames", log=print):
+        if balance not in ("frames", "bodies"):
+            raise ValueError(f"balance must be 'frames' or 'bodies', got {balance!r}")
+        self.balance = balance
         H = cfg.horizon
         self.cfg, self.groups = cfg, []
         texts: list[str] = []
@@ -134,7 +140,11 @@ class Samples:
 
     def batch(self, rng: np.random.Generator, size: int, cached: bool = False) -> dict:
         cfg, H = self.cfg, self.H
-        which = rng.integers(len(self.groups), size=size)     # bodies equally often
+        if self.balance == "bodies":
+            which = rng.integers(len(self.groups), size=size)
+        else:
+            n = np.array([g["n"] for g in self.groups], float)
+            which = rng.choice(len(self.groups), size=size, p=n / n.sum())
         state = torch.zeros(size, cfg.state_dim)
         smask = torch.zeros(size, cfg.state_dim)
         act = torch.zeros(size, H, cfg.action_dim)
@@ -243,7 +253,8 @@ def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=
         model, norms = load_checkpoint(out)
     else:
         model, norms = build_model(cfg, datasets), None
-    samples = Samples(datasets, model.backbone, model.cfg, norms=norms, only_success=cfg.only_success, log=log)
+    samples = Samples(datasets, model.backbone, model.cfg, norms=norms, only_success=cfg.only_success,
+                      balance=cfg.balance, log=log)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     ema = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -286,7 +297,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=
                     for n, p in model.backbone.named_parameters():
                         ema["backbone." + n].copy_(p)
                 samples.cache_context(log=log)
-            b = samples.batch(rng, cfg.batch_size, cached=frozen)
+            b = samples.batch(rng, cfg.frozen_batch_size if frozen else cfg.batch_size, cached=frozen)
             for group in opt.param_groups:
                 group["lr"] = lr_at(step)
             if frozen:
@@ -295,7 +306,8 @@ def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=
                 ctx, ctx_mask = model.context(b["input_ids"], b["attention_mask"], b["pixel_values"],
                                               b["image_grid_thw"])
             loss = flow_loss(model.head, b["action"], b["action_mask"], ctx, b["state"], b["state_mask"],
-                             b["emb_id"], ctx_mask=ctx_mask, generator=gen, repeats=cfg.repeats * (2 if frozen else 1))
+                             b["emb_id"], ctx_mask=ctx_mask, generator=gen,
+                             repeats=cfg.frozen_repeats if frozen else cfg.repeats)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)

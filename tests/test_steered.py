@@ -24,7 +24,7 @@ def ckpt(tmp_path_factory):
             run_episode(dev, dev.expert(), seed=200 + s, recorder=w, max_steps=40)
         w.close()
     train(TrainConfig(data=[str(root / "demos")], out=str(root / "ck"), steps=16, batch_size=16, save_every=16,
-                      threads=1, only_success=False, freeze_backbone_after=8, hidden=32, heads=2,
+                      threads=1, only_success=False, freeze_backbone_after=8, frozen_batch_size=16, hidden=32, heads=2,
                       head=dict(dim=32, depth=2, heads=2)), progress=False, log=lambda *_: None)
     return root / "ck"
 

@@ -25,7 +25,7 @@ def demos(tmp_path_factory):
 
 def small_cfg(data, out, **kw):
     base = dict(data=[str(data)], out=str(out), steps=24, batch_size=16, save_every=12, threads=1,
-                only_success=False, freeze_backbone_after=12, hidden=32, heads=2,
+                only_success=False, freeze_backbone_after=12, frozen_batch_size=16, hidden=32, heads=2,
                 head=dict(dim=32, depth=2, heads=2))
     base.update(kw)
     return TrainConfig(**base)
