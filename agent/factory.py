@@ -35,6 +35,9 @@ def make_policy(spec: str, device, *, threads: int | None = None):
         path, _, ep = spec[len("replay:"):].partition("#")
         episode = LocalDataset(path).episode(int(ep or 0))
         return ReplayPolicy(episode["action"], chunk=device.embodiment.exec_horizon)
+    if spec in BUNDLED and not BUNDLED[spec].is_dir():
+        raise PolicyError(f"{spec} is not in this checkout ({BUNDLED[spec]}); build it with "
+                          f"`python -m agent.tiny` (records demos, then trains; see README)")
     path = BUNDLED.get(spec) or Path(spec).expanduser()
     if path.is_dir():
         from policies.vla import VLAPolicy
