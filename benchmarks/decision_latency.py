@@ -54,11 +54,15 @@ def measure(policy, obs, instruction: str, repeats: int) -> dict:
 
 
 def memory_latency(policy, dev, repeats: int) -> dict:
-    """Whole decisions with a success memory (filled from 20 expert successes) vs without."""
+    """Whole decisions with a success memory (filled from 20 expert successes) vs without.
+
+    The memory steers every decision it can (fixed confidence: tau0 = tau_max), so the figure is
+    the cost of a steered decision: retrieval + filter + prior, and fewer Euler steps."""
     from agent.loop import run_episode
-    from memory import make_namespace
+    from memory import MemoryConfig, make_namespace
     from policies.steered import SteeredPolicy, memory_for
-    steered = SteeredPolicy(policy, memory_for(policy), namespace=make_namespace("b", "b"))
+    steered = SteeredPolicy(policy, memory_for(policy, MemoryConfig(fixed_confidence=1.0)),
+                            namespace=make_namespace("b", "b"))
     sn = policy.norms[policy.embodiment.name]["state"]
     an = policy.norms[policy.embodiment.name]["action"]
     for s in range(20):
