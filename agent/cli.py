@@ -87,6 +87,11 @@ def _episodes(device, policy, *, episodes, seed, writer, meta, label, max_steps=
     return results, summarize
 
 
+def _meta(device, shift, size, policy) -> dict:
+    """What each recorded episode says about how it was made (replay reopens the device from it)."""
+    return {"device": device, "shift": shift, "size": size, "policy": policy}
+
+
 def _slug(uri: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", uri.split(":", 1)[-1]).strip("-") or "device"
 
@@ -105,7 +110,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
     with _session(device, policy, shift, size) as (dev, pol):
         writer = _writer(out, dev)
         steered = _with_memory(pol, memory, device) if memory else None
-        meta = {"device": device, "shift": shift, "size": size, "policy": policy}
+        meta = _meta(device, shift, size, policy)
         try:
             results, _ = _episodes(dev, steered or pol, episodes=episodes, seed=seed, writer=writer, meta=meta,
                                    label="run", max_steps=max_steps)
@@ -131,7 +136,7 @@ def record(out: Path = typer.Option(..., "--out", "-o", help="dataset directory 
     """Record episodes into a LeRobotDataset v3 directory."""
     with _session(device, policy, shift, size) as (dev, pol):
         writer = _writer(out, dev)
-        meta = {"device": device, "shift": shift, "size": size, "policy": policy}
+        meta = _meta(device, shift, size, policy)
         results, summarize = _episodes(dev, pol, episodes=episodes, seed=seed, writer=writer,
                                        meta=meta, label="record")
         writer.close()
@@ -163,7 +168,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
         else:
             writer = _writer(record, dev)
             steered = _with_memory(pol, memory, device) if memory != "off" else None
-            meta = {"device": device, "shift": shift, "size": size, "policy": policy}
+            meta = _meta(device, shift, size, policy)
             try:
                 results, summarize = _episodes(dev, steered or pol, episodes=episodes, seed=seed,
                                                writer=writer, meta=meta, label="eval")
@@ -343,8 +348,6 @@ def memory_ingest(path: Path = typer.Argument(..., help="memory directory (creat
                   device: Optional[str] = typer.Option(None, "--device", help="namespace's device "
                                                        "(default: the one each episode names)")):
     """Build (or extend) a memory from the successful episodes of a recorded dataset."""
-    import numpy as np
-
     from .dataset import DatasetError, LocalDataset
     from .factory import make_policy
     try:
@@ -363,11 +366,8 @@ def memory_ingest(path: Path = typer.Argument(..., help="memory directory (creat
         e = ds.episode(i)
         uri = device or (e.get("meta") or {}).get("device") or "unknown:task"
         steered = _with_memory(pol, str(path), uri) if steered is None else steered
-        sn, an = pol.norms[ds.embodiment.name]["state"], pol.norms[ds.embodiment.name]["action"]
-        added += steered.memory.add_episode(_namespace(uri, ds.embodiment),
-                                            np.asarray(sn.normalize(e["state"]), np.float32),
-                                            np.asarray(an.normalize(e["action"]), np.float32), success=True,
-                                            episode_id=i, stride=ds.embodiment.exec_horizon)
+        steered.namespace = _namespace(uri, ds.embodiment)
+        added += steered.remember(e["state"], e["action"], episode_id=i)
         episodes += 1
     if steered is None:
         _fail(f"{data} has no successful episodes to ingest")

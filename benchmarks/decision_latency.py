@@ -63,14 +63,11 @@ def memory_latency(policy, dev, repeats: int) -> dict:
     from policies.steered import SteeredPolicy, memory_for
     steered = SteeredPolicy(policy, memory_for(policy, MemoryConfig(fixed_confidence=1.0)),
                             namespace=make_namespace("b", "b"))
-    sn = policy.norms[policy.embodiment.name]["state"]
-    an = policy.norms[policy.embodiment.name]["action"]
     for s in range(20):
         states, actions = [], []
         run_episode(dev, dev.expert(), seed=1000 + s,
                     on_step=lambda t, o, a, n: states.append(o.state) or actions.append(a) and False)
-        steered.memory.add_episode(steered.namespace, sn.normalize(np.stack(states)),
-                                   an.normalize(np.stack(actions)), success=True, stride=8)
+        steered.remember(np.stack(states), np.stack(actions))
     times = {"without_memory": [], "with_memory": []}
     for i in range(repeats + 5):
         obs = dev.reset(i % 20)

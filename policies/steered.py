@@ -50,7 +50,7 @@ class SteeredPolicy:
 
     def reset(self, seed: int | None = None) -> None:
         self.policy.reset(seed)
-        self.keys: list[np.ndarray] = []
+        self.states: list[np.ndarray] = []     # what the loop executed, in the body's units
         self.actions: list[np.ndarray] = []
         self.steered = 0
         self.decisions = 0
@@ -58,9 +58,9 @@ class SteeredPolicy:
 
     def act(self, obs, instruction: str) -> np.ndarray:
         pol, cfg, emb = self.policy, self.policy.cfg, self.policy.embodiment
-        key = np.asarray(self._snorm.normalize(obs.state), np.float32)
-        hist = (np.stack(self.actions[-emb.exec_horizon:]) if self.actions
-                else np.zeros((0, emb.action_dim), np.float32))
+        key = self.key(obs.state)
+        hist = (np.asarray(self._anorm.normalize(np.stack(self.actions[-emb.exec_horizon:])), np.float32)
+                if self.actions else np.zeros((0, emb.action_dim), np.float32))
         r = self.memory.query(self.namespace, key, hist, t=len(self.actions))
         guide = self.memory.guidance(r, steps=pol.steps)
         self.decisions += 1
@@ -78,10 +78,20 @@ class SteeredPolicy:
         x0 = (1 - tau0) * eps + tau0 * prior_pad       # tau0 = 1 (replay ablation): the prior itself
         return pol.predict_chunk(obs, instruction, x0=x0, tau0=tau0)
 
+    # -- keys and chunks: the one encoding used to store and to query ------------------------------
+    def key(self, state) -> np.ndarray:
+        return np.asarray(self._snorm.normalize(np.asarray(state)), np.float32)
+
+    def remember(self, states, actions, episode_id: int = -1) -> int:
+        """Store one verified successful episode (states [T, S], executed actions [T, D], body units)."""
+        return self.memory.add_episode(self.namespace, self.key(states),
+                                       np.asarray(self._anorm.normalize(np.asarray(actions)), np.float32),
+                                       success=True, episode_id=episode_id, stride=self.embodiment.exec_horizon)
+
     # -- the loop reports every executed step and the verified outcome -----------------------------
     def observe(self, obs, action) -> None:
-        self.keys.append(np.asarray(self._snorm.normalize(obs.state), np.float32))
-        self.actions.append(np.asarray(self._anorm.normalize(np.asarray(action)), np.float32))
+        self.states.append(np.asarray(obs.state))
+        self.actions.append(np.asarray(action))
 
     def end_episode(self, success: bool) -> None:
         self.episodes += 1
@@ -89,8 +99,7 @@ class SteeredPolicy:
             return
         self.memory.end_episode(bool(success), namespace=self.namespace)
         if success and self.actions:
-            self.memory.add_episode(self.namespace, np.stack(self.keys), np.stack(self.actions),
-                                    success=True, episode_id=self.episodes, stride=self.embodiment.exec_horizon)
+            self.remember(np.stack(self.states), np.stack(self.actions), self.episodes)
 
     def info(self) -> dict:
         return {"memory_steered": self.steered, "memory_decisions": self.decisions,

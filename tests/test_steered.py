@@ -73,17 +73,16 @@ def test_a_confident_memory_steers_the_decoder_toward_its_prior(ckpt):
     with open_device("sim:twogap-push") as dev:
         base = VLAPolicy.from_pretrained(ckpt).bind(dev.embodiment)
         mem = memory_for(base, MemoryConfig(fixed_confidence=1.0))
-        snorm, anorm = base.norms["planar_pusher"]["state"], base.norms["planar_pusher"]["action"]
-        for seed in (10, 11, 12):
-            states, actions = expert_episode(dev, seed)
-            mem.add_episode("ns", snorm.normalize(states), anorm.normalize(actions), success=True, stride=8)
         steered = SteeredPolicy(base, mem, namespace="ns", learn=False)
+        for seed in (10, 11, 12):
+            steered.remember(*expert_episode(dev, seed))
+        anorm = base.norms["planar_pusher"]["action"]
         obs = dev.reset(10)
         steered.reset(0)
         chunk = steered.act(obs, dev.instruction)
         base.reset(0)
         free = base.act(obs, dev.instruction)
-        r = mem.query("ns", snorm.normalize(obs.state), np.zeros((0, 2), np.float32), t=0)
+        r = mem.query("ns", steered.key(obs.state), np.zeros((0, 2), np.float32), t=0)
         prior = anorm.unnormalize(r.prior)
         assert steered.steered == 1 and steered.tau0s == [pytest.approx(0.6)]
         assert np.abs(chunk - prior).mean() < np.abs(free - prior).mean()
