@@ -64,7 +64,7 @@ def test_empty_memory_is_bit_identical_to_no_memory(ckpt):
         steered = SteeredPolicy(base, memory_for(base), namespace="planar_pusher/twogap-push", learn=False)
         wrapped = Recorder(steered)
         run_episode(dev, wrapped, seed=3, max_steps=40)
-        assert steered.steered == 0 and steered.decisions == 5
+        assert steered.steered == 0 and steered.decisions == 40 // dev.embodiment.exec_horizon
         assert all(np.array_equal(a, b) for a, b in zip(plain.executed, wrapped.executed))
         assert len(plain.executed) == len(wrapped.executed) == 40
 
@@ -99,7 +99,7 @@ def test_the_loop_stores_verified_successes_and_not_failures(ckpt):
         for s, a in zip(states, actions):       # as the loop would report an expert-driven success
             steered.observe(type("O", (), {"state": s})(), a)
         steered.end_episode(True)
-        assert len(steered.memory) == int(np.ceil(len(actions) / 8))
+        assert len(steered.memory) == int(np.ceil(len(actions) / dev.embodiment.exec_horizon))
 
 
 def test_cli_memory_streams_report_and_plot(ckpt, tmp_path):
