@@ -41,6 +41,10 @@ JITTER = 0.05
 VEL_SCALE = 0.5                      # ctrl 1.0 -> 0.5 m/s target velocity
 KP = 20.0                            # velocity servo gain (N per m/s)
 SUCCESS_STEPS = 5
+# Pusher-puck friction. With a slippery 0.05 (and 0.16 m gaps) the scripted expert still succeeded
+# every time, but a learned policy executing open-loop chunks could not imitate its high-gain
+# corrections (a state-only head: 0.05 success); benchmarks/twogap_imitability.py measures this.
+PAIR_FRICTION = 0.6
 
 INSTRUCTIONS = (
     "push the puck through a gap in the wall onto the goal",
@@ -53,7 +57,7 @@ _CONVENTION = ("world-frame velocity targets for the pusher, x right, y toward t
 
 
 def _scene_xml(*, gap_widths=(GAP_WIDTH, GAP_WIDTH), goal=GOAL, puck_mass=0.2,
-               puck_damping=2.0, puck_frictionloss=0.05, puck_friction=0.3) -> str:
+               puck_damping=2.0, puck_frictionloss=0.05, puck_friction=0.3, pair_friction=PAIR_FRICTION) -> str:
     """The MJCF of the scene; every shift is a change of these arguments."""
     x0, x1 = ARENA_X
     y0, y1 = ARENA_Y
@@ -107,9 +111,8 @@ def _scene_xml(*, gap_widths=(GAP_WIDTH, GAP_WIDTH), goal=GOAL, puck_mass=0.2,
     </body>
   </worldbody>
   <contact>
-    <!-- a grippy pusher: the puck follows the push instead of squirting sideways, which a learned
-         policy executing open-loop chunks can imitate (with 0.05 it could not: 0.07 success) -->
-    <pair geom1="pusher" geom2="puck" condim="3" friction="0.6 0.6 0.005 0.0001 0.0001"/>
+    <!-- a grippy pusher: the puck follows the push instead of squirting sideways -->
+    <pair geom1="pusher" geom2="puck" condim="3" friction="{pair_friction} {pair_friction} 0.005 0.0001 0.0001"/>
   </contact>
   <actuator>
     <!-- velocity servo: force = KP * (VEL_SCALE * ctrl - qvel); needs biastype="affine" -->
@@ -120,13 +123,13 @@ def _scene_xml(*, gap_widths=(GAP_WIDTH, GAP_WIDTH), goal=GOAL, puck_mass=0.2,
 """
 
 
-def _shift_params(shift: str | None) -> dict:
+def _shift_params(shift: str | None, width: float = GAP_WIDTH) -> dict:
     if shift is None:
         return {}
     if shift == "blocked-left":
-        return {"gap_widths": (BLOCKED_WIDTH, GAP_WIDTH)}
+        return {"gap_widths": (BLOCKED_WIDTH, width)}
     if shift == "blocked-right":
-        return {"gap_widths": (GAP_WIDTH, BLOCKED_WIDTH)}
+        return {"gap_widths": (width, BLOCKED_WIDTH)}
     if shift == "heavy":
         return {"puck_mass": 0.2 * 1.5, "puck_damping": 2.0 * 2, "puck_frictionloss": 0.05 * 2,
                 "puck_friction": 0.3 * 2, "goal": (GOAL[0] + 0.05, GOAL[1])}
@@ -145,14 +148,17 @@ class TwoGapPush(MujocoDevice):
     STATE_NAMES = ("pusher_x", "pusher_y", "pusher_vx", "pusher_vy", "puck_x", "puck_y",
                    "puck_vx", "puck_vy", "goal_x", "goal_y")
 
-    def __init__(self, shift: str | None = None, size=(96, 96), render: bool = True):
+    def __init__(self, shift: str | None = None, size=(96, 96), render: bool = True, scene: dict | None = None):
+        """`scene`: overrides of the scene's construction arguments (gap_widths, pair_friction, ...),
+        for experiments on the task itself; shifts are applied on top."""
         if shift in ("", "none", "None"):
             shift = None
         if shift is not None and shift not in self.SHIFTS:
             raise ValueError(f"unknown twogap-push shift {shift!r}; known: "
                              + ", ".join(f"{k} ({v})" for k, v in self.SHIFTS.items()))
         self.shift = shift
-        params = _shift_params(shift)
+        scene = dict(scene or {})
+        params = scene | _shift_params(shift, max(scene.get("gap_widths", (GAP_WIDTH,))))
         self.goal = np.array(params.get("goal", GOAL), dtype=np.float64)
         self.gap_widths = dict(zip(("left", "right"), params.get("gap_widths", (GAP_WIDTH, GAP_WIDTH))))
         model = load_model(_scene_xml(**params))

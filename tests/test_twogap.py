@@ -192,3 +192,17 @@ def test_velocity_servo_limits_speed_and_walls_stop_the_pusher():
         for _ in range(30):
             d.act([0.0, 1.0])
         assert -0.06 < d.state()[1] < -0.045             # against the wall (half-thickness 0.02)
+
+
+def test_scene_overrides_change_the_model_and_shifts_apply_on_top():
+    wide = TwoGapPush(render=False, scene={"gap_widths": (0.30, 0.30), "pair_friction": 0.05})
+    assert wide.gap_widths == {"left": 0.30, "right": 0.30}
+    pair = wide.model.pair_friction[0]
+    assert pair[0] == pytest.approx(0.05)
+    shifted = TwoGapPush("blocked-left", render=False, scene={"gap_widths": (0.30, 0.30)})
+    assert shifted.gap_widths == {"left": 0.08, "right": 0.30}      # the shift narrows only its gap
+    default = TwoGapPush(render=False)
+    assert default.model.pair_friction[0][0] == pytest.approx(0.6)
+    gaps = [default.model.geom(f"wall{i}") for i in range(3)]
+    # the middle wall segment spans the space between the two gaps
+    assert gaps[1].size[0] * 2 == pytest.approx(0.4 - 0.24)
