@@ -17,7 +17,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 console = Console(stderr=True)
 
 DEFAULT_DEVICE = "sim:twogap-push"
-DEFAULT_POLICY = "expert"
+DEFAULT_POLICY = "embodia-tiny"
 
 DeviceOpt = typer.Option(DEFAULT_DEVICE, "--device", "-d", help="device URI (see `embodia devices`)")
 PolicyOpt = typer.Option(DEFAULT_POLICY, "--policy", "-p",

@@ -163,7 +163,7 @@ class TwoGapPush(MujocoDevice):
         self.gap_widths = dict(zip(("left", "right"), params.get("gap_widths", (GAP_WIDTH, GAP_WIDTH))))
         model = load_model(_scene_xml(**params))
         super().__init__(model, name="planar_pusher", hz=HZ, cameras=["top"], size=size,
-                         state_source="joints", kind="planar pusher", chunk=16, exec_horizon=4,
+                         state_source="joints", kind="planar pusher", chunk=16, exec_horizon=1,
                          convention=_CONVENTION, render=render, overrides=dict(
                              actions=(Channel("vx", -1.0, 1.0, "m/s"), Channel("vy", -1.0, 1.0, "m/s")),
                              state=tuple(Channel(n) for n in self.STATE_NAMES), action_kind="velocity"))

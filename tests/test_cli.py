@@ -49,7 +49,7 @@ def test_eval_writes_a_report_with_wilson_interval_and_gap_split(tmp_path):
 
 def test_eval_under_blocked_left_fails_left_attempts_only(tmp_path):
     out = tmp_path / "out.json"
-    res = invoke("eval", "--shift", "blocked-left", "--episodes", 20, "--json", out)
+    res = invoke("eval", "--shift", "blocked-left", "--policy", "expert", "--episodes", 20, "--json", out)
     assert res.exit_code == 0, res.output
     modes = json.loads(out.read_text())["by"]["policy.mode"]
     assert modes["left"]["successes"] == 0 and modes["left"]["episodes"] >= 3
@@ -58,7 +58,7 @@ def test_eval_under_blocked_left_fails_left_attempts_only(tmp_path):
 
 def test_record_then_replay_reproduces_final_state_and_outcome(tmp_path):
     ds = tmp_path / "ds"
-    res = invoke("record", "--out", ds, "--episodes", 3, "--seed", 5)
+    res = invoke("record", "--out", ds, "--policy", "expert", "--episodes", 3, "--seed", 5)
     assert res.exit_code == 0, res.output
     info = json.loads((ds / "meta" / "info.json").read_text())
     assert info["total_episodes"] == 3 and info["codebase_version"] == "v3.0"
@@ -75,7 +75,7 @@ def test_record_then_replay_reproduces_final_state_and_outcome(tmp_path):
 def test_replay_detects_a_different_scene(tmp_path):
     """Replaying on a shifted scene must not silently 'reproduce' the record."""
     ds = tmp_path / "ds"
-    invoke("record", "--out", ds, "--episodes", 1, "--seed", 1)
+    invoke("record", "--out", ds, "--policy", "expert", "--episodes", 1, "--seed", 1)
     from agent.dataset import LocalDataset
     from agent.replay import replay_episode
     from devices import open_device

@@ -43,7 +43,7 @@ def test_embodiment_and_prompt():
         assert all((c.low, c.high, c.unit) == (-1.0, 1.0, "m/s") for c in e.actions)
         assert [c.name for c in e.state] == ["pusher_x", "pusher_y", "pusher_vx", "pusher_vy", "puck_x",
                                              "puck_y", "puck_vx", "puck_vy", "goal_x", "goal_y"]
-        assert (e.hz, e.chunk, e.exec_horizon) == (10.0, 16, 4)
+        assert (e.hz, e.chunk, e.exec_horizon) == (10.0, 16, 1)
         assert [(c.name, c.width, c.height) for c in e.cameras] == [("top", 96, 96)]
         assert d.substeps == 10 and d.max_steps == 150
         assert {"render", "state", "deterministic", "success", "expert"} <= d.capabilities
