@@ -18,8 +18,9 @@ DEMOS = [  # (device, episodes, first seed, expert action noise): seeds far from
     ("sim:metaworld/reach-v3", 200, 1000, None),
 ]
 # twogap demos are recorded with a noisier expert (std 0.25 instead of 0.05, DART-style): the
-# perturbations show the expert's corrections from states a learned policy drifts into. With 0.05 a
-# state-only head reached 0.4 success on 40 episodes, with 0.25 0.68 (same data size and training).
+# perturbations show the expert's corrections from states a learned policy drifts into. A state-only
+# head replanning every 4 steps reached 0.45 of 40 episodes with noise 0.15 and 0.68 with 0.25
+# (same data size and training; BENCHMARKS.md, "Why the scene changed").
 BUNDLE = Path(__file__).resolve().parent.parent / "policies" / "checkpoints" / "embodia-tiny"
 
 

@@ -162,6 +162,8 @@ class TwoGapPush(MujocoDevice):
         self.goal = np.array(params.get("goal", GOAL), dtype=np.float64)
         self.gap_widths = dict(zip(("left", "right"), params.get("gap_widths", (GAP_WIDTH, GAP_WIDTH))))
         model = load_model(_scene_xml(**params))
+        # exec_horizon 1: embodia-tiny replans after every action here (0.82 success; every 4 steps
+        # 0.71, stalling short of the goal); a decision costs ~14 ms of the 100 ms period
         super().__init__(model, name="planar_pusher", hz=HZ, cameras=["top"], size=size,
                          state_source="joints", kind="planar pusher", chunk=16, exec_horizon=1,
                          convention=_CONVENTION, render=render, overrides=dict(
