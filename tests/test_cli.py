@@ -4,7 +4,6 @@ import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 
