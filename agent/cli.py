@@ -157,13 +157,16 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
           ablations: str = typer.Option("", "--ablations", help="extra memory arms, comma-separated: "
                                         "no-filter,no-mode-selection,fixed-confidence,replay"),
           plot: Optional[Path] = typer.Option(None, "--plot", help="learning-curve PNG (--memory online)"),
+          jobs: int = typer.Option(1, "--jobs", min=1, help="worker processes for --memory online (streams "
+                                   "run in parallel, one torch thread each; same results as one process)"),
           size: Optional[str] = SizeOpt):
     """Evaluate a policy: success rate with a 95% Wilson interval, splits, timing; JSON report."""
     from .evaluate import write_json
     with _session(device, policy, shift, size) as (dev, pol):
         if memory == "online":
             rep = _eval_memory_streams(dev, pol, device, episodes=episodes, seed=seed, streams=streams,
-                                       ablations=[a for a in ablations.split(",") if a], plot=plot)
+                                       ablations=[a for a in ablations.split(",") if a], plot=plot,
+                                       jobs=jobs, spec=dict(policy=policy, shift=shift, size=size))
             rep.update(device=device, policy=policy, shift=shift)
         else:
             writer = _writer(record, dev)
@@ -204,8 +207,8 @@ def _with_memory(pol, path: str, device_uri: str):
     return SteeredPolicy(pol, mem, namespace=_namespace(device_uri, pol.embodiment))
 
 
-def _eval_memory_streams(dev, pol, device_uri, *, episodes, seed, streams, ablations, plot):
-    from .memory_eval import ARMS, arm_factory, evaluate_memory, learning_curve_png
+def _eval_memory_streams(dev, pol, device_uri, *, episodes, seed, streams, ablations, plot, jobs=1, spec=None):
+    from .memory_eval import ARMS, arm_factory, build_report, evaluate_memory, learning_curve_png, run_streams_parallel
     unknown = [a for a in ablations if a not in ARMS or ARMS[a] is None]
     if unknown:
         _fail(f"unknown ablation(s) {unknown}; known: {[a for a in ARMS if ARMS[a] is not None]}")
@@ -221,7 +224,17 @@ def _eval_memory_streams(dev, pol, device_uri, *, episodes, seed, streams, ablat
         def tick(arm, s, i, r):
             wins.setdefault(arm, []).append(bool(r.success))
             bar.update(task, advance=1, status=f"{arm}: {sum(wins[arm])}/{len(wins[arm])}")
-        rep = evaluate_memory(dev, make, arms=arms, streams=streams, episodes=episodes, seed=seed, on_episode=tick)
+        if jobs > 1:
+            def done(arm, s, res, cached):
+                wins.setdefault(arm, []).extend(res["outcomes"])
+                bar.update(task, advance=len(res["outcomes"]), status=f"{arm}: {sum(wins[arm])}/{len(wins[arm])}")
+            runs = run_streams_parallel(device_uri, spec["policy"], arms=arms, streams=streams, episodes=episodes,
+                                        seed=seed, shift=spec["shift"], size=spec["size"],
+                                        namespace=_namespace(device_uri, pol.embodiment), jobs=jobs, on_stream=done)
+            rep = build_report(runs, arms=arms, streams=streams, episodes=episodes, seed=seed)
+        else:
+            rep = evaluate_memory(dev, make, arms=arms, streams=streams, episodes=episodes, seed=seed,
+                                  on_episode=tick)
     for arm, row in rep["arms"].items():
         lo, hi = row["wilson95"]
         console.print(f"{arm:>18}: {row['success_rate']:.3f} [{lo:.3f}, {hi:.3f}], second half "

@@ -30,37 +30,73 @@ NOISY_RATE = 0.1
 
 
 class NoisyLabels:
-    """Reports a failed episode as a success with probability `rate` (a faulty success detector)."""
+    """Reports a failed episode as a success with probability `rate` (a faulty success detector),
+    and keeps count of the entries those false successes put into the memory, so a report can
+    show how many of them failure credit removed."""
 
     def __init__(self, policy, rate: float, seed: int):
         self.policy, self.rate, self.rng = policy, rate, np.random.default_rng(seed)
         self.false_positives = 0
+        self.poisoned_ids: list[int] = []
+        self.poisoned_stored = 0
 
     def __getattr__(self, name):
         return getattr(self.policy, name)
 
+    def _poisoned_in_memory(self, ids) -> int:
+        e = self.policy.memory.entries(self.policy.namespace)
+        return int(np.isin(e["episode_id"], ids).sum()) if e else 0
+
     def end_episode(self, success: bool) -> None:
-        if not success and self.rng.random() < self.rate:
-            success = True
+        flipped = not success and self.rng.random() < self.rate
+        self.policy.end_episode(success or flipped)
+        if flipped:
             self.false_positives += 1
-        self.policy.end_episode(success)
+            self.poisoned_ids.append(self.policy.episodes)      # the id the episode was stored under
+            self.poisoned_stored += self._poisoned_in_memory([self.poisoned_ids[-1]])
+
+    def poison_report(self) -> dict:
+        return {"false_positives": self.false_positives, "entries_stored": self.poisoned_stored,
+                "entries_left": self._poisoned_in_memory(self.poisoned_ids)}
 
 
-def arm_factory(policy, namespace: str, seed: int = 0) -> Callable[[str], object]:
-    """`make(arm)`: the plain policy for "off", else a policy steered by a fresh memory."""
+def arm_factory(policy, namespace: str, seed: int = 0) -> Callable[..., object]:
+    """`make(arm, stream=0)`: the plain policy for "off", else a policy steered by a fresh memory.
+    The noisy-label arm's coin flips depend only on (seed, stream), so a stream gives the same
+    result whether streams run in one process or many."""
     from memory import MemoryConfig
     from policies.steered import SteeredPolicy, memory_for
-    count = [0]
 
-    def make(arm: str):
+    def make(arm: str, stream: int = 0):
         if arm not in ARMS:
             raise ValueError(f"unknown arm {arm!r}; known: {', '.join(ARMS)}")
         if ARMS[arm] is None:
             return policy
         steered = SteeredPolicy(policy, memory_for(policy, MemoryConfig(**ARMS[arm])), namespace=namespace)
-        count[0] += 1
-        return NoisyLabels(steered, NOISY_RATE, seed + count[0]) if arm == "noisy-labels" else steered
+        return NoisyLabels(steered, NOISY_RATE, seed * 1000 + stream) if arm == "noisy-labels" else steered
     return make
+
+
+def run_stream(device, make_arm_policy: Callable[..., object], arm: str, stream: int, *, episodes: int,
+               seed: int = 0, on_episode=None) -> dict:
+    """One stream of one arm: a fresh policy (and memory), `episodes` episodes with the stream's
+    seeds. Returns {"outcomes", "steered" (decisions per episode), "steps", "memory_stats",
+    "poison"} (JSON-able)."""
+    policy = make_arm_policy(arm, stream)
+    outcomes, steered, steps = [], [], []
+    for i in range(episodes):
+        r = run_episode(device, policy, seed=seed + stream * episodes + i)
+        if r.interrupted:
+            raise KeyboardInterrupt
+        outcomes.append(bool(r.success))
+        steered.append(float(r.info.get("policy", {}).get("memory_steered", 0)))
+        steps.append(int(r.steps))
+        if on_episode:
+            on_episode(arm, stream, i, r)
+    mem = getattr(policy, "memory", None)
+    return {"outcomes": outcomes, "steered": steered, "steps": steps,
+            "memory_stats": mem.stats() if mem is not None else None,
+            "poison": policy.poison_report() if isinstance(policy, NoisyLabels) else None}
 
 
 def _rate(xs) -> dict:
@@ -85,31 +121,31 @@ def _bootstrap(diffs, reps: int = 10000, seed: int = 0) -> list[float]:
     return [float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))]
 
 
-def evaluate_memory(device, make_arm_policy: Callable[[str], object], *, arms: list[str], streams: int,
+def evaluate_memory(device, make_arm_policy: Callable[..., object], *, arms: list[str], streams: int,
                     episodes: int, seed: int = 0, window: int = 10, on_episode=None) -> dict:
-    """`make_arm_policy(arm)` returns a fresh policy (with a fresh memory for memory arms)."""
-    outcomes = {a: np.zeros((streams, episodes), bool) for a in arms}
-    steered = {a: np.zeros((streams, episodes)) for a in arms}
-    memstats: dict = {}
-    for arm in arms:
-        for s in range(streams):
-            policy = make_arm_policy(arm)        # a fresh memory per stream
-            for i in range(episodes):
-                r = run_episode(device, policy, seed=seed + s * episodes + i)
-                if r.interrupted:
-                    raise KeyboardInterrupt
-                outcomes[arm][s, i] = bool(r.success)
-                steered[arm][s, i] = r.info.get("policy", {}).get("memory_steered", 0)
-                if on_episode:
-                    on_episode(arm, s, i, r)
-            mem = getattr(policy, "memory", None)
-            if mem is not None:
-                memstats.setdefault(arm, []).append(mem.stats())
+    """`make_arm_policy(arm, stream)` returns a fresh policy (with a fresh memory for memory arms).
+    Runs every stream of every arm in this process; see `build_report`."""
+    runs = {(arm, s): run_stream(device, make_arm_policy, arm, s, episodes=episodes, seed=seed,
+                                 on_episode=on_episode)
+            for arm in arms for s in range(streams)}
+    return build_report(runs, arms=arms, streams=streams, episodes=episodes, seed=seed, window=window)
+
+
+def build_report(runs: dict, *, arms: list[str], streams: int, episodes: int, seed: int = 0,
+                 window: int = 10) -> dict:
+    """The report from `{(arm, stream): run_stream(...)}`: per-arm Wilson intervals (all episodes
+    and the second half of each stream), learning curves, and for every arm against "off" the
+    Newcombe interval, McNemar discordant counts and the stream-level sign test and bootstrap."""
+    outcomes = {a: np.array([runs[a, s]["outcomes"] for s in range(streams)], bool).reshape(streams, episodes)
+                for a in arms}
+    steered = {a: np.array([runs[a, s]["steered"] for s in range(streams)], float) for a in arms}
     half = episodes // 2
     report = {"streams": streams, "episodes_per_stream": episodes, "seed": seed, "arms": {}, "comparisons": {}}
     for arm in arms:
         o = outcomes[arm]
         n_win = max(1, episodes // window)
+        stats = [runs[arm, s]["memory_stats"] for s in range(streams) if runs[arm, s]["memory_stats"] is not None]
+        poison = [runs[arm, s].get("poison") for s in range(streams)]
         report["arms"][arm] = {
             **_rate(o.ravel()),
             "second_half": _rate(o[:, half:].ravel()),
@@ -117,7 +153,8 @@ def evaluate_memory(device, make_arm_policy: Callable[[str], object], *, arms: l
             "per_stream_second_half": o[:, half:].mean(1).tolist(),
             "learning_curve": [float(o[:, w * window:(w + 1) * window].mean()) for w in range(n_win)],
             "steered_decisions_per_episode": float(steered[arm].mean()),
-            "memory_stats_per_stream": memstats.get(arm, []),
+            "memory_stats_per_stream": stats,
+            **({"poison_per_stream": poison} if any(p is not None for p in poison) else {}),
         }
     base = "off" if "off" in arms else None
     for arm in arms:
@@ -137,6 +174,83 @@ def evaluate_memory(device, make_arm_policy: Callable[[str], object], *, arms: l
                          "base_only": int((~a[:, sl] & b[:, sl]).sum())}
         report["comparisons"][f"{arm} - {base}"] = row
     return report
+
+
+# -- streams in parallel processes ------------------------------------------------------------------
+_WORKER: dict = {}
+
+
+def _worker_init(device_uri: str, shift, size, policy_spec: str, namespace: str, seed: int, threads: int) -> None:
+    import os
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    import torch
+    torch.set_num_threads(threads)
+    try:
+        import faiss
+        faiss.omp_set_num_threads(1)
+    except ImportError:
+        pass
+    from devices import open_device
+
+    from .factory import make_policy
+    from multiprocessing.util import Finalize
+    dev = open_device(device_uri, shift=shift)
+    # close the device (its GL context) when the worker exits, before MuJoCo's atexit hook
+    # terminates the EGL display
+    Finalize(dev, dev.close, exitpriority=10)
+    pol = make_policy(policy_spec, dev, threads=threads)
+    _WORKER.update(device=dev, make=arm_factory(pol, namespace, seed=seed))
+
+
+def _worker_run(arm: str, stream: int, episodes: int, seed: int) -> tuple:
+    return arm, stream, run_stream(_WORKER["device"], _WORKER["make"], arm, stream, episodes=episodes, seed=seed)
+
+
+def run_streams_parallel(device_uri: str, policy_spec: str, *, arms: list[str], streams: int, episodes: int,
+                         seed: int = 0, shift=None, size=None, namespace: str, jobs: int = 2, threads: int = 1,
+                         cache_dir=None, on_stream=None) -> dict:
+    """Every (arm, stream) in one of `jobs` worker processes (each opens its own device and
+    policy, `threads` torch threads). Results are the same as in one process: a stream depends only
+    on its arm, index and seeds. With `cache_dir`, each finished stream is written there as JSON at
+    once and a rerun with the same settings skips it, so a crash loses at most the streams in
+    flight. Returns `{(arm, stream): run_stream(...)}` for `build_report`."""
+    import json
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from pathlib import Path
+
+    tag = f"{device_uri}|{shift}|{size}|{policy_spec}|{namespace}|seed{seed}|ep{episodes}".replace("/", "_")
+    cache = Path(cache_dir) if cache_dir else None
+    runs: dict = {}
+
+    def cache_file(arm, s):
+        return cache / f"{tag}|{arm}|{s}.json".replace("|", "__").replace(":", "-")
+    todo = []
+    for s in range(streams):               # stream-major: early streams of every arm finish first
+        for arm in arms:
+            if cache is not None and cache_file(arm, s).exists():
+                runs[arm, s] = json.loads(cache_file(arm, s).read_text())
+                if on_stream:
+                    on_stream(arm, s, runs[arm, s], cached=True)
+            else:
+                todo.append((arm, s))
+    if cache is not None:
+        cache.mkdir(parents=True, exist_ok=True)
+    if todo:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
+                                 initializer=_worker_init,
+                                 initargs=(device_uri, shift, size, policy_spec, namespace, seed, threads)) as ex:
+            futs = [ex.submit(_worker_run, arm, s, episodes, seed) for arm, s in todo]
+            for f in as_completed(futs):
+                arm, s, res = f.result()
+                runs[arm, s] = res
+                if cache is not None:
+                    tmp = cache_file(arm, s).with_suffix(".tmp")
+                    tmp.write_text(json.dumps(res, default=float))
+                    tmp.replace(cache_file(arm, s))
+                if on_stream:
+                    on_stream(arm, s, res, cached=False)
+    return runs
 
 
 def learning_curve_png(report: dict, path, title: str = "") -> None:

@@ -16,15 +16,14 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import torch
 
-from agent.factory import make_policy
-from agent.memory_eval import arm_factory, evaluate_memory, learning_curve_png
-from devices import open_device
+from agent.memory_eval import build_report, learning_curve_png, run_streams_parallel
 from memory import make_namespace
 
 
@@ -37,25 +36,37 @@ def main():
     ap.add_argument("--episodes", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--arms", default="off,online,no-filter,no-mode-selection,fixed-confidence,replay,noisy-labels")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per worker")
+    ap.add_argument("--jobs", type=int, default=2, help="worker processes (streams run in parallel)")
+    ap.add_argument("--cache", default=None, help="directory: each finished stream is saved there and "
+                    "skipped by a rerun with the same settings")
     ap.add_argument("--plot", default=None, help="learning-curve PNG")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    import faiss
-    faiss.omp_set_num_threads(1)
 
     t0 = time.perf_counter()
-    with open_device(args.device, shift=args.shift) as dev:
-        policy = make_policy(args.policy, dev, threads=args.threads)
+    arms = args.arms.split(",")
+    from devices import open_device
+    with open_device(args.device, shift=args.shift) as dev:     # validates the URI and the shift
         ns = make_namespace(dev.embodiment.name, args.device.split(":", 1)[1])
-        rep = evaluate_memory(dev, arm_factory(policy, ns, seed=args.seed), arms=args.arms.split(","),
-                              streams=args.streams, episodes=args.episodes, seed=args.seed)
+
+    def progress(arm, s, res, cached):
+        k = sum(res["outcomes"])
+        print(f"[{time.perf_counter() - t0:6.0f} s] {arm} stream {s}: {k}/{len(res['outcomes'])}"
+              f"{' (cached)' if cached else ''}", file=sys.stderr, flush=True)
+    runs = run_streams_parallel(args.device, args.policy, arms=arms, streams=args.streams,
+                                episodes=args.episodes, seed=args.seed, shift=args.shift, namespace=ns,
+                                jobs=args.jobs, threads=args.threads, cache_dir=args.cache,
+                                on_stream=progress)
+    rep = build_report(runs, arms=arms, streams=args.streams, episodes=args.episodes, seed=args.seed)
     if args.plot:
         learning_curve_png(rep, args.plot, title=f"{args.device} shift={args.shift}")
     summary = {arm: {"success": r["success_rate"], "wilson95": r["wilson95"],
                      "second_half": r["second_half"]["success_rate"],
                      "second_half_wilson95": r["second_half"]["wilson95"],
-                     "steered_per_episode": r["steered_decisions_per_episode"]}
+                     "steered_per_episode": r["steered_decisions_per_episode"],
+                     **({"poison": {k: sum(p[k] for p in r["poison_per_stream"]) for k in
+                                    ("false_positives", "entries_stored", "entries_left")}}
+                        if "poison_per_stream" in r else {})}
                for arm, r in rep["arms"].items()}
     comps = {name: {"second_half_diff": c["second_half"]["diff"],
                     "second_half_newcombe95": c["second_half"]["newcombe95"],

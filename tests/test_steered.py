@@ -102,6 +102,35 @@ def test_the_loop_stores_verified_successes_and_not_failures(ckpt):
         assert len(steered.memory) == int(np.ceil(len(actions) / dev.embodiment.exec_horizon))
 
 
+def test_noisy_labels_count_the_poisoned_entries_and_credit_removes_them(ckpt):
+    from agent.memory_eval import NoisyLabels
+    with open_device("sim:twogap-push") as dev:
+        base = VLAPolicy.from_pretrained(ckpt).bind(dev.embodiment)
+        cfg = MemoryConfig(fixed_confidence=1.0, credit_min_weight=0.0)     # credit every elite
+        steered = SteeredPolicy(base, memory_for(base, cfg), namespace="ns")
+        steered.remember(*expert_episode(dev, 5))                    # one genuine success
+        clean = len(steered.memory)
+        noisy = NoisyLabels(steered, rate=1.0, seed=0)               # every failure reported as success
+        noisy.reset(6)
+        states, actions = expert_episode(dev, 6)
+        for s, a in zip(states[:30], -actions[:30]):                 # a "failed" episode: wrong way
+            steered.observe(type("O", (), {"state": s})(), a)
+        noisy.end_episode(False)
+        rep = noisy.poison_report()
+        assert rep == {"false_positives": 1, "entries_stored": len(steered.memory) - clean,
+                       "entries_left": len(steered.memory) - clean} and rep["entries_stored"] > 0
+        noisy.reset(7)
+        noisy.end_episode(True)                                      # a true success is not a false positive
+        assert noisy.false_positives == 1 and noisy.poison_report()["entries_left"] == rep["entries_left"]
+        mem, poisoned = steered.memory, noisy.poisoned_ids[0]
+        e = mem.entries("ns")
+        for _ in range(3):                                           # the poisoned entries steer 3 failures
+            r = mem.query("ns", e["keys"][e["episode_id"] == poisoned][0], None)
+            assert mem.record_use("ns", r) > 0
+            mem.end_episode(False, namespace="ns")
+        assert noisy.poison_report()["entries_left"] < rep["entries_left"]
+
+
 def test_cli_memory_streams_report_and_plot(ckpt, tmp_path):
     out, png = tmp_path / "mem.json", tmp_path / "curve.png"
     res = CliRunner().invoke(app, ["eval", "--policy", str(ckpt), "--memory", "online", "--streams", "2",
@@ -149,3 +178,28 @@ def test_memory_ingest_stats_and_prune_from_the_cli(ckpt, tmp_path):
     assert res.exit_code == 0 and "deleted 0 entries" in res.output
     res = run(app, ["memory", "prune", str(mem), "--drop", "--namespace", "nope"])
     assert res.exit_code == 2 and "planar_pusher/twogap-push" in res.output
+
+
+@pytest.mark.slow
+def test_parallel_streams_match_the_serial_run_and_resume_from_cache(tmp_path):
+    """Streams farmed out to worker processes give exactly the serial outcomes (a stream depends
+    only on its arm, index and seeds), and a rerun reads finished streams back from the cache."""
+    from agent.factory import make_policy
+    from agent.memory_eval import arm_factory, build_report, evaluate_memory, run_streams_parallel
+    from memory import make_namespace
+    kw = dict(arms=["off", "online"], streams=2, episodes=3, seed=0)
+    with open_device("sim:twogap-push", shift="blocked-left") as dev:
+        ns = make_namespace(dev.embodiment.name, "twogap-push")
+        serial = evaluate_memory(dev, arm_factory(make_policy("embodia-tiny", dev, threads=1), ns), **kw)
+    seen = []
+    runs = run_streams_parallel("sim:twogap-push", "embodia-tiny", shift="blocked-left", namespace=ns, jobs=2,
+                                cache_dir=tmp_path, on_stream=lambda a, s, r, cached: seen.append(cached), **kw)
+    par = build_report(runs, **kw)
+    for arm in kw["arms"]:
+        assert par["arms"][arm]["per_stream"] == serial["arms"][arm]["per_stream"]
+        assert par["arms"][arm]["steered_decisions_per_episode"] == serial["arms"][arm]["steered_decisions_per_episode"]
+    assert serial["arms"]["online"]["steered_decisions_per_episode"] > 0      # the memory did steer
+    assert seen == [False] * 4
+    again = run_streams_parallel("sim:twogap-push", "embodia-tiny", shift="blocked-left", namespace=ns, jobs=2,
+                                 cache_dir=tmp_path, on_stream=lambda a, s, r, cached: seen.append(cached), **kw)
+    assert again == runs and seen[4:] == [True] * 4
