@@ -43,9 +43,12 @@ class NoisyLabels:
     def __getattr__(self, name):
         return getattr(self.policy, name)
 
-    def _poisoned_in_memory(self, ids) -> int:
+    def _poisoned_in_memory(self, ids, used_only: bool = False) -> int:
         e = self.policy.memory.entries(self.policy.namespace)
-        return int(np.isin(e["episode_id"], ids).sum()) if e else 0
+        if not e:
+            return 0
+        hit = np.isin(e["episode_id"], ids)
+        return int((hit & (e["n_used"] > 0)).sum() if used_only else hit.sum())
 
     def end_episode(self, success: bool) -> None:
         flipped = not success and self.rng.random() < self.rate
@@ -56,8 +59,11 @@ class NoisyLabels:
             self.poisoned_stored += self._poisoned_in_memory([self.poisoned_ids[-1]])
 
     def poison_report(self) -> dict:
+        """Poisoned entries stored, still in the memory, and of those the ones that ever steered a
+        decision (the others lost every vote to the successful mode and never acted)."""
         return {"false_positives": self.false_positives, "entries_stored": self.poisoned_stored,
-                "entries_left": self._poisoned_in_memory(self.poisoned_ids)}
+                "entries_left": self._poisoned_in_memory(self.poisoned_ids),
+                "entries_left_that_steered": self._poisoned_in_memory(self.poisoned_ids, used_only=True)}
 
 
 def arm_factory(policy, namespace: str, seed: int = 0) -> Callable[..., object]:

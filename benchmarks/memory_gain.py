@@ -65,7 +65,8 @@ def main():
                      "second_half_wilson95": r["second_half"]["wilson95"],
                      "steered_per_episode": r["steered_decisions_per_episode"],
                      **({"poison": {k: sum(p[k] for p in r["poison_per_stream"]) for k in
-                                    ("false_positives", "entries_stored", "entries_left")}}
+                                    ("false_positives", "entries_stored", "entries_left",
+                                                                 "entries_left_that_steered")}}
                         if "poison_per_stream" in r else {})}
                for arm, r in rep["arms"].items()}
     comps = {name: {"second_half_diff": c["second_half"]["diff"],

@@ -118,7 +118,8 @@ def test_noisy_labels_count_the_poisoned_entries_and_credit_removes_them(ckpt):
         noisy.end_episode(False)
         rep = noisy.poison_report()
         assert rep == {"false_positives": 1, "entries_stored": len(steered.memory) - clean,
-                       "entries_left": len(steered.memory) - clean} and rep["entries_stored"] > 0
+                       "entries_left": len(steered.memory) - clean, "entries_left_that_steered": 0}
+        assert rep["entries_stored"] > 0
         noisy.reset(7)
         noisy.end_episode(True)                                      # a true success is not a false positive
         assert noisy.false_positives == 1 and noisy.poison_report()["entries_left"] == rep["entries_left"]
