@@ -215,7 +215,7 @@ def _eval_memory_streams(dev, pol, device_uri, *, episodes, seed, streams, ablat
     if not hasattr(pol, "norms"):
         _fail("--memory online needs a VLA policy (embodia-tiny or a checkpoint)")
     arms = ["off", "online"] + [a for a in ablations if a not in ("off", "online")]
-    make = arm_factory(pol, _namespace(device_uri, pol.embodiment), seed=seed)
+    make = arm_factory(pol, _namespace(device_uri, pol.embodiment))
 
     with _progress() as bar:
         task = bar.add_task("memory eval", total=len(arms) * streams * episodes, status="")

@@ -24,18 +24,21 @@ ARMS = {
     "no-mode-selection": {"mode_selection": False},
     "fixed-confidence": {"fixed_confidence": 1.0},
     "replay": {"replay": True},
-    "noisy-labels": {},      # 10% of failures reported as successes: failure credit must clean up
+    "noisy-labels": {},      # 10% of episodes falsely reported successful: failure credit must clean up
 }
 NOISY_RATE = 0.1
 
 
 class NoisyLabels:
-    """Reports a failed episode as a success with probability `rate` (a faulty success detector),
-    and keeps count of the entries those false successes put into the memory, so a report can
-    show how many of them failure credit removed."""
+    """A faulty success detector: it reports failed episodes as successes so that `rate` of all
+    episodes so far carry a false label (as far as there are failures to mislabel: the first
+    failures are flipped, when the memory is small and poison weighs most). It counts the entries
+    those false successes put into the memory, so the report can show how many failure credit
+    removed."""
 
-    def __init__(self, policy, rate: float, seed: int):
-        self.policy, self.rate, self.rng = policy, rate, np.random.default_rng(seed)
+    def __init__(self, policy, rate: float):
+        self.policy, self.rate = policy, rate
+        self.episodes = 0
         self.false_positives = 0
         self.poisoned_ids: list[int] = []
         self.poisoned_stored = 0
@@ -51,7 +54,8 @@ class NoisyLabels:
         return int((hit & (e["n_used"] > 0)).sum() if used_only else hit.sum())
 
     def end_episode(self, success: bool) -> None:
-        flipped = not success and self.rng.random() < self.rate
+        self.episodes += 1
+        flipped = not success and self.false_positives < self.rate * self.episodes
         self.policy.end_episode(success or flipped)
         if flipped:
             self.false_positives += 1
@@ -61,15 +65,16 @@ class NoisyLabels:
     def poison_report(self) -> dict:
         """Poisoned entries stored, still in the memory, and of those the ones that ever steered a
         decision (the others lost every vote to the successful mode and never acted)."""
-        return {"false_positives": self.false_positives, "entries_stored": self.poisoned_stored,
+        return {"false_positives": self.false_positives, "episodes": self.episodes,
+                "entries_stored": self.poisoned_stored,
                 "entries_left": self._poisoned_in_memory(self.poisoned_ids),
                 "entries_left_that_steered": self._poisoned_in_memory(self.poisoned_ids, used_only=True)}
 
 
-def arm_factory(policy, namespace: str, seed: int = 0) -> Callable[..., object]:
+def arm_factory(policy, namespace: str) -> Callable[..., object]:
     """`make(arm, stream=0)`: the plain policy for "off", else a policy steered by a fresh memory.
-    The noisy-label arm's coin flips depend only on (seed, stream), so a stream gives the same
-    result whether streams run in one process or many."""
+    A stream's result depends only on the arm, the stream index and the seeds, so it is the same
+    whether streams run in one process or many."""
     from memory import MemoryConfig
     from policies.steered import SteeredPolicy, memory_for
 
@@ -79,7 +84,7 @@ def arm_factory(policy, namespace: str, seed: int = 0) -> Callable[..., object]:
         if ARMS[arm] is None:
             return policy
         steered = SteeredPolicy(policy, memory_for(policy, MemoryConfig(**ARMS[arm])), namespace=namespace)
-        return NoisyLabels(steered, NOISY_RATE, seed * 1000 + stream) if arm == "noisy-labels" else steered
+        return NoisyLabels(steered, NOISY_RATE) if arm == "noisy-labels" else steered
     return make
 
 
@@ -186,7 +191,7 @@ def build_report(runs: dict, *, arms: list[str], streams: int, episodes: int, se
 _WORKER: dict = {}
 
 
-def _worker_init(device_uri: str, shift, size, policy_spec: str, namespace: str, seed: int, threads: int) -> None:
+def _worker_init(device_uri: str, shift, size, policy_spec: str, namespace: str, threads: int) -> None:
     import os
     os.environ.setdefault("MUJOCO_GL", "egl")
     import torch
@@ -205,7 +210,7 @@ def _worker_init(device_uri: str, shift, size, policy_spec: str, namespace: str,
     # terminates the EGL display
     Finalize(dev, dev.close, exitpriority=10)
     pol = make_policy(policy_spec, dev, threads=threads)
-    _WORKER.update(device=dev, make=arm_factory(pol, namespace, seed=seed))
+    _WORKER.update(device=dev, make=arm_factory(pol, namespace))
 
 
 def _worker_run(arm: str, stream: int, episodes: int, seed: int) -> tuple:
@@ -245,7 +250,7 @@ def run_streams_parallel(device_uri: str, policy_spec: str, *, arms: list[str], 
     if todo:
         with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
                                  initializer=_worker_init,
-                                 initargs=(device_uri, shift, size, policy_spec, namespace, seed, threads)) as ex:
+                                 initargs=(device_uri, shift, size, policy_spec, namespace, threads)) as ex:
             futs = [ex.submit(_worker_run, arm, s, episodes, seed) for arm, s in todo]
             for f in as_completed(futs):
                 arm, s, res = f.result()

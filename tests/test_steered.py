@@ -110,14 +110,14 @@ def test_noisy_labels_count_the_poisoned_entries_and_credit_removes_them(ckpt):
         steered = SteeredPolicy(base, memory_for(base, cfg), namespace="ns")
         steered.remember(*expert_episode(dev, 5))                    # one genuine success
         clean = len(steered.memory)
-        noisy = NoisyLabels(steered, rate=1.0, seed=0)               # every failure reported as success
+        noisy = NoisyLabels(steered, rate=0.5)                       # half the episodes falsely labelled
         noisy.reset(6)
         states, actions = expert_episode(dev, 6)
         for s, a in zip(states[:30], -actions[:30]):                 # a "failed" episode: wrong way
             steered.observe(type("O", (), {"state": s})(), a)
         noisy.end_episode(False)
         rep = noisy.poison_report()
-        assert rep == {"false_positives": 1, "entries_stored": len(steered.memory) - clean,
+        assert rep == {"false_positives": 1, "episodes": 1, "entries_stored": len(steered.memory) - clean,
                        "entries_left": len(steered.memory) - clean, "entries_left_that_steered": 0}
         assert rep["entries_stored"] > 0
         noisy.reset(7)
