@@ -164,6 +164,7 @@ def build_report(runs: dict, *, arms: list[str], streams: int, episodes: int, se
             "per_stream_second_half": o[:, half:].mean(1).tolist(),
             "learning_curve": [float(o[:, w * window:(w + 1) * window].mean()) for w in range(n_win)],
             "steered_decisions_per_episode": float(steered[arm].mean()),
+            "mean_steps": float(np.mean([runs[arm, s]["steps"] for s in range(streams)])),
             "memory_stats_per_stream": stats,
             **({"poison_per_stream": poison} if any(p is not None for p in poison) else {}),
         }
@@ -201,11 +202,10 @@ def _worker_init(device_uri: str, shift, size, policy_spec: str, namespace: str,
         faiss.omp_set_num_threads(1)
     except ImportError:
         pass
-    from devices import open_device
-
-    from .factory import make_policy
     from multiprocessing.util import Finalize
-    dev = open_device(device_uri, shift=shift)
+
+    from .factory import make_device, make_policy
+    dev = make_device(device_uri, shift=shift, size=size)
     # close the device (its GL context) when the worker exits, before MuJoCo's atexit hook
     # terminates the EGL display
     Finalize(dev, dev.close, exitpriority=10)
