@@ -186,15 +186,12 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
         console.print(f"report written to {json_out}")
 
 
-def _namespace(device_uri: str, embodiment) -> str:
-    from memory import make_namespace
-    return make_namespace(embodiment.name, device_uri.split(":", 1)[-1].split("?")[0])
-
-
 def _with_memory(pol, path: str, device_uri: str):
     """Wrap a VLA policy with a persistent success memory stored at `path`."""
     from memory import MemoryFileError, MemoryMismatch, SuccessMemory
     from policies.steered import KEY_ENCODER, SteeredPolicy, memory_for, normalizer_hash
+
+    from .memory_eval import device_namespace
     if not hasattr(pol, "norms"):
         _fail("--memory needs a VLA policy (embodia-tiny or a checkpoint)")
     fresh = memory_for(pol)
@@ -204,18 +201,18 @@ def _with_memory(pol, path: str, device_uri: str):
                                  action_dim=fresh.action_dim, hist_len=fresh.hist_len)
     except (MemoryFileError, MemoryMismatch) as e:
         _fail(f"{e} (move the file away to start from an empty memory)")
-    return SteeredPolicy(pol, mem, namespace=_namespace(device_uri, pol.embodiment))
+    return SteeredPolicy(pol, mem, namespace=device_namespace(device_uri, pol.embodiment))
 
 
 def _eval_memory_streams(dev, pol, device_uri, *, episodes, seed, streams, ablations, plot, jobs=1, spec=None):
-    from .memory_eval import ARMS, arm_factory, build_report, evaluate_memory, learning_curve_png, run_streams_parallel
+    from .memory_eval import (ARMS, arm_factory, build_report, device_namespace, evaluate_memory,
+                              learning_curve_png, run_streams_parallel)
     unknown = [a for a in ablations if a not in ARMS or ARMS[a] is None]
     if unknown:
         _fail(f"unknown ablation(s) {unknown}; known: {[a for a in ARMS if ARMS[a] is not None]}")
     if not hasattr(pol, "norms"):
         _fail("--memory online needs a VLA policy (embodia-tiny or a checkpoint)")
     arms = ["off", "online"] + [a for a in ablations if a not in ("off", "online")]
-    make = arm_factory(pol, _namespace(device_uri, pol.embodiment))
 
     with _progress() as bar:
         task = bar.add_task("memory eval", total=len(arms) * streams * episodes, status="")
@@ -229,10 +226,10 @@ def _eval_memory_streams(dev, pol, device_uri, *, episodes, seed, streams, ablat
                 wins.setdefault(arm, []).extend(res["outcomes"])
                 bar.update(task, advance=len(res["outcomes"]), status=f"{arm}: {sum(wins[arm])}/{len(wins[arm])}")
             runs = run_streams_parallel(device_uri, spec["policy"], arms=arms, streams=streams, episodes=episodes,
-                                        seed=seed, shift=spec["shift"], size=spec["size"],
-                                        namespace=_namespace(device_uri, pol.embodiment), jobs=jobs, on_stream=done)
+                                        seed=seed, shift=spec["shift"], size=spec["size"], jobs=jobs, on_stream=done)
             rep = build_report(runs, arms=arms, streams=streams, episodes=episodes, seed=seed)
         else:
+            make = arm_factory(pol, device_namespace(device_uri, pol.embodiment))
             rep = evaluate_memory(dev, make, arms=arms, streams=streams, episodes=episodes, seed=seed,
                                   on_episode=tick)
     for arm, row in rep["arms"].items():
@@ -363,6 +360,7 @@ def memory_ingest(path: Path = typer.Argument(..., help="memory directory (creat
     """Build (or extend) a memory from the successful episodes of a recorded dataset."""
     from .dataset import DatasetError, LocalDataset
     from .factory import make_policy
+    from .memory_eval import device_namespace
     try:
         ds = LocalDataset(data)
     except (DatasetError, FileNotFoundError) as e:
@@ -379,7 +377,7 @@ def memory_ingest(path: Path = typer.Argument(..., help="memory directory (creat
         e = ds.episode(i)
         uri = device or (e.get("meta") or {}).get("device") or "unknown:task"
         steered = _with_memory(pol, str(path), uri) if steered is None else steered
-        steered.namespace = _namespace(uri, ds.embodiment)
+        steered.namespace = device_namespace(uri, ds.embodiment)
         added += steered.remember(e["state"], e["action"], episode_id=i)
         episodes += 1
     if steered is None:

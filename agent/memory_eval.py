@@ -71,6 +71,13 @@ class NoisyLabels:
                 "entries_left_that_steered": self._poisoned_in_memory(self.poisoned_ids, used_only=True)}
 
 
+def device_namespace(device_uri: str, embodiment) -> str:
+    """The memory namespace of a device URI: (embodiment, task), the task being the URI's target
+    without its query (`sim:twogap-push?shift=heavy` -> `<embodiment>/twogap-push`)."""
+    from memory import make_namespace
+    return make_namespace(embodiment.name, device_uri.split(":", 1)[-1].split("?")[0])
+
+
 def arm_factory(policy, namespace: str) -> Callable[..., object]:
     """`make(arm, stream=0)`: the plain policy for "off", else a policy steered by a fresh memory.
     A stream's result depends only on the arm, the stream index and the seeds, so it is the same
@@ -192,7 +199,7 @@ def build_report(runs: dict, *, arms: list[str], streams: int, episodes: int, se
 _WORKER: dict = {}
 
 
-def _worker_init(device_uri: str, shift, size, policy_spec: str, namespace: str, threads: int) -> None:
+def _worker_init(device_uri: str, shift, size, policy_spec: str, threads: int) -> None:
     import os
     os.environ.setdefault("MUJOCO_GL", "egl")
     import torch
@@ -210,7 +217,7 @@ def _worker_init(device_uri: str, shift, size, policy_spec: str, namespace: str,
     # terminates the EGL display
     Finalize(dev, dev.close, exitpriority=10)
     pol = make_policy(policy_spec, dev, threads=threads)
-    _WORKER.update(device=dev, make=arm_factory(pol, namespace))
+    _WORKER.update(device=dev, make=arm_factory(pol, device_namespace(device_uri, dev.embodiment)))
 
 
 def _worker_run(arm: str, stream: int, episodes: int, seed: int) -> tuple:
@@ -218,7 +225,7 @@ def _worker_run(arm: str, stream: int, episodes: int, seed: int) -> tuple:
 
 
 def run_streams_parallel(device_uri: str, policy_spec: str, *, arms: list[str], streams: int, episodes: int,
-                         seed: int = 0, shift=None, size=None, namespace: str, jobs: int = 2, threads: int = 1,
+                         seed: int = 0, shift=None, size=None, jobs: int = 2, threads: int = 1,
                          cache_dir=None, on_stream=None) -> dict:
     """Every (arm, stream) in one of `jobs` worker processes (each opens its own device and
     policy, `threads` torch threads). Results are the same as in one process: a stream depends only
@@ -230,7 +237,7 @@ def run_streams_parallel(device_uri: str, policy_spec: str, *, arms: list[str], 
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from pathlib import Path
 
-    tag = f"{device_uri}|{shift}|{size}|{policy_spec}|{namespace}|seed{seed}|ep{episodes}".replace("/", "_")
+    tag = f"{device_uri}|{shift}|{size}|{policy_spec}|seed{seed}|ep{episodes}".replace("/", "_")
     cache = Path(cache_dir) if cache_dir else None
     runs: dict = {}
 
@@ -250,7 +257,7 @@ def run_streams_parallel(device_uri: str, policy_spec: str, *, arms: list[str], 
     if todo:
         with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
                                  initializer=_worker_init,
-                                 initargs=(device_uri, shift, size, policy_spec, namespace, threads)) as ex:
+                                 initargs=(device_uri, shift, size, policy_spec, threads)) as ex:
             futs = [ex.submit(_worker_run, arm, s, episodes, seed) for arm, s in todo]
             for f in as_completed(futs):
                 arm, s, res = f.result()

@@ -26,7 +26,6 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import torch
 
 from agent.memory_eval import build_report, learning_curve_png, run_streams_parallel
-from memory import make_namespace
 
 
 def main():
@@ -48,15 +47,15 @@ def main():
     t0 = time.perf_counter()
     arms = args.arms.split(",")
     from devices import open_device
-    with open_device(args.device, shift=args.shift) as dev:     # validates the URI and the shift
-        ns = make_namespace(dev.embodiment.name, args.device.split(":", 1)[1])
+    with open_device(args.device, shift=args.shift):     # a bad URI or shift fails here, not in a worker
+        pass
 
     def progress(arm, s, res, cached):
         k = sum(res["outcomes"])
         print(f"[{time.perf_counter() - t0:6.0f} s] {arm} stream {s}: {k}/{len(res['outcomes'])}"
               f"{' (cached)' if cached else ''}", file=sys.stderr, flush=True)
     runs = run_streams_parallel(args.device, args.policy, arms=arms, streams=args.streams,
-                                episodes=args.episodes, seed=args.seed, shift=args.shift, namespace=ns,
+                                episodes=args.episodes, seed=args.seed, shift=args.shift,
                                 jobs=args.jobs, threads=args.threads, cache_dir=args.cache,
                                 on_stream=progress)
     rep = build_report(runs, arms=arms, streams=args.streams, episodes=args.episodes, seed=args.seed)

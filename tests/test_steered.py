@@ -193,7 +193,7 @@ def test_parallel_streams_match_the_serial_run_and_resume_from_cache(tmp_path):
         ns = make_namespace(dev.embodiment.name, "twogap-push")
         serial = evaluate_memory(dev, arm_factory(make_policy("embodia-tiny", dev, threads=1), ns), **kw)
     seen = []
-    runs = run_streams_parallel("sim:twogap-push", "embodia-tiny", shift="blocked-left", namespace=ns, jobs=2,
+    runs = run_streams_parallel("sim:twogap-push", "embodia-tiny", shift="blocked-left", jobs=2,
                                 cache_dir=tmp_path, on_stream=lambda a, s, r, cached: seen.append(cached), **kw)
     par = build_report(runs, **kw)
     for arm in kw["arms"]:
@@ -201,6 +201,6 @@ def test_parallel_streams_match_the_serial_run_and_resume_from_cache(tmp_path):
         assert par["arms"][arm]["steered_decisions_per_episode"] == serial["arms"][arm]["steered_decisions_per_episode"]
     assert serial["arms"]["online"]["steered_decisions_per_episode"] > 0      # the memory did steer
     assert seen == [False] * 4
-    again = run_streams_parallel("sim:twogap-push", "embodia-tiny", shift="blocked-left", namespace=ns, jobs=2,
+    again = run_streams_parallel("sim:twogap-push", "embodia-tiny", shift="blocked-left", jobs=2,
                                  cache_dir=tmp_path, on_stream=lambda a, s, r, cached: seen.append(cached), **kw)
     assert again == runs and seen[4:] == [True] * 4
