@@ -21,7 +21,7 @@ That makes pixel -> norm1000 -> pixel exact on every screen size.
 >>> to_pixels(from_pixels((17, 799), s), s)
 (17, 799)
 >>> convert((640, 360), "image_px", "norm1000", screen=s, image=(1280, 720))
-(500.390625, 500.6944444444444)
+(500.0, 500.0)
 """
 from __future__ import annotations
 
