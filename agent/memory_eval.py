@@ -42,6 +42,8 @@ class NoisyLabels:
         self.false_positives = 0
         self.poisoned_ids: list[int] = []
         self.poisoned_stored = 0
+        self.poisoned: list[dict] = []     # per false success: id, entries stored, what the device measured
+        self._flipped = False
 
     def __getattr__(self, name):
         return getattr(self.policy, name)
@@ -57,18 +59,30 @@ class NoisyLabels:
         self.episodes += 1
         flipped = not success and self.false_positives < self.rate * self.episodes
         self.policy.end_episode(success or flipped)
+        self._flipped = flipped
         if flipped:
             self.false_positives += 1
             self.poisoned_ids.append(self.policy.episodes)      # the id the episode was stored under
-            self.poisoned_stored += self._poisoned_in_memory([self.poisoned_ids[-1]])
+            n = self._poisoned_in_memory([self.poisoned_ids[-1]])
+            self.poisoned_stored += n
+            self.poisoned.append({"id": self.poisoned_ids[-1], "stored": n})
+
+    def annotate(self, info: dict) -> None:
+        """Attach what the device measured about the episode just ended, if it was falsely labelled
+        (for twogap: which gap the puck passed, if any, and how far from the goal it stopped)."""
+        if self._flipped and self.poisoned:
+            self.poisoned[-1]["info"] = {k: v for k, v in info.items() if k != "policy"}
 
     def poison_report(self) -> dict:
         """Poisoned entries stored, still in the memory, and of those the ones that ever steered a
         decision (the others lost every vote to the successful mode and never acted)."""
+        for p in self.poisoned:
+            p["left"] = self._poisoned_in_memory([p["id"]])
         return {"false_positives": self.false_positives, "episodes": self.episodes,
                 "entries_stored": self.poisoned_stored,
                 "entries_left": self._poisoned_in_memory(self.poisoned_ids),
-                "entries_left_that_steered": self._poisoned_in_memory(self.poisoned_ids, used_only=True)}
+                "entries_left_that_steered": self._poisoned_in_memory(self.poisoned_ids, used_only=True),
+                "false_successes": self.poisoned}
 
 
 def device_namespace(device_uri: str, embodiment) -> str:
@@ -106,6 +120,8 @@ def run_stream(device, make_arm_policy: Callable[..., object], arm: str, stream:
         r = run_episode(device, policy, seed=seed + stream * episodes + i)
         if r.interrupted:
             raise KeyboardInterrupt
+        if isinstance(policy, NoisyLabels):
+            policy.annotate(r.info)
         outcomes.append(bool(r.success))
         steered.append(float(r.info.get("policy", {}).get("memory_steered", 0)))
         steps.append(int(r.steps))

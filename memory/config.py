@@ -123,6 +123,19 @@ class MemoryConfig:
     fail_delete_min: int = 3
     fail_delete_ratio: float = 0.5
     """Delete an entry when n_used_fail >= fail_delete_min and n_used_fail / n_used > ratio (spec)."""
+    episode_credit: bool = True
+    """Failure credit pooled over each SOURCE episode as well (extension): a success label belongs
+    to an episode, so a false one poisons every segment cut from it, and the evidence against it is
+    spread over ~100 entries that are each used a handful of times: per entry it never reaches
+    fail_delete_min. Per source episode, the elite weight its entries carried in steered decisions
+    is summed over the target episodes that succeeded (w_succ) and failed (w_fail); all its entries
+    are deleted once it steered >= episode_fail_min failed episodes and w_fail / (w_succ + w_fail)
+    > episode_fail_ratio. Probe (blocked-left, 100 episodes, 10 falsely labelled): sources that
+    really succeeded had a weighted failure share of 0.12 on average (99th percentile 0.36); false
+    successes that never passed a gap had 0.99-1.0; false successes that passed the right gap but
+    stopped short of the goal (near-misses whose chunks are as good as a success's) had 0.0-0.14."""
+    episode_fail_min: int = 2
+    episode_fail_ratio: float = 0.5
 
     # ---- index -------------------------------------------------------------------------------
     ivf_threshold: int = 200_000

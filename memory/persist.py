@@ -86,6 +86,9 @@ def save(mem: SuccessMemory, path: Path) -> Path:
         arrays["ns_state"] = np.array([getattr(ns, k) for k in _STATE], np.int64)
         arrays["success_lengths"] = np.asarray(ns.success_lengths, np.int64)
         arrays["sigma_hist"] = np.asarray(list(ns.sigma_hist), np.float64)
+        arrays["source_credit"] = np.asarray([[ep, *v] for ep, v in sorted(ns.source_credit.items())],
+                                             np.float64).reshape(-1, 4)
+        arrays["deleted_episodes"] = np.int64(ns.deleted_episodes)
         f_entries = d / f"entries-{gen}.npz"
         _write_atomic(f_entries, lambda f: np.savez(f, **arrays))
         rec = {"name": name, "dir": f"ns/{d.name}", "entries": f_entries.name, "n": ns.n,
@@ -195,6 +198,9 @@ def _load_namespace(mem: SuccessMemory, path: Path, rec: dict) -> _Namespace:
             setattr(ns, k, state[k])
     ns.success_lengths = [int(x) for x in data["success_lengths"]]
     ns.sigma_hist.extend(float(x) for x in data["sigma_hist"])
+    if "source_credit" in data:       # absent in memories written before episode credit
+        ns.source_credit = {int(r[0]): [float(r[1]), float(r[2]), int(r[3])] for r in data["source_credit"]}
+        ns.deleted_episodes = int(data["deleted_episodes"])
     # FAISS: the cache when it is intact, else rebuild from the keys (the source of truth)
     loaded = False
     if rec.get("index") and n:

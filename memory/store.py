@@ -205,6 +205,9 @@ class _Namespace:
         self.next_id = 0
         self.success_lengths: List[int] = []
         self.sigma_hist: deque = deque(maxlen=cfg.sigma_window)
+        # episode-level failure credit: source episode id -> [w_succ, w_fail, n_fail]
+        self.source_credit: Dict[int, List[float]] = {}
+        self.deleted_episodes = 0
 
     @property
     def n(self) -> int:
@@ -247,6 +250,7 @@ class SuccessMemory:
         self.normalizer_hash = str(normalizer_hash)
         self._ns: Dict[str, _Namespace] = {}
         self._uses: Dict[str, set] = {}       # namespace -> ids that steered the current episode
+        self._src_uses: Dict[str, Dict[int, float]] = {}   # namespace -> source episode -> weight
 
     # -- introspection ---------------------------------------------------------------------------
     def namespaces(self) -> List[str]:
@@ -281,6 +285,7 @@ class SuccessMemory:
                 "entries": ns.n, "episodes": ns.episodes, "clock": ns.clock,
                 "supports": int(sup.sum()), "dedup_merges": ns.merges,
                 "evictions": ns.evictions, "deleted_by_credit": ns.deleted_credit,
+                "episodes_deleted_by_credit": ns.deleted_episodes,
                 "queries": ns.queries, "action_dim": ns.action_dim, "index": ns.index.kind,
                 "median_success_len": float(np.median(sl)) if sl else None,
                 "sigma": self._sigma(ns) if self.config.metric == "l2" and
@@ -682,6 +687,14 @@ class SuccessMemory:
             return 0
         ids = retrieval.elite_ids[retrieval.weights >= self.config.credit_min_weight]
         self._uses.setdefault(namespace, set()).update(int(i) for i in ids)
+        ns = self._ns.get(namespace)
+        if self.config.episode_credit and ns is not None:
+            rows = ns.rows_of(retrieval.elite_ids)
+            ok = rows >= 0
+            src = self._src_uses.setdefault(namespace, {})
+            for ep, w in zip(ns.cols["episode_id"][rows[ok]].tolist(), retrieval.weights[ok].tolist()):
+                if ep >= 0:
+                    src[ep] = src.get(ep, 0.0) + float(w)
         return int(ids.size)
 
     def end_episode(self, success: bool, namespace: Optional[str] = None) -> Dict[str, int]:
@@ -691,7 +704,7 @@ class SuccessMemory:
         ageing clock of its namespaces (the ones used, plus ``namespace`` if given); successes tick
         it through ``add_episode``. Returns {"credited", "deleted"}."""
         cfg = self.config
-        names = set(self._uses)
+        names = set(self._uses) | set(self._src_uses)
         if namespace is not None:
             names.add(namespace)
         credited = deleted = 0
@@ -702,6 +715,7 @@ class SuccessMemory:
                 continue
             if not success:
                 ns.clock += 1
+            deleted += self._credit_sources(ns, self._src_uses.get(name, {}), success)
             ids = np.fromiter(sorted(self._uses.get(name, ())), dtype=np.int64)
             rows = ns.rows_of(ids) if ids.size else ids
             rows = rows[rows >= 0]
@@ -719,8 +733,31 @@ class SuccessMemory:
                 n = self._delete_rows(ns, bad)
                 ns.deleted_credit += n
                 deleted += n
-        self._uses = {}
+        self._uses, self._src_uses = {}, {}
         return {"credited": credited, "deleted": deleted}
+
+    def _credit_sources(self, ns: _Namespace, used: Dict[int, float], success: bool) -> int:
+        """Episode-level failure credit (see MemoryConfig.episode_credit); returns entries deleted."""
+        cfg = self.config
+        bad = []
+        for ep, w in used.items():
+            rec = ns.source_credit.setdefault(int(ep), [0.0, 0.0, 0])
+            if success:
+                rec[0] += w
+            else:
+                rec[1] += w
+                rec[2] += 1
+                if rec[2] >= cfg.episode_fail_min and rec[1] > cfg.episode_fail_ratio * (rec[0] + rec[1]):
+                    bad.append(int(ep))
+        if not bad:
+            return 0
+        rows = np.flatnonzero(np.isin(ns.cols["episode_id"], np.asarray(bad, np.int64)))
+        n = self._delete_rows(ns, rows)
+        ns.deleted_credit += n
+        ns.deleted_episodes += len(bad)
+        for ep in bad:
+            ns.source_credit.pop(ep, None)
+        return n
 
     def drop_namespace(self, namespace: str) -> bool:
         return self._ns.pop(namespace, None) is not None

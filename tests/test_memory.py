@@ -1,6 +1,7 @@
 """memory: success memory (storage, retrieval, consistency filter, elite prior, confidence,
 guidance, dedup, capacity, failure credit, persistence, namespaces). Fast and deterministic."""
 import json
+import tempfile
 import warnings
 
 import faiss
@@ -316,7 +317,7 @@ def steer(mem, keys, t):
 
 
 def test_entries_failing_three_times_are_deleted():
-    mem = new_mem()
+    mem = new_mem(episode_credit=False)        # the per-entry rule alone (spec)
     k, a = episode(np.random.default_rng(0))
     for i in range(3):
         mem.add_episode(NS, k, a, success=True, episode_id=i)              # n_support 3 each
@@ -338,7 +339,7 @@ def test_poisoned_episode_is_removed_and_good_entries_stay():
     good_base, bad_base = np.zeros(DK), np.full(DK, 6.0)
     kg, ag = episode(np.random.default_rng(1), base=good_base, act=(0.5, 0.5))
     kb, ab = episode(np.random.default_rng(2), base=bad_base, act=(-0.5, -0.9))  # falsely "successful"
-    mem = new_mem()
+    mem = new_mem(episode_credit=False)        # the per-entry rule alone (spec)
     for i in range(3):
         mem.add_episode(NS, kg, ag, success=True, episode_id=i)
     for i in range(3):
@@ -358,7 +359,7 @@ def test_poisoned_episode_is_removed_and_good_entries_stay():
     good = e["episode_id"] < 100
     assert good.sum() == 5 and e["n_used_fail"][good].sum() == 0 and e["n_used"][good].max() == 4
     # a mostly-successful entry survives three failures (3 / 7 <= 0.5)
-    mem2 = new_mem()
+    mem2 = new_mem(episode_credit=False)
     for i in range(3):
         mem2.add_episode(NS, kg, ag, success=True, episode_id=i)
     for outcome in [True] * 4 + [False] * 3:
@@ -550,3 +551,36 @@ def test_cosine_metric():
     r = mem.query(NS, 3.0 * base)                                   # magnitude is ignored
     assert r.n_elite == 5 and r.similarities.min() > 0.99 and r.sigma is None
     assert mem.query(NS, np.array([-1.0, 0, 0, 0])).reason == "no candidate above s_min"
+
+
+def test_episode_credit_removes_a_whole_false_success_and_keeps_good_sources():
+    """Per entry the evidence is thin (each segment steers once or twice); pooled over the source
+    episode, a false success that steers failures loses every segment, including those that never
+    steered, while a real success that steered a minority of failures stays whole."""
+    kg, ag = episode(np.random.default_rng(1), base=np.zeros(DK), act=(0.5, 0.5))
+    kb, ab = episode(np.random.default_rng(2), base=np.full(DK, 6.0), act=(-0.5, -0.9))
+    mem = new_mem()
+    mem.add_episode(NS, kg, ag, success=True, episode_id=1)
+    mem.add_episode(NS, kb, ab, success=True, episode_id=2)           # the false label
+    n_bad = int((mem.entries(NS)["episode_id"] == 2).sum())
+    n_good = int((mem.entries(NS)["episode_id"] == 1).sum())
+    assert n_bad > 3
+    outcomes = [(kb, 0, False), (kg, 0, True), (kg, 8, False), (kb, 8, False), (kg, 16, True), (kg, 24, True)]
+    deleted = []
+    for keys, t, ok in outcomes:
+        r = steer(mem, keys, t)
+        assert mem.guidance(r) is not None
+        deleted.append(mem.end_episode(ok)["deleted"])
+    e = mem.entries(NS)
+    assert deleted == [0, 0, 0, n_bad, 0, 0]          # gone at its second failure, every segment
+    assert not (e["episode_id"] == 2).any()
+    assert (e["episode_id"] == 1).sum() == n_good
+    assert mem.stats()[NS]["episodes_deleted_by_credit"] == 1
+    # the good source failed once in four: kept, and its record survives a save/load round trip
+    rec = mem._ns[NS].source_credit[1]
+    assert rec[2] == 1 and rec[1] < rec[0]
+    with tempfile.TemporaryDirectory() as d:
+        mem.save(d)
+        back = SuccessMemory.load(d, encoder_id="enc-v1", normalizer_hash="norm-v1")
+        assert back._ns[NS].source_credit == mem._ns[NS].source_credit
+        assert back.stats()[NS]["episodes_deleted_by_credit"] == 1
