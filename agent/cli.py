@@ -21,7 +21,11 @@ DEFAULT_POLICY = "embodia-tiny"
 
 DeviceOpt = typer.Option(DEFAULT_DEVICE, "--device", "-d", help="device URI (see `embodia devices`)")
 PolicyOpt = typer.Option(DEFAULT_POLICY, "--policy", "-p",
-                         help="embodia-tiny | path/to/checkpoint | expert | random | replay:<dataset>[#episode]")
+                         help="embodia-tiny | path/to/checkpoint | expert | random | replay:<dataset>[#episode] "
+                              "| actions:<file.json> (GUI actions, in order)")
+AllowOpt = typer.Option(None, "--allow", help="run risky GUI actions of this class without asking "
+                        "(send, delete, pay, purchase, install, password, all; repeatable). Without it a "
+                        "risky action asks on the terminal, and is refused when nobody can answer")
 ShiftOpt = typer.Option(None, "--shift", help="named distribution shift of a sim task, e.g. blocked-left")
 SeedOpt = typer.Option(0, "--seed", help="episode i runs with seed SEED+i")
 SizeOpt = typer.Option(None, "--size", help="camera size WxH (default: the device's)")
@@ -53,9 +57,14 @@ def _session(device_uri: str, policy_spec: str, shift: Optional[str], size: Opti
 def _writer(out: Optional[Path], device):
     if out is None:
         return None
-    from .recording import DatasetWriter
+    from .gui_record import GuiRecorder
+    from .recording import DatasetWriter, RecordingError
     try:
+        if device.embodiment.is_gui:    # screenshots at native size + JSON actions, not video
+            return GuiRecorder(out, device.embodiment)
         return DatasetWriter(out, device.embodiment)
+    except RecordingError as e:
+        _fail(f"cannot record to {out}: {e}")
     except (ValueError, OSError) as e:
         _fail(f"cannot record to {out}: {e}")
 
@@ -65,7 +74,18 @@ def _progress():
                     TextColumn("{task.fields[status]}"), TimeRemainingColumn(), console=console)
 
 
-def _episodes(device, policy, *, episodes, seed, writer, meta, label, max_steps=None):
+def _gate(allow: Optional[list[str]]):
+    """The safety gate for GUI runs: the allow-list, and a terminal prompt when there is one."""
+    import sys
+
+    from .safety import SafetyGate, console_confirm
+    try:
+        return SafetyGate(allow or (), confirm=console_confirm if sys.stdin.isatty() else None)
+    except ValueError as e:
+        _fail(str(e))
+
+
+def _episodes(device, policy, *, episodes, seed, writer, meta, label, max_steps=None, gate=None):
     """Run `episodes` episodes with a progress bar showing the running success rate."""
     from .evaluate import summarize
     from .loop import run_episode
@@ -74,7 +94,7 @@ def _episodes(device, policy, *, episodes, seed, writer, meta, label, max_steps=
         task = bar.add_task(label, total=episodes, status="")
         for i in range(episodes):
             r = run_episode(device, policy, seed=seed + i, recorder=writer, episode_meta=meta,
-                            max_steps=max_steps)
+                            max_steps=max_steps, gate=gate)
             results.append(r)
             ok = sum(bool(x.success) for x in results)
             bar.update(task, advance=1, status=f"success {ok}/{len(results)}")
@@ -104,8 +124,10 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         no_record: bool = typer.Option(False, "--no-record", help="do not record"),
         max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1), size: Optional[str] = SizeOpt,
         memory: Optional[str] = typer.Option(None, "--memory", help="success memory directory: steer with "
-                                             "it and add every verified success (saved at the end)")):
-    """Run a policy on a device, recording every episode (LeRobotDataset v3 layout)."""
+                                             "it and add every verified success (saved at the end)"),
+        allow: Optional[list[str]] = AllowOpt):
+    """Run a policy on a device, recording every episode (LeRobotDataset v3 layout; GUI devices:
+    step log + screenshots + JSON actions)."""
     out = None if no_record else (record or Path("runs") / _slug(device))
     with _session(device, policy, shift, size) as (dev, pol):
         writer = _writer(out, dev)
@@ -113,7 +135,8 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         meta = _meta(device, shift, size, policy)
         try:
             results, _ = _episodes(dev, steered or pol, episodes=episodes, seed=seed, writer=writer, meta=meta,
-                                   label="run", max_steps=max_steps)
+                                   label="run", max_steps=max_steps,
+                                   gate=_gate(allow) if dev.embodiment.is_gui else None)
         finally:
             if steered is not None:
                 steered.memory.save(memory)
@@ -267,16 +290,22 @@ def _print_report(rep: dict) -> None:
 
 
 @app.command()
-def replay(dataset: Path = typer.Argument(..., help="dataset directory"),
+def replay(dataset: Path = typer.Argument(..., help="dataset directory, GUI recording, or a JSON file of GUI actions"),
            episode: str = typer.Option("0", "--episode", "-e", help="episode index or 'all'"),
            device: Optional[str] = typer.Option(None, "--device", "-d",
                                                 help="device URI (default: the one in the record)"),
            stop_on_divergence: Optional[float] = typer.Option(
-               None, "--stop-on-divergence", help="stop when |state - recorded| exceeds this"),
+               None, "--stop-on-divergence", help="stop when |state - recorded| exceeds this (GUI: when "
+               "the screen differs from the recorded one by more than this fraction, 0..1)"),
+           record: Optional[Path] = typer.Option(None, "--record", help="GUI: record the replay here"),
+           allow: Optional[list[str]] = AllowOpt,
            json_out: Optional[Path] = typer.Option(None, "--json")):
     """Re-execute recorded actions open loop; report final-state difference and outcome."""
-    from .dataset import LocalDataset
     from .evaluate import write_json
+    from .gui_record import is_gui_recording
+    if dataset.is_file() or is_gui_recording(dataset):
+        return _replay_gui(dataset, episode, device, stop_on_divergence, record, allow, json_out)
+    from .dataset import LocalDataset
     from .replay import replay_episode
     try:
         ds = LocalDataset(dataset)
@@ -297,6 +326,31 @@ def replay(dataset: Path = typer.Argument(..., help="dataset directory"),
     if json_out:
         write_json({"dataset": str(dataset), "episodes": rows}, json_out)
     if not all(r["same_outcome"] for r in rows):
+        raise typer.Exit(1)
+
+
+def _replay_gui(source: Path, episode: str, device: Optional[str], stop: Optional[float],
+                record: Optional[Path], allow, json_out: Optional[Path]):
+    """`embodia replay` of a GUI recording or an actions file; exit 1 unless every action ran."""
+    from .evaluate import write_json
+    from .gui_record import is_gui_recording, list_gui_episodes
+    from .replay import replay_gui
+    n = len(list_gui_episodes(source)) if is_gui_recording(source) else 1
+    indices = range(n) if episode == "all" else [int(episode)]
+    rows = []
+    for i in indices:
+        try:
+            r = replay_gui(source, episode=i, device_uri=device, stop_on_divergence=stop, gate=_gate(allow),
+                           record_to=record)
+        except (ValueError, OSError, ImportError) as e:
+            _fail(f"cannot replay {source}: {e}")
+        rows.append(r)
+        console.print(f"episode {i}: replayed {r['steps']}/{r['recorded_steps']} actions"
+                      + (f", diverged before action {r['diverged_at']}" if r["diverged_at"] is not None else "")
+                      + (f"; [red]{r['error']}[/red]" if r["error"] else ""))
+    if json_out:
+        write_json({"source": str(source), "episodes": rows}, json_out)
+    if not all(r["completed"] for r in rows):
         raise typer.Exit(1)
 
 

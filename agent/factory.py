@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import policies
-from devices import open_device
+from devices import GuiAction, open_device
 from policies import RandomPolicy, ReplayPolicy
 
 BUNDLED = {"embodia-tiny": Path(policies.__file__).resolve().parent / "checkpoints" / "embodia-tiny"}
@@ -14,7 +14,8 @@ POLICY_SPECS = {
     "<path/to/checkpoint>": "a VLA checkpoint directory written by `embodia train`",
     "expert": "the device's scripted expert (simulated tasks)",
     "random": "uniform random actions within the embodiment's limits",
-    "replay:<dataset>[#episode]": "recorded actions of one episode, open loop",
+    "replay:<dataset>[#episode]": "recorded actions of one episode, open loop (robot dataset or GUI recording)",
+    "actions:<file.json>": "GUI actions from a JSON list, in order",
 }
 
 
@@ -30,15 +31,30 @@ def make_policy(spec: str, device, *, threads: int | None = None):
         return device.expert()
     if spec == "random":
         return RandomPolicy(device.embodiment)
+    if spec.startswith("actions:"):
+        from policies import GuiReplayPolicy
+
+        from .gui_record import load_actions
+        return GuiReplayPolicy(load_actions(spec[len("actions:"):]))
     if spec.startswith("replay:"):
         from .dataset import LocalDataset
+        from .gui_record import is_gui_recording
         path, _, ep = spec[len("replay:"):].partition("#")
+        if is_gui_recording(path):
+            from policies import GuiReplayPolicy
+
+            from .gui_record import list_gui_episodes, read_gui_episode
+            rec = read_gui_episode(list_gui_episodes(path)[int(ep or 0)])
+            return GuiReplayPolicy([GuiAction.from_dict(s["action"]) for s in rec["steps"] if s.get("executed", True)])
         episode = LocalDataset(path).episode(int(ep or 0))
         return ReplayPolicy(episode["action"], chunk=device.embodiment.exec_horizon)
     if spec in BUNDLED and not BUNDLED[spec].is_dir():
         raise PolicyError(f"{spec} is not in this checkout ({BUNDLED[spec]}); build it with "
                           f"`python -m agent.tiny` (records demos, then trains; see README)")
     path = BUNDLED.get(spec) or Path(spec).expanduser()
+    if path.is_dir() and device.embodiment.is_gui:
+        raise PolicyError(f"{spec} has no GUI head yet: on {device.embodiment.name!r} use "
+                          f"--policy actions:<file.json> or replay:<gui recording>[#episode]")
     if path.is_dir():
         from policies.vla import VLAPolicy
         return VLAPolicy.from_pretrained(path, threads=threads).bind(device.embodiment)

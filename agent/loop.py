@@ -20,6 +20,8 @@ import numpy as np
 
 from devices import DeviceLost, GuiAction, policy_info
 
+from .safety import RiskRefused
+
 
 @dataclass
 class EpisodeResult:
@@ -48,11 +50,15 @@ def _summary(ms: list[float]) -> dict:
 def run_episode(device, policy, *, seed: int | None = None, instruction: str | None = None,
                 max_steps: int | None = None, exec_horizon: int | None = None, recorder=None,
                 episode_meta: dict | None = None, pace: bool | None = None,
-                on_step: Callable | None = None) -> EpisodeResult:
-    """Run one episode; record it if `recorder` (a DatasetWriter) is given.
+                on_step: Callable | None = None, gate=None) -> EpisodeResult:
+    """Run one episode; record it if `recorder` (a DatasetWriter, or a GuiRecorder for GUI
+    devices) is given.
 
     `on_step(t, obs, action, next_obs)` is called after every executed step; returning True stops
-    the episode (replay uses it to stop on divergence).
+    the episode (replay uses it to stop on divergence). A policy returning None (or an empty chunk)
+    has nothing more to do. GUI actions pass `gate` (a SafetyGate; on a GUI device the default
+    is one whose answer is always No): a refused action is recorded, not executed, and ends the
+    episode. A `terminate` action ends it too.
     """
     emb = device.embodiment
     caps = device.capabilities
@@ -70,6 +76,10 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
     steps, success, interrupted, error, unexpected = 0, False, False, None, None
     can_verify = "success" in caps
     observe = getattr(policy, "observe", None)      # policies that learn from what was executed
+    gui = emb.is_gui
+    if gui and gate is None:
+        from .safety import SafetyGate
+        gate = SafetyGate()
     t_start = time.perf_counter()
     next_tick = t_start
     try:
@@ -77,12 +87,24 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
             t0 = time.perf_counter()
             chunk = policy.act(obs, instruction)
             t_policy = (time.perf_counter() - t0) * 1e3
+            if chunk is None:           # the policy has nothing more to do
+                break
+            stop = False
             rows = [chunk] if isinstance(chunk, GuiAction) else np.asarray(chunk, dtype=np.float32)
             if not isinstance(chunk, GuiAction) and rows.ndim == 1:
                 rows = rows[None]
             if len(rows) == 0:          # the policy has nothing more to do (replay ran out)
                 break
             for k, action in enumerate(rows[:min(h_exec, max_steps - steps)]):
+                extra = None
+                if gate is not None and isinstance(action, GuiAction):
+                    decision = gate.check(action, tree=obs.ui_tree, screen=obs.screen)
+                    if decision["risk"] is not None:
+                        extra = {"safety": decision}
+                    if not decision["allowed"]:
+                        if ep is not None:
+                            ep.add_step(obs, action, {"policy_ms": t_policy}, {**extra, "executed": False})
+                        raise RiskRefused(decision)
                 ts = time.perf_counter()
                 executed = device.act(action)
                 next_obs = device.observe()
@@ -90,8 +112,11 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
                 if observe is not None:
                     observe(obs, executed)
                 if ep is not None:
-                    ep.add_step(obs, executed, {"policy_ms": t_policy if k == 0 else 0.0,
-                                                "device_ms": (td - ts) * 1e3})
+                    timing = {"policy_ms": t_policy if k == 0 else 0.0, "device_ms": (td - ts) * 1e3}
+                    if gui:
+                        ep.add_step(obs, executed, timing, extra)
+                    else:
+                        ep.add_step(obs, executed, timing)
                 tr = time.perf_counter()
                 stop = on_step(steps, obs, executed, next_obs) if on_step else False
                 obs = next_obs
@@ -103,16 +128,18 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
                 step_ms.append((step_end - (t0 if k == 0 else ts)) * 1e3)
                 if can_verify and device.success():
                     success = True
+                if gui and getattr(device, "done", False):
+                    stop = True         # the agent terminated the episode
                 if stop or success:
                     break
                 if pace:
                     next_tick = max(next_tick + period, step_end - period)
                     time.sleep(max(0.0, next_tick - time.perf_counter()))
-            if on_step and stop:
+            if stop:
                 break
     except KeyboardInterrupt:
         interrupted = True
-    except (DeviceLost, FloatingPointError, ValueError) as e:   # refused action, lost or diverged device
+    except (DeviceLost, FloatingPointError, ValueError, RiskRefused) as e:   # refused action, lost or diverged device
         error = f"{type(e).__name__}: {e}"
     except Exception as e:      # a bug: save what ran, then let it surface
         error = f"{type(e).__name__}: {e}"
@@ -139,9 +166,14 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
                            steps=steps, info=info, timing=timing, interrupted=interrupted, error=error)
     if ep is not None:
         final_state = np.asarray(obs.state, dtype=np.float32) if obs is not None else None
-        result.episode_index = recorder.end_episode(
-            ep, success=bool(result.success), final_state=final_state,
-            info={**info, "interrupted": interrupted, "error": error, "steps": steps})
+        end_info = {**info, "interrupted": interrupted, "error": error, "steps": steps}
+        if gui:
+            final_obs = obs if error is None else None     # a lost device has no final screen
+            result.episode_index = recorder.end_episode(ep, success=result.success, info=end_info,
+                                                        final_obs=final_obs)
+        else:
+            result.episode_index = recorder.end_episode(
+                ep, success=bool(result.success), final_state=final_state, info=end_info)
     if unexpected is not None:
         raise unexpected
     return result

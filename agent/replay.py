@@ -1,6 +1,8 @@
 """`embodia replay`: re-execute a recorded episode open loop and compare it with the record."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from policies import ReplayPolicy
@@ -50,3 +52,63 @@ def replay_episode(dataset, index: int, *, device=None, device_uri: str | None =
             "same_outcome": ep.get("success") == result.success,
             "max_state_diff": max(diffs) if diffs else None, "final_state_max_abs_diff": final_diff,
             "diverged_at": diverged, "error": result.error}
+
+
+def replay_gui(source, *, episode: int = 0, device=None, device_uri: str | None = None,
+               stop_on_divergence: float | None = None, gate=None, recorder=None,
+               record_to=None, instruction: str | None = None) -> dict:
+    """Re-execute GUI actions on a device: the actions of GUI episode ``episode`` of a recording
+    directory, or a JSON file of actions (a list of `GuiAction.to_dict()` objects).
+
+    With a recording and ``stop_on_divergence`` (0..1, see `screen_divergence`), each action runs
+    only while the live screen still looks like the recorded one before it. Risky actions pass the
+    safety ``gate`` as in any run. ``recorder`` (a GuiRecorder), or a directory ``record_to``,
+    records the replay as a new episode.
+    """
+    from policies import GuiReplayPolicy
+
+    from .safety import SafetyGate
+    from .gui_record import is_gui_recording, list_gui_episodes, load_actions, load_screen, read_gui_episode
+    from devices import GuiAction
+    source = Path(source)
+    screens, task, seed, uri = None, instruction, None, device_uri
+    if source.is_dir():
+        if not is_gui_recording(source):
+            raise ValueError(f"{source} is not a GUI recording (no GUI info.json)")
+        eps = list_gui_episodes(source)
+        if not 0 <= episode < len(eps):
+            raise ValueError(f"episode {episode} not in {source} ({len(eps)} episodes)")
+        rec = read_gui_episode(eps[episode])
+        steps = [s for s in rec["steps"] if s.get("executed", True)]
+        actions = [GuiAction.from_dict(s["action"]) for s in steps]
+        screens = [load_screen(rec["path"], s.get("image")) for s in steps]
+        task = task or rec["header"].get("task")
+        seed = rec["header"].get("seed")
+        uri = uri or (rec["header"].get("meta") or {}).get("device")
+        recorded = {"recorded_steps": len(actions), "recorded_success": (rec["end"] or {}).get("success")}
+    else:
+        actions = load_actions(source)
+        recorded = {"recorded_steps": len(actions), "recorded_success": None}
+    gate = gate if gate is not None else SafetyGate()
+    own = device is None
+    if own:
+        if not uri:
+            raise ValueError(f"{source} does not name its device; pass --device")
+        device = make_device(uri)
+    try:
+        if recorder is None and record_to is not None:
+            from .gui_record import GuiRecorder
+            recorder = GuiRecorder(record_to, device.embodiment)
+        policy = GuiReplayPolicy(actions, screens, stop_on_divergence)
+        result = run_episode(device, policy, seed=seed, instruction=task or "",
+                             max_steps=len(actions) + 1, gate=gate, recorder=recorder,
+                             episode_meta={"device": uri, "replay_of": str(source), "episode": episode})
+    finally:
+        if own:
+            device.close()
+    return {"source": str(source), "episode": episode, **recorded, "steps": result.steps,
+            "completed": result.steps == len(actions) and result.error is None,
+            "diverged_at": policy.diverged_at,
+            "max_divergence": max(policy.divergence) if policy.divergence else None,
+            "error": result.error, "episode_index": result.episode_index,
+            "safety": [d for d in getattr(gate, "decisions", [])]}

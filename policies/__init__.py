@@ -1,4 +1,4 @@
 """Policy implementations; `agent.factory.make_policy` turns a --policy string into one."""
-from .base import RandomPolicy, ReplayPolicy
+from .base import GuiReplayPolicy, RandomPolicy, ReplayPolicy, screen_divergence
 
-__all__ = ["RandomPolicy", "ReplayPolicy"]
+__all__ = ["GuiReplayPolicy", "RandomPolicy", "ReplayPolicy", "screen_divergence"]
