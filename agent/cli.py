@@ -40,9 +40,10 @@ def _fail(msg: str, code: int = 2):
 def _session(device_uri: str, policy_spec: str, shift: Optional[str], size: Optional[str]):
     """Open device and policy with clear errors, and always close the device."""
     from .factory import PolicyError, make_device, make_policy
+    from devices import DeviceLost
     try:
         device = make_device(device_uri, shift=shift, size=size)
-    except (ValueError, FileNotFoundError, ImportError) as e:
+    except (ValueError, FileNotFoundError, ImportError, DeviceLost) as e:
         _fail(f"cannot open device {device_uri!r}: {e}")
     try:
         try:

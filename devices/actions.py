@@ -98,7 +98,8 @@ class GuiAction:
             raise ActionError(f"unknown GUI action {self.type!r}; known: {sorted(GUI_ACTION_TYPES)}")
         object.__setattr__(self, "point", _check_point("point", self.point))
         object.__setattr__(self, "end", _check_point("end", self.end))
-        object.__setattr__(self, "keys", tuple(self.keys))
+        # one key name is one key, not its letters
+        object.__setattr__(self, "keys", (self.keys,) if isinstance(self.keys, str) else tuple(self.keys))
         for req in GUI_ACTION_TYPES[self.type]:
             if req == "point" and self.point is None and self.element is not None:
                 continue   # an element reference stands in for a point

@@ -191,3 +191,8 @@ def test_device_refuses_what_it_cannot_do_and_unknown_elements():
     assert "cannot 'open_app'" in r.error and dev.log == []
     r = run_episode(dev, GuiReplayPolicy([GuiAction("click", element=42)]))
     assert "element 42" in r.error and dev.log == []
+
+
+def test_one_key_name_is_one_key():
+    assert GuiAction("key", keys="enter").keys == ("enter",)
+    assert GuiAction("key", keys=["ctrl", "a"]).keys == ("ctrl", "a")
