@@ -65,10 +65,13 @@ SCROLL_DIRECTIONS = ("up", "down", "left", "right")
 def _check_point(name, p):
     if p is None:
         return None
-    if len(p) != 2:
-        raise ActionError(f"GuiAction.{name} must be (x, y), got {p!r}")
-    x, y = float(p[0]), float(p[1])
-    if not (0 <= x <= 1000 and 0 <= y <= 1000):
+    try:
+        if isinstance(p, (str, bytes)) or len(p) != 2:
+            raise TypeError
+        x, y = float(p[0]), float(p[1])
+    except (TypeError, ValueError):
+        raise ActionError(f"GuiAction.{name} must be (x, y) numbers, got {p!r}") from None
+    if not (0 <= x <= 1000 and 0 <= y <= 1000):     # NaN fails this too
         raise ActionError(f"GuiAction.{name} {p!r} outside the normalized 0..1000 screen")
     return (x, y)
 
@@ -98,8 +101,16 @@ class GuiAction:
             raise ActionError(f"unknown GUI action {self.type!r}; known: {sorted(GUI_ACTION_TYPES)}")
         object.__setattr__(self, "point", _check_point("point", self.point))
         object.__setattr__(self, "end", _check_point("end", self.end))
+        for name in ("text", "app", "button", "direction", "status"):
+            v = getattr(self, name)
+            if v is not None and not isinstance(v, str):
+                raise ActionError(f"GuiAction.{name} must be a string, got {type(v).__name__}")
+        if self.element is not None and (isinstance(self.element, bool) or not isinstance(self.element, int)):
+            raise ActionError(f"GuiAction.element must be an int, got {self.element!r}")
         # one key name is one key, not its letters
         object.__setattr__(self, "keys", (self.keys,) if isinstance(self.keys, str) else tuple(self.keys))
+        if not all(isinstance(k, str) and k for k in self.keys):
+            raise ActionError(f"GuiAction.keys must be non-empty strings, got {self.keys!r}")
         for req in GUI_ACTION_TYPES[self.type]:
             if req == "point" and self.point is None and self.element is not None:
                 continue   # an element reference stands in for a point
@@ -123,7 +134,6 @@ class GuiAction:
         unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:
             raise ActionError(f"unknown GuiAction fields {sorted(unknown)}")
-        for k in ("point", "end"):
-            if d.get(k) is not None:
-                d[k] = tuple(d[k])
+        if "type" not in d:
+            raise ActionError(f"GuiAction needs a 'type'; got fields {sorted(d)}")
         return cls(**d)

@@ -137,6 +137,8 @@ class GuiDevice(SimDevice):
             return action
         if action.type == "terminate":
             self.status = action.status
+            if action.text:                 # a final answer given with the verdict (UI-TARS finished)
+                self.answer = action.text
             return action
         screen = self._screen()
         p = to_pixels(action.point, screen) if action.point is not None else None
