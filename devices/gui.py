@@ -4,7 +4,8 @@ A GUI device (desktop, Android phone, the GUI simulator) subclasses `GuiDevice` 
 `_grab()` (an RGB screenshot), `_screen()` (its `Screen`) and `_execute(action, p, q)` for the
 action types in its `supported` set; `p` and `q` are the action's point and end point already
 converted to physical screen pixels. `act()` refuses what the device cannot do, resolves element
-references through the last observed UI tree, and handles wait/answer/terminate itself.
+references through the last observed UI tree, taps the target of a `type` action that names
+one (element or point) before typing, and handles wait/answer/terminate itself.
 
 UI tree elements are dicts: ``{"index", "role", "text", "desc", "id", "bounds": [x0, y0, x1, y1]
 (physical pixels, right/bottom exclusive), "clickable", "password", "focused"}``; any may be absent
@@ -143,6 +144,10 @@ class GuiDevice(SimDevice):
         screen = self._screen()
         p = to_pixels(action.point, screen) if action.point is not None else None
         q = to_pixels(action.end, screen) if action.end is not None else None
+        if action.type == "type" and p is not None:     # type *into* something: focus it first
+            if "click" not in self.supported:
+                raise ActionError(f"{self.embodiment.name!r} cannot tap a field before typing")
+            self._execute(GuiAction("click", point=action.point), p, None)
         self._execute(action, p, q)
         return action
 

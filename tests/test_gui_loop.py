@@ -185,6 +185,13 @@ def test_actions_file_is_validated_with_positions(tmp_path):
     assert load_actions(f) == [GuiAction("type", text="x")]
 
 
+def test_typing_into_a_named_field_taps_it_first():
+    dev = FakeScreen()
+    dev.reset()
+    dev.act(GuiAction("type", text="1234", element=3))
+    assert dev.log == [("click", (200, 150), None, None), ("type", (200, 150), None, "1234")]
+
+
 def test_device_refuses_what_it_cannot_do_and_unknown_elements():
     dev = FakeScreen()
     r = run_episode(dev, GuiReplayPolicy([GuiAction("open_app", app="com.x")]))
