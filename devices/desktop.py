@@ -360,7 +360,8 @@ class DesktopDevice(GuiDevice):
 
 
 def open_desktop(target: str = "", **query) -> DesktopDevice:
-    """``desktop:`` URI factory: target is an X display (``:99``; empty = $DISPLAY).
+    """``desktop:`` URI factory: target is an X display (``desktop::99`` or ``desktop:99``; empty =
+    $DISPLAY).
 
     Query: ``settle`` (seconds to wait for the screen after an input action; 0 disables),
     ``pixel_ratio``, ``scroll_clicks``, ``failsafe`` (0/1).
@@ -374,4 +375,6 @@ def open_desktop(target: str = "", **query) -> DesktopDevice:
         opts = {k: kinds[k](v) for k, v in query.items()}
     except ValueError as e:
         raise ValueError(f"desktop: bad option value ({e})") from e
+    if target.isdigit():            # desktop:99 means display :99, as desktop::99 does
+        target = ":" + target
     return DesktopDevice(target, **opts)

@@ -16,7 +16,7 @@ SCHEMES: dict[str, tuple[str, str]] = {
     # scheme: (factory "module:function", one line for `embodia devices`)
     "sim": ("sim:open_sim", "simulated tasks with success checks and scripted experts"),
     "mujoco": ("devices.mujoco:open_mujoco", "any MJCF scene: mujoco:path/to/scene.xml[?hz=..&size=WxH]"),
-    "desktop": ("devices.desktop:open_desktop", "this desktop (X11): desktop: or desktop::<display>, e.g. desktop::99"),
+    "desktop": ("devices.desktop:open_desktop", "this desktop (X11): desktop: ($DISPLAY) or desktop:<display>, e.g. desktop:99"),
     "android": ("devices.android:open_android", "a phone over adb: android:<serial> (android: = the only one)"),
 }
 
