@@ -98,7 +98,8 @@ def _episodes(device, policy, *, episodes, seed, writer, meta, label, max_steps=
                             max_steps=max_steps, gate=gate)
             results.append(r)
             ok = sum(bool(x.success) for x in results)
-            bar.update(task, advance=1, status=f"success {ok}/{len(results)}")
+            verified = [x for x in results if x.success is not None]
+            bar.update(task, advance=1, status=f"success {ok}/{len(verified)}" if verified else "")
             if r.error:
                 console.print(f"[yellow]episode {i} (seed {r.seed}) ended with an error:[/yellow] {r.error}")
             if r.interrupted:
@@ -114,7 +115,8 @@ def _meta(device, shift, size, policy) -> dict:
 
 
 def _slug(uri: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", uri.split(":", 1)[-1]).strip("-") or "device"
+    scheme, _, target = uri.partition(":")
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", target).strip("-") or scheme or "device"
 
 
 @app.command()
