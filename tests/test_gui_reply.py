@@ -584,11 +584,13 @@ def run_fuzz(strategy, examples: int) -> Counter:
     return seen
 
 
-# 4500 + 2500 + 1500 + 1500 = 10,000 replies in all
+# 4500 + 2500 + 1500 + 1500 = 10,000 replies in all. The split between parsed and refused depends
+# on what hypothesis generates, which varies a little with the tests that ran before (292 and 330
+# parsed of 4500 seen); the floors only prove that both branches really ran.
 def test_fuzz_mutated_valid_replies():
     seen = run_fuzz(mutated_replies, 4500)
     assert seen["examples"] >= 4500
-    assert seen["parsed"] >= 300 and seen["refused"] >= 1500, seen      # both branches really ran
+    assert seen["parsed"] >= 150 and seen["refused"] >= 1500, seen      # both branches really ran
     assert seen["executed"] == seen["parsed"]
 
 
