@@ -77,6 +77,7 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
     can_verify = "success" in caps
     observe = getattr(policy, "observe", None)      # policies that learn from what was executed
     gui = emb.is_gui
+    step_record = getattr(policy, "step_record", None)   # what a model said at this decision (GUI records)
     if gui and gate is None:
         from .safety import SafetyGate
         gate = SafetyGate()
@@ -95,12 +96,13 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
                 rows = rows[None]
             if len(rows) == 0:          # the policy has nothing more to do (replay ran out)
                 break
+            said = step_record() if (gui and step_record is not None) else None
             for k, action in enumerate(rows[:min(h_exec, max_steps - steps)]):
-                extra = None
+                extra = {"policy_record": said} if said and k == 0 else None
                 if gate is not None and isinstance(action, GuiAction):
                     decision = gate.check(action, tree=obs.ui_tree, screen=obs.screen)
                     if decision["risk"] is not None:
-                        extra = {"safety": decision}
+                        extra = {**(extra or {}), "safety": decision}
                     if not decision["allowed"]:
                         if ep is not None:
                             ep.add_step(obs, action, {"policy_ms": t_policy}, {**extra, "executed": False})
@@ -167,6 +169,8 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
     if ep is not None:
         final_state = np.asarray(obs.state, dtype=np.float32) if obs is not None else None
         end_info = {**info, "interrupted": interrupted, "error": error, "steps": steps}
+        if gui and error is not None and step_record is not None:
+            end_info["last_policy_record"] = step_record()    # e.g. the replies that never parsed
         if gui:
             final_obs = obs if error is None else None     # a lost device has no final screen
             result.episode_index = recorder.end_episode(ep, success=result.success, info=end_info,

@@ -203,3 +203,27 @@ def test_device_refuses_what_it_cannot_do_and_unknown_elements():
 def test_one_key_name_is_one_key():
     assert GuiAction("key", keys="enter").keys == ("enter",)
     assert GuiAction("key", keys=["ctrl", "a"]).keys == ("ctrl", "a")
+
+
+class Talkative(GuiReplayPolicy):
+    """Says what its 'model' replied at each decision; gives up (ValueError) when it runs out."""
+
+    def act(self, obs, instruction):
+        self.said = {"attempts": [{"reply": f"reply {self.cursor}", "error": None}]}
+        if self.cursor >= len(self.actions):
+            self.said = {"attempts": [{"reply": "???", "error": "no action found"}] * 3}
+            raise ValueError("the model gave no parsable action in 3 attempts")
+        return super().act(obs, instruction)
+
+    def step_record(self):
+        return self.said
+
+
+def test_what_the_model_said_is_recorded_per_step_and_when_it_gives_up(tmp_path):
+    dev = FakeScreen()
+    rec = GuiRecorder(tmp_path / "rec", dev.embodiment)
+    r = run_episode(dev, Talkative(actions()[:2]), recorder=rec)
+    assert r.error == "ValueError: the model gave no parsable action in 3 attempts" and len(dev.log) == 2
+    ep = read_gui_episode(list_gui_episodes(tmp_path / "rec")[0])
+    assert [s["policy_record"]["attempts"][0]["reply"] for s in ep["steps"]] == ["reply 0", "reply 1"]
+    assert ep["end"]["info"]["last_policy_record"]["attempts"][0]["error"] == "no action found"
