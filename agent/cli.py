@@ -22,7 +22,15 @@ DEFAULT_POLICY = "embodia-tiny"
 DeviceOpt = typer.Option(DEFAULT_DEVICE, "--device", "-d", help="device URI (see `embodia devices`)")
 PolicyOpt = typer.Option(DEFAULT_POLICY, "--policy", "-p",
                          help="embodia-tiny | path/to/checkpoint | expert | random | replay:<dataset>[#episode] "
-                              "| actions:<file.json> (GUI actions, in order)")
+                              "| actions:<file.json> (GUI actions, in order) | openai:<model> (a VLM behind an "
+                              "OpenAI-compatible endpoint, see --base-url)")
+BaseUrlOpt = typer.Option(None, "--base-url", help="openai:<model>: the endpoint's base URL, e.g. "
+                          "http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL)")
+ApiKeyEnvOpt = typer.Option("OPENAI_API_KEY", "--api-key-env", help="openai:<model>: the environment variable "
+                            "holding the API key (unset: no key is sent, as a local vLLM wants)")
+CoordsOpt = typer.Option("norm1000", "--coords", help="openai:<model>: the coordinate convention of the model's "
+                         "replies: norm1000 (GUI-Owl-1.5, UI-TARS v1), image_px (Qwen2.5-VL, UI-TARS-1.5), "
+                         "screen_px, unit")
 AllowOpt = typer.Option(None, "--allow", help="run risky GUI actions of this class without asking "
                         "(send, delete, pay, purchase, install, password, all; repeatable). Without it a "
                         "risky action asks on the terminal, and is refused when nobody can answer")
@@ -37,7 +45,7 @@ def _fail(msg: str, code: int = 2):
 
 
 @contextmanager
-def _session(device_uri: str, policy_spec: str, shift: Optional[str], size: Optional[str]):
+def _session(device_uri: str, policy_spec: str, shift: Optional[str], size: Optional[str], **policy_kw):
     """Open device and policy with clear errors, and always close the device."""
     from .factory import PolicyError, make_device, make_policy
     from devices import DeviceLost
@@ -47,7 +55,7 @@ def _session(device_uri: str, policy_spec: str, shift: Optional[str], size: Opti
         _fail(f"cannot open device {device_uri!r}: {e}")
     try:
         try:
-            policy = make_policy(policy_spec, device)
+            policy = make_policy(policy_spec, device, **policy_kw)
         except (PolicyError, ValueError, FileNotFoundError) as e:
             _fail(f"cannot load policy {policy_spec!r}: {e}")
         yield device, policy
@@ -128,11 +136,13 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1), size: Optional[str] = SizeOpt,
         memory: Optional[str] = typer.Option(None, "--memory", help="success memory directory: steer with "
                                              "it and add every verified success (saved at the end)"),
-        allow: Optional[list[str]] = AllowOpt):
+        allow: Optional[list[str]] = AllowOpt, base_url: Optional[str] = BaseUrlOpt,
+        api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt):
     """Run a policy on a device, recording every episode (LeRobotDataset v3 layout; GUI devices:
     step log + screenshots + JSON actions)."""
     out = None if no_record else (record or Path("runs") / _slug(device))
-    with _session(device, policy, shift, size) as (dev, pol):
+    with _session(device, policy, shift, size, base_url=base_url, api_key_env=api_key_env,
+                  coords=coords) as (dev, pol):
         writer = _writer(out, dev)
         steered = _with_memory(pol, memory, device) if memory else None
         meta = _meta(device, shift, size, policy)
@@ -185,10 +195,12 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
           plot: Optional[Path] = typer.Option(None, "--plot", help="learning-curve PNG (--memory online)"),
           jobs: int = typer.Option(1, "--jobs", min=1, help="worker processes for --memory online (streams "
                                    "run in parallel, one torch thread each; same results as one process)"),
-          size: Optional[str] = SizeOpt):
+          size: Optional[str] = SizeOpt, base_url: Optional[str] = BaseUrlOpt,
+          api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt):
     """Evaluate a policy: success rate with a 95% Wilson interval, splits, timing; JSON report."""
     from .evaluate import write_json
-    with _session(device, policy, shift, size) as (dev, pol):
+    with _session(device, policy, shift, size, base_url=base_url, api_key_env=api_key_env,
+                  coords=coords) as (dev, pol):
         if memory == "online":
             rep = _eval_memory_streams(dev, pol, device, episodes=episodes, seed=seed, streams=streams,
                                        ablations=[a for a in ablations.split(",") if a], plot=plot,

@@ -1,6 +1,7 @@
 """Turn --device and --policy strings into objects; the one place that knows every spec."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import policies
@@ -16,6 +17,7 @@ POLICY_SPECS = {
     "random": "uniform random actions within the embodiment's limits",
     "replay:<dataset>[#episode]": "recorded actions of one episode, open loop (robot dataset or GUI recording)",
     "actions:<file.json>": "GUI actions from a JSON list, in order",
+    "openai:<model>": "a VLM behind an OpenAI-compatible chat endpoint (--base-url or $OPENAI_BASE_URL; GUI devices)",
 }
 
 
@@ -23,7 +25,19 @@ class PolicyError(ValueError):
     pass
 
 
-def make_policy(spec: str, device, *, threads: int | None = None):
+def make_policy(spec: str, device, *, threads: int | None = None, base_url: str | None = None,
+                api_key_env: str = "OPENAI_API_KEY", coords: str | None = None):
+    """``base_url``, ``api_key_env`` and ``coords`` (the reply's coordinate convention) apply to
+    ``openai:<model>`` only."""
+    if spec.startswith("openai:"):
+        from policies.remote import OpenAIPolicy
+        url = base_url or os.environ.get("OPENAI_BASE_URL")
+        if not url:
+            raise PolicyError(f"{spec} needs the endpoint's base URL: --base-url http://host:8000/v1 "
+                              f"or $OPENAI_BASE_URL")
+        return OpenAIPolicy(spec[len("openai:"):], url, api_key_env=api_key_env or None,
+                            coords=coords or "norm1000",
+                            supported=getattr(device, "supported", None)).bind(device.embodiment)
     if spec == "expert":
         if "expert" not in getattr(device, "capabilities", ()):
             raise PolicyError(f"device {device.embodiment.name!r} has no scripted expert; "
