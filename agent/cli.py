@@ -94,7 +94,8 @@ def _gate(allow: Optional[list[str]]):
         _fail(str(e))
 
 
-def _episodes(device, policy, *, episodes, seed, writer, meta, label, max_steps=None, gate=None):
+def _episodes(device, policy, *, episodes, seed, writer, meta, label, max_steps=None, gate=None,
+              instruction=None):
     """Run `episodes` episodes with a progress bar showing the running success rate."""
     from .evaluate import summarize
     from .loop import run_episode
@@ -103,6 +104,7 @@ def _episodes(device, policy, *, episodes, seed, writer, meta, label, max_steps=
         task = bar.add_task(label, total=episodes, status="")
         for i in range(episodes):
             r = run_episode(device, policy, seed=seed + i, recorder=writer, episode_meta=meta,
+                            instruction=instruction,
                             max_steps=max_steps, gate=gate)
             results.append(r)
             ok = sum(bool(x.success) for x in results)
@@ -137,7 +139,9 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         memory: Optional[str] = typer.Option(None, "--memory", help="success memory directory: steer with "
                                              "it and add every verified success (saved at the end)"),
         allow: Optional[list[str]] = AllowOpt, base_url: Optional[str] = BaseUrlOpt,
-        api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt):
+        api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt,
+        instruction: Optional[str] = typer.Option(None, "--instruction", "-i", help="the task in words "
+                                                  "(default: the device's own, for simulated tasks)")):
     """Run a policy on a device, recording every episode (LeRobotDataset v3 layout; GUI devices:
     step log + screenshots + JSON actions)."""
     out = None if no_record else (record or Path("runs") / _slug(device))
@@ -148,7 +152,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         meta = _meta(device, shift, size, policy)
         try:
             results, _ = _episodes(dev, steered or pol, episodes=episodes, seed=seed, writer=writer, meta=meta,
-                                   label="run", max_steps=max_steps,
+                                   label="run", max_steps=max_steps, instruction=instruction,
                                    gate=_gate(allow) if dev.embodiment.is_gui else None)
         finally:
             if steered is not None:
