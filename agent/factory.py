@@ -18,6 +18,7 @@ POLICY_SPECS = {
     "replay:<dataset>[#episode]": "recorded actions of one episode, open loop (robot dataset or GUI recording)",
     "actions:<file.json>": "GUI actions from a JSON list, in order",
     "openai:<model>": "a VLM behind an OpenAI-compatible chat endpoint (--base-url or $OPENAI_BASE_URL; GUI devices)",
+    "hf:<path>": "a transformers VLM folder (save_pretrained) run in this process (GUI devices; --coords)",
 }
 
 
@@ -27,8 +28,8 @@ class PolicyError(ValueError):
 
 def make_policy(spec: str, device, *, threads: int | None = None, base_url: str | None = None,
                 api_key_env: str = "OPENAI_API_KEY", coords: str | None = None):
-    """``base_url``, ``api_key_env`` and ``coords`` (the reply's coordinate convention) apply to
-    ``openai:<model>`` only."""
+    """``base_url`` and ``api_key_env`` apply to ``openai:<model>`` only; ``coords`` (the reply's
+    coordinate convention) to ``openai:<model>`` and ``hf:<path>``."""
     if spec.startswith("openai:"):
         from policies.remote import OpenAIPolicy
         url = base_url or os.environ.get("OPENAI_BASE_URL")
@@ -38,6 +39,10 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
         return OpenAIPolicy(spec[len("openai:"):], url, api_key_env=api_key_env or None,
                             coords=coords or "norm1000",
                             supported=getattr(device, "supported", None)).bind(device.embodiment)
+    if spec.startswith("hf:"):
+        from policies.local_vlm import LocalVLMPolicy
+        return LocalVLMPolicy(spec[len("hf:"):], embodiment=device.embodiment, coords=coords or "norm1000",
+                              threads=threads, supported=getattr(device, "supported", None))
     if spec == "expert":
         if "expert" not in getattr(device, "capabilities", ()):
             raise PolicyError(f"device {device.embodiment.name!r} has no scripted expert; "

@@ -5,20 +5,10 @@ Qwen-VL; LM Studio; Ollama; OpenAI itself).
 >>> pol.act(device.observe(), "tick Subscribe, then submit the form")                    # doctest: +SKIP
 GuiAction(type='click', point=(371.5, 204.0), ...)
 
-One decision is one chat request:
-
-- a system prompt giving the action schema and the coordinate convention: our own JSON form
-  (``{"type": "click", "point": [x, y]}``, 0..1000) when ``coords="norm1000"``, otherwise the
-  Qwen / GUI-Owl tool call (``computer_use`` on a desktop, ``mobile_use`` on a phone) with points
-  in ``coords``; a ``system_prompt=`` of your own replaces it;
-- one user message: the instruction, the embodiment prompt, the last ``history`` actions as JSON
-  with what followed each, the UI tree when the device gives one (one line per element: index,
-  role, text, bounds in the reply's convention, so the model may answer with an element index),
-  and the screenshot as a PNG data URL, downscaled to at most ``image_max_side`` pixels.
-
-The reply goes through `policies.gui_reply.parse_reply` once, with the size of the image the model
-actually saw. Nothing unparsed is ever executed: a refused reply and the parser's error are appended
-to the conversation and the model is asked again, at most ``max_retries`` times, then `PolicyGaveUp`.
+One decision is one chat request carrying the conversation of `policies.gui_prompt` (system prompt
+with the action schema and coordinates; the instruction, embodiment, history, UI tree and the
+screenshot as a PNG data URL), read and retried as described there: nothing unparsed is ever
+executed, and after ``max_retries`` refused replies the policy raises `PolicyGaveUp`.
 HTTP 408/429/5xx, timeouts and refused connections are retried with exponential backoff (at most
 ``http_retries`` times, honouring Retry-After up to a bound); any other HTTP error raises
 `EndpointError` naming the URL and the environment variable the key comes from.
@@ -35,7 +25,6 @@ echoes it is redacted.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import email.utils
 import http.client
 import io
@@ -47,20 +36,17 @@ import urllib.request
 
 import numpy as np
 
-from devices import Embodiment, GuiAction, Observation, Screen
-from devices.coords import SPACES
-from devices.gui import SCREEN
+from devices import Embodiment
 
-from .gui_reply import ReplyParseError, parse_reply
+from .gui_prompt import (CORRECTION, QWEN_PATCH, REPLY_LOG_CHARS, ChatGuiPolicy, PolicyGaveUp, fit_image,
+                         resize_screen, system_prompt, tree_text)
+
+__all__ = ["OpenAIPolicy", "EndpointError", "PolicyGaveUp", "fit_image", "png_data_url", "system_prompt",
+           "tree_text", "CORRECTION", "QWEN_PATCH", "REPLY_LOG_CHARS"]
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
-REPLY_LOG_CHARS = 4000      # a reply as kept in step records and in a correction turn
-TREE_MAX_ELEMENTS = 200
-TREE_TEXT_CHARS = 80
 RETRY_AFTER_MAX_S = 30.0
-QWEN_PATCH = 28             # Qwen2.5-VL / UI-TARS-1.5 image sides are multiples of this
 _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-_GENERIC = ("wait", "answer", "terminate")
 
 
 class EndpointError(ValueError):
@@ -68,169 +54,18 @@ class EndpointError(ValueError):
     something that is not an OpenAI chat completion."""
 
 
-class PolicyGaveUp(ValueError):
-    """The model gave no executable action within the retry bound; ``record`` holds its replies."""
-
-    def __init__(self, message: str, record: dict):
-        super().__init__(message)
-        self.record = record
-
-
-def fit_image(width: int, height: int, max_side: int, multiple: int = 1) -> tuple[int, int]:
-    """The model-input size of a ``width`` x ``height`` screenshot: scaled down (never up) so the
-    longer side is at most ``max_side``, then each side rounded to a multiple of ``multiple``
-    without passing ``max_side``.
-
-    >>> fit_image(1600, 900, 1280)
-    (1280, 720)
-    >>> fit_image(1280, 800, 1280, multiple=28)
-    (1260, 812)
-    """
-    s = min(1.0, max_side / max(width, height))
-    w, h = width * s, height * s
-    if multiple > 1:
-        cap = max(multiple, max_side // multiple * multiple)
-        w, h = (min(cap, max(multiple, round(v / multiple) * multiple)) for v in (w, h))
-    return max(1, round(w)), max(1, round(h))
-
-
 def png_data_url(img: np.ndarray, size: tuple[int, int]) -> str:
     """The screenshot resized to ``size`` (bicubic, as Qwen processors resize) as a PNG data URL."""
-    from PIL import Image
-    im = Image.fromarray(np.ascontiguousarray(img, dtype=np.uint8))
-    if im.size != tuple(size):
-        im = im.resize(tuple(size), Image.BICUBIC)
+    return _png_url(resize_screen(img, size))
+
+
+def _png_url(im) -> str:
     buf = io.BytesIO()
     im.save(buf, "PNG", compress_level=1)      # speed over size: the image is re-encoded every step
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _scale(space: str, screen: Screen, image: tuple[int, int]) -> tuple[float, float]:
-    """Factors from screen pixels to ``space`` (for UI-tree bounds)."""
-    w, h = screen.width, screen.height
-    return {"norm1000": (1000.0 / w, 1000.0 / h), "unit": (1.0 / w, 1.0 / h),
-            "image_px": (image[0] / w, image[1] / h), "screen_px": (1.0, 1.0),
-            "logical_px": (1.0 / (screen.pixel_ratio or 1.0),) * 2}[space]
-
-
-def _quote(s: str) -> str:
-    s = " ".join(str(s).split())
-    return json.dumps(s if len(s) <= TREE_TEXT_CHARS else s[:TREE_TEXT_CHARS - 1] + "…", ensure_ascii=False)
-
-
-def tree_text(tree: list, screen: Screen, space: str = "norm1000", image=(1, 1)) -> str:
-    """The UI tree, one line per element worth naming: ``[index] role "text" desc="..." [x0,y0,x1,y1]
-    flags``, bounds converted to ``space``. Password fields never show their text; elements with
-    no text, description, id or flag (layout containers) are left out.
-
-    >>> tree_text([{"index": 4, "role": "Button", "text": "OK", "bounds": [0, 0, 200, 100],
-    ...             "clickable": True}], Screen(400, 800))
-    '[4] Button "OK" [0,0,500,125] clickable'
-    """
-    sx, sy = _scale(space, screen, image)
-    digits = 3 if space == "unit" else 0
-    lines, hidden = [], 0
-    for e in tree:
-        flags = [f for f in ("clickable", "focused", "password") if e.get(f)]
-        text = None if e.get("password") else e.get("text")
-        if not (text or e.get("desc") or e.get("id") or flags):
-            continue
-        if len(lines) >= TREE_MAX_ELEMENTS:
-            hidden += 1
-            continue
-        x0, y0, x1, y1 = e["bounds"]
-        box = [round(v, digits) if digits else int(round(v)) for v in (x0 * sx, y0 * sy, x1 * sx, y1 * sy)]
-        parts = [f"[{e['index']}]", str(e.get("role") or "element")]
-        if text:
-            parts.append(_quote(text))
-        if e.get("desc"):
-            parts.append("desc=" + _quote(e["desc"]))
-        if e.get("id"):
-            parts.append("id=" + _quote(e["id"]))
-        parts.append("[" + ",".join(str(v) for v in box) + "]")
-        lines.append(" ".join(parts + flags))
-    if hidden:
-        lines.append(f"({hidden} more elements not shown)")
-    return "\n".join(lines)
-
-
-# -- the system prompt ---------------------------------------------------------------------------------
-_OURS = {   # GuiAction type -> one line of our JSON form (its points are always 0..1000)
-    "click": '{"type": "click", "point": [x, y]}',
-    "double_click": '{"type": "double_click", "point": [x, y]}',
-    "right_click": '{"type": "right_click", "point": [x, y]}',
-    "long_press": '{"type": "long_press", "point": [x, y], "duration_ms": 800}',
-    "type": '{"type": "type", "text": "..."}  types into the focused field (with "point": taps it first)',
-    "key": '{"type": "key", "keys": ["ctrl", "s"]}  one key or a combination',
-    "scroll": '{"type": "scroll", "point": [x, y], "direction": "down"}  up, down, left, right',
-    "swipe": '{"type": "swipe", "point": [x, y], "end": [x, y]}',
-    "drag": '{"type": "drag", "point": [x, y], "end": [x, y]}',
-    "system_button": '{"type": "system_button", "button": "back"}  back, home, enter, menu',
-    "open_app": '{"type": "open_app", "app": "Settings"}',
-    "wait": '{"type": "wait", "duration_ms": 1000}',
-    "answer": '{"type": "answer", "text": "..."}  reports what the task asked to find out',
-    "terminate": '{"type": "terminate", "status": "success"}  when the task is done ("failure": impossible)',
-}
-_TOOLS = {   # tool name -> its actions as (name, arguments) lines
-    "computer_use": (
-        "left_click, double_click, right_click: coordinate [x, y]", "type: text",
-        'key: keys, a list such as ["ctrl", "s"]',
-        "scroll: coordinate, pixels (> 0 up, < 0 down); hscroll: coordinate, pixels (> 0 right, < 0 left)",
-        "left_click_drag: coordinate (start), coordinate2 (end)", "wait: time (seconds)",
-        "answer: text (what the task asked to find out)",
-        'terminate: status, "success" when the task is done or "failure" when it is impossible'),
-    "mobile_use": (
-        "click: coordinate [x, y]; long_press: coordinate, time (seconds)",
-        "swipe: coordinate (start), coordinate2 (end)", "type: text", "key: text (one key name)",
-        "system_button: button (Back, Home, Menu or Enter)", "open: text (an app name)",
-        "wait: time (seconds)", "answer: text (what the task asked to find out)",
-        'terminate: status, "success" when the task is done or "failure" when it is impossible'),
-}
-
-
-def _coords_sentence(space: str, image: tuple[int, int]) -> str:
-    if space == "norm1000":
-        return ("x and y run from 0 to 1000 across the screenshot: (0, 0) is its top-left corner, "
-                "(1000, 1000) its bottom-right.")
-    if space == "unit":
-        return "x and y are fractions from 0 to 1 of the screenshot's width and height, from its top-left corner."
-    if space == "image_px":
-        return (f"x and y are pixels of the screenshot you see, which is {image[0]}x{image[1]}, "
-                f"from its top-left corner.")
-    return ("x and y are pixels of the device screen (its size is in the <embodiment> line), "
-            "from the top-left corner.")
-
-
-def system_prompt(embodiment: Embodiment, coords: str, image: tuple[int, int], supported=None,
-                  with_tree: bool = False) -> str:
-    """Our default system prompt: the action schema the reply parser reads, the coordinates."""
-    kind = embodiment.kind.removeprefix("gui-")
-    head = f"You operate a {kind} screen, one action per turn, to do the user's task."
-    if coords == "norm1000":
-        types = [t for t in _OURS if supported is None or t in supported or t in _GENERIC]
-        lines = [head, "Reply with a short thought, then exactly one action as a JSON object in a ```json fence.",
-                 "Actions:", *(_OURS[t] for t in types),
-                 "Coordinates: " + _coords_sentence(coords, image)]
-        if with_tree:
-            lines.append('With a UI tree, "element": <index> may replace "point".')
-        return "\n".join(lines)
-    tool = "computer_use" if "desktop" in kind else "mobile_use"
-    lines = [head, "Reply with a short thought, then exactly one action as a tool call:",
-             f'<tool_call>{{"name": "{tool}", "arguments": {{"action": "...", ...}}}}</tool_call>',
-             "Actions and their arguments:", *_TOOLS[tool],
-             "Coordinates: " + _coords_sentence(coords, image)
-             + " (This replaces the coords= of the <embodiment> line.)"]
-    if with_tree:
-        lines.append('To act on a UI-tree element instead, reply {"type": "click", "element": <index>} '
-                     '(or "type" with "text" and "element").')
-    return "\n".join(lines)
-
-
-CORRECTION = ("Your reply could not be executed: {error}. Nothing was done. Reply again with exactly one "
-              "action in the format described.")
-
-
-class OpenAIPolicy:
+class OpenAIPolicy(ChatGuiPolicy):
     """GUI actions from a vision-language model behind an OpenAI-compatible ``/chat/completions``
     endpoint; see the module doc. ``base_url`` ends where the SDK's does (``http://host:8000/v1``).
 
@@ -248,141 +83,35 @@ class OpenAIPolicy:
             raise ValueError("OpenAIPolicy needs a model name (openai:<model>)")
         if not base_url or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base URL must start with http:// or https://, got {base_url!r}")
-        if coords not in SPACES:
-            raise ValueError(f"unknown coordinate convention {coords!r}; known: {', '.join(SPACES)}")
-        if max_retries < 0 or http_retries < 0 or history < 0 or image_max_side < 16:
-            raise ValueError("max_retries, http_retries and history must be >= 0, image_max_side >= 16")
-        self.model, self.coords = model, coords
+        if http_retries < 0:
+            raise ValueError("http_retries must be >= 0")
+        self.model = model
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/chat/completions"
         self.api_key_env = api_key_env
-        self.max_retries, self.http_retries, self.backoff_s = max_retries, http_retries, backoff_s
+        self.http_retries, self.backoff_s = http_retries, backoff_s
         self.timeout_s, self.temperature, self.max_tokens = timeout_s, temperature, max_tokens
-        self.image_max_side = image_max_side
-        self.image_multiple = image_multiple or (QWEN_PATCH if coords == "image_px" else 1)
-        self.history = history
-        self.system_prompt, self.extra_body = system_prompt, dict(extra_body or {})
-        self.supported = frozenset(supported) if supported is not None else None
-        self.embodiment = None
-        if embodiment is not None:
-            self.bind(embodiment)
-        self.reset()
-
-    def bind(self, embodiment: Embodiment) -> "OpenAIPolicy":
-        if not embodiment.is_gui:
-            raise ValueError(f"OpenAIPolicy drives GUI devices (screens); {embodiment.name!r} is a "
-                             f"{embodiment.kind} with no screen")
-        self.embodiment = embodiment
-        return self
+        self.extra_body = dict(extra_body or {})
+        super().__init__(embodiment=embodiment, coords=coords, max_retries=max_retries,
+                         image_max_side=image_max_side, image_multiple=image_multiple, history=history,
+                         system_prompt=system_prompt, supported=supported)
 
     def reset(self, seed: int | None = None) -> None:
-        self._history: list[dict] = []      # {"step", "action", "outcome"}; the last one's outcome pending
-        self._shown = None                  # the screenshot of the last decision
-        self._executed = False              # the loop said the last action ran
-        self._record: dict | None = None
-        self._stats = {"decisions": 0, "calls": 0, "parse_failures": 0, "gave_up": 0, "http_retries": 0}
-        self._ms: list[float] = []
+        super().reset(seed)
+        self._stats["http_retries"] = 0
 
-    # -- the loop's calls --------------------------------------------------------------------------
-    def act(self, obs: Observation, instruction: str) -> GuiAction:
-        if self.embodiment is None:
-            raise ValueError("OpenAIPolicy has no embodiment: call bind(device.embodiment) first")
-        img = (obs.images or {}).get(SCREEN)
-        if img is None:
-            raise ValueError("OpenAIPolicy needs a screenshot; the observation has no images['screen']")
-        h, w = img.shape[:2]
-        screen = obs.screen or Screen(w, h)
-        size = fit_image(w, h, self.image_max_side, self.image_multiple)
-        self._settle_outcome(img)
-        tree = obs.ui_tree or None
-        emb = self.embodiment       # a desktop's screen can change size between steps: say the current one
-        if emb.screen != screen:
-            emb = dataclasses.replace(emb, screen=screen)
-        system = self.system_prompt or system_prompt(emb, self.coords, size, self.supported, tree is not None)
-        messages = [{"role": "system", "content": system},
-                    {"role": "user", "content": [
-                        {"type": "text", "text": self._user_text(instruction, emb, screen, size, tree)},
-                        {"type": "image_url", "image_url": {"url": png_data_url(img, size)}}]}]
-        record = {"model": self.model, "coords": self.coords, "input_size": [size[0], size[1]], "attempts": []}
-        self._record = record
-        self._stats["decisions"] += 1
-        error = None
-        for _ in range(self.max_retries + 1):
-            reply, ms = self._complete(messages)
-            kept = reply if len(reply) <= REPLY_LOG_CHARS else reply[:REPLY_LOG_CHARS] + "…"
-            try:
-                action = parse_reply(reply, coords=self.coords, screen=screen, image=size)
-            except ReplyParseError as e:
-                error = e
-                self._stats["parse_failures"] += 1
-                record["attempts"].append({"reply": kept, "error": str(e), "ms": ms})
-                messages += [{"role": "assistant", "content": kept},
-                             {"role": "user", "content": CORRECTION.format(error=e)}]
-                continue
-            record["attempts"].append({"reply": kept, "error": None, "ms": ms})
-            self._history.append({"step": len(self._history), "action": action.to_dict(), "outcome": None})
-            self._shown, self._executed = img, False
-            return action
-        self._stats["gave_up"] += 1
-        raise PolicyGaveUp(f"{self.model} gave no executable action in {len(record['attempts'])} replies; "
-                           f"last error: {error}", self.step_record())
-
-    def observe(self, obs: Observation, executed) -> None:
-        """The loop's word that the action ran (``executed``: it, with element references resolved)."""
-        self._executed = True
-
-    def step_record(self) -> dict | None:
-        """JSON-able account of the last decision: ``{"model", "coords", "input_size": [w, h],
-        "attempts": [{"reply", "error", "ms"}]}`` (None before the first)."""
-        return json.loads(json.dumps(self._record)) if self._record is not None else None
-
-    def info(self) -> dict:
-        out = {"model": self.model, **self._stats}
-        if self._ms:
-            out["mean_ms"] = float(np.mean(self._ms))
-            out["max_ms"] = float(np.max(self._ms))
-        return out
-
-    # -- the prompt --------------------------------------------------------------------------------
-    def _settle_outcome(self, img: np.ndarray) -> None:
-        """Write what followed the last action into its history entry, from the screen now."""
-        if not self._history or self._history[-1]["outcome"] is not None:
-            return
-        if not self._executed:
-            outcome = "not confirmed as executed"
-        elif self._shown is not None and self._shown.shape == img.shape and np.array_equal(self._shown, img):
-            outcome = "executed; the screen did not change"
-        else:
-            outcome = "executed; the screen changed"
-        self._history[-1]["outcome"] = outcome
-
-    def _user_text(self, instruction: str, emb: Embodiment, screen: Screen, size, tree) -> str:
-        lines = [f"Task: {instruction.strip() if instruction and instruction.strip() else '(none given)'}",
-                 f"Device: {emb.prompt()}",
-                 f"Screenshot: {size[0]}x{size[1]} pixels showing the whole {screen.width}x{screen.height} screen."]
-        recent = self._history[-self.history:] if self.history else []
-        if recent:
-            lines.append("Previous actions, oldest first:")
-            lines += [json.dumps(h, ensure_ascii=False) for h in recent]
-        else:
-            lines.append("Previous actions: none.")
-        if tree:
-            lines.append("UI tree (index, role, text, bounds [x0,y0,x1,y1] in the coordinates of your replies):")
-            lines.append(tree_text(tree, screen, self.coords, size))
-        lines.append("Choose the next action.")
-        return "\n".join(lines)
+    def _image_part(self, image) -> dict:
+        return {"type": "image_url", "image_url": {"url": _png_url(image)}}
 
     # -- HTTP --------------------------------------------------------------------------------------
-    def _complete(self, messages: list) -> tuple[str, float]:
-        """One chat completion: (reply text, milliseconds including HTTP retries)."""
+    def _complete(self, messages: list) -> tuple[str, dict]:
+        """One chat completion: (reply text, {"ms": milliseconds including HTTP retries})."""
         body = {"model": self.model, "messages": messages, "temperature": self.temperature,
                 **({"max_tokens": self.max_tokens} if self.max_tokens else {}), **self.extra_body}
         t0 = time.perf_counter()
         raw = self._post(json.dumps(body, ensure_ascii=False).encode("utf-8"))
         ms = (time.perf_counter() - t0) * 1e3
-        self._stats["calls"] += 1
-        self._ms.append(ms)
-        return self._reply_text(raw), ms
+        return self._reply_text(raw), {"ms": ms}
 
     def _post(self, data: bytes) -> bytes:
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
