@@ -83,13 +83,14 @@ def _progress():
                     TextColumn("{task.fields[status]}"), TimeRemainingColumn(), console=console)
 
 
-def _gate(allow: Optional[list[str]]):
-    """The safety gate for GUI runs: the allow-list, and a terminal prompt when there is one."""
+def _gate(allow: Optional[list[str]], device=None):
+    """The safety gate for GUI runs: the allow-list, and a terminal prompt when there is one (a
+    sandbox device such as gui-sim allows everything, still recording each decision)."""
     import sys
 
-    from .safety import SafetyGate, console_confirm
+    from .safety import console_confirm, default_gate
     try:
-        return SafetyGate(allow or (), confirm=console_confirm if sys.stdin.isatty() else None)
+        return default_gate(device, allow or (), confirm=console_confirm if sys.stdin.isatty() else None)
     except ValueError as e:
         _fail(str(e))
 
@@ -153,7 +154,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         try:
             results, _ = _episodes(dev, steered or pol, episodes=episodes, seed=seed, writer=writer, meta=meta,
                                    label="run", max_steps=max_steps, instruction=instruction,
-                                   gate=_gate(allow) if dev.embodiment.is_gui else None)
+                                   gate=_gate(allow, dev) if dev.embodiment.is_gui else None)
         finally:
             if steered is not None:
                 steered.memory.save(memory)

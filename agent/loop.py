@@ -56,9 +56,9 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
 
     `on_step(t, obs, action, next_obs)` is called after every executed step; returning True stops
     the episode (replay uses it to stop on divergence). A policy returning None (or an empty chunk)
-    has nothing more to do. GUI actions pass `gate` (a SafetyGate; on a GUI device the default
-    is one whose answer is always No): a refused action is recorded, not executed, and ends the
-    episode. A `terminate` action ends it too.
+    has nothing more to do. GUI actions pass `gate` (a SafetyGate; by default one whose answer is
+    always No, except on a "sandbox" device such as gui-sim): a refused action is recorded, not
+    executed, and ends the episode. A `terminate` action ends it too.
     """
     emb = device.embodiment
     caps = device.capabilities
@@ -79,8 +79,8 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
     gui = emb.is_gui
     step_record = getattr(policy, "step_record", None)   # what a model said at this decision (GUI records)
     if gui and gate is None:
-        from .safety import SafetyGate
-        gate = SafetyGate()
+        from .safety import default_gate
+        gate = default_gate(device)
     t_start = time.perf_counter()
     next_tick = t_start
     try:

@@ -20,7 +20,8 @@ class Device(Protocol):
     `capabilities` says what it can do, so the runtime asks instead of special-casing classes:
     "render", "state", "success" (simulated; reports success()), "expert" (offers expert()),
     "realtime" (the loop paces steps to embodiment.hz), "deterministic" (same seed + actions ->
-    same states), "screenshot", "ui_tree", "text_input".
+    same states), "screenshot", "ui_tree", "text_input", "sandbox" (a simulator: nothing real is
+    sent, paid or deleted, so the safety gate allows risky actions, still recording them).
     """
 
     embodiment: Embodiment

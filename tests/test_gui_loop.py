@@ -227,3 +227,14 @@ def test_what_the_model_said_is_recorded_per_step_and_when_it_gives_up(tmp_path)
     ep = read_gui_episode(list_gui_episodes(tmp_path / "rec")[0])
     assert [s["policy_record"]["attempts"][0]["reply"] for s in ep["steps"]] == ["reply 0", "reply 1"]
     assert ep["end"]["info"]["last_policy_record"]["attempts"][0]["error"] == "no action found"
+
+
+def test_a_sandbox_device_allows_risky_actions_and_still_records_the_decision(tmp_path):
+    class Sandbox(FakeScreen):
+        capabilities = FakeScreen.capabilities | {"sandbox"}
+    dev = Sandbox()
+    rec = GuiRecorder(tmp_path / "rec", dev.embodiment)
+    r = run_episode(dev, GuiReplayPolicy([GuiAction("click", element=1)]), recorder=rec)
+    assert r.error is None and dev.log == [("click", (100, 750), None, None)]
+    step = read_gui_episode(list_gui_episodes(tmp_path / "rec")[0])["steps"][0]
+    assert step["safety"]["risk"] == "send" and step["safety"]["by"] == "allow-list"

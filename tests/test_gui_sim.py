@@ -276,14 +276,19 @@ def test_typing_searching_scrolling_and_sending_change_the_state():
     assert dev.world.sent == [] and dev.info()["ignored"] == 1
 
 
-def test_safety_gate_stops_the_send_step_unless_allowed():
+def test_safety_gate_judges_the_send_step_and_the_sandbox_allows_it():
+    from agent.safety import SafetyGate
     dev = open_gui_sim("messages", task="send-message")
-    r = run_episode(dev, dev.expert(), seed=0)
+    r = run_episode(dev, dev.expert(), seed=0, gate=SafetyGate())          # a gate that says No
     assert not r.success and "RiskRefused" in r.error and dev.world.sent == []
+    gate = SafetyGate(allow=("all",))
+    r = run_episode(dev, dev.expert(), seed=0)                              # the sandbox's default gate
+    assert r.success and dev.world.sent
     for tid in TEMPLATES:                      # nothing else any task taps looks risky to the gate
         if tid != "send-message":
             d = open_gui_sim("all", task=tid)
-            assert all(run_episode(d, d.expert(), seed=s).success for s in range(5)), tid
+            assert all(run_episode(d, d.expert(), seed=s, gate=gate).success for s in range(5)), tid
+    assert [d["risk"] for d in gate.decisions] == []
 
 
 def test_uri_options_are_checked():

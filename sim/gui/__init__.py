@@ -34,7 +34,9 @@ Actions (points already in physical pixels when they reach the simulator):
   are no errors, as on a phone. Unknown keys and apps raise `ActionError`.
 
 Sending a message clicks a button labelled "Send", which the runtime's safety gate classes as
-``send``: run these tasks with ``SafetyGate(allow=GATE_ALLOW)`` (CLI: ``--allow send``).
+``send``. The simulator declares the "sandbox" capability (nothing real is sent), so the default
+gate of a run allows it and records the decision; a gate passed explicitly still applies, e.g.
+``SafetyGate(allow=GATE_ALLOW)`` to allow only what these tasks need.
 """
 from __future__ import annotations
 
@@ -62,7 +64,8 @@ __all__ = ["GuiSimDevice", "GuiSimExpert", "ChancePolicy", "open_gui_sim", "list
 class GuiSimDevice(GuiDevice):
     """A simulated phone or desktop; a fresh random instance per ``reset(seed)``, deterministic per seed."""
 
-    capabilities = frozenset({"screenshot", "ui_tree", "text_input", "success", "expert", "deterministic"})
+    capabilities = frozenset({"screenshot", "ui_tree", "text_input", "success", "expert", "deterministic",
+                              "sandbox"})
 
     def __init__(self, target: str = "all", *, task: str = "any", split: str = "train", shift=(),
                  form: str = "phone", max_steps: int = DEFAULT_MAX_STEPS):
