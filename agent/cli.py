@@ -31,6 +31,10 @@ ApiKeyEnvOpt = typer.Option("OPENAI_API_KEY", "--api-key-env", help="openai:<mod
 CoordsOpt = typer.Option("norm1000", "--coords", help="openai:<model>: the coordinate convention of the model's "
                          "replies: norm1000 (GUI-Owl-1.5, UI-TARS v1), image_px (Qwen2.5-VL, UI-TARS-1.5), "
                          "screen_px, unit")
+SamplesOpt = typer.Option(1, "--samples", min=1, help="openai:<model>, hf:<path>: candidate replies sampled "
+                          "per decision (test-time scaling; 1: one greedy reply)")
+SelectOpt = typer.Option("vote", "--select", help="with --samples > 1: vote (the most common candidate) | judge "
+                         "(the model picks one of the distinct candidates; a non-number falls back to vote)")
 AllowOpt = typer.Option(None, "--allow", help="run risky GUI actions of this class without asking "
                         "(send, delete, pay, purchase, install, password, all; repeatable). Without it a "
                         "risky action asks on the terminal, and is refused when nobody can answer")
@@ -140,14 +144,15 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         memory: Optional[str] = typer.Option(None, "--memory", help="success memory directory: steer with "
                                              "it and add every verified success (saved at the end)"),
         allow: Optional[list[str]] = AllowOpt, base_url: Optional[str] = BaseUrlOpt,
-        api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt,
+        api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt, samples: int = SamplesOpt,
+        select: str = SelectOpt,
         instruction: Optional[str] = typer.Option(None, "--instruction", "-i", help="the task in words "
                                                   "(default: the device's own, for simulated tasks)")):
     """Run a policy on a device, recording every episode (LeRobotDataset v3 layout; GUI devices:
     step log + screenshots + JSON actions)."""
     out = None if no_record else (record or Path("runs") / _slug(device))
     with _session(device, policy, shift, size, base_url=base_url, api_key_env=api_key_env,
-                  coords=coords) as (dev, pol):
+                  coords=coords, samples=samples, select=select) as (dev, pol):
         writer = _writer(out, dev)
         steered = _with_memory(pol, memory, device) if memory else None
         meta = _meta(device, shift, size, policy)
@@ -201,11 +206,12 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
           jobs: int = typer.Option(1, "--jobs", min=1, help="worker processes for --memory online (streams "
                                    "run in parallel, one torch thread each; same results as one process)"),
           size: Optional[str] = SizeOpt, base_url: Optional[str] = BaseUrlOpt,
-          api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt):
+          api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt, samples: int = SamplesOpt,
+          select: str = SelectOpt):
     """Evaluate a policy: success rate with a 95% Wilson interval, splits, timing; JSON report."""
     from .evaluate import write_json
     with _session(device, policy, shift, size, base_url=base_url, api_key_env=api_key_env,
-                  coords=coords) as (dev, pol):
+                  coords=coords, samples=samples, select=select) as (dev, pol):
         if memory == "online":
             rep = _eval_memory_streams(dev, pol, device, episodes=episodes, seed=seed, streams=streams,
                                        ablations=[a for a in ablations.split(",") if a], plot=plot,

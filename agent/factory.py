@@ -27,9 +27,14 @@ class PolicyError(ValueError):
 
 
 def make_policy(spec: str, device, *, threads: int | None = None, base_url: str | None = None,
-                api_key_env: str = "OPENAI_API_KEY", coords: str | None = None):
+                api_key_env: str = "OPENAI_API_KEY", coords: str | None = None, samples: int = 1,
+                select: str = "vote"):
     """``base_url`` and ``api_key_env`` apply to ``openai:<model>`` only; ``coords`` (the reply's
-    coordinate convention) to ``openai:<model>`` and ``hf:<path>``."""
+    coordinate convention), ``samples`` and ``select`` (test-time scaling: candidates per decision
+    and how one is picked, see `policies.gui_prompt`) to ``openai:<model>`` and ``hf:<path>``."""
+    tts = {"samples": samples, "select": select}
+    if samples != 1 and not spec.startswith(("openai:", "hf:")):
+        raise PolicyError(f"--samples applies to openai:<model> and hf:<path> policies, not {spec!r}")
     if spec.startswith("openai:"):
         from policies.remote import OpenAIPolicy
         url = base_url or os.environ.get("OPENAI_BASE_URL")
@@ -37,12 +42,12 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
             raise PolicyError(f"{spec} needs the endpoint's base URL: --base-url http://host:8000/v1 "
                               f"or $OPENAI_BASE_URL")
         return OpenAIPolicy(spec[len("openai:"):], url, api_key_env=api_key_env or None,
-                            coords=coords or "norm1000",
-                            supported=getattr(device, "supported", None)).bind(device.embodiment)
+                            coords=coords or "norm1000", supported=getattr(device, "supported", None),
+                            **tts).bind(device.embodiment)
     if spec.startswith("hf:"):
         from policies.local_vlm import LocalVLMPolicy
         return LocalVLMPolicy(spec[len("hf:"):], embodiment=device.embodiment, coords=coords or "norm1000",
-                              threads=threads, supported=getattr(device, "supported", None))
+                              threads=threads, supported=getattr(device, "supported", None), **tts)
     if spec == "expert":
         if "expert" not in getattr(device, "capabilities", ()):
             raise PolicyError(f"device {device.embodiment.name!r} has no scripted expert; "

@@ -31,6 +31,11 @@ Text that reaches the template from outside (the instruction, UI-tree labels, th
 earlier replies) cannot smuggle in the tokenizer's special tokens: an ``<|image_pad|>`` written on
 a screen is tokenized as plain text (a word joiner is put after its first character).
 
+Test-time scaling (``samples=N``, ``select=``, see `policies.gui_prompt`): the N candidates come
+from one ``generate`` call with ``num_return_sequences=N``, ``do_sample=True`` and
+``temperature=sample_temperature`` (the prompt and the screenshot are encoded once); the judge's
+turn is a plain `_complete` of the same model.
+
 ``generation_kwargs`` go to ``model.generate`` unchanged: a ``logits_processor=``, a
 ``prefix_allowed_tokens_fn=`` for constrained decoding, ``temperature=`` with ``do_sample=True``.
 """
@@ -48,7 +53,7 @@ import torch
 from devices import Embodiment
 
 from .backbone import _TOKENIZER_FILES, _WEIGHT_FILES, _load_image_processor, _quiet_progress, _size_bounds, smart_resize
-from .gui_prompt import ChatGuiPolicy, fit_image
+from .gui_prompt import SAMPLE_TEMPERATURE, VOTE_GRID, ChatGuiPolicy, fit_image
 
 _JOINER = "\u2060"          # word joiner: breaks a special token's literal match, reads the same
 
@@ -69,7 +74,9 @@ class LocalVLMPolicy(ChatGuiPolicy):
     def __init__(self, path: str | os.PathLike, *, embodiment: Embodiment | None = None, coords: str = "norm1000",
                  max_retries: int = 2, max_new_tokens: int = 256, image_max_side: int = 1280, history: int = 4,
                  threads: int | None = None, device: str = "cpu", dtype=None, do_sample: bool = False,
-                 system_prompt: str | None = None, supported=None, generation_kwargs: dict | None = None):
+                 system_prompt: str | None = None, supported=None, generation_kwargs: dict | None = None,
+                 samples: int = 1, select="vote", sample_temperature: float = SAMPLE_TEMPERATURE,
+                 vote_grid: float = VOTE_GRID):
         if not os.fspath(path):
             raise ModelLoadError("hf: needs a model folder: hf:<path>")
         if max_new_tokens < 1:
@@ -100,7 +107,8 @@ class LocalVLMPolicy(ChatGuiPolicy):
         self._grid = _qwen_grid(ip)
         super().__init__(embodiment=embodiment, coords=coords, max_retries=max_retries,
                          image_max_side=image_max_side, image_multiple=self._grid[0] if self._grid else None,
-                         history=history, system_prompt=system_prompt, supported=supported)
+                         history=history, system_prompt=system_prompt, supported=supported, samples=samples,
+                         select=select, sample_temperature=sample_temperature, vote_grid=vote_grid)
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
@@ -129,6 +137,15 @@ class LocalVLMPolicy(ChatGuiPolicy):
 
     def _complete(self, messages: list) -> tuple[str, dict]:
         """Render, process, generate: (the new tokens as text, {"ms", "tokens", "prompt_tokens"})."""
+        replies, meta = self._generate(messages, {"do_sample": self.do_sample, **self.generation_kwargs})
+        return replies[0], meta
+
+    def _sample(self, messages: list, n: int) -> tuple[list[str], dict]:
+        """``n`` sampled replies from one ``generate`` call; ``tokens`` counts all of them."""
+        return self._generate(messages, {"do_sample": True, "temperature": self.sample_temperature,
+                                         **self.generation_kwargs, "num_return_sequences": n})
+
+    def _generate(self, messages: list, options: dict) -> tuple[list[str], dict]:
         t0 = time.perf_counter()
         conv, images = [], []
         for m in messages:
@@ -154,17 +171,18 @@ class LocalVLMPolicy(ChatGuiPolicy):
         inputs = {k: (v.to(self.device, self.dtype) if torch.is_floating_point(v) else v.to(self.device))
                   if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
         pad = self.tokenizer.pad_token_id
-        kwargs = {"max_new_tokens": self.max_new_tokens, "do_sample": self.do_sample,
-                  "eos_token_id": self._eos, "pad_token_id": pad if pad is not None else self._eos[0],
-                  **self.generation_kwargs}
+        kwargs = {"max_new_tokens": self.max_new_tokens, "eos_token_id": self._eos,
+                  "pad_token_id": pad if pad is not None else self._eos[0], **options}
         with torch.inference_mode():
             out = self.net.generate(**inputs, **kwargs)
-        new = out[0, ids.shape[1]:].tolist()
-        end = next((i for i, t in enumerate(new) if t in self._eos), len(new))
-        reply = self.tokenizer.decode(new[:end], skip_special_tokens=False)
+        replies, tokens = [], 0
+        for row in out[:, ids.shape[1]:].tolist():
+            end = next((i for i, t in enumerate(row) if t in self._eos), len(row))
+            replies.append(self.tokenizer.decode(row[:end], skip_special_tokens=False))
+            tokens += min(end + 1, len(row))        # a finished row is padded to the longest
         ms = (time.perf_counter() - t0) * 1e3
-        self._tokens.append(len(new))
-        return reply, {"ms": ms, "tokens": len(new), "prompt_tokens": int(ids.shape[1])}
+        self._tokens.append(tokens)
+        return replies, {"ms": ms, "tokens": tokens, "prompt_tokens": int(ids.shape[1])}
 
     # -- prompt text -------------------------------------------------------------------------------
     def _defuse(self, text: str) -> str:

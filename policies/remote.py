@@ -13,6 +13,12 @@ HTTP 408/429/5xx, timeouts and refused connections are retried with exponential 
 ``http_retries`` times, honouring Retry-After up to a bound); any other HTTP error raises
 `EndpointError` naming the URL and the environment variable the key comes from.
 
+Test-time scaling (``samples=N``, ``select="vote"|"judge"``, see `policies.gui_prompt`): the N
+candidates come from one request with the chat-completions ``n`` parameter at
+``sample_temperature``; a server that answers fewer choices than asked (some ignore ``n``) gets the
+rest as separate requests, and from then on N separate requests. The judge's turn goes to
+``judge_model`` when given (another model on the same endpoint), else to ``model``, greedy.
+
 Pixel coordinates (``coords="image_px"``, Qwen2.5-VL and UI-TARS-1.5) are read against the image we
 sent; its sides are rounded to multiples of 28 by default for that convention, so a Qwen processor
 on the server does not resize it again. A server whose ``max_pixels`` is below the image's area
@@ -38,8 +44,8 @@ import numpy as np
 
 from devices import Embodiment
 
-from .gui_prompt import (CORRECTION, QWEN_PATCH, REPLY_LOG_CHARS, ChatGuiPolicy, PolicyGaveUp, fit_image,
-                         resize_screen, system_prompt, tree_text)
+from .gui_prompt import (CORRECTION, QWEN_PATCH, REPLY_LOG_CHARS, SAMPLE_TEMPERATURE, VOTE_GRID, ChatGuiPolicy,
+                         PolicyGaveUp, fit_image, resize_screen, system_prompt, tree_text)
 
 __all__ = ["OpenAIPolicy", "EndpointError", "PolicyGaveUp", "fit_image", "png_data_url", "system_prompt",
            "tree_text", "CORRECTION", "QWEN_PATCH", "REPLY_LOG_CHARS"]
@@ -78,7 +84,9 @@ class OpenAIPolicy(ChatGuiPolicy):
                  timeout_s: float = 60.0, image_max_side: int = 1280, image_multiple: int | None = None,
                  history: int = 4, temperature: float = 0.0, max_tokens: int | None = 1024,
                  system_prompt: str | None = None, extra_body: dict | None = None, supported=None,
-                 http_retries: int = 3, backoff_s: float = 1.0):
+                 http_retries: int = 3, backoff_s: float = 1.0, samples: int = 1, select="vote",
+                 sample_temperature: float = SAMPLE_TEMPERATURE, vote_grid: float = VOTE_GRID,
+                 judge_model: str | None = None):
         if not model:
             raise ValueError("OpenAIPolicy needs a model name (openai:<model>)")
         if not base_url or not base_url.startswith(("http://", "https://")):
@@ -92,9 +100,12 @@ class OpenAIPolicy(ChatGuiPolicy):
         self.http_retries, self.backoff_s = http_retries, backoff_s
         self.timeout_s, self.temperature, self.max_tokens = timeout_s, temperature, max_tokens
         self.extra_body = dict(extra_body or {})
+        self.judge_model = judge_model or None
+        self._n_ignored = False             # the server answered fewer choices than ``n`` asked for
         super().__init__(embodiment=embodiment, coords=coords, max_retries=max_retries,
                          image_max_side=image_max_side, image_multiple=image_multiple, history=history,
-                         system_prompt=system_prompt, supported=supported)
+                         system_prompt=system_prompt, supported=supported, samples=samples, select=select,
+                         sample_temperature=sample_temperature, vote_grid=vote_grid)
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
@@ -106,12 +117,39 @@ class OpenAIPolicy(ChatGuiPolicy):
     # -- HTTP --------------------------------------------------------------------------------------
     def _complete(self, messages: list) -> tuple[str, dict]:
         """One chat completion: (reply text, {"ms": milliseconds including HTTP retries})."""
-        body = {"model": self.model, "messages": messages, "temperature": self.temperature,
-                **({"max_tokens": self.max_tokens} if self.max_tokens else {}), **self.extra_body}
         t0 = time.perf_counter()
-        raw = self._post(json.dumps(body, ensure_ascii=False).encode("utf-8"))
-        ms = (time.perf_counter() - t0) * 1e3
-        return self._reply_text(raw), {"ms": ms}
+        text = self._request(messages)[0]
+        return text, {"ms": (time.perf_counter() - t0) * 1e3}
+
+    def _sample(self, messages: list, n: int) -> tuple[list[str], dict]:
+        """``n`` replies at ``sample_temperature``: one request asking for ``n`` choices, topped up
+        one request per missing reply when the server gives fewer."""
+        t0 = time.perf_counter()
+        replies, requests = [], 0
+        while len(replies) < n:
+            ask = 1 if self._n_ignored else n - len(replies)
+            got = self._request(messages, temperature=self.sample_temperature, n=ask)
+            requests += 1
+            if len(got) < ask:
+                self._n_ignored = True
+            replies += got[:n - len(replies)]
+        return replies, {"ms": (time.perf_counter() - t0) * 1e3, "requests": requests}
+
+    def _judge(self, messages: list) -> tuple[str, dict]:
+        t0 = time.perf_counter()
+        text = self._request(messages, model=self.judge_model)[0]
+        return text, {"ms": (time.perf_counter() - t0) * 1e3, "model": self.judge_model or self.model}
+
+    def _request(self, messages: list, *, model: str | None = None, temperature: float | None = None,
+                 n: int = 1) -> list[str]:
+        """One chat-completions request; the text of each choice."""
+        body = {"model": model or self.model, "messages": messages, "temperature": self.temperature,
+                **({"max_tokens": self.max_tokens} if self.max_tokens else {}), **self.extra_body}
+        if temperature is not None:         # sampling: after extra_body, which may hold a greedy temperature
+            body["temperature"] = temperature
+        if n > 1:
+            body["n"] = n
+        return self._reply_texts(self._post(json.dumps(body, ensure_ascii=False).encode("utf-8")))
 
     def _post(self, data: bytes) -> bytes:
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -159,15 +197,24 @@ class OpenAIPolicy(ChatGuiPolicy):
     def _redact(text: str, key: str | None) -> str:
         return text.replace(key, "***") if key else text
 
-    def _reply_text(self, raw: bytes) -> str:
-        """The assistant's text from a chat completion; native tool calls become <tool_call> blocks."""
+    def _reply_texts(self, raw: bytes) -> list[str]:
+        """The assistant's text of each choice of a chat completion, in ``index`` order; native tool
+        calls become <tool_call> blocks."""
         try:
-            msg = json.loads(raw)["choices"][0]["message"]
-            content = msg.get("content")
-            calls = msg.get("tool_calls") or []
+            choices = json.loads(raw)["choices"]
+            if len(choices) > 1:
+                choices = sorted(choices, key=lambda c: c.get("index", 0))
+            if not choices:
+                raise IndexError("no choices")
+            return [self._message_text(c["message"]) for c in choices]
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             excerpt = raw[:200].decode("utf-8", "replace")
             raise EndpointError(f"{self.url} did not answer with an OpenAI chat completion: {excerpt!r}") from None
+
+    @staticmethod
+    def _message_text(msg: dict) -> str:
+        content = msg.get("content")
+        calls = msg.get("tool_calls") or []
         if isinstance(content, list):       # some servers send content parts
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         text = content if isinstance(content, str) else ""
