@@ -2,9 +2,10 @@
 from .base import GuiReplayPolicy, RandomPolicy, ReplayPolicy, screen_divergence
 from .gui_prompt import ChatGuiPolicy, PolicyGaveUp
 from .remote import EndpointError, OpenAIPolicy
+from .screen_memory import ScreenMemoryPolicy
 
 __all__ = ["GuiReplayPolicy", "RandomPolicy", "ReplayPolicy", "screen_divergence", "ChatGuiPolicy", "EndpointError",
-           "OpenAIPolicy", "PolicyGaveUp", "LocalVLMPolicy", "ModelLoadError"]
+           "OpenAIPolicy", "PolicyGaveUp", "ScreenMemoryPolicy", "LocalVLMPolicy", "ModelLoadError"]
 
 
 def __getattr__(name: str):
