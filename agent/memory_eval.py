@@ -25,6 +25,8 @@ ARMS = {
     "fixed-confidence": {"fixed_confidence": 1.0},
     "replay": {"replay": True},
     "noisy-labels": {},      # 10% of episodes falsely reported successful: failure credit must clean up
+    # the same false labels with failure credit switched off: what the credit itself buys
+    "noisy-no-credit": {"episode_credit": False, "fail_delete_min": 2 ** 31 - 1},
 }
 NOISY_RATE = 0.1
 
@@ -105,7 +107,7 @@ def arm_factory(policy, namespace: str) -> Callable[..., object]:
         if ARMS[arm] is None:
             return policy
         steered = SteeredPolicy(policy, memory_for(policy, MemoryConfig(**ARMS[arm])), namespace=namespace)
-        return NoisyLabels(steered, NOISY_RATE) if arm == "noisy-labels" else steered
+        return NoisyLabels(steered, NOISY_RATE) if arm.startswith("noisy") else steered
     return make
 
 
