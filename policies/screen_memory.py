@@ -181,6 +181,9 @@ class ScreenMemoryPolicy:
 
     # -- learning from what was executed -----------------------------------------------------------
     def observe(self, obs, executed) -> None:
+        base = getattr(self.policy, "observe", None)
+        if base is not None:            # the base policy's history must hold what really ran
+            base(obs, executed)
         d = executed.to_dict() if isinstance(executed, GuiAction) else dict(executed)
         tree, screen = list(obs.ui_tree or []), self._screen(obs)
         self._steps.append({"elements": tree, "instruction": self._instruction,
@@ -188,6 +191,9 @@ class ScreenMemoryPolicy:
         self._hist.append(canonical(d, tree, self.slots, screen, self.memory.config.point_grid))
 
     def end_episode(self, success: bool) -> None:
+        base = getattr(self.policy, "end_episode", None)
+        if base is not None:
+            base(success)
         ep, tot = self.episode, self.totals
         self._ended = True
         tot["episodes"] += 1
