@@ -240,6 +240,21 @@ def _quiet_progress():
             hf_logging.enable_progress_bar()
 
 
+def step_loader(error_cls, local: bool, head):
+    """``load(what, fn)``: run one loading step (config, tokenizer, model...) with the hub's progress
+    bars quiet; a failure is re-raised as ``error_cls`` whose message starts with ``head(what,
+    hint)`` and names the cause (the hint says HF_HUB_OFFLINE is set when a hub id was given)."""
+    def load(what, fn):
+        try:
+            with _quiet_progress():
+                return fn()
+        except Exception as e:  # noqa: BLE001 - re-raised with the path named
+            offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+            hint = " (HF_HUB_OFFLINE is set: pass a local folder)" if offline and not local else ""
+            raise error_cls(f"{head(what, hint)}: {type(e).__name__}: {e}") from e
+    return load
+
+
 class _EarlyExit(Exception):
     def __init__(self, hidden: torch.Tensor):
         super().__init__()
@@ -397,15 +412,8 @@ class Backbone(nn.Module):
                         meta = d
             src = str(p)
 
-        def load(what, fn):
-            try:
-                with _quiet_progress():
-                    return fn()
-            except Exception as e:  # noqa: BLE001 - re-raised with the path named
-                offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
-                hint = " (HF_HUB_OFFLINE is set: pass a local folder)" if offline and not local else ""
-                raise BackboneLoadError(f"Backbone.from_pretrained: cannot load the {what} from {src!r}{hint}: "
-                                        f"{type(e).__name__}: {e}") from e
+        load = step_loader(BackboneLoadError, local,
+                           lambda what, hint: f"Backbone.from_pretrained: cannot load the {what} from {src!r}{hint}")
 
         model = load("model", lambda: AutoModelForImageTextToText.from_pretrained(
             src, dtype=dtype, attn_implementation=attn_implementation))

@@ -52,7 +52,8 @@ import torch
 
 from devices import Embodiment
 
-from .backbone import _TOKENIZER_FILES, _WEIGHT_FILES, _load_image_processor, _quiet_progress, _size_bounds, smart_resize
+from .backbone import (_TOKENIZER_FILES, _WEIGHT_FILES, _load_image_processor, _quiet_progress, _size_bounds,
+                       smart_resize, step_loader)
 from .gui_prompt import SAMPLE_TEMPERATURE, VOTE_GRID, ChatGuiPolicy, fit_image
 
 _JOINER = "\u2060"          # word joiner: breaks a special token's literal match, reads the same
@@ -226,14 +227,7 @@ def _load(src: str, device: torch.device, dtype) -> dict:
             raise ModelLoadError(f"hf:{src}: {str(p)!r} lacks " + ", ".join(missing))
         src = str(p)
 
-    def load(what, fn):
-        try:
-            with _quiet_progress():
-                return fn()
-        except Exception as e:  # noqa: BLE001 - re-raised with the path named
-            offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
-            hint = " (HF_HUB_OFFLINE is set: pass a local folder)" if offline and not local else ""
-            raise ModelLoadError(f"hf:{src}: cannot load the {what}{hint}: {type(e).__name__}: {e}") from e
+    load = step_loader(ModelLoadError, local, lambda what, hint: f"hf:{src}: cannot load the {what}{hint}")
 
     config = load("config", lambda: AutoConfig.from_pretrained(src))
     cls = load("model class", lambda: _model_class(config))
