@@ -62,12 +62,13 @@ def replay_gui(source, *, episode: int = 0, device=None, device_uri: str | None 
 
     With a recording and ``stop_on_divergence`` (0..1, see `screen_divergence`), each action runs
     only while the live screen still looks like the recorded one before it. Risky actions pass the
-    safety ``gate`` as in any run. ``recorder`` (a GuiRecorder), or a directory ``record_to``,
+    safety ``gate`` as in any run (a SafetyGate, or ``gate(device) -> SafetyGate``; default: the
+    device's default gate). ``recorder`` (a GuiRecorder), or a directory ``record_to``,
     records the replay as a new episode.
     """
     from policies import GuiReplayPolicy
 
-    from .safety import SafetyGate
+    from .safety import SafetyGate, default_gate
     from .gui_record import is_gui_recording, list_gui_episodes, load_actions, load_screen, read_gui_episode
     from devices import GuiAction
     source = Path(source)
@@ -89,13 +90,16 @@ def replay_gui(source, *, episode: int = 0, device=None, device_uri: str | None 
     else:
         actions = load_actions(source)
         recorded = {"recorded_steps": len(actions), "recorded_success": None}
-    gate = gate if gate is not None else SafetyGate()
     own = device is None
     if own:
         if not uri:
             raise ValueError(f"{source} does not name its device; pass --device")
         device = make_device(uri)
     try:
+        if gate is None:
+            gate = default_gate(device)
+        elif not isinstance(gate, SafetyGate):
+            gate = gate(device)             # a factory that knows the device (sandbox or not)
         if recorder is None and record_to is not None:
             from .gui_record import GuiRecorder
             recorder = GuiRecorder(record_to, device.embodiment)

@@ -238,3 +238,16 @@ def test_a_sandbox_device_allows_risky_actions_and_still_records_the_decision(tm
     assert r.error is None and dev.log == [("click", (100, 750), None, None)]
     step = read_gui_episode(list_gui_episodes(tmp_path / "rec")[0])["steps"][0]
     assert step["safety"]["risk"] == "send" and step["safety"]["by"] == "allow-list"
+
+
+def test_replay_gets_the_devices_default_gate(tmp_path):
+    class Sandbox(FakeScreen):
+        capabilities = FakeScreen.capabilities | {"sandbox"}
+    f = tmp_path / "send.json"
+    f.write_text(json.dumps([{"type": "click", "element": 1}]))
+    out = replay_gui(f, device=Sandbox())                                # a simulator: allowed, recorded
+    assert out["completed"] and out["safety"][0]["by"] == "allow-list"
+    out = replay_gui(f, device=FakeScreen())                             # a real screen: refused
+    assert not out["completed"] and "RiskRefused" in out["error"] and out["safety"][0]["by"] == "default-no"
+    out = replay_gui(f, device=FakeScreen(), gate=lambda dev: SafetyGate(allow=["send"]))
+    assert out["completed"]
