@@ -130,10 +130,12 @@ class MemoryConfig:
     fail_delete_min. Per source episode, the elite weight its entries carried in steered decisions
     is summed over the target episodes that succeeded (w_succ) and failed (w_fail); all its entries
     are deleted once it steered >= episode_fail_min failed episodes and w_fail / (w_succ + w_fail)
-    > episode_fail_ratio. Probe (blocked-left, 100 episodes, 10 falsely labelled): sources that
-    really succeeded had a weighted failure share of 0.12 on average (99th percentile 0.36); false
-    successes that never passed a gap had 0.99-1.0; false successes that passed the right gap but
-    stopped short of the goal (near-misses whose chunks are as good as a success's) had 0.0-0.14."""
+    > episode_fail_ratio. `benchmarks/credit_probe.py` (blocked-left, 100 episodes, 10 falsely
+    labelled): false successes that never passed a gap carry 0.995-1.0 of their weight in failures;
+    real successes 0.19 on average (but up to 1.0 for a few: those get deleted too); near-misses
+    that passed the right gap but stopped short of the goal 0.08-0.95. BENCHMARKS.md ("Failure
+    credit under false success labels") has what the rule buys and costs: under 10% false labels
+    it removes 19% of the poisoned entries, and success is no better than without any credit."""
     episode_fail_min: int = 2
     episode_fail_ratio: float = 0.5
 
