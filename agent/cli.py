@@ -71,14 +71,12 @@ def _writer(out: Optional[Path], device):
     if out is None:
         return None
     from .gui_record import GuiRecorder
-    from .recording import DatasetWriter, RecordingError
+    from .recording import DatasetWriter
     try:
         if device.embodiment.is_gui:    # screenshots at native size + JSON actions, not video
             return GuiRecorder(out, device.embodiment)
         return DatasetWriter(out, device.embodiment)
-    except RecordingError as e:
-        _fail(f"cannot record to {out}: {e}")
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError) as e:      # RecordingError is a ValueError
         _fail(f"cannot record to {out}: {e}")
 
 

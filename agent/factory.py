@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 import policies
-from devices import GuiAction, open_device
+from devices import open_device
 from policies import RandomPolicy, ReplayPolicy
 
 BUNDLED = {"embodia-tiny": Path(policies.__file__).resolve().parent / "checkpoints" / "embodia-tiny"}
@@ -67,9 +67,8 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
         if is_gui_recording(path):
             from policies import GuiReplayPolicy
 
-            from .gui_record import list_gui_episodes, read_gui_episode
-            rec = read_gui_episode(list_gui_episodes(path)[int(ep or 0)])
-            return GuiReplayPolicy([GuiAction.from_dict(s["action"]) for s in rec["steps"] if s.get("executed", True)])
+            from .gui_record import executed_steps, list_gui_episodes, read_gui_episode
+            return GuiReplayPolicy(executed_steps(read_gui_episode(list_gui_episodes(path)[int(ep or 0)]))[1])
         episode = LocalDataset(path).episode(int(ep or 0))
         return ReplayPolicy(episode["action"], chunk=device.embodiment.exec_horizon)
     if spec in BUNDLED and not BUNDLED[spec].is_dir():

@@ -203,6 +203,12 @@ def read_gui_episode(path, *, load_images: bool = False) -> dict:
     return {"header": header, "steps": steps, "end": end, "path": path}
 
 
+def executed_steps(episode: dict) -> tuple[list[dict], list[GuiAction]]:
+    """The steps of a read episode that ran (a refused action did not), and their GuiActions."""
+    steps = [s for s in episode["steps"] if s.get("executed", True)]
+    return steps, [GuiAction.from_dict(s["action"]) for s in steps]
+
+
 def load_screen(episode_path, image: dict | None) -> np.ndarray | None:
     if not image:
         return None

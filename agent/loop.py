@@ -20,7 +20,7 @@ import numpy as np
 
 from devices import DeviceLost, GuiAction, policy_info
 
-from .safety import RiskRefused
+from .safety import RiskRefused, default_gate
 
 
 @dataclass
@@ -79,7 +79,6 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
     gui = emb.is_gui
     step_record = getattr(policy, "step_record", None)   # what a model said at this decision (GUI records)
     if gui and gate is None:
-        from .safety import default_gate
         gate = default_gate(device)
     t_start = time.perf_counter()
     next_tick = t_start

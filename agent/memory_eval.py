@@ -41,11 +41,17 @@ class NoisyLabels:
     def __init__(self, policy, rate: float):
         self.policy, self.rate = policy, rate
         self.episodes = 0
-        self.false_positives = 0
-        self.poisoned_ids: list[int] = []
-        self.poisoned_stored = 0
         self.poisoned: list[dict] = []     # per false success: id, entries stored, what the device measured
         self._flipped = False
+
+    @property
+    def false_positives(self) -> int:
+        return len(self.poisoned)
+
+    @property
+    def poisoned_ids(self) -> list[int]:
+        """The ids the false successes were stored under."""
+        return [p["id"] for p in self.poisoned]
 
     def __getattr__(self, name):
         return getattr(self.policy, name)
@@ -63,11 +69,8 @@ class NoisyLabels:
         self.policy.end_episode(success or flipped)
         self._flipped = flipped
         if flipped:
-            self.false_positives += 1
-            self.poisoned_ids.append(self.policy.episodes)      # the id the episode was stored under
-            n = self._poisoned_in_memory([self.poisoned_ids[-1]])
-            self.poisoned_stored += n
-            self.poisoned.append({"id": self.poisoned_ids[-1], "stored": n})
+            ep = self.policy.episodes                           # the id the episode was stored under
+            self.poisoned.append({"id": ep, "stored": self._poisoned_in_memory([ep])})
 
     def annotate(self, info: dict) -> None:
         """Attach what the device measured about the episode just ended, if it was falsely labelled
@@ -81,7 +84,7 @@ class NoisyLabels:
         for p in self.poisoned:
             p["left"] = self._poisoned_in_memory([p["id"]])
         return {"false_positives": self.false_positives, "episodes": self.episodes,
-                "entries_stored": self.poisoned_stored,
+                "entries_stored": sum(p["stored"] for p in self.poisoned),
                 "entries_left": self._poisoned_in_memory(self.poisoned_ids),
                 "entries_left_that_steered": self._poisoned_in_memory(self.poisoned_ids, used_only=True),
                 "false_successes": self.poisoned}

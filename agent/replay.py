@@ -68,9 +68,9 @@ def replay_gui(source, *, episode: int = 0, device=None, device_uri: str | None 
     """
     from policies import GuiReplayPolicy
 
+    from .gui_record import (executed_steps, is_gui_recording, list_gui_episodes, load_actions, load_screen,
+                             read_gui_episode)
     from .safety import SafetyGate, default_gate
-    from .gui_record import is_gui_recording, list_gui_episodes, load_actions, load_screen, read_gui_episode
-    from devices import GuiAction
     source = Path(source)
     screens, task, seed, uri = None, instruction, None, device_uri
     if source.is_dir():
@@ -80,8 +80,7 @@ def replay_gui(source, *, episode: int = 0, device=None, device_uri: str | None 
         if not 0 <= episode < len(eps):
             raise ValueError(f"episode {episode} not in {source} ({len(eps)} episodes)")
         rec = read_gui_episode(eps[episode])
-        steps = [s for s in rec["steps"] if s.get("executed", True)]
-        actions = [GuiAction.from_dict(s["action"]) for s in steps]
+        steps, actions = executed_steps(rec)
         screens = [load_screen(rec["path"], s.get("image")) for s in steps]
         task = task or rec["header"].get("task")
         seed = rec["header"].get("seed")
@@ -115,4 +114,4 @@ def replay_gui(source, *, episode: int = 0, device=None, device_uri: str | None 
             "diverged_at": policy.diverged_at,
             "max_divergence": max(policy.divergence) if policy.divergence else None,
             "error": result.error, "episode_index": result.episode_index,
-            "safety": [d for d in getattr(gate, "decisions", [])]}
+            "safety": list(gate.decisions)}
