@@ -23,11 +23,12 @@ DeviceOpt = typer.Option(DEFAULT_DEVICE, "--device", "-d", help="device URI (see
 PolicyOpt = typer.Option(DEFAULT_POLICY, "--policy", "-p",
                          help="embodia-tiny | path/to/checkpoint | expert | random | replay:<dataset>[#episode] "
                               "| actions:<file.json> (GUI actions, in order) | openai:<model> (a VLM behind an "
-                              "OpenAI-compatible endpoint, see --base-url)")
+                              "OpenAI-compatible endpoint, see --base-url) | remote:ws://HOST:PORT (`embodia serve`)")
 BaseUrlOpt = typer.Option(None, "--base-url", help="openai:<model>: the endpoint's base URL, e.g. "
                           "http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL)")
 ApiKeyEnvOpt = typer.Option("OPENAI_API_KEY", "--api-key-env", help="openai:<model>: the environment variable "
-                            "holding the API key (unset: no key is sent, as a local vLLM wants)")
+                            "holding the API key (unset: no key is sent, as a local vLLM wants); "
+                            "remote:ws://...: default EMBODIA_API_KEY")
 CoordsOpt = typer.Option("norm1000", "--coords", help="openai:<model>: the coordinate convention of the model's "
                          "replies: norm1000 (GUI-Owl-1.5, UI-TARS v1), image_px (Qwen2.5-VL, UI-TARS-1.5), "
                          "screen_px, unit")
@@ -41,6 +42,16 @@ AllowOpt = typer.Option(None, "--allow", help="run risky GUI actions of this cla
 ShiftOpt = typer.Option(None, "--shift", help="named distribution shift of a sim task, e.g. blocked-left")
 SeedOpt = typer.Option(0, "--seed", help="episode i runs with seed SEED+i")
 SizeOpt = typer.Option(None, "--size", help="camera size WxH (default: the device's)")
+AsyncOpt = typer.Option(False, "--async", help="compute the next action chunk while the current one executes, "
+                        "paced to the control rate (continuous-control bodies)")
+SmoothOpt = typer.Option("none", "--smooth", help="with --async, the switch between chunks: none | inpaint (the "
+                         "new chunk continues the old one's unexecuted actions; VLA policies) | ensemble "
+                         "(blend overlapping chunks)")
+WorkersOpt = typer.Option(None, "--workers", min=1, help="fan episodes out over N Ray actors, each with its own "
+                          "device and policy (simulators only; pip install 'embodia[ray]'); same per-episode "
+                          "outcomes as one process at one torch thread")
+RayAddressOpt = typer.Option(None, "--ray-address", help="with --workers: join this Ray cluster (default: start "
+                             "a local one with N CPUs)")
 
 
 def _fail(msg: str, code: int = 2):
@@ -98,17 +109,25 @@ def _gate(allow: Optional[list[str]], device=None):
 
 
 def _episodes(device, policy, *, episodes, seed, writer, meta, label, max_steps=None, gate=None,
-              instruction=None):
+              instruction=None, async_exec=False, smooth="none"):
     """Run `episodes` episodes with a progress bar showing the running success rate."""
     from .evaluate import summarize
     from .loop import run_episode
+    if smooth != "none" and not async_exec:
+        _fail("--smooth applies with --async")
+    if async_exec:
+        from .async_loop import check_async
+        try:
+            check_async(device, policy, smooth)
+        except ValueError as e:
+            _fail(f"--async: {e}")
     results = []
     with _progress() as bar:
         task = bar.add_task(label, total=episodes, status="")
         for i in range(episodes):
             r = run_episode(device, policy, seed=seed + i, recorder=writer, episode_meta=meta,
                             instruction=instruction,
-                            max_steps=max_steps, gate=gate)
+                            max_steps=max_steps, gate=gate, async_exec=async_exec, smooth=smooth)
             results.append(r)
             ok = sum(bool(x.success) for x in results)
             verified = [x for x in results if x.success is not None]
@@ -120,6 +139,61 @@ def _episodes(device, policy, *, episodes, seed, writer, meta, label, max_steps=
                               + (" and saved" if writer else "") + "[/yellow]")
                 break
     return results, summarize
+
+
+@contextmanager
+def _fleet(dev, spec, workers: int, address: Optional[str], on_done, record: bool = False, **kw):
+    """A running `agent.fleet.Fleet` of copies of `dev`: finished units go to `on_done(unit, result)`
+    (None for a lost unit); deaths and lost units are printed as they happen."""
+    from .fleet import Fleet, FleetError, check_device
+
+    def on_unit(fleet, ev):
+        what = (f"unit {ev.unit.id} (" + (f"{ev.unit.arm} stream {ev.unit.stream}, " if ev.unit.arm else "")
+                + f"seeds {ev.unit.seeds[0]}..{ev.unit.seeds[-1]})")
+        if ev.kind == "done":
+            on_done(ev.unit, ev.result)
+        elif ev.kind == "died":
+            console.print(f"[yellow]worker {ev.worker} died running {what}; rerunning it on a fresh "
+                          f"worker:[/yellow] {ev.error}", soft_wrap=True)
+        else:
+            on_done(ev.unit, None)
+            console.print(f"[red]{what} lost: its worker died {fleet.retries + 1} times; these episodes did "
+                          f"not run:[/red] {ev.error}", soft_wrap=True)
+    try:
+        check_device(dev, record=record)
+        with Fleet(spec, workers, address, on_unit=on_unit, **kw) as fleet:
+            yield fleet
+    except FleetError as e:
+        from rich.markup import escape
+        _fail(escape(str(e)))     # (the message has "embodia[ray]" in it)
+
+
+def _fleet_episodes(dev, pol, spec, *, episodes, seed, writer, meta, label, workers, address, memory=None):
+    """`_episodes` over Ray workers: (results in seed order, the report's "fleet" section)."""
+    from .fleet import memory_load_args
+    kw = {}
+    if memory:
+        _with_memory(pol, memory, spec.device)      # the file fits this policy, or a clear error now
+        kw = dict(memory=memory, memory_load=memory_load_args(pol))
+    wins: list[bool] = []
+    with _progress() as bar:
+        task = bar.add_task(f"{label} ({workers} workers)", total=episodes, status="starting workers")
+
+        def on_done(unit, rows):
+            wins.extend(bool(r["success"]) for r in rows or ())
+            bar.update(task, advance=len(unit.seeds), status=f"success {sum(wins)}/{len(wins)}")
+        with _fleet(dev, spec, workers, address, on_done, record=writer is not None, **kw) as fleet:
+            bar.update(task, status="")
+            results = fleet.episodes(episodes=episodes, seed=seed, record=writer, meta=meta)
+    return results, fleet.report()
+
+
+def _lost_exit(rep: dict) -> None:
+    """Exit 1 when a fleet lost units (the report lists them under fleet.lost)."""
+    lost = (rep.get("fleet") or {}).get("lost")
+    if lost:
+        console.print(f"[red]{sum(len(u['seeds']) for u in lost)} episodes did not run (fleet.lost)[/red]")
+        raise typer.Exit(1)
 
 
 def _meta(device, shift, size, policy) -> dict:
@@ -143,7 +217,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
                                              "it and add every verified success (saved at the end)"),
         allow: Optional[list[str]] = AllowOpt, base_url: Optional[str] = BaseUrlOpt,
         api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt, samples: int = SamplesOpt,
-        select: str = SelectOpt,
+        select: str = SelectOpt, async_exec: bool = AsyncOpt, smooth: str = SmoothOpt,
         instruction: Optional[str] = typer.Option(None, "--instruction", "-i", help="the task in words "
                                                   "(default: the device's own, for simulated tasks)")):
     """Run a policy on a device, recording every episode (LeRobotDataset v3 layout; GUI devices:
@@ -157,6 +231,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         try:
             results, _ = _episodes(dev, steered or pol, episodes=episodes, seed=seed, writer=writer, meta=meta,
                                    label="run", max_steps=max_steps, instruction=instruction,
+                                   async_exec=async_exec, smooth=smooth,
                                    gate=_gate(allow, dev) if dev.embodiment.is_gui else None)
         finally:
             if steered is not None:
@@ -165,6 +240,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         outcome = {True: "[green]success[/green]", False: "[red]failure[/red]", None: "done"}[r.success]
         console.print(f"seed {r.seed}: {outcome} in {r.steps} steps; {r.instruction!r}; "
                       f"policy {r.timing['policy_s'] * 1e3:.0f} ms, device {r.timing['device_s'] * 1e3:.0f} ms"
+                      + _async_note(r.timing.get("async"))
                       + (f"; recorded as episode {r.episode_index} in {out}" if writer else ""))
     if any(r.error for r in results):
         raise typer.Exit(1)
@@ -176,17 +252,27 @@ def record(out: Path = typer.Option(..., "--out", "-o", help="dataset directory 
            episodes: int = typer.Option(20, "--episodes", "-n", min=1), seed: int = SeedOpt,
            only_success: bool = typer.Option(False, "--only-success",
                                              help="keep recording until EPISODES successes"),
-           size: Optional[str] = SizeOpt):
+           size: Optional[str] = SizeOpt, workers: Optional[int] = WorkersOpt,
+           ray_address: Optional[str] = RayAddressOpt):
     """Record episodes into a LeRobotDataset v3 directory."""
+    from .evaluate import summarize
+    fleet = None
     with _session(device, policy, shift, size) as (dev, pol):
         writer = _writer(out, dev)
         meta = _meta(device, shift, size, policy)
-        results, summarize = _episodes(dev, pol, episodes=episodes, seed=seed, writer=writer,
-                                       meta=meta, label="record")
+        if workers:
+            from .fleet import WorkerSpec
+            results, fleet = _fleet_episodes(dev, pol, WorkerSpec(device, policy, shift, size), episodes=episodes,
+                                             seed=seed, writer=writer, meta=meta, label="record",
+                                             workers=workers, address=ray_address)
+        else:
+            results, _ = _episodes(dev, pol, episodes=episodes, seed=seed, writer=writer,
+                                   meta=meta, label="record")
         writer.close()
     rep = summarize(results)
     rate = f"{rep['success_rate']:.2f}" if rep["success_rate"] is not None else "n/a"
     console.print(f"recorded {len(results)} episodes ({rep['successes']} successful, rate {rate}) to {out}")
+    _lost_exit({"fleet": fleet})
 
 
 @app.command("eval")
@@ -205,32 +291,75 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
                                    "run in parallel, one torch thread each; same results as one process)"),
           size: Optional[str] = SizeOpt, base_url: Optional[str] = BaseUrlOpt,
           api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt, samples: int = SamplesOpt,
-          select: str = SelectOpt):
+          select: str = SelectOpt, workers: Optional[int] = WorkersOpt, ray_address: Optional[str] = RayAddressOpt,
+          async_exec: bool = AsyncOpt, smooth: str = SmoothOpt):
     """Evaluate a policy: success rate with a 95% Wilson interval, splits, timing; JSON report."""
     from .evaluate import write_json
+    if async_exec and (memory == "online" or workers):
+        _fail("--async runs the episodes in this process: it does not combine with --memory online or --workers")
+    if workers and jobs > 1:
+        _fail("--jobs and --workers both fan out; use one (--workers: Ray actors, --jobs: local processes)")
     with _session(device, policy, shift, size, base_url=base_url, api_key_env=api_key_env,
                   coords=coords, samples=samples, select=select) as (dev, pol):
         if memory == "online":
             rep = _eval_memory_streams(dev, pol, device, episodes=episodes, seed=seed, streams=streams,
                                        ablations=[a for a in ablations.split(",") if a], plot=plot,
-                                       jobs=jobs, spec=dict(policy=policy, shift=shift, size=size))
+                                       jobs=jobs, spec=dict(policy=policy, shift=shift, size=size),
+                                       workers=workers, ray_address=ray_address)
             rep.update(device=device, policy=policy, shift=shift)
+        elif workers:
+            from .fleet import WorkerSpec, fleet_summary
+            results, fleet = _fleet_episodes(dev, pol, WorkerSpec(device, policy, shift, size), episodes=episodes,
+                                             seed=seed, writer=_writer(record, dev), label="eval",
+                                             meta=_meta(device, shift, size, policy), workers=workers,
+                                             address=ray_address, memory=None if memory == "off" else memory)
+            rep = fleet_summary(results, fleet, seed=seed, device=device, policy=policy, shift=shift,
+                                embodiment=dev.embodiment.name)
+            _print_report(rep)
         else:
             writer = _writer(record, dev)
             steered = _with_memory(pol, memory, device) if memory != "off" else None
             meta = _meta(device, shift, size, policy)
             try:
                 results, summarize = _episodes(dev, steered or pol, episodes=episodes, seed=seed,
-                                               writer=writer, meta=meta, label="eval")
+                                               writer=writer, meta=meta, label="eval",
+                                               async_exec=async_exec, smooth=smooth)
             finally:
                 if steered is not None:
                     steered.memory.save(memory)
             rep = summarize(results, device=device, policy=policy, shift=shift, seed=seed,
                             embodiment=dev.embodiment.name)
             _print_report(rep)
+            if async_exec:
+                rep["async"] = _async_report(results, smooth)
     if json_out:
         write_json(rep, json_out)
         console.print(f"report written to {json_out}")
+    _lost_exit(rep)
+
+
+def _async_note(a: Optional[dict]) -> str:
+    """One episode's asynchronous execution in words (empty for a synchronous one)."""
+    if not a:
+        return ""
+    rate = f"{a['achieved_hz']:.1f} of {a['target_hz']:.1f} Hz" if a["achieved_hz"] else "rate n/a"
+    delay = a["delay_steps"].get("mean")
+    return (f"; async ({a['smooth']}): {rate}, {a['stall_steps']} stalls"
+            + (f", delay {delay:.1f} steps" if delay is not None else ""))
+
+
+def _async_report(results, smooth: str) -> dict:
+    """Control rate, stalls and inference delays over the episodes of an --async eval."""
+    rows = [r.timing["async"] for r in results if "async" in r.timing]
+    fracs = [a["rate_frac"] for a in rows if a["rate_frac"]]
+    delays = [d for a in rows for d in a["delays"]]
+    rep = {"smooth": smooth, "rate_frac_mean": sum(fracs) / len(fracs) if fracs else None,
+           "stall_steps": sum(a["stall_steps"] for a in rows),
+           "delay_steps_mean": sum(delays) / len(delays) if delays else None}
+    console.print(f"async ({smooth}): {100 * (rep['rate_frac_mean'] or 0):.0f}% of the control rate held, "
+                  f"{rep['stall_steps']} stall steps"
+                  + (f", delay {rep['delay_steps_mean']:.1f} steps" if delays else ""))
+    return rep
 
 
 def _with_memory(pol, path: str, device_uri: str):
@@ -253,7 +382,8 @@ def _with_memory(pol, path: str, device_uri: str):
     return SteeredPolicy(pol, mem, namespace=device_namespace(device_uri, pol.embodiment))
 
 
-def _eval_memory_streams(dev, pol, device_uri, *, episodes, seed, streams, ablations, plot, jobs=1, spec=None):
+def _eval_memory_streams(dev, pol, device_uri, *, episodes, seed, streams, ablations, plot, jobs=1, spec=None,
+                         workers=None, ray_address=None):
     from .memory_eval import (ARMS, arm_factory, build_report, device_namespace, evaluate_memory,
                               learning_curve_png, run_streams_parallel)
     unknown = [a for a in ablations if a not in ARMS or ARMS[a] is None]
@@ -270,10 +400,21 @@ def _eval_memory_streams(dev, pol, device_uri, *, episodes, seed, streams, ablat
         def tick(arm, s, i, r):
             wins.setdefault(arm, []).append(bool(r.success))
             bar.update(task, advance=1, status=f"{arm}: {sum(wins[arm])}/{len(wins[arm])}")
-        if jobs > 1:
-            def done(arm, s, res, cached):
-                wins.setdefault(arm, []).extend(res["outcomes"])
-                bar.update(task, advance=len(res["outcomes"]), status=f"{arm}: {sum(wins[arm])}/{len(wins[arm])}")
+
+        def done(arm, s, res, cached):
+            wins.setdefault(arm, []).extend(res["outcomes"])
+            bar.update(task, advance=len(res["outcomes"]), status=f"{arm}: {sum(wins[arm])}/{len(wins[arm])}")
+        if workers:
+            from .fleet import WorkerSpec, complete_streams
+            spec = WorkerSpec(device_uri, spec["policy"], spec["shift"], spec["size"])
+            with _fleet(dev, spec, workers, ray_address,
+                        lambda u, res: res and done(u.arm, u.stream, res, False)) as fleet:
+                runs = fleet.streams(arms=arms, streams=streams, episodes=episodes, seed=seed)
+            runs, kept = complete_streams(runs, arms, streams)     # streams every arm finished
+            rep = (build_report(runs, arms=arms, streams=len(kept), episodes=episodes, seed=seed) if kept
+                   else {"streams": 0, "episodes_per_stream": episodes, "seed": seed, "arms": {}, "comparisons": {}})
+            rep.update(streams_kept=kept, fleet=fleet.report())
+        elif jobs > 1:
             runs = run_streams_parallel(device_uri, spec["policy"], arms=arms, streams=streams, episodes=episodes,
                                         seed=seed, shift=spec["shift"], size=spec["size"], jobs=jobs, on_stream=done)
             rep = build_report(runs, arms=arms, streams=streams, episodes=episodes, seed=seed)
@@ -484,6 +625,62 @@ def memory_prune(path: Path = typer.Argument(..., help="memory directory"),
         n = mem.prune(namespace, max_fail_ratio=max_fail_ratio, min_fail=min_fail)
         console.print(f"deleted {n} entries that steered failures")
     mem.save(path)
+
+
+@app.command()
+def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "--device", "-d", help="device URI "
+                                                             "naming the body served (opened for its embodiment)"),
+          port: int = typer.Option(8000, "--port"),
+          host: str = typer.Option("127.0.0.1", "--host", help="0.0.0.0 serves other machines (set a key)"),
+          api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="require the key in this "
+                                                    "environment variable (default: $EMBODIA_API_KEY if set)"),
+          memory: Optional[str] = typer.Option(None, "--memory", help="success memory directory: steer with it "
+                                               "and add every reported success (saved at once and at exit)"),
+          max_message_mb: float = typer.Option(16.0, "--max-message-mb", help="larger messages close the "
+                                               "connection"),
+          threads: int = typer.Option(2, "--threads", min=1, help="torch CPU threads (calls run one at a time)"),
+          size: Optional[str] = SizeOpt):
+    """Serve a robot policy over websocket + msgpack (openpi's protocol; `openpi-client` works as is)."""
+    import asyncio
+    import logging
+    import os
+    import signal
+
+    from rich.logging import RichHandler
+
+    from policies.ws_policy import DEFAULT_KEY_ENV
+
+    from .serve import PolicyServer
+    key = os.environ.get(api_key_env or DEFAULT_KEY_ENV)
+    if api_key_env and not key:
+        _fail(f"--api-key-env {api_key_env}: ${api_key_env} is not set")
+    log = logging.getLogger("embodia")     # connections and refusals; websockets' own chatter stays off
+    if not log.handlers:
+        log.addHandler(RichHandler(console=console, show_path=False))
+    log.setLevel(logging.INFO)
+    with _session(device, policy, None, size, threads=threads) as (dev, pol):
+        steered = _with_memory(pol, memory, device) if memory else None
+        try:
+            server = PolicyServer(pol, dev.embodiment, spec=policy, api_key=key, memory_path=memory,
+                                  memory=steered.memory if steered else None,
+                                  namespace=steered.namespace if steered else None,
+                                  max_message_bytes=int(max_message_mb * 2 ** 20))
+        except ValueError as e:
+            _fail(str(e))
+
+        def ready(s):
+            # a service manager's stop (SIGTERM) stops as cleanly as Ctrl-C
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, s.stop)
+            console.print(f"serving {policy} for {dev.embodiment.name} on ws://{host}:{s.port} "
+                          f"(health: http://{host}:{s.port}/healthz; "
+                          + ("API key required" if key else "no API key") + "); Ctrl-C stops", soft_wrap=True)
+        try:
+            asyncio.run(server.serve(host, port, on_ready=ready))
+        except OSError as e:
+            _fail(f"cannot serve on {host}:{port}: {e}")
+        except KeyboardInterrupt:
+            pass
+    console.print("stopped" + (f"; memory saved to {memory}" if memory else ""), soft_wrap=True)
 
 
 @app.command()

@@ -19,6 +19,7 @@ POLICY_SPECS = {
     "actions:<file.json>": "GUI actions from a JSON list, in order",
     "openai:<model>": "a VLM behind an OpenAI-compatible chat endpoint (--base-url or $OPENAI_BASE_URL; GUI devices)",
     "hf:<path>": "a transformers VLM folder (save_pretrained) run in this process (GUI devices; --coords)",
+    "remote:ws://<host>:<port>": "a robot policy behind `embodia serve` (key: --api-key-env, default $EMBODIA_API_KEY)",
 }
 
 
@@ -29,9 +30,9 @@ class PolicyError(ValueError):
 def make_policy(spec: str, device, *, threads: int | None = None, base_url: str | None = None,
                 api_key_env: str = "OPENAI_API_KEY", coords: str | None = None, samples: int = 1,
                 select: str = "vote"):
-    """``base_url`` and ``api_key_env`` apply to ``openai:<model>`` only; ``coords`` (the reply's
-    coordinate convention), ``samples`` and ``select`` (test-time scaling: candidates per decision
-    and how one is picked, see `policies.gui_prompt`) to ``openai:<model>`` and ``hf:<path>``."""
+    """``base_url`` applies to ``openai:<model>`` only, ``api_key_env`` to it and ``remote:``; ``coords``
+    (the reply's coordinate convention), ``samples`` and ``select`` (test-time scaling: candidates per
+    decision and how one is picked, see `policies.gui_prompt`) to ``openai:<model>`` and ``hf:<path>``."""
     tts = {"samples": samples, "select": select}
     if samples != 1 and not spec.startswith(("openai:", "hf:")):
         raise PolicyError(f"--samples applies to openai:<model> and hf:<path> policies, not {spec!r}")
@@ -48,6 +49,14 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
         from policies.local_vlm import LocalVLMPolicy
         return LocalVLMPolicy(spec[len("hf:"):], embodiment=device.embodiment, coords=coords or "norm1000",
                               threads=threads, supported=getattr(device, "supported", None), **tts)
+    if spec.startswith("remote:"):
+        from policies.ws_policy import DEFAULT_KEY_ENV, WebsocketPolicy
+        if device.embodiment.is_gui:
+            raise PolicyError(f"{spec}: remote policies drive robots for now, not GUI bodies like "
+                              f"{device.embodiment.name!r}")
+        # The CLI's default names the OpenAI key: never send that one to a policy server.
+        key_env = DEFAULT_KEY_ENV if api_key_env in (None, "OPENAI_API_KEY") else api_key_env
+        return WebsocketPolicy(spec[len("remote:"):], api_key_env=key_env).bind(device.embodiment)
     if spec == "expert":
         if "expert" not in getattr(device, "capabilities", ()):
             raise PolicyError(f"device {device.embodiment.name!r} has no scripted expert; "

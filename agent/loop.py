@@ -50,9 +50,14 @@ def _summary(ms: list[float]) -> dict:
 def run_episode(device, policy, *, seed: int | None = None, instruction: str | None = None,
                 max_steps: int | None = None, exec_horizon: int | None = None, recorder=None,
                 episode_meta: dict | None = None, pace: bool | None = None,
-                on_step: Callable | None = None, gate=None) -> EpisodeResult:
+                on_step: Callable | None = None, gate=None, async_exec: bool = False,
+                smooth: str = "none", hz: float | None = None) -> EpisodeResult:
     """Run one episode; record it if `recorder` (a DatasetWriter, or a GuiRecorder for GUI
     devices) is given.
+
+    `async_exec` computes the next chunk while the current one executes (paced by default; see
+    `agent.async_loop`, and `smooth` there for the chunk boundaries). `hz` overrides the
+    embodiment's control rate for pacing (benchmarks).
 
     `on_step(t, obs, action, next_obs)` is called after every executed step; returning True stops
     the episode (replay uses it to stop on divergence). A policy returning None (or an empty chunk)
@@ -60,12 +65,19 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
     always No, except on a "sandbox" device such as gui-sim): a refused action is recorded, not
     executed, and ends the episode. A `terminate` action ends it too.
     """
+    if async_exec:
+        from .async_loop import run_async
+        return run_async(device, policy, seed=seed, instruction=instruction, max_steps=max_steps,
+                         exec_horizon=exec_horizon, recorder=recorder, episode_meta=episode_meta,
+                         pace=True if pace is None else pace, on_step=on_step, smooth=smooth, hz=hz)
+    if smooth != "none":
+        raise ValueError(f"smooth={smooth!r} applies to asynchronous execution (async_exec=True)")
     emb = device.embodiment
     caps = device.capabilities
     h_exec = exec_horizon or emb.exec_horizon
     max_steps = max_steps or getattr(device, "max_steps", None) or 1000
     pace = ("realtime" in caps) if pace is None else pace
-    period = 1.0 / emb.hz
+    period = 1.0 / (hz or emb.hz)
 
     obs = device.reset(seed)
     policy.reset(seed)
@@ -134,8 +146,7 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
                 if stop or success:
                     break
                 if pace:
-                    next_tick = max(next_tick + period, step_end - period)
-                    time.sleep(max(0.0, next_tick - time.perf_counter()))
+                    next_tick = wait_tick(next_tick, period, step_end)
             if stop:
                 break
     except KeyboardInterrupt:
@@ -146,20 +157,46 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
         error = f"{type(e).__name__}: {e}"
         unexpected = e
 
-    total_s = time.perf_counter() - t_start
+    timing = step_timing(time.perf_counter() - t_start, policy_ms, device_ms, record_ms, step_ms)
+    result = close_episode(device, policy, seed=seed, instruction=instruction, steps=steps, success=success,
+                           interrupted=interrupted, error=error, timing=timing, obs=obs, recorder=recorder,
+                           ep=ep, step_record=step_record)
+    if unexpected is not None:
+        raise unexpected
+    return result
+
+
+def wait_tick(next_tick: float, period: float, step_end: float) -> float:
+    """Sleep until the next control tick and return it; a step that ran late by more than a period
+    resets the schedule instead of making the following steps hurry to catch up."""
+    next_tick = max(next_tick + period, step_end - period)
+    time.sleep(max(0.0, next_tick - time.perf_counter()))
+    return next_tick
+
+
+def step_timing(total_s: float, policy_ms, device_ms, record_ms, step_ms) -> dict:
+    """The episode's timing from per-step milliseconds (step_ms: a step's busy time, no pacing)."""
+    pol_s, dev_s, rec_s = sum(policy_ms) / 1e3, sum(device_ms) / 1e3, sum(record_ms) / 1e3
+    busy = sum(step_ms) / 1e3
+    return {"total_s": total_s, "policy_s": pol_s, "device_s": dev_s, "record_s": rec_s,
+            "overhead_s": max(0.0, busy - pol_s - dev_s),
+            "overhead_frac": max(0.0, busy - pol_s - dev_s) / busy if busy else 0.0,
+            "policy_ms": _summary([m for m in policy_ms if m > 0]), "device_ms": _summary(device_ms),
+            "step_ms": _summary(step_ms)}
+
+
+def close_episode(device, policy, *, seed, instruction, steps, success, interrupted, error, timing, obs,
+                  recorder, ep, step_record=None) -> EpisodeResult:
+    """The verified outcome, the device's and the policy's facts, the policy's end-of-episode hook,
+    and the recorder's end of the episode: what every way of running an episode ends with."""
+    can_verify = "success" in device.capabilities
+    gui = device.embodiment.is_gui
     if can_verify and error is None:
         success = bool(device.success())
     info = dict(getattr(device, "info", dict)()) if error is None else {}
     pinfo = policy_info(policy)
     if pinfo:
         info["policy"] = pinfo
-    pol_s, dev_s, rec_s = sum(policy_ms) / 1e3, sum(device_ms) / 1e3, sum(record_ms) / 1e3
-    busy = sum(step_ms) / 1e3
-    timing = {"total_s": total_s, "policy_s": pol_s, "device_s": dev_s, "record_s": rec_s,
-              "overhead_s": max(0.0, busy - pol_s - dev_s),
-              "overhead_frac": max(0.0, busy - pol_s - dev_s) / busy if busy else 0.0,
-              "policy_ms": _summary([m for m in policy_ms if m > 0]), "device_ms": _summary(device_ms),
-              "step_ms": _summary(step_ms)}
     end = getattr(policy, "end_episode", None)
     if end is not None and can_verify and error is None and not interrupted:
         end(bool(success))      # the verified outcome: a success memory stores it or credits a failure
@@ -177,6 +214,4 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
         else:
             result.episode_index = recorder.end_episode(
                 ep, success=bool(result.success), final_state=final_state, info=end_info)
-    if unexpected is not None:
-        raise unexpected
     return result

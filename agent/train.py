@@ -225,6 +225,14 @@ def _load_train_state(dirpath: Path, model, ema: dict, opt, gen: torch.Generator
 
 
 # -- the run ----------------------------------------------------------------------------------------
+def warmup_cosine(step: int, lr: float, warmup: int, total: int) -> float:
+    """The learning rate at ``step``: linear warm-up over ``warmup`` steps, then cosine decay to 0
+    at ``total``."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    return lr * 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / max(1, total - warmup))))
+
+
 def build_model(cfg: TrainConfig, datasets: list[LocalDataset]) -> VLAModel:
     """A fresh model whose tokenizer is trained on the datasets' prompts and instructions."""
     corpus = []
@@ -266,9 +274,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=
         log(f"resumed from {state_dir} at step {step}")
 
     def lr_at(s):
-        if s < cfg.warmup:
-            return cfg.lr * (s + 1) / cfg.warmup
-        return cfg.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, (s - cfg.warmup) / max(1, cfg.steps - cfg.warmup))))
+        return warmup_cosine(s, cfg.lr, cfg.warmup, cfg.steps)
 
     def checkpoint(s):
         live = {n: p.detach().clone() for n, p in model.named_parameters()}

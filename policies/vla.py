@@ -130,8 +130,18 @@ class VLAPolicy:
         self._t = 0
 
     @torch.inference_mode()
-    def predict_chunk(self, obs: Observation, instruction: str, *, x0=None, tau0: float = 0.0) -> np.ndarray:
-        """One decision: float32[H, D] in the embodiment's units."""
+    def predict_chunk(self, obs: Observation, instruction: str, *, x0=None, tau0: float = 0.0,
+                      prefix=None, prefix_weights=None) -> np.ndarray:
+        """One decision: float32[H, D] in the embodiment's units.
+
+        ``prefix`` (float[P, D], body units, P <= H) makes the chunk continue actions already
+        committed to (asynchronous execution: the previous chunk's not-yet-executed actions). It is
+        inpainted during sampling, real-time chunking's hard-prefix variant: after every Euler step
+        the first P positions are set to ``(1 - tau) * eps + tau * prefix`` (normalized), blended
+        with the model's own update by ``prefix_weights`` (float[P] in [0, 1], default all 1), so
+        with weight 1 the chunk starts with the prefix itself. Without a prefix the output is the
+        plain sampler's.
+        """
         emb = self.embodiment
         if emb is None:
             raise CheckpointError("call bind(embodiment) before act()")
@@ -142,12 +152,48 @@ class VLAPolicy:
         ctx, ctx_mask = self.model.context(**batch)
         t1 = time.perf_counter()
         state, smask, amask, eid = self.inputs(emb, obs.state)
+        guidance = None
+        if prefix is not None:
+            if x0 is not None or tau0 != 0.0:
+                raise ValueError("prefix inpainting starts from noise: it cannot be combined with x0/tau0")
+            x0 = torch.randn(amask.shape, generator=self.generator) * amask   # the draw sample() would make
+            guidance = self._inpaint(x0, prefix, prefix_weights)
         x = sample(self.model.head, ctx, state, smask, eid, amask, steps=self.steps, x0=x0, tau0=tau0,
-                   generator=self.generator, ctx_mask=ctx_mask)
+                   generator=self.generator, ctx_mask=ctx_mask, guidance=guidance)
         t2 = time.perf_counter()
         chunk = self.norms[emb.name]["action"].unnormalize(x[0, :, :emb.action_dim].numpy())
         self.last_timing = {"backbone_ms": (t1 - t0) * 1e3, "sample_ms": (t2 - t1) * 1e3}
         return np.asarray(chunk, dtype=np.float32)
+
+    def _inpaint(self, eps: torch.Tensor, prefix, weights):
+        """The sampler's guidance hook that pins the chunk's first positions to ``prefix``: it
+        rewrites the velocity so that the Euler step lands on ``(1 - w) * (x + dt * v) + w * target``,
+        with target the prefix noised to the step's end time along the path that starts at ``eps``."""
+        emb, h = self.embodiment, self.cfg.horizon
+        prefix = np.asarray(prefix, dtype=np.float32)
+        if prefix.ndim != 2 or prefix.shape[1] != emb.action_dim or not 0 < len(prefix) <= h:
+            raise ValueError(f"prefix must be float[P, {emb.action_dim}] with 1 <= P <= {h}, "
+                             f"got shape {prefix.shape}")
+        if not np.all(np.isfinite(prefix)):
+            raise ValueError("prefix has non-finite actions")
+        p = len(prefix)
+        w = np.ones(p, np.float32) if weights is None else np.asarray(weights, dtype=np.float32)
+        if w.shape != (p,) or not np.all((w >= 0) & (w <= 1)):
+            raise ValueError(f"prefix_weights must be {p} values in [0, 1], got {w.tolist()}")
+        target = torch.zeros_like(eps)
+        target[0, :p, :emb.action_dim] = torch.from_numpy(
+            np.asarray(self.norms[emb.name]["action"].normalize(prefix), np.float32))
+        weight = torch.zeros(1, h, 1)
+        weight[0, :p, 0] = torch.from_numpy(w)
+        steps = self.steps
+
+        def pin(x: torch.Tensor, tau: float, v: torch.Tensor) -> torch.Tensor:
+            k = int(round(tau * steps))
+            dt = (k + 1) / steps - k / steps          # the very step sample() takes
+            end = (k + 1) / steps
+            goal = (1.0 - end) * eps + end * target
+            return v + weight * ((goal - x) / dt - v)
+        return pin
 
     def inputs(self, emb: Embodiment, state: np.ndarray):
         """Padded, normalized state and the masks/id for one embodiment (batch of 1)."""

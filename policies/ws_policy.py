@@ -1,0 +1,211 @@
+"""A robot policy served over a websocket (`embodia serve`, or any server speaking openpi's protocol),
+and the msgpack + numpy wire format both ends use.
+
+>>> pol = WebsocketPolicy("ws://gpu-box:8000").bind(device.embodiment)      # doctest: +SKIP
+>>> pol.reset(seed=0); chunk = pol.act(device.observe(), "push the puck onto the goal")  # doctest: +SKIP
+
+Wire format (openpi-client's msgpack_numpy, reimplemented): msgpack maps; a numpy array travels as
+the map ``{b"__ndarray__": True, b"data": raw bytes, b"dtype": dtype.str, b"shape": [...]}`` and a
+numpy scalar as ``{b"__npgeneric__": True, b"data": value, b"dtype": dtype.str}``. Only bool, int,
+uint and float dtypes are accepted (an object dtype rebuilt from bytes would be a pointer), and the
+byte count must match the shape. No pickle anywhere.
+
+The conversation: the server sends its metadata on connect; then each request is one observation
+map (see `agent.serve` for its keys) answered by ``{"actions": float32[H, D], "server_timing": ...}``,
+or a control map ``{"__ctrl__": "episode_end", "__success__": bool}`` answered by ``{"__ack__": ...}``.
+A refused request is answered by ``{"error": "..."}``. Every wait has a timeout: a server that goes
+away or stops answering raises `PolicyServerError` instead of hanging.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import msgpack
+import numpy as np
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+from websockets.sync.client import connect
+
+from devices import Embodiment, Observation
+
+DEFAULT_KEY_ENV = "EMBODIA_API_KEY"
+_KINDS = frozenset("biuf")      # bool, signed, unsigned, float
+
+
+class PolicyServerError(ValueError):
+    """The policy server cannot be used: unreachable, refused the key, closed, silent, or refused the
+    request (the message says which, and names the URL)."""
+
+
+# -- wire format ------------------------------------------------------------------------------------
+def _dtype(s) -> np.dtype:
+    try:
+        dt = np.dtype(s) if isinstance(s, str) else None
+    except TypeError:
+        dt = None
+    if dt is None or dt.kind not in _KINDS:
+        raise ValueError(f"array dtype {s!r} is not allowed (bool, int, uint and float only)")
+    return dt
+
+
+def _encode(obj):
+    if isinstance(obj, (np.ndarray, np.generic)) and obj.dtype.kind not in _KINDS:
+        raise TypeError(f"cannot send a {obj.dtype} array (bool, int, uint and float only)")
+    if isinstance(obj, np.ndarray):
+        return {b"__ndarray__": True, b"data": obj.tobytes(), b"dtype": obj.dtype.str, b"shape": list(obj.shape)}
+    if isinstance(obj, np.generic):
+        return {b"__npgeneric__": True, b"data": obj.item(), b"dtype": obj.dtype.str}
+    raise TypeError(f"cannot send a {type(obj).__name__}")
+
+
+def _decode(m: dict):
+    if b"__ndarray__" in m:
+        dt, shape, data = _dtype(m.get(b"dtype")), m.get(b"shape"), m.get(b"data")
+        if not isinstance(shape, (list, tuple)) or not all(type(n) is int and n >= 0 for n in shape):
+            raise ValueError(f"array shape {shape!r} is not a list of non-negative ints")
+        if not isinstance(data, bytes) or len(data) != dt.itemsize * math.prod(shape):
+            raise ValueError(f"array data holds {len(data) if isinstance(data, bytes) else type(data).__name__} "
+                             f"bytes, shape {list(shape)} of {dt} needs {dt.itemsize * math.prod(shape)}")
+        return np.frombuffer(data, dt).reshape(shape).copy()      # a copy: writable, owns its memory
+    if b"__npgeneric__" in m:
+        return _dtype(m.get(b"dtype")).type(m.get(b"data"))
+    return m
+
+
+def packb(obj) -> bytes:
+    """msgpack bytes of ``obj`` (maps, lists, str, numbers, numpy arrays and scalars)."""
+    return msgpack.packb(obj, default=_encode, use_bin_type=True)
+
+
+def unpackb(data: bytes):
+    """The object in one msgpack frame; ValueError naming the problem for anything malformed."""
+    try:
+        return msgpack.unpackb(data, object_hook=_decode, raw=False)
+    except (ValueError, TypeError, msgpack.UnpackException) as e:
+        raise ValueError(f"malformed message: {e}") from None
+
+
+# -- the client -------------------------------------------------------------------------------------
+class WebsocketPolicy:
+    """The policy behind ``url`` (``ws://host:port`` or ``wss://``), one connection per instance.
+
+    ``reset(seed)`` starts a server-side episode whose sampler is seeded with ``seed``, so a remote
+    run reproduces an in-process one. The executed steps the loop reports through ``observe`` are
+    sent with ``end_episode`` when the server keeps a success memory. The API key is read from
+    ``api_key_env`` (unset: none is sent) and sent as ``Authorization: Api-Key <key>``.
+    """
+
+    def __init__(self, url: str, *, embodiment: Embodiment | None = None, api_key_env: str | None = DEFAULT_KEY_ENV,
+                 timeout_s: float = 30.0, connect_timeout_s: float = 10.0):
+        if not url.startswith(("ws://", "wss://")):
+            raise ValueError(f"remote policy URL must start with ws:// or wss://, got {url!r}")
+        self.url, self.api_key_env = url, api_key_env
+        self.timeout_s, self.connect_timeout_s = timeout_s, connect_timeout_s
+        self.embodiment = embodiment
+        self._ws = None
+        self.metadata: dict = self._connect()
+        self.reset(None)
+
+    def bind(self, embodiment: Embodiment) -> "WebsocketPolicy":
+        """Drive ``embodiment``; the server must serve the same body."""
+        served = self.metadata.get("embodiment")
+        if served != embodiment.name:
+            self.close()
+            raise PolicyServerError(f"{self.url} serves embodiment {served!r}, not {embodiment.name!r}")
+        self.embodiment = embodiment
+        return self
+
+    # -- Policy protocol ----------------------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> None:
+        self._begin = {"reset": True} | ({} if seed is None else {"seed": int(seed)})   # sent with the next act
+        self._states: list[np.ndarray] = []
+        self._actions: list[np.ndarray] = []
+        self._timing: list[dict] = []
+        self._info: dict = {}
+
+    def act(self, obs: Observation, instruction: str) -> np.ndarray:
+        reply = self._call({**obs.features(), "prompt": instruction, **self._begin})
+        self._begin = {}
+        actions = reply.get("actions")
+        d = self.embodiment.action_dim if self.embodiment else None
+        if not isinstance(actions, np.ndarray) or actions.ndim != 2 or (d is not None and actions.shape[1] != d):
+            raise PolicyServerError(f"{self.url} answered actions "
+                                    f"{getattr(actions, 'shape', type(actions).__name__)}, expected [H, {d}]")
+        self._timing.append(reply.get("server_timing") or {})
+        self._info = reply.get("policy_info") or {}
+        return actions.astype(np.float32, copy=False)
+
+    def observe(self, obs: Observation, action) -> None:
+        self._states.append(np.asarray(obs.state))
+        self._actions.append(np.asarray(action, np.float32))
+
+    def end_episode(self, success: bool) -> None:
+        msg = {"__ctrl__": "episode_end", "__success__": bool(success)}
+        if self.metadata.get("memory") and self._actions:     # what ran, instead of the server's guess
+            msg |= {"observation.state": np.stack(self._states), "action": np.stack(self._actions)}
+        self._call(msg)
+
+    def info(self) -> dict:
+        out = dict(self._info)
+        for k in ("infer_ms", "queue_ms"):
+            ms = [t[k] for t in self._timing if isinstance(t.get(k), (int, float))]
+            if ms:
+                out[f"server_{k}"] = float(np.mean(ms))
+        return out
+
+    def close(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            ws.close()
+
+    # -- the connection -----------------------------------------------------------------------------
+    def _connect(self) -> dict:
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        try:
+            # entering connect() connects, in every websockets version (17 warns about a bare call)
+            self._ws = connect(self.url, open_timeout=self.connect_timeout_s, close_timeout=2, compression=None,
+                               max_size=2 ** 24,
+                               additional_headers={"Authorization": f"Api-Key {key}"} if key else None).__enter__()
+        except InvalidStatus as e:
+            code = e.response.status_code
+            hint = (f"; the key comes from ${self.api_key_env}, which is {'set' if key else 'unset'}"
+                    if code == 401 and self.api_key_env else "")
+            raise PolicyServerError(f"{self.url} refused the connection: HTTP {code}{hint}") from None
+        except (OSError, TimeoutError, WebSocketException) as e:
+            raise PolicyServerError(f"cannot reach the policy server {self.url} ({type(e).__name__}: {e}); "
+                                    f"is `embodia serve` running there?") from None
+        return self._recv()
+
+    def _call(self, msg: dict) -> dict:
+        if self._ws is None:        # dropped after an error: reconnect once, at the next request
+            self.metadata = self._connect()
+        try:
+            self._ws.send(packb(msg))
+        except (ConnectionClosed, OSError) as e:
+            self.close()
+            raise PolicyServerError(f"the policy server {self.url} went away ({e})") from None
+        reply = self._recv()
+        if "error" in reply:
+            raise PolicyServerError(f"{self.url} refused the request: {reply['error']}")
+        return reply
+
+    def _recv(self) -> dict:
+        try:
+            raw = self._ws.recv(timeout=self.timeout_s)
+        except TimeoutError:
+            self.close()
+            raise PolicyServerError(f"{self.url} sent no reply within {self.timeout_s:g} s; "
+                                    f"the connection was closed") from None
+        except (ConnectionClosed, OSError) as e:
+            self.close()
+            raise PolicyServerError(f"the policy server {self.url} went away ({e})") from None
+        if isinstance(raw, str):        # openpi's servers send a traceback as text, then close
+            self.close()
+            raise PolicyServerError(f"{self.url} failed: {raw.strip()[-2000:]}")
+        try:
+            reply = unpackb(raw)
+        except ValueError as e:
+            raise PolicyServerError(f"{self.url}: {e}") from None
+        if not isinstance(reply, dict):
+            raise PolicyServerError(f"{self.url} answered a {type(reply).__name__}, not a map")
+        return reply
