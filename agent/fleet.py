@@ -127,6 +127,7 @@ def ray_session(num_cpus: int, address: Optional[str] = None):
     import logging
     quiet = dict(log_to_driver=False, logging_level=logging.WARNING)
     if address:
+        _check_reachable(address)
         try:
             ray.init(address=address, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as e:
@@ -158,6 +159,18 @@ def ray_session(num_cpus: int, address: Optional[str] = None):
             else:
                 os.environ[k] = v
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail in seconds on a HOST:PORT nobody listens on (ray.init would retry for minutes)."""
+    import socket
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        return          # "auto" and the like: Ray resolves them
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise FleetError(f"cannot reach the Ray cluster at {address}: {e}") from None
 
 
 def one_thread() -> None:
