@@ -11,7 +11,8 @@ from policies import RandomPolicy, ReplayPolicy
 BUNDLED = {"embodia-tiny": Path(policies.__file__).resolve().parent / "checkpoints" / "embodia-tiny"}
 
 POLICY_SPECS = {
-    "embodia-tiny": "the bundled VLA (tiny Qwen2.5-VL backbone + DiT head), trained on sim demos",
+    "embodia-tiny": "the bundled VLA (tiny Qwen2.5-VL backbone + DiT head), trained on sim demos; on GUI "
+                    "devices its GUI head (pointer over UI-tree elements), trained on gui-sim demos",
     "<path/to/checkpoint>": "a VLA checkpoint directory written by `embodia train`",
     "expert": "the device's scripted expert (simulated tasks)",
     "random": "uniform random actions within the embodiment's limits",
@@ -85,8 +86,13 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
                           f"`python -m agent.tiny` (records demos, then trains; see README)")
     path = BUNDLED.get(spec) or Path(spec).expanduser()
     if path.is_dir() and device.embodiment.is_gui:
-        raise PolicyError(f"{spec} has no GUI head yet: on {device.embodiment.name!r} use "
-                          f"--policy actions:<file.json> or replay:<gui recording>[#episode]")
+        from policies.gui_head import GuiHeadError, GuiHeadPolicy
+        if "ui_tree" not in getattr(device, "capabilities", ()):
+            raise PolicyError(f"{spec}: its GUI head reads a UI tree, which {device.embodiment.name!r} does not give")
+        try:
+            return GuiHeadPolicy.from_pretrained(path, threads=threads).bind(device.embodiment)
+        except GuiHeadError as e:
+            raise PolicyError(str(e)) from None
     if path.is_dir():
         from policies.vla import VLAPolicy
         return VLAPolicy.from_pretrained(path, threads=threads).bind(device.embodiment)
