@@ -41,13 +41,14 @@ def serial(device: str, policy: str, episodes: int, threads: int | None) -> tupl
     dev = make_device(device)
     try:
         pol = make_policy(policy, dev, threads=threads)
+        used = torch.get_num_threads()
         t = time.perf_counter()
         rep = evaluate(dev, pol, episodes=episodes, seed=0)
         rate = episodes / (time.perf_counter() - t)
     finally:
         dev.close()
         torch.set_num_threads(before)
-    return rate, outcomes(rep["per_episode"])
+    return rate, outcomes(rep["per_episode"]), used
 
 
 def fleet(device: str, policy: str, episodes: int, workers: int) -> tuple[float, float, list, dict]:
@@ -75,11 +76,20 @@ def cpu_probe() -> float:
     128x128 matmuls): the ceiling for any fan-out over this machine's cores at this moment."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
-    os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    with ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as ex:
-        list(ex.map(_burn, [0.5, 0.5]))                     # both started and warm
-        one = ex.submit(_burn).result()
-        two = sum(ex.map(_burn, [3.0, 3.0]))
+    one_thread = dict(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    saved = {k: os.environ.get(k) for k in one_thread}
+    os.environ.update(one_thread)          # for the children only: this process keeps its defaults
+    try:
+        with ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as ex:
+            list(ex.map(_burn, [0.5, 0.5]))                 # both started and warm
+            one = ex.submit(_burn).result()
+            two = sum(ex.map(_burn, [3.0, 3.0]))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k)
+            else:
+                os.environ[k] = v
     return two / one
 
 
@@ -137,13 +147,14 @@ def main() -> None:
     phase("--workers 2", rate_w2)
     rate_w1, start_w1, out_w1, rep_w1 = fleet(args.device, args.policy, args.episodes, 1)
     phase("--workers 1", rate_w1)
-    rate_one, serial_one = serial(args.device, args.policy, args.episodes, 1)
+    rate_one, serial_one, _ = serial(args.device, args.policy, args.episodes, 1)
     phase("serial, 1 thread", rate_one)
     # last: at two threads any other load on the machine stalls it (stack notes, section 8)
-    rate_default, serial_default = serial(args.device, args.policy, args.episodes, None)
+    rate_default, serial_default, default_threads = serial(args.device, args.policy, args.episodes, None)
     phase("serial, default threads", rate_default)
     print(json.dumps({
         "benchmark": "scale", "device": args.device, "policy": args.policy, "episodes": args.episodes,
+        "torch_default_threads": default_threads,
         "episodes_per_s": {"serial_default_threads": round(rate_default, 3), "serial_1_thread": round(rate_one, 3),
                            "workers_1": round(rate_w1, 3), "workers_2": round(rate_w2, 3)},
         "speedup_2_vs_1": round(rate_w2 / rate_w1, 2),
