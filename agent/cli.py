@@ -48,7 +48,7 @@ SmoothOpt = typer.Option("none", "--smooth", help="with --async, the switch betw
                          "new chunk continues the old one's unexecuted actions; VLA policies) | ensemble "
                          "(blend overlapping chunks)")
 WorkersOpt = typer.Option(None, "--workers", min=1, help="fan episodes out over N Ray actors, each with its own "
-                          "device and policy (simulators only; pip install 'embodia[ray]'); same per-episode "
+                          "device and policy (simulators only; pip install 'embodia\\[ray]'); same per-episode "
                           "outcomes as one process at one torch thread")
 RayAddressOpt = typer.Option(None, "--ray-address", help="with --workers: join this Ray cluster (default: start "
                              "a local one with N CPUs)")
@@ -226,7 +226,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
     with _session(device, policy, shift, size, base_url=base_url, api_key_env=api_key_env,
                   coords=coords, samples=samples, select=select) as (dev, pol):
         writer = _writer(out, dev)
-        steered = _with_memory(pol, memory, device) if memory else None
+        steered = _with_memory(pol, memory, device, dev) if memory else None
         meta = _meta(device, shift, size, policy)
         try:
             results, _ = _episodes(dev, steered or pol, episodes=episodes, seed=seed, writer=writer, meta=meta,
@@ -285,7 +285,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
                                      "compared with off on paired seeds) | PATH (a persistent memory file)"),
           streams: int = typer.Option(1, "--streams", min=1, help="independent streams with --memory online"),
           ablations: str = typer.Option("", "--ablations", help="extra memory arms, comma-separated: "
-                                        "no-filter,no-mode-selection,fixed-confidence,replay"),
+                                        "no-filter,no-mode-selection,fixed-confidence,replay (robots); no-values (screens)"),
           plot: Optional[Path] = typer.Option(None, "--plot", help="learning-curve PNG (--memory online)"),
           jobs: int = typer.Option(1, "--jobs", min=1, help="worker processes for --memory online (streams "
                                    "run in parallel, one torch thread each; same results as one process)"),
@@ -309,7 +309,9 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
             rep.update(device=device, policy=policy, shift=shift)
         elif workers:
             from .fleet import WorkerSpec, fleet_summary
-            results, fleet = _fleet_episodes(dev, pol, WorkerSpec(device, policy, shift, size), episodes=episodes,
+            spec = WorkerSpec(device, policy, shift, size, dict(base_url=base_url, api_key_env=api_key_env,
+                                                                coords=coords, samples=samples, select=select))
+            results, fleet = _fleet_episodes(dev, pol, spec, episodes=episodes,
                                              seed=seed, writer=_writer(record, dev), label="eval",
                                              meta=_meta(device, shift, size, policy), workers=workers,
                                              address=ray_address, memory=None if memory == "off" else memory)
@@ -318,7 +320,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
             _print_report(rep)
         else:
             writer = _writer(record, dev)
-            steered = _with_memory(pol, memory, device) if memory != "off" else None
+            steered = _with_memory(pol, memory, device, dev) if memory != "off" else None
             meta = _meta(device, shift, size, policy)
             try:
                 results, summarize = _episodes(dev, steered or pol, episodes=episodes, seed=seed,
@@ -362,12 +364,21 @@ def _async_report(results, smooth: str) -> dict:
     return rep
 
 
-def _with_memory(pol, path: str, device_uri: str):
-    """Wrap a VLA policy with a persistent success memory stored at `path`."""
+def _with_memory(pol, path: str, device_uri: str, dev=None):
+    """Wrap a VLA policy with a persistent success memory stored at `path`; on a GUI device, any
+    GUI policy with a screen memory (`ScreenMemoryPolicy`, replace mode)."""
     from memory import MemoryFileError, MemoryMismatch, SuccessMemory
     from policies.steered import KEY_ENCODER, SteeredPolicy, memory_for, normalizer_hash
 
     from .memory_eval import device_namespace
+    if dev is not None and dev.embodiment.is_gui:
+        from memory import ScreenMemory
+        from policies.screen_memory import ScreenMemoryPolicy
+        try:
+            mem = ScreenMemory.load(path, missing_ok=True)
+        except (MemoryFileError, MemoryMismatch) as e:
+            _fail(f"{e} (move the file away to start from an empty memory)")
+        return ScreenMemoryPolicy(pol, mem, device=dev)
     if not hasattr(pol, "norms"):
         _fail("--memory needs a VLA policy (embodia-tiny or a checkpoint)")
     fresh = memory_for(pol)
@@ -384,12 +395,16 @@ def _with_memory(pol, path: str, device_uri: str):
 
 def _eval_memory_streams(dev, pol, device_uri, *, episodes, seed, streams, ablations, plot, jobs=1, spec=None,
                          workers=None, ray_address=None):
-    from .memory_eval import (ARMS, arm_factory, build_report, device_namespace, evaluate_memory,
-                              learning_curve_png, run_streams_parallel)
-    unknown = [a for a in ablations if a not in ARMS or ARMS[a] is None]
+    from .memory_eval import (ARMS, SCREEN_ARMS, arm_factory, build_report, device_namespace, evaluate_memory,
+                              learning_curve_png, run_streams_parallel, screen_arm_factory)
+    gui = dev.embodiment.is_gui
+    known = SCREEN_ARMS if gui else ARMS
+    unknown = [a for a in ablations if a not in known or known[a] is None]
     if unknown:
-        _fail(f"unknown ablation(s) {unknown}; known: {[a for a in ARMS if ARMS[a] is not None]}")
-    if not hasattr(pol, "norms"):
+        _fail(f"unknown ablation(s) {unknown}; known: {[a for a in known if known[a] is not None]}")
+    if gui and (workers or jobs > 1):
+        _fail("--memory online on a GUI device runs its streams in this process (no --jobs or --workers yet)")
+    if not gui and not hasattr(pol, "norms"):
         _fail("--memory online needs a VLA policy (embodia-tiny or a checkpoint)")
     arms = ["off", "online"] + [a for a in ablations if a not in ("off", "online")]
 
@@ -419,7 +434,8 @@ def _eval_memory_streams(dev, pol, device_uri, *, episodes, seed, streams, ablat
                                         seed=seed, shift=spec["shift"], size=spec["size"], jobs=jobs, on_stream=done)
             rep = build_report(runs, arms=arms, streams=streams, episodes=episodes, seed=seed)
         else:
-            make = arm_factory(pol, device_namespace(device_uri, pol.embodiment))
+            make = (screen_arm_factory(pol, dev) if gui
+                    else arm_factory(pol, device_namespace(device_uri, pol.embodiment)))
             rep = evaluate_memory(dev, make, arms=arms, streams=streams, episodes=episodes, seed=seed,
                                   on_episode=tick)
     for arm, row in rep["arms"].items():

@@ -66,11 +66,13 @@ def import_ray():
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """What each worker opens: the same strings as `--device`, `--policy`, `--shift`, `--size`."""
+    """What each worker opens: the same strings as `--device`, `--policy`, `--shift`, `--size`, and
+    `make_policy`'s keywords (`--base-url`, `--samples`, ...)."""
     device: str
     policy: str
     shift: Optional[str] = None
     size: Optional[str] = None
+    policy_kw: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -196,7 +198,7 @@ class Worker:
         from .factory import make_device, make_policy
         from .memory_eval import device_namespace
         self.device = make_device(spec.device, shift=spec.shift, size=spec.size)
-        self.policy = make_policy(spec.policy, self.device, threads=1)
+        self.policy = make_policy(spec.policy, self.device, **{**spec.policy_kw, "threads": 1})
         one_thread()
         self.namespace = device_namespace(spec.device, self.device.embodiment)
         if memory is not None:

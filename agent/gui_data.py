@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from devices import GuiAction, Screen
+from policies.gui_head import describe
 
 SHIFT_MIX = (("", 0.25), ("layout", 0.3), ("theme", 0.1), ("font", 0.1), ("layout,theme,font", 0.25))
 HISTORY = 12                 # past actions a step remembers
@@ -35,7 +36,7 @@ class GuiStep:
     """One decision: what the policy sees and the action to learn."""
 
     instruction: str
-    history: list[str]                 # what was done before, oldest first (`describe`)
+    history: list[str]                 # what was done before, oldest first (`policies.gui_head.describe`)
     tree: list[dict]
     screen: np.ndarray                 # uint8 HxWx3 at native size (the encoder downscales it)
     size: Screen
@@ -43,23 +44,6 @@ class GuiStep:
     template: str = ""
     prompt: str = ""                   # the body's embodiment prompt
     meta: dict = field(default_factory=dict)
-
-
-def describe(action: GuiAction, tree: list | None) -> str:
-    """A past action in a few words, as the policy's history shows it: ``click Network``,
-    ``type Amara Weber``, ``scroll down``, ``click icon`` (a point outside the tree)."""
-    if action.type in ("click", "long_press", "double_click"):
-        if action.element is None:
-            return f"{action.type} icon"
-        e = next((e for e in tree or [] if e.get("index") == action.element), {})
-        return f"{action.type} {e.get('text') or e.get('desc') or e.get('role') or 'element'}"
-    if action.type == "type":
-        return f"type {action.text}"
-    if action.type == "scroll":
-        return f"scroll {action.direction}"
-    if action.type == "key":
-        return "press " + "+".join(action.keys)
-    return action.type
 
 
 def teacher_action(world, task, visited: set) -> GuiAction:

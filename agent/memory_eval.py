@@ -114,6 +114,25 @@ def arm_factory(policy, namespace: str) -> Callable[..., object]:
     return make
 
 
+# the same for screens: arm name -> ScreenMemoryConfig overrides (None: memory off)
+SCREEN_ARMS = {"off": None, "online": {}, "no-values": {"values": "off"}}
+
+
+def screen_arm_factory(policy, device) -> Callable[..., object]:
+    """`make(arm, stream=0)` for a GUI policy: the policy for "off", else a `ScreenMemoryPolicy`
+    (replace mode) with a fresh `ScreenMemory` configured by `SCREEN_ARMS[arm]`."""
+    from memory.screen import ScreenMemory, ScreenMemoryConfig
+    from policies.screen_memory import ScreenMemoryPolicy
+
+    def make(arm: str, stream: int = 0):
+        if arm not in SCREEN_ARMS:
+            raise ValueError(f"unknown arm {arm!r}; known for screens: {', '.join(SCREEN_ARMS)}")
+        if SCREEN_ARMS[arm] is None:
+            return policy
+        return ScreenMemoryPolicy(policy, ScreenMemory(ScreenMemoryConfig(**SCREEN_ARMS[arm])), device=device)
+    return make
+
+
 def run_stream(device, make_arm_policy: Callable[..., object], arm: str, stream: int, *, episodes: int,
                seed: int = 0, on_episode=None) -> dict:
     """One stream of one arm: a fresh policy (and memory), `episodes` episodes with the stream's
@@ -128,7 +147,8 @@ def run_stream(device, make_arm_policy: Callable[..., object], arm: str, stream:
         if isinstance(policy, NoisyLabels):
             policy.annotate(r.info)
         outcomes.append(bool(r.success))
-        steered.append(float(r.info.get("policy", {}).get("memory_steered", 0)))
+        pinfo = r.info.get("policy", {})      # SteeredPolicy: memory_steered; ScreenMemoryPolicy: the two below
+        steered.append(float(pinfo.get("memory_steered", pinfo.get("memory_replaced", 0) + pinfo.get("memory_reranked", 0))))
         steps.append(int(r.steps))
         if on_episode:
             on_episode(arm, stream, i, r)

@@ -116,6 +116,31 @@ def quoted(ws: list[tuple[str, int, int]]) -> set[int]:
     return out
 
 
+def element_name(e: dict) -> str:
+    """What an element is called in the history: its text, else its description, else its role."""
+    return str(e.get("text") or e.get("desc") or e.get("role") or "element")
+
+
+def describe(action: GuiAction, tree: list | None) -> str:
+    """A past action in a few words, as the head reads its history: ``click Network``,
+    ``type Amara Weber``, ``scroll down``, ``click icon`` (a point outside the tree).
+
+    >>> describe(GuiAction("click", element=0), [{"index": 0, "text": "Network", "bounds": [0, 0, 9, 9]}])
+    'click Network'
+    """
+    if action.type in ("click", "long_press", "double_click"):
+        if action.element is None:
+            return f"{action.type} icon"
+        return f"{action.type} {element_name(next((e for e in tree or [] if e.get('index') == action.element), {}))}"
+    if action.type == "type":
+        return f"type {action.text}"
+    if action.type == "scroll":
+        return f"scroll {action.direction}"
+    if action.type == "key":
+        return "press " + "+".join(action.keys)
+    return action.type
+
+
 def image_size_for(width: int, height: int, area: int, factor: int = 28) -> tuple[int, int]:
     """(W, H), multiples of ``factor``, with the screen's aspect and about ``area`` pixels.
 
@@ -200,13 +225,13 @@ class SequenceBuilder:
                 unit(w, SEG_HIST, F_HIST, -1, k, age)
             sep(self.newline)
         elems = list(tree or [])[:cfg.max_elements]
-        clicked = set(hist)         # "click <label>" items, as `agent.gui_data.describe` writes them
+        clicked = set(hist)         # "click <label>" items, as `describe` writes them
         feats = np.zeros((len(elems), N_ELEM_FEATS), np.float32)
         roles = np.zeros(len(elems), np.int64)
         for i, e in enumerate(elems):
             x0, y0, x1, y1 = e["bounds"]
             checked = e.get("checked")
-            name = e.get("text") or e.get("desc") or e.get("role") or "element"
+            name = element_name(e)
             feats[i] = (x0 / W, y0 / H, x1 / W, y1 / H, bool(e.get("clickable")), bool(e.get("focused")),
                         checked is True, checked is not None, bool(e.get("scrollable")), bool(e.get("password")),
                         f"click {name}" in clicked)
@@ -413,7 +438,7 @@ class GuiHead(nn.Module):
         ecount = torch.zeros(B * E).index_add_(0, flat, torch.ones(len(flat))).clamp(min=1)[:, None]
         e = torch.zeros(B * E, hu.shape[-1]).index_add_(0, flat, hu[tree]) / ecount
         return {"g": g, "img": xi, "img_mask": im, "grid": batch["grid"], "units": hu, "seg": seg,
-                "elems": e.view(B, E, -1) + ebase, "elem_mask": batch["elem_mask"]}
+                "elems": e.view(B, E, -1) + ebase, "elem_mask": batch["elem_mask"], "elem_feats": batch["elem_feats"]}
 
     # -- heads --------------------------------------------------------------------------------------
     def type_logits(self, z: dict) -> torch.Tensor:
@@ -422,15 +447,17 @@ class GuiHead(nn.Module):
         read from the best match among the elements."""
         click = torch.full((len(z["g"]),), ACTIONS.index("click"), dtype=torch.long)
         r = self.pointer_logits(z, click)
-        any_elem = z["elem_mask"].any(1, keepdim=True)
+        any_elem = able(z, click).any(1, keepdim=True)
         w = torch.where(any_elem, r.softmax(-1).nan_to_num(0.0), torch.zeros_like(r))
         top = torch.where(any_elem, r.max(-1, keepdim=True).values, torch.zeros_like(any_elem, dtype=r.dtype))
         return self.type_head(torch.cat([z["g"], (w[..., None] * z["elems"]).sum(1), top], -1))
 
     def pointer_logits(self, z: dict, types: torch.Tensor) -> torch.Tensor:
+        """Scores over the tree's elements for an action of type ``types``; only elements that can
+        take it compete (clicks and typing: clickable ones; scrolls: scrollable ones)."""
         q = (z["g"] + self.type_emb(types))[:, None].expand_as(z["elems"])
         s = self.pointer(torch.cat([z["elems"], q, z["elems"] * q], -1)).squeeze(-1)
-        return s.masked_fill(~z["elem_mask"], float("-inf"))
+        return s.masked_fill(~able(z, types), float("-inf"))
 
     def span_logits(self, z: dict, elems: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Start and end scores over the instruction's words for the text typed into ``elems``."""
@@ -492,9 +519,10 @@ class GuiHead(nn.Module):
 
         z = self.encode(batch)
         tl = self.type_logits(z)
-        no_elems = ~z["elem_mask"].any(1)
-        for a in NEEDS_ELEMENT:                     # an empty tree leaves only points and keys
-            tl[no_elems, ACTIONS.index(a)] = float("-inf")
+        for a in NEEDS_ELEMENT:                     # no element that can take it: not this type
+            none = ~able(z, torch.full((len(tl),), ACTIONS.index(a), dtype=torch.long)).any(1)
+            tl[none, ACTIONS.index(a)] = float("-inf")
+        tl[~(z["seg"] == SEG_INSTR).any(1), ACTIONS.index("type")] = float("-inf")   # nothing to copy
         types = tl.argmax(-1)
         pl = self.pointer_logits(z, types)
         elems = pl.argmax(-1)
@@ -513,6 +541,15 @@ class GuiHead(nn.Module):
                  "element_p": float(pp[b, elems[b]]), "span": (int(best[b] // L), int(best[b] % L)),
                  "cell": int(cells[b]),
                  "point": pts[b].clamp(-1, 1).tolist()} for b in range(len(types))]
+
+
+def able(z: dict, types: torch.Tensor) -> torch.Tensor:
+    """[B, E] which elements can take an action of type ``types`` (element features 4 = clickable,
+    8 = scrollable, see `SequenceBuilder.encode`)."""
+    feats, mask = z["elem_feats"], z["elem_mask"]
+    scroll = (types == ACTIONS.index("scroll_down")) | (types == ACTIONS.index("scroll_up"))
+    flag = torch.where(scroll[:, None], feats[..., 8], feats[..., 4]) > 0.5
+    return mask & flag
 
 
 # -- files ------------------------------------------------------------------------------------------
@@ -588,12 +625,9 @@ class GuiHeadPolicy:
     """
 
     def __init__(self, head: GuiHead, backbone: Backbone, *, embodiment=None, threads: int | None = None):
-        from agent.gui_data import describe
-
         self.head, self.backbone = head.eval(), backbone.eval()
         self.builder = SequenceBuilder(backbone, head.cfg)
         self.embodiment = embodiment
-        self._describe = describe
         if threads:
             torch.set_num_threads(threads)
         self.reset(None)
@@ -614,7 +648,9 @@ class GuiHeadPolicy:
         self.history: list[str] = []
         self.last: dict = {}
 
-    def features(self, obs: Observation, instruction: str) -> dict:
+    def features(self, obs: Observation, instruction: str) -> tuple[Encoded, dict]:
+        """The decision's encoding and what the head reads of it (the same float16 features
+        training cached)."""
         if obs.ui_tree is None:
             raise GuiHeadError("the GUI head reads a UI tree; this device gives none")
         screen = obs.images.get("screen") if obs.images else None
@@ -631,7 +667,7 @@ class GuiHeadPolicy:
         d = self.head.decide(collate([feats]), generator=self.generator)[0]
         action = to_action(d, enc, instruction)
         self.last = {k: d[k] for k in ("type", "type_p", "element_p")}
-        self.history.append(self._describe(action, obs.ui_tree))
+        self.history.append(describe(action, obs.ui_tree))
         return action
 
     def info(self) -> dict:
@@ -691,4 +727,7 @@ def label(step, enc: Encoded) -> dict | None:
         out.update(label_type=ACTIONS.index("backspace"))
     else:
         return None
+    k = out["label_elem"]
+    if k >= 0 and not enc.elem_feats[k, 8 if a.type == "scroll" else 4]:
+        return None                 # an element that cannot take the action (`able`): never a target
     return out

@@ -136,7 +136,7 @@ class ScreenMemoryPolicy:
         r = self.memory.query(self.namespace, tree, instruction, self._hist, slots=self.slots, screen=screen,
                               t=len(self._steps), page=self._page)
         rec.update(confidence=round(r.confidence, 4), reason=r.reason, n_kept=r.n_kept,
-                   memory_action=r.canonical, precondition=r.precondition)
+                   memory_action=r.canonical, precondition=r.precondition, values_matched=r.values_matched)
         if not r.empty and r.confidence >= self.memory.config.c_min:
             self.episode["hits"] += 1
         propose = getattr(self.policy, "propose", None)

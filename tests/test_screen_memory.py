@@ -356,3 +356,69 @@ def test_memory_lifts_a_sloppy_policy_on_layouts_it_has_not_seen():
     assert len(replaced) >= 100
     assert sum(r["as_expert"] for r in replaced) >= 0.9 * len(replaced)
     assert index_moved >= len(replaced) // 4                    # not a replay of identical screens
+
+
+def test_a_route_that_depends_on_the_slot_value_is_learned_per_value():
+    """Which category holds a setting is on no screen: the abstract vote splits between categories,
+    the vote among successes with the same slot value knows it (ScreenMemoryConfig.values)."""
+    cats = ["Network", "Display", "Privacy", "Sound"]
+    where = {"Hotspot": "Network", "Night light": "Display", "Ad tracking": "Privacy", "Touch sounds": "Sound"}
+
+    def main_page(seed):                          # another instance: other row order, other quick rows
+        rng = random.Random(seed)
+        labels = rng.sample(cats, len(cats))
+        tree = settings_page(labels)
+        for e in tree[1:]:
+            e.update(role="Button", id="category_" + e["text"].lower())
+            e.pop("checked")
+        return tree
+
+    mems = {v: ScreenMemory(ScreenMemoryConfig(values=v)) for v in ("backoff", "off")}
+    ep = 0
+    for _ in range(3):
+        for setting, cat in where.items():
+            tree = main_page(ep)
+            for mem in mems.values():
+                mem.add_episode(NS, [(tree, f"Turn on {setting}", click(tree, cat))], True, episode_id=ep,
+                                slots={"setting": setting})
+            ep += 1
+    tree = main_page(999)
+    for setting, cat in where.items():
+        r = mems["backoff"].query(NS, tree, f"Turn on {setting}", [], slots={"setting": setting}, screen=SCREEN)
+        assert r.values_matched and tree[r.action["element"]]["text"] == cat
+        assert r.confidence >= mems["backoff"].config.c_replace
+        flat = mems["off"].query(NS, tree, f"Turn on {setting}", [], slots={"setting": setting}, screen=SCREEN)
+        assert not flat.values_matched and flat.confidence < mems["off"].config.c_replace
+    # a value seen fewer than n_min times backs off to the abstract vote
+    r = mems["backoff"].query(NS, tree, "Turn on Data saver", [], slots={"setting": "Data saver"}, screen=SCREEN)
+    assert not r.values_matched and r.confidence < mems["backoff"].config.c_replace
+    # the values survive a save and load
+    back = ScreenMemory.load(mems["backoff"].save(__import__("tempfile").mkdtemp()))
+    r = back.query(NS, tree, "Turn on Ad tracking", [], slots={"setting": "Ad tracking"}, screen=SCREEN)
+    assert tree[r.action["element"]]["text"] == "Privacy"
+
+
+def test_cli_learns_on_a_gui_device_with_the_bundled_head(tmp_path):
+    """`embodia eval --memory online` and `run --memory PATH` on gui-sim with embodia-tiny's GUI
+    head: the screen memory is used, replaces decisions, and a run's memory is saved."""
+    from typer.testing import CliRunner
+
+    from agent.cli import app
+    uri = "gui-sim:settings?task=turn-on&split=test&shift=layout&max_steps=7"
+    out = tmp_path / "rep.json"
+    r = CliRunner().invoke(app, ["eval", "--device", uri, "--policy", "embodia-tiny", "--memory", "online",
+                                 "--streams", "1", "--episodes", "40", "--seed", "80000", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(out.read_text())
+    off, on = rep["arms"]["off"], rep["arms"]["online"]
+    assert off["steered_decisions_per_episode"] == 0 and on["steered_decisions_per_episode"] > 0.3
+    assert on["successes"] > off["successes"]
+    mem = tmp_path / "mem"
+    for _ in range(2):
+        r = CliRunner().invoke(app, ["run", "--device", uri, "--policy", "embodia-tiny", "--memory", str(mem),
+                                     "--episodes", "3", "--no-record"])
+        assert r.exit_code == 0, r.output
+    assert len(ScreenMemory.load(mem)) > 0
+    (mem / "meta.json").write_text("{not json")
+    r = CliRunner().invoke(app, ["run", "--device", uri, "--policy", "embodia-tiny", "--memory", str(mem), "--no-record"])
+    assert r.exit_code != 0 and "meta.json" in r.output
