@@ -6,6 +6,8 @@ instruction and the actions executed so far. Then, by ``mode``:
 - ``"replace"``: when the memory's confidence is >= ``c_replace`` and its action's precondition
   holds (the referenced element is on screen, every slot binds), the memory's action, bound to the
   current tree, is executed and the base policy is NOT called; otherwise the base policy acts.
+  An action the memory already executed on an identical screen this episode (it led back here)
+  is not repeated: the base policy decides.
 - ``"rerank"``: a base policy with ``propose(obs, instruction, n)`` (a list of GuiActions, best
   first, or of ``(GuiAction, log_prob)`` pairs) has its candidates re-scored with
   ``log pi(a) + lambda(c) * log(eps + P_mem(a))`` (a plain list counts as uniform); a policy
@@ -86,6 +88,7 @@ class ScreenMemoryPolicy:
         self._base_record = None
         self._instruction = ""
         self._ended = False
+        self._replaced_on: set = set()      # (screen key, action) pairs the memory decided this episode
         self.episode = {"decisions": 0, "replaced": 0, "reranked": 0, "hits": 0, "moved": 0, "base_calls": 0}
 
     # -- context ---------------------------------------------------------------------------------
@@ -145,6 +148,13 @@ class ScreenMemoryPolicy:
             if action is not None:
                 return action
         if self._can_replace(r):
+            # back on a screen where the memory already chose this action: it led nowhere (a Back
+            # brought us here again), so the policy decides this time (no replacement loops)
+            here = (self.memory.key(tree, instruction, self.slots, self._page).tobytes(), r.canonical)
+            if here in self._replaced_on:
+                rec.update(reason="memory action already tried on this screen")
+                return self._base(obs, instruction)
+            self._replaced_on.add(here)
             self.episode["replaced"] += 1
             self.episode["moved"] += bool(r.moved)
             rec.update(source="memory", replaced=True, moved=r.moved, stored_at=r.stored_at,
