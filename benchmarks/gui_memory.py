@@ -10,8 +10,9 @@ screen before the category is opened, so the head looks through categories in sc
 runs out of steps when the right one comes late. The memory (`ScreenMemoryPolicy`, replace mode)
 stores every verified success and, with the slot-value backoff of `ScreenMemoryConfig.values`,
 sends the next request for a setting it has found before straight to its category. Stored and
-evaluated screens always differ (another instance, another layout): `distinct_screens` counts the
-replacements made on a screen whose key matched no stored key exactly.
+evaluated screens always differ (another instance, another layout);
+`replacements_where_a_stored_key_was_identical` counts the replacements whose query key equalled a
+stored key (the key ignores geometry, so these are screens with the same texts and states).
 
 Arms (paired: episode i of every arm of a stream has the same seed): ``off`` (the head alone),
 ``online`` (a fresh memory per stream that grows from the stream's own successes), and
@@ -42,20 +43,17 @@ from sim.gui import GuiSimDevice
 
 
 class Exact:
-    """Counts replacements made on a screen whose key equals a stored one (replay of an identical
-    screen) against all replacements, by wrapping the memory's query."""
+    """Counts the replacements made where the query's key equals a stored one (the key reads texts,
+    roles and states, not geometry), by wrapping the memory's query."""
 
     def __init__(self, memory: ScreenMemory):
-        self.memory, self.replaced, self.identical = memory, 0, 0
+        self.identical = 0
         inner = memory.query
 
-        def query(namespace, elements, instruction, history=None, **kw):
-            r = inner(namespace, elements, instruction, history, **kw)
+        def query(*a, **kw):
+            r = inner(*a, **kw)
             if not r.empty and r.confidence >= memory.config.c_replace:
-                s = memory._ns.get(namespace)
-                q = memory.key(elements, instruction, kw.get("slots"), kw.get("page"))
-                self.replaced += 1
-                self.identical += bool(s is not None and s.n and float((s.keys @ q).max()) >= 1 - 1e-6)
+                self.identical += r.top_similarity >= 1 - 1e-6
             return r
         memory.query = query
 

@@ -524,6 +524,8 @@ class ScreenRetrieval:
     n_kept: int = 0                            # ... that pass the consistency filter
     history_matched: Optional[bool] = None
     values_matched: bool = False               # the vote was among entries with the query's slot values
+    key: Optional[np.ndarray] = None           # the query's key (None: the namespace was empty)
+    top_similarity: Optional[float] = None     # the nearest stored key's similarity to it
     progress_hat: Optional[float] = None
     moved: Optional[bool] = None
     stored_at: Optional[dict] = None           # {"index", "centre"} of the winner when it was stored
@@ -789,10 +791,11 @@ class ScreenMemory:
             return done("empty namespace")
         s.queries += 1
         elements = list(screen_elements or [])
-        q = self.key(elements, instruction, slots, page)
+        q = out.key = self.key(elements, instruction, slots, page)
         score, ids = s.index.search(q[None], min(cfg.k, s.n))
         cand = [(int(r), float(sc)) for sc, r in zip(score[0], s.rows(ids[0])) if r >= 0]
         out.n_retrieved = len(cand)
+        out.top_similarity = max((sc for _, sc in cand), default=None)
         cand = [(r, sc) for r, sc in cand if sc >= cfg.s_min]
         out.n_candidates = len(cand)
         if not cand:

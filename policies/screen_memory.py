@@ -150,7 +150,7 @@ class ScreenMemoryPolicy:
         if self._can_replace(r):
             # back on a screen where the memory already chose this action: it led nowhere (a Back
             # brought us here again), so the policy decides this time (no replacement loops)
-            here = (self.memory.key(tree, instruction, self.slots, self._page).tobytes(), r.canonical)
+            here = (r.key.tobytes(), r.canonical)
             if here in self._replaced_on:
                 rec.update(reason="memory action already tried on this screen")
                 return self._base(obs, instruction)
