@@ -47,6 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from devices.base import environ
+
 INSTALL_HINT = "pip install 'embodia[ray]'"
 SHARD_DIR = "fleet"                 # under the output dataset's .steplogs (hidden from LeRobot readers)
 _TOKEN = secrets.token_hex(32)     # one per process: Ray caches the token it first reads
@@ -145,21 +147,17 @@ def ray_session(num_cpus: int, address: Optional[str] = None):
     if not (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
             or (Path.home() / ".ray" / "auth_token").exists()):
         env["RAY_AUTH_TOKEN"] = _TOKEN     # else Ray would generate one into ~/.ray/auth_token
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)                 # Ray's processes inherit it
     logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)   # "token auth is on"
     tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")    # Ray's socket paths must stay < 108 chars
     try:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, object_store_memory=200 * 2 ** 20,
-                 _temp_dir=tmp, **quiet)
-        yield ray, "local"
+        with environ(**env):               # Ray's processes inherit it
+            try:
+                ray.init(num_cpus=num_cpus, include_dashboard=False, object_store_memory=200 * 2 ** 20,
+                         _temp_dir=tmp, **quiet)
+                yield ray, "local"
+            finally:
+                ray.shutdown()
     finally:
-        ray.shutdown()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         shutil.rmtree(tmp, ignore_errors=True)
 
 

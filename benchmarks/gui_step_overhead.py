@@ -103,28 +103,23 @@ def run(device, actions, out_dir: Path) -> dict:
 def desktop(steps: int, work: Path) -> dict:
     from gui_fixtures import start_tk_form, start_xvfb
 
+    from devices.base import environ
     from devices.desktop import DesktopDevice
     server = start_xvfb(1280, 800, workdir=work / "x")
-    env_before = {k: os.environ.get(k) for k in ("DISPLAY", "XAUTHORITY")}
-    os.environ.update({"DISPLAY": server.display, "XAUTHORITY": server.env["XAUTHORITY"]})
-    form = start_tk_form(server, work / "form")
-    try:
-        x0, y0, x1, y1 = form.rect("window")
-        pts = [((x0 + 8 + 0.5) * 1000 / 1280, (y1 - 8 + 0.5) * 1000 / 800),     # the frame's background
-               ((x1 - 8 + 0.5) * 1000 / 1280, (y1 - 8 + 0.5) * 1000 / 800)]
-        actions = [GuiAction("click", point=pts[i % 2]) for i in range(steps)]
-        with DesktopDevice(server.display) as dev:
-            out = run(dev, actions, work / "rec-desktop")
-            out["settle_interval_ms"] = dev.settle_interval * 1e3
-        return {"screen": "1280x800", **out}
-    finally:
-        form.stop()
-        server.stop()
-        for k, v in env_before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with environ(DISPLAY=server.display, XAUTHORITY=server.env["XAUTHORITY"]):
+        form = start_tk_form(server, work / "form")
+        try:
+            x0, y0, x1, y1 = form.rect("window")
+            pts = [((x0 + 8 + 0.5) * 1000 / 1280, (y1 - 8 + 0.5) * 1000 / 800),     # the frame's background
+                   ((x1 - 8 + 0.5) * 1000 / 1280, (y1 - 8 + 0.5) * 1000 / 800)]
+            actions = [GuiAction("click", point=pts[i % 2]) for i in range(steps)]
+            with DesktopDevice(server.display) as dev:
+                out = run(dev, actions, work / "rec-desktop")
+                out["settle_interval_ms"] = dev.settle_interval * 1e3
+            return {"screen": "1280x800", **out}
+        finally:
+            form.stop()
+            server.stop()
 
 
 def android(steps: int, work: Path) -> dict:

@@ -76,20 +76,13 @@ def cpu_probe() -> float:
     128x128 matmuls): the ceiling for any fan-out over this machine's cores at this moment."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
-    one_thread = dict(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    saved = {k: os.environ.get(k) for k in one_thread}
-    os.environ.update(one_thread)          # for the children only: this process keeps its defaults
-    try:
-        with ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as ex:
-            list(ex.map(_burn, [0.5, 0.5]))                 # both started and warm
-            one = ex.submit(_burn).result()
-            two = sum(ex.map(_burn, [3.0, 3.0]))
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k)
-            else:
-                os.environ[k] = v
+    from devices.base import environ
+    # for the children only: this process keeps its defaults
+    with environ(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1"), \
+            ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as ex:
+        list(ex.map(_burn, [0.5, 0.5]))                     # both started and warm
+        one = ex.submit(_burn).result()
+        two = sum(ex.map(_burn, [3.0, 3.0]))
     return two / one
 
 

@@ -1,12 +1,30 @@
 """The Device and Policy protocols: what the control loop needs from a body and from a brain."""
 from __future__ import annotations
 
+import contextlib
+import os
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from .embodiment import Embodiment
 from .observation import Observation
+
+
+@contextlib.contextmanager
+def environ(**updates: str):
+    """Set environment variables for the block (child processes inherit them), then restore each
+    one as it was, unset ones unset again."""
+    saved = {k: os.environ.get(k) for k in updates}
+    os.environ.update(updates)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 class DeviceLost(RuntimeError):

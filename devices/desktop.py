@@ -57,7 +57,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .actions import ActionError, GuiAction
-from .base import DeviceLost
+from .base import DeviceLost, environ
 from .embodiment import Screen
 from .gui import GuiDevice, gui_embodiment, settle
 
@@ -94,17 +94,8 @@ def _x_env(display: str):
     """
     auth = os.environ.get("XAUTHORITY") or os.path.join(os.path.expanduser("~"), ".Xauthority")
     new = {"DISPLAY": display, **({} if os.path.exists(auth) else {"XAUTHORITY": os.devnull})}
-    old = {k: os.environ.get(k) for k in new}
-    os.environ.update(new)
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with environ(**new), contextlib.redirect_stdout(sys.stderr):
+        yield
 
 
 def _x_errors() -> tuple[type[BaseException], ...]:
