@@ -259,8 +259,8 @@ def merge_shard(writer, shard: Path) -> dict[int, int]:
 class MemoryHost:
     """A Ray actor owning the fleet's one SuccessMemory. Calls run one at a time, so writes are
     serialized. A SuccessMemory tracks the entries that steered *the* current episode; the host keeps
-    that bookkeeping per client (worker) and swaps it in for the client's calls, so one worker's
-    failure never credits entries another worker used."""
+    that bookkeeping per client (worker) and lends it for the client's calls
+    (`SuccessMemory.lend_episode`), so one worker's failure never credits entries another used."""
 
     def __init__(self, path: str, load: dict, save_every: int = 20):
         from memory import SuccessMemory
@@ -269,19 +269,12 @@ class MemoryHost:
         self.mem = SuccessMemory.load(self.path, missing_ok=True, **load)
         ids = [int(self.mem.entries(ns)["episode_id"].max(initial=0)) for ns in self.mem.namespaces()]
         self._next_id = max(ids, default=0) + 1      # ids stay unique across workers and runs
-        self._episode: dict[str, tuple] = {}
+        self._episode: dict[str, dict] = {}          # client -> SuccessMemory.lend_episode bookkeeping
         self.stored: Counter = Counter()             # client -> successes stored
         self.saves, self._unsaved = 0, 0
 
-    @contextmanager
     def _as(self, client: str):
-        m = self.mem
-        m._uses, m._src_uses = self._episode.get(client, ({}, {}))
-        try:
-            yield m
-        finally:
-            self._episode[client] = (m._uses, m._src_uses)
-            m._uses, m._src_uses = {}, {}
+        return self.mem.lend_episode(self._episode.setdefault(client, {}))
 
     def describe(self) -> dict:
         m = self.mem

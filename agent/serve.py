@@ -51,7 +51,7 @@ import hmac
 import logging
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from http import HTTPStatus
 
 import numpy as np
@@ -114,7 +114,7 @@ class _Session:
         if server.memory is not None:
             from policies.steered import SteeredPolicy
             self.policy = SteeredPolicy(self.policy, server.memory, namespace=server.namespace)
-        self.credit: tuple[dict, dict] = ({}, {})
+        self.credit: dict = {}      # SuccessMemory.lend_episode's bookkeeping for this connection
         self.fresh = True           # the next request starts an episode
 
     def act(self, obs: Observation, prompt: str, begin: dict) -> np.ndarray:
@@ -141,21 +141,11 @@ class _Session:
         mem.save(self.server.memory_path)
         return len(mem)
 
-    @contextmanager
     def _credit(self):
-        # SuccessMemory keeps the entries that steered "the current episode" in one place, but every
-        # connection runs an episode of its own: each keeps that bookkeeping and lends it to the
-        # memory while it acts or ends (always under the server's lock).
+        # every connection runs an episode of its own: it lends its bookkeeping of the entries that
+        # steered it to the memory while it acts or ends (always under the server's lock)
         mem = self.server.memory
-        if mem is None:
-            yield
-            return
-        mem._uses, mem._src_uses = self.credit
-        try:
-            yield
-        finally:
-            self.credit = (mem._uses, mem._src_uses)
-            mem._uses, mem._src_uses = {}, {}
+        return mem.lend_episode(self.credit) if mem is not None else nullcontext()
 
 
 class PolicyServer:

@@ -30,6 +30,7 @@ import json
 import math
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -675,6 +676,21 @@ class SuccessMemory:
         return tau0, retrieval.prior.copy()
 
     # -- failure credit --------------------------------------------------------------------------
+    @contextmanager
+    def lend_episode(self, uses: dict):
+        """For one of several episodes that run at once over this memory (a server's connections, a
+        fleet's workers): inside the block, ``record_use`` and ``end_episode`` track and credit the
+        entries that steered the episode whose bookkeeping ``uses`` holds (a dict the caller keeps per
+        episode, empty at first) instead of the memory's own current episode. Not thread-safe: hold
+        the caller's lock for the whole block."""
+        own = self._uses, self._src_uses
+        self._uses, self._src_uses = uses.setdefault("ids", {}), uses.setdefault("sources", {})
+        try:
+            yield self
+        finally:
+            uses["ids"], uses["sources"] = self._uses, self._src_uses     # end_episode starts them afresh
+            self._uses, self._src_uses = own
+
     def record_use(self, namespace: str, retrieval: Retrieval) -> int:
         """Note that ``retrieval``'s prior steered a decision of the current episode. Elites with
         weight >= credit_min_weight are credited when ``end_episode`` reports the outcome. A

@@ -584,3 +584,29 @@ def test_episode_credit_removes_a_whole_false_success_and_keeps_good_sources():
         back = SuccessMemory.load(d, encoder_id="enc-v1", normalizer_hash="norm-v1")
         assert back._ns[NS].source_credit == mem._ns[NS].source_credit
         assert back.stats()[NS]["episodes_deleted_by_credit"] == 1
+
+
+
+def test_lent_episodes_credit_only_the_entries_that_steered_them():
+    """Two episodes at once over one memory (a server's connections, a fleet's workers): a failure
+    of one credits the entries it used, never those the other used, nor the memory's own episode."""
+    mem = new_mem(episode_credit=False, fail_delete_min=1, fail_delete_ratio=0.0)
+    ka, aa = episode(np.random.default_rng(0))
+    kb, ab = episode(np.random.default_rng(1), base=np.full(DK, 6.0), act=(-0.5, 0.5))
+    mem.add_episode(NS, ka, aa, success=True, episode_id=0)
+    mem.add_episode(NS, kb, ab, success=True, episode_id=1)
+    mine, other = {}, {}
+    with mem.lend_episode(mine):
+        used_a = set(steer(mem, ka, 0).elite_ids.tolist())
+    with mem.lend_episode(other):
+        used_b = set(steer(mem, kb, 0).elite_ids.tolist())
+    assert used_a and used_b and not used_a & used_b
+    assert mem.end_episode(False)["credited"] == 0              # the memory's own episode used nothing
+    with mem.lend_episode(mine):
+        assert mem.end_episode(False)["deleted"] >= 1
+    left = set(mem.entries(NS)["ids"].tolist())
+    assert not used_a & left and used_b <= left
+    with mem.lend_episode(other):
+        assert mem.end_episode(True)["deleted"] == 0
+    assert used_b <= set(mem.entries(NS)["ids"].tolist())
+    assert not mine["ids"] and not other["ids"]                  # each closed episode starts afresh
