@@ -39,7 +39,8 @@ def _ns_dirname(name: str) -> str:
     return f"{slug}-{hashlib.sha1(name.encode('utf-8')).hexdigest()[:8]}"
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path) -> str:
+    """The SHA-256 hex digest of a file, read in 1 MB blocks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -60,7 +61,10 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_atomic(path: Path, write) -> None:
+def write_atomic(path, write) -> None:
+    """Replace ``path`` atomically: ``write(f)`` fills a temporary file beside it (binary mode),
+    which is synced and renamed over ``path``; a crash leaves the old file or the new one."""
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
@@ -90,14 +94,14 @@ def save(mem: SuccessMemory, path: Path) -> Path:
                                              np.float64).reshape(-1, 4)
         arrays["deleted_episodes"] = np.int64(ns.deleted_episodes)
         f_entries = d / f"entries-{gen}.npz"
-        _write_atomic(f_entries, lambda f: np.savez(f, **arrays))
+        write_atomic(f_entries, lambda f: np.savez(f, **arrays))
         rec = {"name": name, "dir": f"ns/{d.name}", "entries": f_entries.name, "n": ns.n,
-               "bytes": f_entries.stat().st_size, "sha256": _sha256(f_entries)}
+               "bytes": f_entries.stat().st_size, "sha256": sha256_file(f_entries)}
         if ns.index.kind != "flat" and ns.n:
             f_index = d / f"index-{gen}.faiss"
             buf = ns.index.serialize()
-            _write_atomic(f_index, lambda f: f.write(buf.tobytes()))
-            rec.update(index=f_index.name, index_sha256=_sha256(f_index), index_kind=ns.index.kind,
+            write_atomic(f_index, lambda f: f.write(buf.tobytes()))
+            rec.update(index=f_index.name, index_sha256=sha256_file(f_index), index_kind=ns.index.kind,
                        index_n_trained=ns.index.n_trained)
         _fsync_dir(d)
         nss.append(rec)
@@ -109,7 +113,7 @@ def save(mem: SuccessMemory, path: Path) -> Path:
         "saved_at": time.time(), "namespaces": nss,
     }
     text = json.dumps(meta, indent=1, sort_keys=True).encode("utf-8")
-    _write_atomic(path / META, lambda f: f.write(text))
+    write_atomic(path / META, lambda f: f.write(text))
     _fsync_dir(path)
     # the new generation is committed: remove older files (only names this module writes)
     keep = {(r["dir"], r["entries"]) for r in nss} | {(r["dir"], r.get("index")) for r in nss}
@@ -163,7 +167,7 @@ def _load_namespace(mem: SuccessMemory, path: Path, rec: dict) -> _Namespace:
     size = f.stat().st_size
     if size != rec.get("bytes"):
         raise MemoryFileError(f, f"truncated or altered: {size} bytes, meta.json says {rec.get('bytes')}")
-    if _sha256(f) != rec.get("sha256"):
+    if sha256_file(f) != rec.get("sha256"):
         raise MemoryFileError(f, "corrupted: sha256 differs from meta.json")
     try:
         with np.load(f, allow_pickle=False) as z:
@@ -206,7 +210,7 @@ def _load_namespace(mem: SuccessMemory, path: Path, rec: dict) -> _Namespace:
     if rec.get("index") and n:
         fi = path / rec["dir"] / rec["index"]
         try:
-            if fi.is_file() and _sha256(fi) == rec.get("index_sha256"):
+            if fi.is_file() and sha256_file(fi) == rec.get("index_sha256"):
                 ns.index.load_serialized(np.fromfile(fi, dtype=np.uint8), rec.get("index_kind", "ivf"),
                                          rec.get("index_n_trained", n))
                 loaded = ns.index.ntotal == n

@@ -994,7 +994,7 @@ class ScreenMemory:
         numeric columns) and ``values-<gen>.json``, then ``meta.json`` (schema, featurizer id,
         config, file sizes and sha256) by atomic rename: the commit point. Older generations are
         removed afterwards; a crash leaves the old memory or the new one, never a mix."""
-        from .persist import _fsync_dir, _ns_dirname, _sha256, _write_atomic
+        from .persist import _fsync_dir, _ns_dirname, sha256_file, write_atomic
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         gen = f"{time.time_ns():x}"
@@ -1009,19 +1009,19 @@ class ScreenMemory:
                       "source_credit": np.asarray([[ep, *v] for ep, v in sorted(s.source_credit.items())],
                                                   np.float64).reshape(-1, 4)}
             f_np, f_js = d / f"entries-{gen}.npz", d / f"values-{gen}.json"
-            _write_atomic(f_np, lambda f: np.savez(f, **arrays))
+            write_atomic(f_np, lambda f: np.savez(f, **arrays))
             text = json.dumps({"name": name, "values": s.values}, sort_keys=True).encode("utf-8")
-            _write_atomic(f_js, lambda f: f.write(text))
+            write_atomic(f_js, lambda f: f.write(text))
             _fsync_dir(d)
             recs.append({"name": name, "dir": f"ns/{d.name}", "n": s.n,
-                         "files": {fn.name: {"bytes": fn.stat().st_size, "sha256": _sha256(fn)}
+                         "files": {fn.name: {"bytes": fn.stat().st_size, "sha256": sha256_file(fn)}
                                    for fn in (f_np, f_js)},
                          "entries": f_np.name, "values": f_js.name})
         meta = {"format": "embodia.screen_memory", "schema_version": SCREEN_SCHEMA_VERSION,
                 "featurizer": self.featurizer.id, "config": self.config.to_dict(), "generation": gen,
                 "next_episode": self.next_episode, "saved_at": time.time(), "namespaces": recs}
         text = json.dumps(meta, indent=1, sort_keys=True).encode("utf-8")
-        _write_atomic(path / "meta.json", lambda f: f.write(text))
+        write_atomic(path / "meta.json", lambda f: f.write(text))
         _fsync_dir(path)
         keep = {(r["dir"], f) for r in recs for f in r["files"]}
         root = path / "ns"
@@ -1043,7 +1043,7 @@ class ScreenMemory:
         ``MemoryFileError`` naming the file (``missing_ok``: no meta.json -> an empty memory). A
         memory keyed by another featurizer (``config`` changing dim, seed or block weights):
         ``MemoryMismatch``. No pickle: ``np.load(allow_pickle=False)`` and JSON."""
-        from .persist import _sha256
+        from .persist import sha256_file
         path = Path(path)
         mp = path / "meta.json"
         if missing_ok and not mp.exists():
@@ -1075,7 +1075,7 @@ class ScreenMemory:
                     f = d / fn
                     if not f.is_file():
                         raise MemoryFileError(f, "missing")
-                    if f.stat().st_size != info["bytes"] or _sha256(f) != info["sha256"]:
+                    if f.stat().st_size != info["bytes"] or sha256_file(f) != info["sha256"]:
                         raise MemoryFileError(f, "truncated or corrupted (size or sha256 differs from meta.json)")
                 with np.load(d / rec["entries"], allow_pickle=False) as z:
                     data = {k: z[k] for k in z.files}

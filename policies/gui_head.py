@@ -37,10 +37,8 @@ SHA-256; a head trained on another backbone is refused). Train it with `agent.gu
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -52,6 +50,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from devices import GuiAction, Observation
+from memory.persist import sha256_file, write_atomic
 
 from .backbone import Backbone
 
@@ -553,16 +552,8 @@ def able(z: dict, types: torch.Tensor) -> torch.Tensor:
 
 
 # -- files ------------------------------------------------------------------------------------------
-def file_sha256(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def backbone_sha256(checkpoint) -> str:
-    return file_sha256(Path(checkpoint) / "backbone" / "model.safetensors")
+    return sha256_file(Path(checkpoint) / "backbone" / "model.safetensors")
 
 
 def has_gui_head(checkpoint) -> bool:
@@ -573,15 +564,13 @@ def has_gui_head(checkpoint) -> bool:
 def save_gui_head(head: GuiHead, checkpoint, *, extra: dict | None = None) -> None:
     """Write gui_head.safetensors + gui_head.json into a checkpoint directory (each replaced
     atomically); nothing else in the directory is touched."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     p = Path(checkpoint)
     meta = {"format": FORMAT, "config": asdict(head.cfg), "backbone_sha256": backbone_sha256(p), **(extra or {})}
-    tmp_w, tmp_c = p / (HEAD_WEIGHTS + ".tmp"), p / (HEAD_CONFIG + ".tmp")
-    save_file({k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}, tmp_w)
-    tmp_c.write_text(json.dumps(meta, indent=2) + "\n")
-    os.replace(tmp_w, p / HEAD_WEIGHTS)
-    os.replace(tmp_c, p / HEAD_CONFIG)
+    weights = save({k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()})
+    write_atomic(p / HEAD_WEIGHTS, lambda f: f.write(weights))
+    write_atomic(p / HEAD_CONFIG, lambda f: f.write((json.dumps(meta, indent=2) + "\n").encode()))
 
 
 def load_gui_head(checkpoint, backbone: Backbone | None = None) -> tuple[GuiHead, Backbone, dict]:

@@ -14,7 +14,7 @@ from agent.loop import run_episode
 from devices import GuiAction, open_device
 from policies.backbone import Backbone
 from policies.gui_head import (ACTIONS, GuiHead, GuiHeadConfig, GuiHeadError, GuiHeadPolicy, SequenceBuilder,
-                               has_gui_head, label, load_gui_head, words)
+                               backbone_sha256, has_gui_head, label, load_gui_head, save_gui_head, words)
 from policies.vla import VLAPolicy
 from sim.gui import GuiSimDevice
 
@@ -122,6 +122,12 @@ def test_missing_or_foreign_gui_heads_are_refused_with_the_file_named(tmp_path):
     dev = GuiSimDevice("launcher")
     with pytest.raises(PolicyError, match="gui_train"):
         make_policy(str(bare), dev)
+    head, _, _ = load_gui_head(TINY)                       # a saved head loads back bit for bit
+    save_gui_head(head, bare)
+    back, _, meta = load_gui_head(bare)
+    assert meta["backbone_sha256"] == backbone_sha256(TINY)
+    assert all(torch.equal(v, back.state_dict()[k]) for k, v in head.state_dict().items())
+    assert isinstance(make_policy(str(bare), dev), GuiHeadPolicy)
     other = tmp_path / "other"
     shutil.copytree(TINY, other)
     weights = other / "backbone" / "model.safetensors"
