@@ -82,7 +82,7 @@ def fit(head, samples: list[dict], cfg: GuiTrainConfig, *, log=print, progress: 
     """Train `head` on cached samples; returns it holding the EMA weights."""
     from policies.gui_head import ACTIONS, collate
 
-    from .train import warmup_cosine
+    from .train import ema_update, warmup_cosine
 
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -112,13 +112,7 @@ def fit(head, samples: list[dict], cfg: GuiTrainConfig, *, log=print, progress: 
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
             opt.step()
-            decay = min(cfg.ema, (1 + step) / (10 + step))
-            with torch.no_grad():
-                for k, v in head.state_dict().items():
-                    if v.dtype.is_floating_point:
-                        ema[k].lerp_(v, 1 - decay)
-                    else:
-                        ema[k].copy_(v)
+            ema_update(ema, head.state_dict().items(), step, cfg.ema)
             hist.append(parts)
             if (step + 1) % 20 == 0 or step + 1 == cfg.steps:
                 recent = {k: np.mean([h[k] for h in hist[-100:] if k in h]) for k in hist[-1]}
@@ -165,13 +159,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description="train the GUI head of a checkpoint on gui-sim demonstrations")
     ap.add_argument("--out", type=Path, default=BUNDLE, help="checkpoint directory (its backbone is read, "
                     "gui_head.* written)")
-    for name, default in (("episodes", 2400), ("steps", 4000), ("batch-size", 64), ("seed", 10_000),
-                          ("threads", 1)):
-        ap.add_argument(f"--{name}", type=int, default=default)
-    ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--noise", type=float, default=0.15)
-    ap.add_argument("--target", default="all")
-    ap.add_argument("--template", default="any")
+    defaults = GuiTrainConfig(out="")
+    for name, kind in (("episodes", int), ("steps", int), ("batch_size", int), ("seed", int), ("threads", int),
+                       ("lr", float), ("noise", float), ("target", str), ("template", str)):
+        ap.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(defaults, name))
     args = ap.parse_args(argv)
     train_gui_head(GuiTrainConfig(out=str(args.out), episodes=args.episodes, steps=args.steps,
                                   batch_size=args.batch_size, seed=args.seed, threads=args.threads, lr=args.lr,

@@ -233,6 +233,19 @@ def warmup_cosine(step: int, lr: float, warmup: int, total: int) -> float:
     return lr * 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / max(1, total - warmup))))
 
 
+def ema_update(ema: dict, current, step: int, cap: float) -> None:
+    """Move the EMA weights ``ema`` (name -> tensor) toward ``current`` ((name, tensor) pairs) after
+    optimizer step ``step``, with warm-up: decay = min(cap, (1 + step) / (10 + step)), since a plain
+    0.999 would keep 37% of the random init after 1k steps. Non-float tensors are copied."""
+    decay = min(cap, (1 + step) / (10 + step))
+    with torch.no_grad():
+        for k, v in current:
+            if v.dtype.is_floating_point:
+                ema[k].lerp_(v.detach(), 1 - decay)
+            else:
+                ema[k].copy_(v)
+
+
 def build_model(cfg: TrainConfig, datasets: list[LocalDataset]) -> VLAModel:
     """A fresh model whose tokenizer is trained on the datasets' prompts and instructions."""
     corpus = []
@@ -318,11 +331,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
             opt.step()
-            # EMA with warm-up: a plain 0.999 would keep 37% of the random init after 1k steps
-            decay = min(cfg.ema, (1 + step) / (10 + step))
-            with torch.no_grad():
-                for n, p in model.named_parameters():
-                    ema[n].lerp_(p.detach(), 1 - decay)
+            ema_update(ema, model.named_parameters(), step, cfg.ema)
             step += 1
             losses.append(loss.item())
             if step % 20 == 0 or step == cfg.steps:
