@@ -27,19 +27,40 @@ ARMS = {
     "noisy-labels": {},      # 10% of episodes falsely reported successful: failure credit must clean up
     # the same false labels with failure credit switched off: what the credit itself buys
     "noisy-no-credit": {"episode_credit": False, "fail_delete_min": 2 ** 31 - 1},
+    "noisy-burst": {},
+    "noisy-burst-no-credit": {"episode_credit": False, "fail_delete_min": 2 ** 31 - 1},
+    "noisy-stuck": {},
+    "noisy-stuck-no-credit": {"episode_credit": False, "fail_delete_min": 2 ** 31 - 1},
 }
 NOISY_RATE = 0.1
+# the false-label arms: arm -> (when the faulty detector errs, which failures it reports as successes)
+#   "spread": whenever fewer than NOISY_RATE of the episodes so far carry a false label;
+#   "burst": every failure from the start of the stream until NOISY_RATE of the stream's episodes
+#            carry one, then never (a detector that is broken at deployment and then fixed);
+#   "any": any failure; "stuck": only failures where the puck never got through a gap (the device's
+#          info `gap` is None): a detector that takes a puck wedged in the blocked gap for one that
+#          went through, so its false successes are the harmful kind, steering into the wall.
+NOISY = {"noisy-labels": ("spread", "any"), "noisy-no-credit": ("spread", "any"),
+         "noisy-burst": ("burst", "any"), "noisy-burst-no-credit": ("burst", "any"),
+         "noisy-stuck": ("burst", "stuck"), "noisy-stuck-no-credit": ("burst", "stuck")}
+# each false-label arm and its twin without failure credit
+NO_CREDIT_TWIN = {"noisy-labels": "noisy-no-credit", "noisy-burst": "noisy-burst-no-credit",
+                  "noisy-stuck": "noisy-stuck-no-credit"}
 
 
 class NoisyLabels:
-    """A faulty success detector: it reports failed episodes as successes so that `rate` of all
-    episodes so far carry a false label (as far as there are failures to mislabel: the first
-    failures are flipped, when the memory is small and poison weighs most). It counts the entries
-    those false successes put into the memory, so the report can show how many failure credit
-    removed."""
+    """A faulty success detector: it reports failed episodes as successes (see `NOISY` for the
+    `schedule` and `which` failures) until `rate` of the episodes carry a false label. It counts the
+    entries those false successes put into the memory, so the report can show how many failure
+    credit removed. `horizon` (episodes in the stream, for "burst") and `device` (read for "stuck")
+    are set by `run_stream`."""
 
-    def __init__(self, policy, rate: float):
-        self.policy, self.rate = policy, rate
+    def __init__(self, policy, rate: float, schedule: str = "spread", which: str = "any"):
+        if schedule not in ("spread", "burst") or which not in ("any", "stuck"):
+            raise ValueError(f"unknown detector {schedule!r}/{which!r}")
+        self.policy, self.rate, self.schedule, self.which = policy, rate, schedule, which
+        self.horizon = None
+        self.device = None
         self.episodes = 0
         self.poisoned: list[dict] = []     # per false success: id, entries stored, what the device measured
         self._flipped = False
@@ -65,12 +86,23 @@ class NoisyLabels:
 
     def end_episode(self, success: bool) -> None:
         self.episodes += 1
-        flipped = not success and self.false_positives < self.rate * self.episodes
+        if self.schedule == "burst" and not self.horizon:
+            raise ValueError("a burst detector needs the stream's length (horizon)")
+        budget = self.rate * (self.horizon if self.schedule == "burst" else self.episodes)
+        flipped = not success and self.false_positives < round(budget, 9) and self._mislabels()
         self.policy.end_episode(success or flipped)
         self._flipped = flipped
         if flipped:
             ep = self.policy.episodes                           # the id the episode was stored under
             self.poisoned.append({"id": ep, "stored": self._poisoned_in_memory([ep])})
+
+    def _mislabels(self) -> bool:
+        if self.which == "any":
+            return True
+        info = self.device.info() if self.device is not None else {}
+        if "gap" not in info:
+            raise ValueError("the 'stuck' detector reads the device's info['gap'] (sim:twogap-push)")
+        return info["gap"] is None
 
     def annotate(self, info: dict) -> None:
         """Attach what the device measured about the episode just ended, if it was falsely labelled
@@ -88,6 +120,29 @@ class NoisyLabels:
                 "entries_left": self._poisoned_in_memory(self.poisoned_ids),
                 "entries_left_that_steered": self._poisoned_in_memory(self.poisoned_ids, used_only=True),
                 "false_successes": self.poisoned}
+
+
+def poison_summary(per_stream: list) -> dict:
+    """Totals over streams of `NoisyLabels.poison_report()`: entries stored and left, and the false
+    successes split by what the device measured (twogap: `gap` None = stuck before the wall, the
+    kind that steers into failures; else it passed a gap and stopped short of the goal), with how
+    many of each lost every entry."""
+    rows = [p for p in per_stream if p is not None]
+    out = {k: sum(p[k] for p in rows) for k in ("false_positives", "entries_stored", "entries_left",
+                                                  "entries_left_that_steered")}
+    out["entries_removed_share"] = (1 - out["entries_left"] / out["entries_stored"]) if out["entries_stored"] else None
+    kinds: dict = {}
+    for p in rows:
+        for f in p["false_successes"]:
+            info = f.get("info") or {}
+            kind = ("stuck" if info.get("gap") is None else "passed_a_gap") if "gap" in info else "all"
+            k = kinds.setdefault(kind, {"sources": 0, "removed": 0, "entries_stored": 0, "entries_left": 0})
+            k["sources"] += 1
+            k["removed"] += int(f.get("left", f["stored"]) == 0 and f["stored"] > 0)
+            k["entries_stored"] += f["stored"]
+            k["entries_left"] += f.get("left", f["stored"])
+    out["by_kind"] = kinds
+    return out
 
 
 def device_namespace(device_uri: str, embodiment) -> str:
@@ -110,7 +165,7 @@ def arm_factory(policy, namespace: str) -> Callable[..., object]:
         if ARMS[arm] is None:
             return policy
         steered = SteeredPolicy(policy, memory_for(policy, MemoryConfig(**ARMS[arm])), namespace=namespace)
-        return NoisyLabels(steered, NOISY_RATE) if arm.startswith("noisy") else steered
+        return NoisyLabels(steered, NOISY_RATE, *NOISY[arm]) if arm in NOISY else steered
     return make
 
 
@@ -139,6 +194,8 @@ def run_stream(device, make_arm_policy: Callable[..., object], arm: str, stream:
     seeds. Returns {"outcomes", "steered" (decisions per episode), "steps", "memory_stats",
     "poison"} (JSON-able)."""
     policy = make_arm_policy(arm, stream)
+    if isinstance(policy, NoisyLabels):
+        policy.horizon, policy.device = episodes, device
     outcomes, steered, steps = [], [], []
     for i in range(episodes):
         r = run_episode(device, policy, seed=seed + stream * episodes + i)
@@ -193,8 +250,10 @@ def evaluate_memory(device, make_arm_policy: Callable[..., object], *, arms: lis
 def build_report(runs: dict, *, arms: list[str], streams: int, episodes: int, seed: int = 0,
                  window: int = 10) -> dict:
     """The report from `{(arm, stream): run_stream(...)}`: per-arm Wilson intervals (all episodes
-    and the second half of each stream), learning curves, and for every arm against "off" the
-    Newcombe interval, McNemar discordant counts and the stream-level sign test and bootstrap."""
+    and the second half of each stream), learning curves, and for every arm against "off" (and for
+    each false-label arm against clean labels, "online", and against its twin without failure
+    credit, when they ran) the Newcombe interval, McNemar discordant counts and the stream-level
+    sign test and bootstrap."""
     outcomes = {a: np.array([runs[a, s]["outcomes"] for s in range(streams)], bool).reshape(streams, episodes)
                 for a in arms}
     steered = {a: np.array([runs[a, s]["steered"] for s in range(streams)], float) for a in arms}
@@ -214,12 +273,14 @@ def build_report(runs: dict, *, arms: list[str], streams: int, episodes: int, se
             "steered_decisions_per_episode": float(steered[arm].mean()),
             "mean_steps": float(np.mean([runs[arm, s]["steps"] for s in range(streams)])),
             "memory_stats_per_stream": stats,
-            **({"poison_per_stream": poison} if any(p is not None for p in poison) else {}),
+            "quarters": [float(o[:, q * episodes // 4:(q + 1) * episodes // 4].mean()) for q in range(4)],
+            **({"poison_per_stream": poison, "poison": poison_summary(poison)}
+               if any(p is not None for p in poison) else {}),
         }
-    base = "off" if "off" in arms else None
-    for arm in arms:
-        if base is None or arm == base:
-            continue
+    todo = [(arm, "off") for arm in arms if "off" in arms and arm != "off"]
+    todo += [(arm, base) for arm in arms if arm in NO_CREDIT_TWIN
+             for base in ("online", NO_CREDIT_TWIN[arm]) if base in arms]
+    for arm, base in todo:
         a, b = outcomes[arm], outcomes[base]
         row = {}
         for part, sl in (("all", slice(None)), ("second_half", slice(half, None))):

@@ -3,6 +3,11 @@ instrumented: for every stored source episode, the elite weight its segments car
 decisions, summed over target episodes that succeeded and that failed. One JSON line.
 
     python benchmarks/credit_probe.py --seed 30000 --episodes 100
+    python benchmarks/credit_probe.py --arm noisy-burst-no-credit --seed 40000 --dump burst-0.jsonl
+
+`--dump` writes, per target episode, its outcome, whether the detector mislabelled it, the id it
+was stored under, and the weight of every source that steered it: with a `-no-credit` arm (nothing
+deleted) that is the raw evidence against which a credit rule can be replayed offline.
 
 The weighted failure share w_fail / (w_succ + w_fail) separates real successes from false ones that
 got stuck (the harmful kind), which is what `MemoryConfig.episode_credit` thresholds; false
@@ -28,7 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from agent.factory import make_device, make_policy  # noqa: E402
 from agent.loop import run_episode  # noqa: E402
-from agent.memory_eval import NoisyLabels, arm_factory, device_namespace  # noqa: E402
+from agent.memory_eval import NOISY, NoisyLabels, arm_factory, device_namespace  # noqa: E402
 
 
 def main() -> None:
@@ -38,6 +43,11 @@ def main() -> None:
     ap.add_argument("--policy", default="embodia-tiny")
     ap.add_argument("--seed", type=int, default=30000)
     ap.add_argument("--episodes", type=int, default=100)
+    ap.add_argument("--arm", default="noisy-labels", choices=sorted(NOISY),
+                    help="a false-label arm of agent.memory_eval.NOISY; the -no-credit ones delete nothing "
+                    "(raw evidence per source)")
+    ap.add_argument("--dump", default=None, help="JSONL: per target episode, its outcome, the label the "
+                    "memory got, and the elite weight of every source episode that steered it")
     args = ap.parse_args()
     torch.set_num_threads(1)
     import faiss
@@ -45,8 +55,9 @@ def main() -> None:
     t0 = time.time()
     dev = make_device(args.device, shift=args.shift)
     pol = make_policy(args.policy, dev, threads=1)
-    noisy = arm_factory(pol, device_namespace(args.device, dev.embodiment))("noisy-labels", 0)
+    noisy = arm_factory(pol, device_namespace(args.device, dev.embodiment))(args.arm, 0)
     assert isinstance(noisy, NoisyLabels)
+    noisy.horizon, noisy.device = args.episodes, dev
     mem = noisy.policy.memory
     weight = defaultdict(float)            # source episode -> weight in the current target episode
     record_use = mem.record_use
@@ -61,11 +72,18 @@ def main() -> None:
     mem.record_use = spy
     src = defaultdict(lambda: {"used": 0, "failed": 0, "w_succ": 0.0, "w_fail": 0.0})
     outcomes, infos = [], {}
+    dump = open(args.dump, "w") if args.dump else None
     for i in range(args.episodes):
         weight.clear()
+        n_false = noisy.false_positives
         r = run_episode(dev, noisy, seed=args.seed + i)
         outcomes.append(bool(r.success))
         infos[noisy.policy.episodes] = {k: v for k, v in r.info.items() if k != "policy"}
+        if dump:
+            dump.write(json.dumps({"i": i, "success": bool(r.success), "stored_as": noisy.policy.episodes,
+                                   "false_label": noisy.false_positives > n_false,
+                                   "gap": r.info.get("gap"), "sources": {str(k): v for k, v in weight.items()}}) + "\n")
+            dump.flush()
         for ep, w in weight.items():
             s = src[ep]
             s["used"] += 1

@@ -4,11 +4,15 @@ vs off, with the ablations beside the full method; one JSON line.
     python benchmarks/memory_gain.py --shift blocked-left --streams 5 --episodes 100 --seed 40000 \\
         --cache /tmp/mg-cache --plot blocked-left.png          # all arms: about 55 min on 2 cores
     python benchmarks/memory_gain.py --shift heavy --streams 5 --episodes 100 --seed 60000 --arms off,online
+    python benchmarks/memory_gain.py --shift blocked-left --streams 5 --episodes 100 --seed 40000 \
+        --arms off,online,noisy-labels,noisy-no-credit,noisy-burst,noisy-burst-no-credit   # false labels
 
 Every stream starts with an empty memory; episode i of stream s has seed SEED + s * EPISODES + i in
 every arm. The claim is read off the second half of the streams (after warm-up): per-arm Wilson
 intervals, the Newcombe interval of (arm - off), and the per-stream differences with a sign test and
 a bootstrap over streams (episodes in one stream share a memory, so they are not independent).
+False-label arms (`agent.memory_eval.NOISY`) are also compared with clean labels (`online`) and with
+their twin without failure credit, and report the poisoned entries stored and removed, by kind.
 Streams run in `--jobs` worker processes (default 2, one torch thread each) with the results of a
 single process; `--cache DIR` keeps every finished stream, so an interrupted run resumes.
 """
@@ -65,10 +69,8 @@ def main():
                      "second_half": r["second_half"]["success_rate"],
                      "second_half_wilson95": r["second_half"]["wilson95"],
                      "steered_per_episode": r["steered_decisions_per_episode"],
-                     **({"poison": {k: sum(p[k] for p in r["poison_per_stream"]) for k in
-                                    ("false_positives", "entries_stored", "entries_left",
-                                                                 "entries_left_that_steered")}}
-                        if "poison_per_stream" in r else {})}
+                     "quarters": r["quarters"],
+                     **({"poison": r["poison"]} if "poison" in r else {})}
                for arm, r in rep["arms"].items()}
     comps = {name: {"second_half_diff": c["second_half"]["diff"],
                     "second_half_newcombe95": c["second_half"]["newcombe95"],

@@ -134,10 +134,19 @@ class MemoryConfig:
     labelled): false successes that never passed a gap carry 0.995-1.0 of their weight in failures;
     real successes 0.19 on average (but up to 1.0 for a few: those get deleted too); near-misses
     that passed the right gap but stopped short of the goal 0.08-0.95. BENCHMARKS.md ("Failure
-    credit under false success labels") has what the rule buys and costs: under 10% false labels
-    it removes 19% of the poisoned entries, and success is no better than without any credit."""
+    credit under false success labels") has what the rule buys and costs: with 10% of episodes
+    falsely labelled by a detector that is fixed after deployment, it removes 16 of 18 stuck false
+    successes (with credit_cascade) and success recovers to the clean-label level; a detector that
+    stays wrong hides most failures from it. With clean labels it deletes ~9% of real sources."""
     episode_fail_min: int = 2
     episode_fail_ratio: float = 0.5
+    credit_cascade: float = 0.2
+    """When episode credit deletes a source episode, its success label is judged false: the sources
+    that carried at least this share of the steering weight in THAT episode (recorded when it was
+    stored) get the weight they earned there moved from their success side to their failure side,
+    and are judged by the same rule, and so on. A false success steers failures that the same faulty
+    detector often reports as successes again, each stored as one more false source steered by the
+    first; without the cascade that chain is credited as successes. 0 turns it off."""
 
     # ---- index -------------------------------------------------------------------------------
     ivf_threshold: int = 200_000

@@ -93,6 +93,8 @@ def save(mem: SuccessMemory, path: Path) -> Path:
         arrays["source_credit"] = np.asarray([[ep, *v] for ep, v in sorted(ns.source_credit.items())],
                                              np.float64).reshape(-1, 4)
         arrays["deleted_episodes"] = np.int64(ns.deleted_episodes)
+        arrays["source_parents"] = np.asarray([[ep, p, w] for ep, ps in sorted(ns.parents.items())
+                                               for p, w in sorted(ps.items())], np.float64).reshape(-1, 3)
         f_entries = d / f"entries-{gen}.npz"
         write_atomic(f_entries, lambda f: np.savez(f, **arrays))
         rec = {"name": name, "dir": f"ns/{d.name}", "entries": f_entries.name, "n": ns.n,
@@ -205,6 +207,8 @@ def _load_namespace(mem: SuccessMemory, path: Path, rec: dict) -> _Namespace:
     if "source_credit" in data:       # absent in memories written before episode credit
         ns.source_credit = {int(r[0]): [float(r[1]), float(r[2]), int(r[3])] for r in data["source_credit"]}
         ns.deleted_episodes = int(data["deleted_episodes"])
+    for ep, parent, w in data["source_parents"] if "source_parents" in data else ():   # credit_cascade
+        ns.parents.setdefault(int(ep), {})[int(parent)] = float(w)
     # FAISS: the cache when it is intact, else rebuild from the keys (the source of truth)
     loaded = False
     if rec.get("index") and n:

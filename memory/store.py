@@ -209,6 +209,9 @@ class _Namespace:
         # episode-level failure credit: source episode id -> [w_succ, w_fail, n_fail]
         self.source_credit: Dict[int, List[float]] = {}
         self.deleted_episodes = 0
+        # stored source episode -> {source episode that steered it: weight} (credit_cascade)
+        self.parents: Dict[int, Dict[int, float]] = {}
+        self.pending_parents: Optional[Dict[int, float]] = None   # the last success, until it is stored
 
     @property
     def n(self) -> int:
@@ -336,6 +339,11 @@ class SuccessMemory:
         """
         if not success:
             return 0
+        ns0 = self._ns.get(namespace)
+        if ns0 is not None and ns0.pending_parents is not None:    # who steered it (credit_cascade)
+            if episode_id >= 0 and ns0.pending_parents:
+                ns0.parents[int(episode_id)] = ns0.pending_parents
+            ns0.pending_parents = None
         actions = np.asarray(actions, dtype=np.float32)
         if actions.ndim != 2 or actions.shape[0] < 1:
             raise ValueError(f"actions must be [T, D] with T >= 1, got {actions.shape}")
@@ -753,9 +761,19 @@ class SuccessMemory:
         return {"credited": credited, "deleted": deleted}
 
     def _credit_sources(self, ns: _Namespace, used: Dict[int, float], success: bool) -> int:
-        """Episode-level failure credit (see MemoryConfig.episode_credit); returns entries deleted."""
+        """Episode-level failure credit (see MemoryConfig.episode_credit and credit_cascade);
+        returns entries deleted."""
         cfg = self.config
+        ns.pending_parents = None
+        if success and cfg.credit_cascade > 0:
+            total = sum(used.values())
+            ns.pending_parents = {int(ep): float(w) for ep, w in used.items()
+                                  if total > 0 and w >= cfg.credit_cascade * total}
         bad = []
+
+        def judge(ep: int, rec: list) -> None:
+            if rec[2] >= cfg.episode_fail_min and rec[1] > cfg.episode_fail_ratio * (rec[0] + rec[1]):
+                bad.append(ep)
         for ep, w in used.items():
             rec = ns.source_credit.setdefault(int(ep), [0.0, 0.0, 0])
             if success:
@@ -763,16 +781,26 @@ class SuccessMemory:
             else:
                 rec[1] += w
                 rec[2] += 1
-                if rec[2] >= cfg.episode_fail_min and rec[1] > cfg.episode_fail_ratio * (rec[0] + rec[1]):
-                    bad.append(int(ep))
-        if not bad:
+                judge(int(ep), rec)
+        gone: set = set()
+        while bad:                          # the judged-false sources, then what steered them (cascade)
+            ep = bad.pop()
+            if ep in gone:
+                continue
+            gone.add(ep)
+            ns.source_credit.pop(ep, None)
+            for parent, w in ns.parents.pop(ep, {}).items():
+                rec = ns.source_credit.get(parent)
+                if rec is None or parent in gone:
+                    continue                # deleted or never credited: nothing to move
+                rec[0], rec[1], rec[2] = max(0.0, rec[0] - w), rec[1] + w, rec[2] + 1
+                judge(parent, rec)
+        if not gone:
             return 0
-        rows = np.flatnonzero(np.isin(ns.cols["episode_id"], np.asarray(bad, np.int64)))
+        rows = np.flatnonzero(np.isin(ns.cols["episode_id"], np.asarray(sorted(gone), np.int64)))
         n = self._delete_rows(ns, rows)
         ns.deleted_credit += n
-        ns.deleted_episodes += len(bad)
-        for ep in bad:
-            ns.source_credit.pop(ep, None)
+        ns.deleted_episodes += len(gone)
         return n
 
     def drop_namespace(self, namespace: str) -> bool:

@@ -587,6 +587,39 @@ def test_episode_credit_removes_a_whole_false_success_and_keeps_good_sources():
 
 
 
+@pytest.mark.parametrize("cascade", [0.2, 0.0])
+def test_a_false_success_that_steered_another_false_success_goes_with_it(cascade):
+    """A faulty detector labels a failure steered by a false success as one more success: the first
+    false source is then credited with a success. When the second is judged false, the cascade moves
+    that credit to the failure side and the first goes too; without it the first stays."""
+    kg, ag = episode(np.random.default_rng(1), base=np.zeros(DK), act=(0.5, 0.5))
+    kb, ab = episode(np.random.default_rng(2), base=np.full(DK, 6.0), act=(-0.5, -0.9))
+    kb3, ab3 = episode(np.random.default_rng(3), base=np.full(DK, 6.0), act=(-0.4, -0.8))   # not merged
+    mem = new_mem(credit_cascade=cascade)
+    mem.add_episode(NS, kg, ag, success=True, episode_id=1)           # a real success
+    mem.add_episode(NS, kb, ab, success=True, episode_id=2)           # a false one
+    for t in (0, 8, 16, 24):                                           # it steers episode 3 ...
+        assert mem.guidance(steer(mem, kb, t)) is not None
+    mem.end_episode(True)                                              # ... falsely labelled too
+    mem.add_episode(NS, kb3, ab3, success=True, episode_id=3)
+    assert mem._ns[NS].parents == ({3: {2: pytest.approx(mem._ns[NS].source_credit[2][0])}} if cascade else {})
+    with tempfile.TemporaryDirectory() as d:                           # the chain survives a restart
+        mem.save(d)
+        back = SuccessMemory.load(d, encoder_id="enc-v1", normalizer_hash="norm-v1")
+        assert back._ns[NS].parents == mem._ns[NS].parents
+    count = {ep: int((mem.entries(NS)["episode_id"] == ep).sum()) for ep in (1, 2, 3)}
+    deleted = []
+    for _ in range(2):                                                 # both steer two seen failures
+        steer(mem, kb, 0)
+        deleted.append(mem.end_episode(False)["deleted"])
+    left = set(mem.entries(NS)["episode_id"].tolist())
+    if cascade:
+        assert deleted == [0, count[2] + count[3]] and left == {1}
+    else:       # source 2's record is mostly the false success it "steered": it stays
+        assert deleted == [0, count[3]] and left == {1, 2}
+    assert (mem.entries(NS)["episode_id"] == 1).sum() == count[1]
+
+
 def test_lent_episodes_credit_only_the_entries_that_steered_them():
     """Two episodes at once over one memory (a server's connections, a fleet's workers): a failure
     of one credits the entries it used, never those the other used, nor the memory's own episode."""

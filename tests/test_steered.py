@@ -136,14 +136,64 @@ def test_noisy_labels_count_the_poisoned_entries_and_credit_removes_them(ckpt):
         assert noisy.poison_report()["entries_left"] == 0
 
 
+class _Recorder:
+    """A stand-in steered policy: remembers the labels it was given."""
+    def __init__(self):
+        self.labels, self.episodes, self.memory, self.namespace = [], 0, None, "ns"
+
+    def end_episode(self, success):
+        self.episodes += 1
+        self.labels.append(success)
+
+
+class _Gap:
+    def __init__(self):
+        self.gap = None
+
+    def info(self):
+        return {"gap": self.gap, "puck_goal_dist": 0.3}
+
+
+@pytest.mark.parametrize("schedule,which,expect", [
+    # spread: a false label whenever fewer than 10% of the episodes so far carry one
+    ("spread", "any", [True, False, False, False, False, False, False, False, False, False,
+                       True, False, False, False, False, False, False, False, False, False]),
+    # burst: the first failures until 10% of the stream's 20 episodes (2) carry one, then never
+    ("burst", "any", [True, True] + [False] * 18),
+    # stuck: only failures that never got through a gap (every third one here) are mislabelled
+    ("burst", "stuck", [False, False, True, False, False, True] + [False] * 14),
+])
+def test_faulty_detectors_flip_the_failures_their_schedule_says(monkeypatch, schedule, which, expect):
+    from agent.memory_eval import NoisyLabels
+    pol, dev = _Recorder(), _Gap()
+    noisy = NoisyLabels(pol, 0.1, schedule, which)
+    noisy.horizon, noisy.device = 20, dev
+    monkeypatch.setattr(NoisyLabels, "_poisoned_in_memory", lambda self, ids, used_only=False: 0)
+    for i in range(20):                                  # every episode fails
+        dev.gap = None if i % 3 == 2 else "right"
+        noisy.end_episode(False)
+    assert pol.labels == expect
+    assert noisy.false_positives == sum(expect)
+    assert [p["id"] for p in noisy.poisoned] == [i + 1 for i, x in enumerate(expect) if x]
+    with pytest.raises(ValueError, match="horizon"):
+        late = NoisyLabels(_Recorder(), 0.1, "burst")
+        late.end_episode(False)
+
+
 def test_cli_memory_streams_report_and_plot(ckpt, tmp_path):
     out, png = tmp_path / "mem.json", tmp_path / "curve.png"
     res = CliRunner().invoke(app, ["eval", "--policy", str(ckpt), "--memory", "online", "--streams", "2",
-                                   "--episodes", "2", "--ablations", "replay", "--json", str(out),
-                                   "--plot", str(png), "--shift", "blocked-left"], catch_exceptions=False)
+                                   "--episodes", "2", "--ablations", "replay,noisy-burst,noisy-burst-no-credit",
+                                   "--json", str(out), "--plot", str(png), "--shift", "blocked-left"],
+                             catch_exceptions=False)
     assert res.exit_code == 0, res.output
     rep = json.loads(out.read_text())
-    assert set(rep["arms"]) == {"off", "online", "replay"}
+    assert set(rep["arms"]) == {"off", "online", "replay", "noisy-burst", "noisy-burst-no-credit"}
+    # false labels are compared with clean labels and with the same labels without credit
+    assert {"noisy-burst - online", "noisy-burst - noisy-burst-no-credit"} <= set(rep["comparisons"])
+    burst = rep["arms"]["noisy-burst"]
+    failed = [round(2 * (1 - r)) for r in burst["per_stream"]]      # the burst mislabels 1 of 2 (10%, rounded up)
+    assert burst["poison"]["false_positives"] == sum(min(1, f) for f in failed)
     assert rep["arms"]["off"]["episodes"] == 4 and len(rep["arms"]["online"]["per_stream"]) == 2
     cmp = rep["comparisons"]["online - off"]["second_half"]
     assert len(cmp["newcombe95"]) == 2 and len(cmp["per_stream_diff"]) == 2
