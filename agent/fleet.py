@@ -297,7 +297,8 @@ class MemoryHost:
                     **kw) -> int:
         if not success:
             return 0
-        n = self.mem.add_episode(namespace, keys, actions, success=True, episode_id=self._next_id, **kw)
+        with self._as(client) as m:       # the client's success: the sources that steered it go with it
+            n = m.add_episode(namespace, keys, actions, success=True, episode_id=self._next_id, **kw)
         self._next_id += 1
         self.stored[client] += 1
         self._unsaved += 1

@@ -211,7 +211,6 @@ class _Namespace:
         self.deleted_episodes = 0
         # stored source episode -> {source episode that steered it: weight} (credit_cascade)
         self.parents: Dict[int, Dict[int, float]] = {}
-        self.pending_parents: Optional[Dict[int, float]] = None   # the last success, until it is stored
 
     @property
     def n(self) -> int:
@@ -255,6 +254,8 @@ class SuccessMemory:
         self._ns: Dict[str, _Namespace] = {}
         self._uses: Dict[str, set] = {}       # namespace -> ids that steered the current episode
         self._src_uses: Dict[str, Dict[int, float]] = {}   # namespace -> source episode -> weight
+        # namespace -> the sources that steered the success just reported, until add_episode stores it
+        self._parents: Dict[str, Dict[int, float]] = {}
 
     # -- introspection ---------------------------------------------------------------------------
     def namespaces(self) -> List[str]:
@@ -339,11 +340,9 @@ class SuccessMemory:
         """
         if not success:
             return 0
-        ns0 = self._ns.get(namespace)
-        if ns0 is not None and ns0.pending_parents is not None:    # who steered it (credit_cascade)
-            if episode_id >= 0 and ns0.pending_parents:
-                ns0.parents[int(episode_id)] = ns0.pending_parents
-            ns0.pending_parents = None
+        parents = self._parents.pop(namespace, None)       # who steered it (credit_cascade)
+        if parents and episode_id >= 0 and namespace in self._ns:
+            self._ns[namespace].parents[int(episode_id)] = parents
         actions = np.asarray(actions, dtype=np.float32)
         if actions.ndim != 2 or actions.shape[0] < 1:
             raise ValueError(f"actions must be [T, D] with T >= 1, got {actions.shape}")
@@ -691,13 +690,14 @@ class SuccessMemory:
         entries that steered the episode whose bookkeeping ``uses`` holds (a dict the caller keeps per
         episode, empty at first) instead of the memory's own current episode. Not thread-safe: hold
         the caller's lock for the whole block."""
-        own = self._uses, self._src_uses
-        self._uses, self._src_uses = uses.setdefault("ids", {}), uses.setdefault("sources", {})
+        own = self._uses, self._src_uses, self._parents
+        self._uses, self._src_uses, self._parents = (uses.setdefault("ids", {}), uses.setdefault("sources", {}),
+                                                     uses.setdefault("parents", {}))
         try:
             yield self
-        finally:
-            uses["ids"], uses["sources"] = self._uses, self._src_uses     # end_episode starts them afresh
-            self._uses, self._src_uses = own
+        finally:      # end_episode starts them afresh
+            uses["ids"], uses["sources"], uses["parents"] = self._uses, self._src_uses, self._parents
+            self._uses, self._src_uses, self._parents = own
 
     def record_use(self, namespace: str, retrieval: Retrieval) -> int:
         """Note that ``retrieval``'s prior steered a decision of the current episode. Elites with
@@ -739,7 +739,13 @@ class SuccessMemory:
                 continue
             if not success:
                 ns.clock += 1
-            deleted += self._credit_sources(ns, self._src_uses.get(name, {}), success)
+            used = self._src_uses.get(name, {})
+            self._parents.pop(name, None)
+            if success and cfg.credit_cascade > 0 and cfg.episode_credit:
+                total = sum(used.values())
+                self._parents[name] = {int(ep): float(w) for ep, w in used.items()
+                                       if total > 0 and w >= cfg.credit_cascade * total}
+            deleted += self._credit_sources(ns, used, success)
             ids = np.fromiter(sorted(self._uses.get(name, ())), dtype=np.int64)
             rows = ns.rows_of(ids) if ids.size else ids
             rows = rows[rows >= 0]
@@ -764,11 +770,6 @@ class SuccessMemory:
         """Episode-level failure credit (see MemoryConfig.episode_credit and credit_cascade);
         returns entries deleted."""
         cfg = self.config
-        ns.pending_parents = None
-        if success and cfg.credit_cascade > 0:
-            total = sum(used.values())
-            ns.pending_parents = {int(ep): float(w) for ep, w in used.items()
-                                  if total > 0 and w >= cfg.credit_cascade * total}
         bad = []
 
         def judge(ep: int, rec: list) -> None:

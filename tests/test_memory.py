@@ -643,3 +643,25 @@ def test_lent_episodes_credit_only_the_entries_that_steered_them():
         assert mem.end_episode(True)["deleted"] == 0
     assert used_b <= set(mem.entries(NS)["ids"].tolist())
     assert not mine["ids"] and not other["ids"]                  # each closed episode starts afresh
+
+
+def test_lent_successes_keep_their_own_parents_when_stored_out_of_order():
+    """A fleet's host sees worker A report a success, then worker B, then B's episode stored before
+    A's: each stored episode records the sources that steered it (credit_cascade), not the other's."""
+    mem = new_mem()
+    ka, aa = episode(np.random.default_rng(0))
+    kb, ab = episode(np.random.default_rng(1), base=np.full(DK, 6.0), act=(-0.5, 0.5))
+    mem.add_episode(NS, ka, aa, success=True, episode_id=0)
+    mem.add_episode(NS, kb, ab, success=True, episode_id=1)
+    a, b = {}, {}
+    with mem.lend_episode(a):
+        steer(mem, ka, 0)
+        mem.end_episode(True)
+    with mem.lend_episode(b):
+        steer(mem, kb, 0)
+        mem.end_episode(True)
+        mem.add_episode(NS, kb, ab * 0.5, success=True, episode_id=3)
+    with mem.lend_episode(a):
+        mem.add_episode(NS, ka, aa * 0.5, success=True, episode_id=2)
+    assert set(mem._ns[NS].parents) == {2, 3}
+    assert set(mem._ns[NS].parents[2]) == {0} and set(mem._ns[NS].parents[3]) == {1}
