@@ -442,6 +442,12 @@ def _eval_memory_streams(dev, pol, device_uri, *, episodes, seed, streams, ablat
         lo, hi = row["wilson95"]
         console.print(f"{arm:>18}: {row['success_rate']:.3f} [{lo:.3f}, {hi:.3f}], second half "
                       f"{row['second_half']['success_rate']:.3f}")
+        if row.get("poison") and row["poison"]["entries_stored"]:
+            p = row["poison"]
+            kinds = ", ".join(f"{k} {v['removed']} of {v['sources']}" for k, v in p["by_kind"].items())
+            console.print(f"{'':>18}  {p['false_positives']} false successes; failure credit removed "
+                          f"{p['entries_stored'] - p['entries_left']} of their {p['entries_stored']} entries"
+                          f" (whole sources: {kinds})")
     for name, row in rep["comparisons"].items():
         lo, hi = row["second_half"]["newcombe95"]
         console.print(f"{name:>24}: second half {row['second_half']['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}] "
