@@ -61,13 +61,15 @@ def _fail(msg: str, code: int = 2):
 
 @contextmanager
 def _session(device_uri: str, policy_spec: str, shift: Optional[str], size: Optional[str], **policy_kw):
-    """Open device and policy with clear errors, and always close the device."""
+    """Open device and policy with clear errors; always close the device, and the policy when it
+    holds something (a websocket client's connection)."""
     from .factory import PolicyError, make_device, make_policy
     from devices import DeviceLost
     try:
         device = make_device(device_uri, shift=shift, size=size)
     except (ValueError, FileNotFoundError, ImportError, DeviceLost) as e:
         _fail(f"cannot open device {device_uri!r}: {e}")
+    policy = None
     try:
         try:
             policy = make_policy(policy_spec, device, **policy_kw)
@@ -75,7 +77,11 @@ def _session(device_uri: str, policy_spec: str, shift: Optional[str], size: Opti
             _fail(f"cannot load policy {policy_spec!r}: {e}")
         yield device, policy
     finally:
-        device.close()
+        try:
+            if callable(getattr(policy, "close", None)):
+                policy.close()
+        finally:
+            device.close()
 
 
 def _writer(out: Optional[Path], device):

@@ -113,3 +113,29 @@ def test_acceptance_metaworld_pick_place_expert(tmp_path):
                  "--episodes", 20, "--json", out)
     assert res.exit_code == 0, res.output
     assert json.loads(out.read_text())["success_rate"] >= 0.9
+
+
+def test_a_session_closes_the_policy_and_the_device(monkeypatch):
+    """A policy that holds something (a websocket client) is closed with the device, also when the
+    run fails inside the session."""
+    import agent.factory
+    from agent.cli import _session
+    closed = []
+
+    class Held:
+        def close(self):
+            closed.append("policy")
+
+    class Dev:
+        def close(self):
+            closed.append("device")
+    monkeypatch.setattr(agent.factory, "make_device", lambda uri, shift=None, size=None: Dev())
+    monkeypatch.setattr(agent.factory, "make_policy", lambda spec, device, **kw: Held())
+    with _session("sim:twogap-push", "ws://localhost:1", None, None) as (dev, pol):
+        assert isinstance(pol, Held) and closed == []
+    assert closed == ["policy", "device"]
+    closed.clear()
+    with pytest.raises(RuntimeError):
+        with _session("sim:twogap-push", "ws://localhost:1", None, None):
+            raise RuntimeError("the run failed")
+    assert closed == ["policy", "device"]
