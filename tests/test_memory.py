@@ -620,14 +620,20 @@ def test_a_false_success_that_steered_another_false_success_goes_with_it(cascade
     assert (mem.entries(NS)["episode_id"] == 1).sum() == count[1]
 
 
-def test_lent_episodes_credit_only_the_entries_that_steered_them():
-    """Two episodes at once over one memory (a server's connections, a fleet's workers): a failure
-    of one credits the entries it used, never those the other used, nor the memory's own episode."""
-    mem = new_mem(episode_credit=False, fail_delete_min=1, fail_delete_ratio=0.0)
+def two_apart(mem):
+    """Two stored successes far apart in key space, ids 0 and 1: their (keys, actions)."""
     ka, aa = episode(np.random.default_rng(0))
     kb, ab = episode(np.random.default_rng(1), base=np.full(DK, 6.0), act=(-0.5, 0.5))
     mem.add_episode(NS, ka, aa, success=True, episode_id=0)
     mem.add_episode(NS, kb, ab, success=True, episode_id=1)
+    return (ka, aa), (kb, ab)
+
+
+def test_lent_episodes_credit_only_the_entries_that_steered_them():
+    """Two episodes at once over one memory (a server's connections, a fleet's workers): a failure
+    of one credits the entries it used, never those the other used, nor the memory's own episode."""
+    mem = new_mem(episode_credit=False, fail_delete_min=1, fail_delete_ratio=0.0)
+    (ka, aa), (kb, ab) = two_apart(mem)
     mine, other = {}, {}
     with mem.lend_episode(mine):
         used_a = set(steer(mem, ka, 0).elite_ids.tolist())
@@ -649,10 +655,7 @@ def test_lent_successes_keep_their_own_parents_when_stored_out_of_order():
     """A fleet's host sees worker A report a success, then worker B, then B's episode stored before
     A's: each stored episode records the sources that steered it (credit_cascade), not the other's."""
     mem = new_mem()
-    ka, aa = episode(np.random.default_rng(0))
-    kb, ab = episode(np.random.default_rng(1), base=np.full(DK, 6.0), act=(-0.5, 0.5))
-    mem.add_episode(NS, ka, aa, success=True, episode_id=0)
-    mem.add_episode(NS, kb, ab, success=True, episode_id=1)
+    (ka, aa), (kb, ab) = two_apart(mem)
     a, b = {}, {}
     with mem.lend_episode(a):
         steer(mem, ka, 0)
