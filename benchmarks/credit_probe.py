@@ -90,6 +90,8 @@ def main() -> None:
             s["failed"] += int(not r.success)
             s["w_fail" if not r.success else "w_succ"] += w
     dev.close()
+    if dump:
+        dump.close()
     false = set(noisy.poisoned_ids)
 
     def share(s):

@@ -4,7 +4,7 @@ vs off, with the ablations beside the full method; one JSON line.
     python benchmarks/memory_gain.py --shift blocked-left --streams 5 --episodes 100 --seed 40000 \\
         --cache /tmp/mg-cache --plot blocked-left.png          # all arms: about 55 min on 2 cores
     python benchmarks/memory_gain.py --shift heavy --streams 5 --episodes 100 --seed 60000 --arms off,online
-    python benchmarks/memory_gain.py --shift blocked-left --streams 5 --episodes 100 --seed 40000 \
+    python benchmarks/memory_gain.py --shift blocked-left --streams 5 --episodes 100 --seed 40000 \\
         --arms off,online,noisy-labels,noisy-no-credit,noisy-burst,noisy-burst-no-credit   # false labels
 
 Every stream starts with an empty memory; episode i of stream s has seed SEED + s * EPISODES + i in
