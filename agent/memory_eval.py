@@ -31,6 +31,8 @@ ARMS = {
     "noisy-burst-no-credit": {"episode_credit": False, "fail_delete_min": 2 ** 31 - 1},
     "noisy-stuck": {},
     "noisy-stuck-no-credit": {"episode_credit": False, "fail_delete_min": 2 ** 31 - 1},
+    # clean labels, failure credit off (both rules): under drift (--then-shift) what credit buys
+    "no-credit": {"episode_credit": False, "fail_delete_min": 2 ** 31 - 1},
 }
 NOISY_RATE = 0.1
 # the false-label arms: arm -> (when the faulty detector errs, which failures it reports as successes)
@@ -189,16 +191,18 @@ def screen_arm_factory(policy, device) -> Callable[..., object]:
 
 
 def run_stream(device, make_arm_policy: Callable[..., object], arm: str, stream: int, *, episodes: int,
-               seed: int = 0, on_episode=None) -> dict:
+               seed: int = 0, on_episode=None, drift=None) -> dict:
     """One stream of one arm: a fresh policy (and memory), `episodes` episodes with the stream's
-    seeds. Returns {"outcomes", "steered" (decisions per episode), "steps", "memory_stats",
-    "poison"} (JSON-able)."""
+    seeds. `drift=(k, other_device)`: episodes k and later run on `other_device` (the world changes
+    under a memory that keeps what it learned; algorithms.md 6.1 S3). Returns {"outcomes",
+    "steered" (decisions per episode), "steps", "memory_stats", "poison"} (JSON-able)."""
     policy = make_arm_policy(arm, stream)
     if isinstance(policy, NoisyLabels):
         policy.horizon, policy.device = episodes, device
     outcomes, steered, steps = [], [], []
     for i in range(episodes):
-        r = run_episode(device, policy, seed=seed + stream * episodes + i)
+        dev = drift[1] if drift is not None and i >= drift[0] else device
+        r = run_episode(dev, policy, seed=seed + stream * episodes + i)
         if r.interrupted:
             raise KeyboardInterrupt
         if isinstance(policy, NoisyLabels):
@@ -252,7 +256,7 @@ def build_report(runs: dict, *, arms: list[str], streams: int, episodes: int, se
     """The report from `{(arm, stream): run_stream(...)}`: per-arm Wilson intervals (all episodes
     and the second half of each stream), learning curves, and for every arm against "off" (and for
     each false-label arm against clean labels, "online", and against its twin without failure
-    credit, when they ran) the Newcombe interval, McNemar discordant counts and the stream-level
+    credit, and for "online" against "no-credit", when they ran) the Newcombe interval, McNemar discordant counts and the stream-level
     sign test and bootstrap."""
     outcomes = {a: np.array([runs[a, s]["outcomes"] for s in range(streams)], bool).reshape(streams, episodes)
                 for a in arms}
@@ -280,6 +284,7 @@ def build_report(runs: dict, *, arms: list[str], streams: int, episodes: int, se
     todo = [(arm, "off") for arm in arms if "off" in arms and arm != "off"]
     todo += [(arm, base) for arm in arms if arm in NO_CREDIT_TWIN
              for base in ("online", NO_CREDIT_TWIN[arm]) if base in arms]
+    todo += [("online", "no-credit")] if {"online", "no-credit"} <= set(arms) else []
     for arm, base in todo:
         a, b = outcomes[arm], outcomes[base]
         row = {}
@@ -301,7 +306,7 @@ def build_report(runs: dict, *, arms: list[str], streams: int, episodes: int, se
 _WORKER: dict = {}
 
 
-def _worker_init(device_uri: str, shift, size, policy_spec: str, threads: int) -> None:
+def _worker_init(device_uri: str, shift, size, policy_spec: str, threads: int, drift=None) -> None:
     import os
     os.environ.setdefault("MUJOCO_GL", "egl")
     import torch
@@ -319,27 +324,35 @@ def _worker_init(device_uri: str, shift, size, policy_spec: str, threads: int) -
     # terminates the EGL display
     Finalize(dev, dev.close, exitpriority=10)
     pol = make_policy(policy_spec, dev, threads=threads)
-    _WORKER.update(device=dev, make=arm_factory(pol, device_namespace(device_uri, dev.embodiment)))
+    _WORKER.update(device=dev, make=arm_factory(pol, device_namespace(device_uri, dev.embodiment)), drift=None)
+    if drift is not None:                 # (k, shift): the same device under another shift from episode k
+        other = make_device(device_uri, shift=drift[1], size=size)
+        Finalize(other, other.close, exitpriority=10)
+        _WORKER["drift"] = (drift[0], other)
 
 
 def _worker_run(arm: str, stream: int, episodes: int, seed: int) -> tuple:
-    return arm, stream, run_stream(_WORKER["device"], _WORKER["make"], arm, stream, episodes=episodes, seed=seed)
+    return arm, stream, run_stream(_WORKER["device"], _WORKER["make"], arm, stream, episodes=episodes, seed=seed,
+                                   drift=_WORKER["drift"])
 
 
 def run_streams_parallel(device_uri: str, policy_spec: str, *, arms: list[str], streams: int, episodes: int,
                          seed: int = 0, shift=None, size=None, jobs: int = 2, threads: int = 1,
-                         cache_dir=None, on_stream=None) -> dict:
+                         cache_dir=None, on_stream=None, drift=None) -> dict:
     """Every (arm, stream) in one of `jobs` worker processes (each opens its own device and
     policy, `threads` torch threads). Results are the same as in one process: a stream depends only
     on its arm, index and seeds. With `cache_dir`, each finished stream is written there as JSON at
     once and a rerun with the same settings skips it, so a crash loses at most the streams in
-    flight. Returns `{(arm, stream): run_stream(...)}` for `build_report`."""
+    flight. `drift=(k, shift)`: from episode k of every stream the device runs under `shift` (see
+    `run_stream`). Returns `{(arm, stream): run_stream(...)}` for `build_report`."""
     import json
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from pathlib import Path
 
     tag = f"{device_uri}|{shift}|{size}|{policy_spec}|seed{seed}|ep{episodes}".replace("/", "_")
+    if drift is not None:
+        tag += f"|then-{drift[1]}-at{drift[0]}"
     cache = Path(cache_dir) if cache_dir else None
     runs: dict = {}
 
@@ -359,7 +372,7 @@ def run_streams_parallel(device_uri: str, policy_spec: str, *, arms: list[str], 
     if todo:
         with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
                                  initializer=_worker_init,
-                                 initargs=(device_uri, shift, size, policy_spec, threads)) as ex:
+                                 initargs=(device_uri, shift, size, policy_spec, threads, drift)) as ex:
             futs = [ex.submit(_worker_run, arm, s, episodes, seed) for arm, s in todo]
             for f in as_completed(futs):
                 arm, s, res = f.result()

@@ -6,6 +6,8 @@ vs off, with the ablations beside the full method; one JSON line.
     python benchmarks/memory_gain.py --shift heavy --streams 5 --episodes 100 --seed 60000 --arms off,online
     python benchmarks/memory_gain.py --shift blocked-left --streams 5 --episodes 100 --seed 40000 \\
         --arms off,online,noisy-labels,noisy-no-credit,noisy-burst,noisy-burst-no-credit   # false labels
+    python benchmarks/memory_gain.py --shift blocked-left --then-shift blocked-right --switch-at 100 \\
+        --streams 3 --episodes 200 --seed 70000 --arms online,no-credit                # drift
 
 Every stream starts with an empty memory; episode i of stream s has seed SEED + s * EPISODES + i in
 every arm. The claim is read off the second half of the streams (after warm-up): per-arm Wilson
@@ -46,13 +48,20 @@ def main():
     ap.add_argument("--cache", default=None, help="directory: each finished stream is saved there and "
                     "skipped by a rerun with the same settings")
     ap.add_argument("--plot", default=None, help="learning-curve PNG")
+    ap.add_argument("--then-shift", default=None, help="drift: from episode --switch-at of every stream, "
+                    "the device runs under this shift instead (e.g. blocked-right after blocked-left)")
+    ap.add_argument("--switch-at", type=int, default=None, help="drift: the first episode under --then-shift")
     args = ap.parse_args()
+    if (args.then_shift is None) != (args.switch_at is None):
+        ap.error("--then-shift and --switch-at go together")
+    drift = (args.switch_at, args.then_shift) if args.then_shift else None
 
     t0 = time.perf_counter()
     arms = args.arms.split(",")
     from devices import open_device
-    with open_device(args.device, shift=args.shift):     # a bad URI or shift fails here, not in a worker
-        pass
+    for shift in (args.shift, args.then_shift) if drift else (args.shift,):
+        with open_device(args.device, shift=shift):     # a bad URI or shift fails here, not in a worker
+            pass
 
     def progress(arm, s, res, cached):
         k = sum(res["outcomes"])
@@ -61,7 +70,7 @@ def main():
     runs = run_streams_parallel(args.device, args.policy, arms=arms, streams=args.streams,
                                 episodes=args.episodes, seed=args.seed, shift=args.shift,
                                 jobs=args.jobs, threads=args.threads, cache_dir=args.cache,
-                                on_stream=progress)
+                                on_stream=progress, drift=drift)
     rep = build_report(runs, arms=arms, streams=args.streams, episodes=args.episodes, seed=args.seed)
     if args.plot:
         learning_curve_png(rep, args.plot, title=f"{args.device} shift={args.shift}")
@@ -79,7 +88,8 @@ def main():
                     "stream_bootstrap95": c["second_half"]["stream_bootstrap95"]}
              for name, c in rep["comparisons"].items()}
     print(json.dumps({"benchmark": "memory_gain", "policy": args.policy, "device": args.device,
-                      "shift": args.shift, "streams": args.streams, "episodes": args.episodes,
+                      "shift": args.shift, **({"then_shift": args.then_shift, "switch_at": args.switch_at}
+                                              if drift else {}), "streams": args.streams, "episodes": args.episodes,
                       "seed": args.seed, "arms": summary, "comparisons": comps,
                       "memory_stats_last_stream": {a: r["memory_stats_per_stream"][-1:]
                                                    for a, r in rep["arms"].items() if r["memory_stats_per_stream"]},

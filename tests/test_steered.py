@@ -260,3 +260,23 @@ def test_parallel_streams_match_the_serial_run_and_resume_from_cache(tmp_path):
     again = run_streams_parallel("sim:twogap-push", "embodia-tiny", shift="blocked-left", jobs=2,
                                  cache_dir=tmp_path, on_stream=lambda a, s, r, cached: seen.append(cached), **kw)
     assert again == runs and seen[4:] == [True] * 4
+
+
+def test_a_drifting_stream_moves_to_the_other_device_at_its_episode(monkeypatch):
+    """`run_stream(drift=(k, other))`: episodes 0..k-1 on the device, k.. on the other one, with the
+    stream's seeds; the policy (and its memory) is the same object throughout."""
+    import agent.memory_eval as me
+    seen = []
+
+    class R:
+        interrupted, success, steps, info = False, True, 3, {}
+
+    def fake_run_episode(device, policy, seed):
+        seen.append((device, seed, id(policy)))
+        return R()
+    monkeypatch.setattr(me, "run_episode", fake_run_episode)
+    pol = object()
+    out = me.run_stream("before", lambda arm, s: pol, "online", 1, episodes=4, seed=100, drift=(2, "after"))
+    assert [d for d, _, _ in seen] == ["before", "before", "after", "after"]
+    assert [s for _, s, _ in seen] == [104, 105, 106, 107] and {p for _, _, p in seen} == {id(pol)}
+    assert out["outcomes"] == [True] * 4
