@@ -277,7 +277,8 @@ def build_report(runs: dict, *, arms: list[str], streams: int, episodes: int, se
             "steered_decisions_per_episode": float(steered[arm].mean()),
             "mean_steps": float(np.mean([runs[arm, s]["steps"] for s in range(streams)])),
             "memory_stats_per_stream": stats,
-            "quarters": [float(o[:, q * episodes // 4:(q + 1) * episodes // 4].mean()) for q in range(4)],
+            "quarters": ([float(o[:, q * episodes // 4:(q + 1) * episodes // 4].mean()) for q in range(4)]
+                         if episodes >= 4 else None),       # success per quarter of the streams
             **({"poison_per_stream": poison, "poison": poison_summary(poison)}
                if any(p is not None for p in poison) else {}),
         }
