@@ -16,6 +16,8 @@ import numpy as np
 from .loop import run_episode
 from .stats import newcombe, wilson
 
+# failure credit switched off, both rules (pooled per source episode, and per entry)
+NO_CREDIT = {"episode_credit": False, "fail_delete_min": 2 ** 31 - 1}
 # arm name -> MemoryConfig overrides (None: memory off); the ablations of the issue
 ARMS = {
     "off": None,
@@ -26,13 +28,13 @@ ARMS = {
     "replay": {"replay": True},
     "noisy-labels": {},      # 10% of episodes falsely reported successful: failure credit must clean up
     # the same false labels with failure credit switched off: what the credit itself buys
-    "noisy-no-credit": {"episode_credit": False, "fail_delete_min": 2 ** 31 - 1},
+    "noisy-no-credit": NO_CREDIT,
     "noisy-burst": {},
-    "noisy-burst-no-credit": {"episode_credit": False, "fail_delete_min": 2 ** 31 - 1},
+    "noisy-burst-no-credit": NO_CREDIT,
     "noisy-stuck": {},
-    "noisy-stuck-no-credit": {"episode_credit": False, "fail_delete_min": 2 ** 31 - 1},
+    "noisy-stuck-no-credit": NO_CREDIT,
     # clean labels, failure credit off (both rules): under drift (--then-shift) what credit buys
-    "no-credit": {"episode_credit": False, "fail_delete_min": 2 ** 31 - 1},
+    "no-credit": NO_CREDIT,
 }
 NOISY_RATE = 0.1
 # the false-label arms: arm -> (when the faulty detector errs, which failures it reports as successes)
