@@ -2,8 +2,10 @@
 
 Leaf package: depends only on torch, diffusers and numpy.
 """
-from .dit import ActionDiT, flow_loss, grid_index, sample, sample_tau
-from .normalize import QuantileNormalizer, make_action_mask, pad_to
+if __name__ != "embodia.action_heads":     # the folder is the source of embodia.action_heads, never a package of its own
+    raise ModuleNotFoundError(f"no module named {__name__!r}: import embodia.action_heads", name=__name__)
+from embodia.action_heads.dit import ActionDiT, flow_loss, grid_index, sample, sample_tau
+from embodia.action_heads.normalize import QuantileNormalizer, make_action_mask, pad_to
 
 __all__ = [
     "ActionDiT",

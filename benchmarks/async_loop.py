@@ -24,10 +24,10 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 import torch
 
-from agent.factory import make_policy
-from agent.loop import run_episode
-from agent.stats import wilson
-from devices import open_device
+from embodia.agent.loop.factory import make_policy
+from embodia.agent.loop.episode import run_episode
+from embodia.agent.evaluation.stats import wilson
+from embodia.devices import open_device
 
 ARMS = (("sync", False, "none"), ("async", True, "none"), ("async_inpaint", True, "inpaint"),
         ("async_ensemble", True, "ensemble"))

@@ -29,11 +29,10 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from agent.factory import make_device, make_policy  # noqa: E402
-from agent.loop import run_episode  # noqa: E402
-from agent.memory_eval import NOISY, NoisyLabels, arm_factory, device_namespace  # noqa: E402
+from embodia.agent.loop.factory import make_device, make_policy  # noqa: E402
+from embodia.agent.loop.episode import run_episode  # noqa: E402
+from embodia.agent.evaluation.memory_eval import NOISY, NoisyLabels, arm_factory, device_namespace  # noqa: E402
 
 
 def main() -> None:
@@ -44,7 +43,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=30000)
     ap.add_argument("--episodes", type=int, default=100)
     ap.add_argument("--arm", default="noisy-labels", choices=sorted(NOISY),
-                    help="a false-label arm of agent.memory_eval.NOISY; the -no-credit ones delete nothing "
+                    help="a false-label arm of embodia.agent.evaluation.memory_eval.NOISY; the -no-credit ones delete nothing "
                     "(raw evidence per source)")
     ap.add_argument("--dump", default=None, help="JSONL: per target episode, its outcome, the label the "
                     "memory got, and the elite weight of every source episode that steered it")

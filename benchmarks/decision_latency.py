@@ -17,9 +17,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 import torch
 
-from action_heads import sample
-from agent.factory import make_policy
-from devices import open_device
+from embodia.action_heads import sample
+from embodia.agent.loop.factory import make_policy
+from embodia.devices import open_device
 
 
 def pct(xs) -> dict:
@@ -58,9 +58,9 @@ def memory_latency(policy, dev, repeats: int) -> dict:
 
     The memory steers every decision it can (fixed confidence: tau0 = tau_max), so the figure is
     the cost of a steered decision: retrieval + filter + prior, and fewer Euler steps."""
-    from agent.loop import run_episode
-    from memory import MemoryConfig, make_namespace
-    from policies.steered import SteeredPolicy, memory_for
+    from embodia.agent.loop.episode import run_episode
+    from embodia.memory import MemoryConfig, make_namespace
+    from embodia.policies.robot.steered import SteeredPolicy, memory_for
     steered = SteeredPolicy(policy, memory_for(policy, MemoryConfig(fixed_confidence=1.0)),
                             namespace=make_namespace("b", "b"))
     for s in range(20):

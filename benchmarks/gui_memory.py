@@ -17,7 +17,7 @@ stored key (the key ignores geometry, so these are screens with the same texts a
 Arms (paired: episode i of every arm of a stream has the same seed): ``off`` (the head alone),
 ``online`` (a fresh memory per stream that grows from the stream's own successes), and
 ``no-values`` (the same memory with ``values="off"``: slot values only abstracted away). The report
-is `agent.memory_eval.build_report`'s (Wilson intervals per arm, all episodes and second half,
+is `embodia.agent.evaluation.memory_eval.build_report`'s (Wilson intervals per arm, all episodes and second half,
 Newcombe intervals of the differences, per-stream differences with a sign test and a bootstrap)
 beside the chance rate, the memory's replacements and their precision, and the steps per success.
 """
@@ -36,10 +36,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import torch
 
-from agent.factory import make_policy
-from agent.memory_eval import SCREEN_ARMS, build_report, run_stream, screen_arm_factory
-from memory.screen import ScreenMemory
-from sim.gui import GuiSimDevice
+from embodia.agent.loop.factory import make_policy
+from embodia.agent.evaluation.memory_eval import SCREEN_ARMS, build_report, run_stream, screen_arm_factory
+from embodia.memory.screen import ScreenMemory
+from embodia.sim.gui import GuiSimDevice
 
 
 class Exact:
@@ -52,7 +52,7 @@ class Exact:
 
         def query(*a, **kw):
             r = inner(*a, **kw)
-            if not r.empty and r.confidence >= memory.config.c_replace:
+            if not r.empty and r.confidence >= embodia.memory.config.c_replace:
                 self.identical += r.top_similarity >= 1 - 1e-6
             return r
         memory.query = query

@@ -29,10 +29,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]      # the tests' Xvfb, Tk form and fake adb server
 
-from agent.gui_record import GuiRecorder  # noqa: E402
-from agent.loop import run_episode  # noqa: E402
-from devices import GuiAction  # noqa: E402
-from policies import GuiReplayPolicy  # noqa: E402
+from embodia.agent.recording.gui_log import GuiRecorder  # noqa: E402
+from embodia.agent.loop.episode import run_episode  # noqa: E402
+from embodia.devices import GuiAction  # noqa: E402
+from embodia.policies import GuiReplayPolicy  # noqa: E402
 
 
 def pct(xs) -> dict:
@@ -103,8 +103,8 @@ def run(device, actions, out_dir: Path) -> dict:
 def desktop(steps: int, work: Path) -> dict:
     from gui_fixtures import start_tk_form, start_xvfb
 
-    from devices.base import environ
-    from devices.desktop import DesktopDevice
+    from embodia.devices.base import environ
+    from embodia.devices.desktop import DesktopDevice
     server = start_xvfb(1280, 800, workdir=work / "x")
     with environ(DISPLAY=server.display, XAUTHORITY=server.env["XAUTHORITY"]):
         form = start_tk_form(server, work / "form")
@@ -126,7 +126,7 @@ def android(steps: int, work: Path) -> dict:
     import adbutils._adb
     from fakeadb import FakeAdbServer, FakePhone
 
-    from devices.android import open_android
+    from embodia.devices.android import open_android
 
     def no_daemon(*a, **k):
         raise RuntimeError("adbutils tried to start its bundled adb daemon")

@@ -6,7 +6,7 @@ Settings: ``test`` (split=test: slot values never seen in training, on new layou
 and ``train`` (split=train, shift=layout, seeds the demonstrations never used: the same task
 families with trained labels, for comparison). Every row gives the success rate with a 95% Wilson
 interval beside the mean chance rate of its instances (a uniformly random agent along the expert's
-path, `sim.gui.chance_rate`), and splits it by template, by whether the expert's plan needs an
+path, `embodia.sim.gui.chance_rate`), and splits it by template, by whether the expert's plan needs an
 icon that is absent from the UI tree (``needs_absent``), and by whether the instruction names a
 label that only test instances show (``heldout_label``). ``--sanity`` adds the scripted expert and
 the uniform chance policy on the first setting.
@@ -25,10 +25,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import torch
 
-from agent.factory import make_policy
-from agent.loop import run_episode
-from agent.stats import wilson
-from sim.gui import ChancePolicy, GuiSimDevice, heldout_labels
+from embodia.agent.loop.factory import make_policy
+from embodia.agent.loop.episode import run_episode
+from embodia.agent.evaluation.stats import wilson
+from embodia.sim.gui import ChancePolicy, GuiSimDevice, heldout_labels
 
 SETTINGS = {"test": ("test", "layout"), "train": ("train", "layout")}
 

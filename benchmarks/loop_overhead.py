@@ -20,9 +20,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import mujoco
 import numpy as np
 
-from agent.loop import run_episode
-from agent.recording import DatasetWriter
-from devices import open_device
+from embodia.agent.loop.episode import run_episode
+from embodia.agent.recording.writer import DatasetWriter
+from embodia.devices import open_device
 
 
 def rate(fn, n: int) -> float:

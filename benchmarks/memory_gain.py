@@ -13,7 +13,7 @@ Every stream starts with an empty memory; episode i of stream s has seed SEED + 
 every arm. The claim is read off the second half of the streams (after warm-up): per-arm Wilson
 intervals, the Newcombe interval of (arm - off), and the per-stream differences with a sign test and
 a bootstrap over streams (episodes in one stream share a memory, so they are not independent).
-False-label arms (`agent.memory_eval.NOISY`) are also compared with clean labels (`online`) and with
+False-label arms (`embodia.agent.evaluation.memory_eval.NOISY`) are also compared with clean labels (`online`) and with
 their twin without failure credit, and report the poisoned entries stored and removed, by kind.
 Streams run in `--jobs` worker processes (default 2, one torch thread each) with the results of a
 single process; `--cache DIR` keeps every finished stream, so an interrupted run resumes.
@@ -31,7 +31,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import torch
 
-from agent.memory_eval import build_report, learning_curve_png, run_streams_parallel
+from embodia.agent.evaluation.memory_eval import build_report, learning_curve_png, run_streams_parallel
 
 
 def main():
@@ -58,7 +58,7 @@ def main():
 
     t0 = time.perf_counter()
     arms = args.arms.split(",")
-    from devices import open_device
+    from embodia.devices import open_device
     for shift in (args.shift, args.then_shift) if drift else (args.shift,):
         with open_device(args.device, shift=shift):     # a bad URI or shift fails here, not in a worker
             pass

@@ -23,7 +23,7 @@ import time
 import faiss
 import numpy as np
 
-from memory import MemoryConfig, SuccessMemory
+from embodia.memory import MemoryConfig, SuccessMemory
 
 SEG = 20          # segments per synthetic episode
 

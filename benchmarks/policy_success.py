@@ -21,9 +21,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 import torch
 
-from agent.evaluate import evaluate
-from agent.factory import make_policy
-from devices import open_device
+from embodia.agent.evaluation.evaluate import evaluate
+from embodia.agent.loop.factory import make_policy
+from embodia.devices import open_device
 
 SETTINGS = {
     "twogap": ("sim:twogap-push", None),

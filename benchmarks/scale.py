@@ -35,8 +35,8 @@ def outcomes(rows) -> list:
 def serial(device: str, policy: str, episodes: int, threads: int | None) -> tuple[float, list]:
     import torch
 
-    from agent.evaluate import evaluate
-    from agent.factory import make_device, make_policy
+    from embodia.agent.evaluation.evaluate import evaluate
+    from embodia.agent.loop.factory import make_device, make_policy
     before = torch.get_num_threads()
     dev = make_device(device)
     try:
@@ -52,7 +52,7 @@ def serial(device: str, policy: str, episodes: int, threads: int | None) -> tupl
 
 
 def fleet(device: str, policy: str, episodes: int, workers: int) -> tuple[float, float, list, dict]:
-    from agent.fleet import Fleet, WorkerSpec
+    from embodia.agent.fleet.runner import Fleet, WorkerSpec
     with Fleet(WorkerSpec(device, policy), workers=workers) as f:
         results = f.episodes(episodes=episodes, seed=0)
     rep = f.report()
@@ -76,7 +76,7 @@ def cpu_probe() -> float:
     128x128 matmuls): the ceiling for any fan-out over this machine's cores at this moment."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
-    from devices.base import environ
+    from embodia.devices.base import environ
     # for the children only: this process keeps its defaults
     with environ(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1"), \
             ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as ex:
@@ -92,9 +92,9 @@ def proxy_cost(device: str, policy: str, n: int = 300) -> dict:
     import numpy as np
     import ray
 
-    from agent.factory import make_device, make_policy
-    from agent.fleet import MemoryHost, MemoryProxy, memory_load_args, one_thread, ray_session
-    from memory import SuccessMemory
+    from embodia.agent.loop.factory import make_device, make_policy
+    from embodia.agent.fleet.runner import MemoryHost, MemoryProxy, memory_load_args, one_thread, ray_session
+    from embodia.memory import SuccessMemory
     dev = make_device(device)
     load = memory_load_args(make_policy(policy, dev, threads=1))
     dev.close()

@@ -3,7 +3,7 @@
 Records expert demos in memory (no files), trains a *state-only* DiT flow head (the decoder of the
 VLA without the backbone: d=64, 3 blocks, H=16) for a few thousand steps on one thread, and runs it
 closed loop. It isolates the task and the demonstrations from the vision-language part, which is
-what decided the scene's contact friction, gap width and the demo noise of `python -m agent.tiny`:
+what decided the scene's contact friction, gap width and the demo noise of `python -m embodia.agent.training.tiny`:
 
     python benchmarks/twogap_imitability.py --pair-friction 0.05 --gap-width 0.16 --noise 0.05
     python benchmarks/twogap_imitability.py --noise 0.25 --demos 400 --steps 3000 --batch 128
@@ -24,10 +24,10 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 import torch
 
-from action_heads import ActionDiT, QuantileNormalizer, flow_loss, sample
-from agent.loop import run_episode
-from agent.stats import wilson
-from sim.twogap import GAP_WIDTH, PAIR_FRICTION, TwoGapPush
+from embodia.action_heads import ActionDiT, QuantileNormalizer, flow_loss, sample
+from embodia.agent.loop.episode import run_episode
+from embodia.agent.evaluation.stats import wilson
+from embodia.sim.twogap import GAP_WIDTH, PAIR_FRICTION, TwoGapPush
 
 H = 16
 

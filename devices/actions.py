@@ -17,7 +17,7 @@ class ActionError(ValueError):
 def check_action(action, embodiment, *, clip: bool = True) -> np.ndarray:
     """Validate one continuous action (shape [D]); refuse NaN/inf, clip to the channel limits.
 
-    >>> from devices.embodiment import Embodiment, Channel
+    >>> from embodia.devices.embodiment import Embodiment, Channel
     >>> e = Embodiment("p", "pusher", actions=(Channel("vx", -1, 1), Channel("vy", -1, 1)))
     >>> check_action([2.0, -0.5], e).tolist()
     [1.0, -0.5]

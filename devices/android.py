@@ -60,10 +60,10 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from .actions import ActionError, GuiAction
-from .base import DeviceLost
-from .embodiment import Screen
-from .gui import GuiDevice, gui_embodiment
+from embodia.devices.actions import ActionError, GuiAction
+from embodia.devices.base import DeviceLost
+from embodia.devices.embodiment import Screen
+from embodia.devices.gui import GuiDevice, gui_embodiment
 
 ADB_KEYBOARD = "com.android.adbkeyboard/.AdbIME"
 DUMP_PATH = "/sdcard/window_dump.xml"
@@ -155,7 +155,7 @@ def input_text_args(line: str) -> list[str]:
 
 
 def parse_ui_xml(xml: str) -> list[dict] | None:
-    """A uiautomator dump -> element dicts (see devices.gui); None when it does not parse."""
+    """A uiautomator dump -> element dicts (see embodia.devices.gui); None when it does not parse."""
     try:
         root = ET.fromstring(xml)
     except ET.ParseError:

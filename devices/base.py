@@ -7,8 +7,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .embodiment import Embodiment
-from .observation import Observation
+from embodia.devices.embodiment import Embodiment
+from embodia.devices.observation import Observation
 
 
 @contextlib.contextmanager

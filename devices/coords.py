@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from .embodiment import Screen
+from embodia.devices.embodiment import Screen
 
 SPACES = ("norm1000", "unit", "screen_px", "logical_px", "image_px")
 

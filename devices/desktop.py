@@ -12,7 +12,7 @@ Conventions and decisions:
 
 - **Screen**: the whole X screen (the root window, every monitor), re-read at every screenshot and
   action, so a resized screen (xrandr) maps correctly; ``embodiment.screen`` follows it. 0..1000
-  points map to physical pixels (`devices.coords`) and then to pyautogui's logical pixels by
+  points map to physical pixels (`embodia.devices.coords`) and then to pyautogui's logical pixels by
   dividing by ``pixel_ratio`` (1 on X11 unless told otherwise).
 - **pyautogui is process-global**: it opens one X connection at import, from ``$DISPLAY``. It is
   imported lazily with ``DISPLAY`` set to this device's display, and re-bound when a device opens on
@@ -56,10 +56,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .actions import ActionError, GuiAction
-from .base import DeviceLost, environ
-from .embodiment import Screen
-from .gui import GuiDevice, gui_embodiment, settle
+from embodia.devices.actions import ActionError, GuiAction
+from embodia.devices.base import DeviceLost, environ
+from embodia.devices.embodiment import Screen
+from embodia.devices.gui import GuiDevice, gui_embodiment, settle
 
 __all__ = ["DesktopDevice", "FailSafe", "NoDisplay", "Settle", "open_desktop"]
 

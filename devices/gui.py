@@ -18,11 +18,11 @@ from typing import Callable
 
 import numpy as np
 
-from .actions import ActionError, GuiAction
-from .base import SimDevice
-from .coords import element_point, to_pixels
-from .embodiment import Embodiment, Screen
-from .observation import Observation
+from embodia.devices.actions import ActionError, GuiAction
+from embodia.devices.base import SimDevice
+from embodia.devices.coords import element_point, to_pixels
+from embodia.devices.embodiment import Embodiment, Screen
+from embodia.devices.observation import Observation
 
 SCREEN = "screen"          # the image key of a GUI observation
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from .actions import check_action
-from .base import SimDevice
-from .embodiment import Camera, Channel, Embodiment
-from .gl import CameraRenderer
-from .observation import Observation
+from embodia.devices.actions import check_action
+from embodia.devices.base import SimDevice
+from embodia.devices.embodiment import Camera, Channel, Embodiment
+from embodia.devices.gl import CameraRenderer
+from embodia.devices.observation import Observation
 
 
 def _name(model, objtype, i, prefix):

@@ -14,11 +14,11 @@ from urllib.parse import parse_qsl
 
 SCHEMES: dict[str, tuple[str, str]] = {
     # scheme: (factory "module:function", one line for `embodia devices`)
-    "sim": ("sim:open_sim", "simulated tasks with success checks and scripted experts"),
-    "mujoco": ("devices.mujoco:open_mujoco", "any MJCF scene: mujoco:path/to/scene.xml[?hz=..&size=WxH]"),
-    "desktop": ("devices.desktop:open_desktop", "this desktop (X11): desktop: ($DISPLAY) or desktop:<display>, e.g. desktop:99"),
-    "android": ("devices.android:open_android", "a phone over adb: android:<serial> (android: = the only one)"),
-    "gui-sim": ("sim.gui:open_gui_sim", "synthetic phone/desktop apps with verifiable tasks: "
+    "sim": ("embodia.sim:open_sim", "simulated tasks with success checks and scripted experts"),
+    "mujoco": ("embodia.devices.mujoco:open_mujoco", "any MJCF scene: mujoco:path/to/scene.xml[?hz=..&size=WxH]"),
+    "desktop": ("embodia.devices.desktop:open_desktop", "this desktop (X11): desktop: ($DISPLAY) or desktop:<display>, e.g. desktop:99"),
+    "android": ("embodia.devices.android:open_android", "a phone over adb: android:<serial> (android: = the only one)"),
+    "gui-sim": ("embodia.sim.gui:open_gui_sim", "synthetic phone/desktop apps with verifiable tasks: "
                 "gui-sim:<app>[?task=..&split=train|test&shift=layout,theme,font,size&form=phone|desktop]"),
 }
 

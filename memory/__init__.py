@@ -4,14 +4,16 @@ Verified successful episodes are cut into (key, executed action chunk, preceding
 entries, one FAISS index per namespace (embodiment, task). A query retrieves neighbours, keeps the
 trajectory-consistent ones (history, progress, one mode), and returns an elite prior chunk with a
 confidence; ``guidance`` turns that into the sampler's start time tau0. No weights change.
-``ScreenMemory`` (``memory.screen``) is the same mechanism for GUI screens: element references with
+``ScreenMemory`` (``embodia.memory.screen``) is the same mechanism for GUI screens: element references with
 a precondition, a majority vote on the next action, the winner bound to the current UI tree.
 
 Leaf package: numpy, faiss and the standard library only.
 """
-from .config import MemoryConfig
-from .screen import ScreenMemory, ScreenMemoryConfig, ScreenRetrieval
-from .store import (SCHEMA_VERSION, MemoryFileError, MemoryMismatch, MemoryStoreError, Retrieval,
+if __name__ != "embodia.memory":     # the folder is the source of embodia.memory, never a package of its own
+    raise ModuleNotFoundError(f"no module named {__name__!r}: import embodia.memory", name=__name__)
+from embodia.memory.config import MemoryConfig
+from embodia.memory.screen import ScreenMemory, ScreenMemoryConfig, ScreenRetrieval
+from embodia.memory.store import (SCHEMA_VERSION, MemoryFileError, MemoryMismatch, MemoryStoreError, Retrieval,
                     SuccessMemory, make_namespace, stable_hash, tau0_from_confidence)
 
 __all__ = ["MemoryConfig", "SuccessMemory", "Retrieval", "MemoryStoreError", "MemoryFileError",

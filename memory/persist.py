@@ -25,8 +25,8 @@ from typing import Dict
 
 import numpy as np
 
-from .config import MemoryConfig
-from .store import (SCHEMA_VERSION, MemoryFileError, MemoryMismatch, SuccessMemory, _Namespace,
+from embodia.memory.config import MemoryConfig
+from embodia.memory.store import (SCHEMA_VERSION, MemoryFileError, MemoryMismatch, SuccessMemory, _Namespace,
                     _schema)
 
 META = "meta.json"

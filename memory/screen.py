@@ -13,11 +13,11 @@ A query keeps the neighbours that are consistent with the current screen and tra
 element is present, their previous action matches, their progress is close), takes a weighted
 majority vote on the first action's canonical form, and returns the winner BOUND to the current
 tree: the element's current index, its centre in 0..1000, and the placeholders filled from the
-current slots. The caller (``policies.screen_memory``) executes it when the confidence is high,
+current slots. The caller (``embodia.policies.gui.screen_memory``) executes it when the confidence is high,
 re-ranks its policy's candidates with the vote otherwise, and reports the verified outcome.
 
 Leaf module: numpy, faiss and the standard library; elements and actions are plain dicts (a UI tree
-element as ``devices.gui`` describes it; an action as ``GuiAction.to_dict()``).
+element as ``embodia.devices.gui`` describes it; an action as ``GuiAction.to_dict()``).
 
 >>> mem = ScreenMemory()
 >>> tree = [{"index": 0, "role": "Switch", "text": "Wi-Fi", "id": "setting_wi_fi", "bounds": [0, 100, 540, 200]},
@@ -45,8 +45,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .index import KeyIndex
-from .store import MemoryFileError, MemoryMismatch
+from embodia.memory.index import KeyIndex
+from embodia.memory.store import MemoryFileError, MemoryMismatch
 
 __all__ = ["ScreenMemory", "ScreenMemoryConfig", "ScreenRetrieval", "Featurizer", "canonical",
            "element_at", "abstract_instruction", "SCREEN_SCHEMA_VERSION", "START"]
@@ -204,7 +204,7 @@ class ScreenMemoryConfig:
     episode_fail_min: int = 3
     episode_fail_ratio: float = 0.75
     ivf_threshold: int = 200_000
-    """Exact inner-product search below this many entries per namespace (see ``memory.index``)."""
+    """Exact inner-product search below this many entries per namespace (see ``embodia.memory.index``)."""
 
     def __post_init__(self):
         if self.dim < 16 or self.k < 1 or self.n_min < 1 or self.p_knn_k < 1:
@@ -994,7 +994,7 @@ class ScreenMemory:
         numeric columns) and ``values-<gen>.json``, then ``meta.json`` (schema, featurizer id,
         config, file sizes and sha256) by atomic rename: the commit point. Older generations are
         removed afterwards; a crash leaves the old memory or the new one, never a mix."""
-        from .persist import _fsync_dir, _ns_dirname, sha256_file, write_atomic
+        from embodia.memory.persist import _fsync_dir, _ns_dirname, sha256_file, write_atomic
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         gen = f"{time.time_ns():x}"
@@ -1043,7 +1043,7 @@ class ScreenMemory:
         ``MemoryFileError`` naming the file (``missing_ok``: no meta.json -> an empty memory). A
         memory keyed by another featurizer (``config`` changing dim, seed or block weights):
         ``MemoryMismatch``. No pickle: ``np.load(allow_pickle=False)`` and JSON."""
-        from .persist import sha256_file
+        from embodia.memory.persist import sha256_file
         path = Path(path)
         mp = path / "meta.json"
         if missing_ok and not mp.exists():

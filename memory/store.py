@@ -37,8 +37,8 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .config import MemoryConfig
-from .index import KeyIndex
+from embodia.memory.config import MemoryConfig
+from embodia.memory.index import KeyIndex
 
 __all__ = ["SuccessMemory", "Retrieval", "MemoryStoreError", "MemoryFileError", "MemoryMismatch",
            "make_namespace", "stable_hash", "tau0_from_confidence", "SCHEMA_VERSION"]
@@ -833,7 +833,7 @@ class SuccessMemory:
         with sha256) is written last by an atomic rename: the commit point. Files of older
         generations are removed afterwards. A crash at any moment leaves the previous memory or the
         new one, never a mix."""
-        from . import persist
+        from embodia.memory import persist
         return persist.save(self, Path(path))
 
     @classmethod
@@ -853,7 +853,7 @@ class SuccessMemory:
         * ``config`` overrides the stored config (e.g. ablation flags at evaluation time).
         No pickle anywhere (``np.load(allow_pickle=False)``, JSON meta).
         """
-        from . import persist
+        from embodia.memory import persist
         return persist.load(cls, Path(path), encoder_id=encoder_id, normalizer_hash=normalizer_hash,
                             on_error=on_error, missing_ok=missing_ok, config=config,
                             dims=dict(key_dim=key_dim, horizon=horizon, action_dim=action_dim,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from devices import Embodiment, Observation
+from embodia.devices import Embodiment, Observation
 
 
 class RandomPolicy:

@@ -11,7 +11,7 @@ uint and float dtypes are accepted (an object dtype rebuilt from bytes would be 
 byte count must match the shape. No pickle anywhere.
 
 The conversation: the server sends its metadata on connect; then each request is one observation
-map (see `agent.serve` for its keys) answered by ``{"actions": float32[H, D], "server_timing": ...}``,
+map (see `embodia.agent.serving.server` for its keys) answered by ``{"actions": float32[H, D], "server_timing": ...}``,
 or a control map ``{"__ctrl__": "episode_end", "__success__": bool}`` answered by ``{"__ack__": ...}``.
 A refused request is answered by ``{"error": "..."}``. Every wait has a timeout: a server that goes
 away or stops answering raises `PolicyServerError` instead of hanging.
@@ -26,7 +26,7 @@ import numpy as np
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 from websockets.sync.client import connect
 
-from devices import Embodiment, Observation
+from embodia.devices import Embodiment, Observation
 
 DEFAULT_KEY_ENV = "EMBODIA_API_KEY"
 _KINDS = frozenset("biuf")      # bool, signed, unsigned, float

@@ -1,18 +1,20 @@
 """Simulated tasks to train and test on: each has reset(seed), success(), an instruction, a
 scripted expert and named distribution shifts. Opened through `sim:<task>` device URIs.
 
->>> from devices import open_device
+>>> from embodia.devices import open_device
 >>> with open_device("sim:twogap-push", shift="blocked-left") as dev:   # doctest: +SKIP
 ...     obs = dev.reset(seed=0)
 """
 from __future__ import annotations
+if __name__ != "embodia.sim":     # the folder is the source of embodia.sim, never a package of its own
+    raise ModuleNotFoundError(f"no module named {__name__!r}: import embodia.sim", name=__name__)
 
 import importlib
 
 # task name (or prefix ending in "/") -> "module:factory"; modules load on first use.
 TASKS: dict[str, str] = {
-    "twogap-push": "sim.twogap:open_twogap",
-    "metaworld/": "sim.metaworld:open_metaworld",
+    "twogap-push": "embodia.sim.twogap:open_twogap",
+    "metaworld/": "embodia.sim.metaworld:open_metaworld",
 }
 
 

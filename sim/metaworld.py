@@ -5,7 +5,7 @@ passed to `reset` picks the task variation (object and goal positions) through t
 own random stream, so `eval` with seeds 0..N is reproducible and different seeds give different
 starts. Meta-World's scripted policy for the task is the expert.
 
->>> from devices import open_device
+>>> from embodia.devices import open_device
 >>> with open_device("sim:metaworld/pick-place-v3") as dev:              # doctest: +SKIP
 ...     obs = dev.reset(seed=0)
 ...     pol = dev.expert(); pol.reset(seed=0)
@@ -22,12 +22,12 @@ import warnings
 
 import numpy as np
 
-from devices.actions import check_action
-from devices.base import SimDevice
-from devices.embodiment import Camera, Channel, Embodiment
-from devices.gl import CameraRenderer
-from devices.mujoco import parse_size
-from devices.observation import Observation
+from embodia.devices.actions import check_action
+from embodia.devices.base import SimDevice
+from embodia.devices.embodiment import Camera, Channel, Embodiment
+from embodia.devices.gl import CameraRenderer
+from embodia.devices.mujoco import parse_size
+from embodia.devices.observation import Observation
 
 INSTALL_HINT = "pip install 'embodia[metaworld]'"
 

@@ -5,7 +5,7 @@ the goal, and the scripted expert picks one of them with probability 1/2. Named 
 scene but not the expert: `blocked-left` / `blocked-right` narrow one gap below the puck's width,
 `heavy` makes the puck heavier and stickier and moves the goal.
 
->>> from devices import open_device
+>>> from embodia.devices import open_device
 >>> with open_device("sim:twogap-push", shift="blocked-left") as dev:      # doctest: +SKIP
 ...     obs = dev.reset(seed=0)
 ...     pol = dev.expert(); pol.reset(seed=0)
@@ -19,8 +19,8 @@ import math
 
 import numpy as np
 
-from devices.embodiment import Channel
-from devices.mujoco import MujocoDevice, parse_size, load_model
+from embodia.devices.embodiment import Channel
+from embodia.devices.mujoco import MujocoDevice, parse_size, load_model
 
 # -- nominal scene constants (metres); the expert may know these, never the shift -----------------
 TIMESTEP = 0.01

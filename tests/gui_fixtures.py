@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from devices.coords import element_point
+from embodia.devices.coords import element_point
 
 DEFAULT_SIZE = (1280, 800)
 TK_FORM = Path(__file__).with_name("tk_form.py")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from action_heads import (
+from embodia.action_heads import (
     ActionDiT,
     QuantileNormalizer,
     flow_loss,

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from devices.actions import ActionError, GuiAction
-from devices.android import AndroidDevice, open_android
-from devices.base import DeviceLost
-from devices.gui import SCREEN
+from embodia.devices.actions import ActionError, GuiAction
+from embodia.devices.android import AndroidDevice, open_android
+from embodia.devices.base import DeviceLost
+from embodia.devices.gui import SCREEN
 import fakeadb
 from fakeadb import ADB_KEYBOARD, FakePhone
 
@@ -345,7 +345,7 @@ def test_server_killed_during_a_request_raises_device_lost(phone, fake_adb):
 
 
 def test_module_imports_without_adbutils():
-    code = ("import sys; sys.modules['adbutils'] = None; import devices.android as a\n"
+    code = ("import sys; sys.modules['adbutils'] = None; import embodia.devices.android as a\n"
             "try:\n    a.open_android('x', port=1)\nexcept ImportError as e:\n    print(e)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          cwd=Path(__file__).resolve().parents[1])

@@ -6,12 +6,12 @@ import json
 from typer.testing import CliRunner
 
 import fakeadb
-from agent.cli import app
-from agent.gui_record import GuiRecorder, list_gui_episodes, read_gui_episode
-from agent.loop import run_episode
-from devices import GuiAction
-from devices.android import open_android
-from policies import GuiReplayPolicy
+from embodia.agent.cli.app import app
+from embodia.agent.recording.gui_log import GuiRecorder, list_gui_episodes, read_gui_episode
+from embodia.agent.loop.episode import run_episode
+from embodia.devices import GuiAction
+from embodia.devices.android import open_android
+from embodia.policies import GuiReplayPolicy
 
 fake_adb, new_fake_adb = fakeadb.fake_adb, fakeadb.new_fake_adb      # fixtures
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from action_heads import sample
-from agent.async_loop import THREAD_NAME, _Plan, check_async, inpaint_weights
-from agent.loop import run_episode
-from devices import Channel, DeviceLost, Embodiment, Observation, SimDevice, check_action, open_device
+from embodia.action_heads import sample
+from embodia.agent.loop.asynchronous import THREAD_NAME, _Plan, check_async, inpaint_weights
+from embodia.agent.loop.episode import run_episode
+from embodia.devices import Channel, DeviceLost, Embodiment, Observation, SimDevice, check_action, open_device
 
 HZ = 50.0            # a 20 ms control period ...
 LATENCY = 0.04       # ... and a policy that takes two of them
@@ -190,7 +190,7 @@ def test_what_async_cannot_run_is_refused_before_the_episode():
 # -- prefix inpainting in the real bundled model ---------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny():
-    from agent.factory import make_policy
+    from embodia.agent.loop.factory import make_policy
     dev = open_device("sim:twogap-push")
     pol = make_policy("embodia-tiny", dev, threads=1)
     yield dev, pol
@@ -255,7 +255,7 @@ def test_async_inpainting_runs_the_bundled_model_without_stalls(tiny):
 def test_cli_runs_and_evaluates_asynchronously_and_refuses_smoothing_without_it(tmp_path):
     from typer.testing import CliRunner
 
-    from agent.cli import app
+    from embodia.agent.cli.app import app
     runner = CliRunner()
     res = runner.invoke(app, ["run", "--async", "--smooth", "inpaint", "-n", "1", "--max-steps", "8",
                               "--record", str(tmp_path / "rec")], catch_exceptions=False)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from devices.embodiment import Camera, Channel, Embodiment
-from policies.backbone import (META_FILE, Backbone, BackboneLoadError, prompt_text, text_body, tiny_config,
+from embodia.devices.embodiment import Camera, Channel, Embodiment
+from embodia.policies.backbone import (META_FILE, Backbone, BackboneLoadError, prompt_text, text_body, tiny_config,
                                train_tokenizer)
 
 torch.set_num_threads(2)

@@ -7,7 +7,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from agent.cli import app
+from embodia.agent.cli.app import app
 
 runner = CliRunner()
 
@@ -19,7 +19,7 @@ def invoke(*args):
 
 def test_console_script_lists_the_verbs():
     exe = shutil.which("embodia")
-    cmd = [exe, "--help"] if exe else [sys.executable, "-m", "agent.cli", "--help"]
+    cmd = [exe, "--help"] if exe else [sys.executable, "-m", "embodia.agent.cli.app", "--help"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     for verb in ("run", "record", "eval", "replay", "devices"):
         assert f" {verb} " in out
@@ -75,9 +75,9 @@ def test_replay_detects_a_different_scene(tmp_path):
     """Replaying on a shifted scene must not silently 'reproduce' the record."""
     ds = tmp_path / "ds"
     invoke("record", "--out", ds, "--policy", "expert", "--episodes", 1, "--seed", 1)
-    from agent.dataset import LocalDataset
-    from agent.replay import replay_episode
-    from devices import open_device
+    from embodia.agent.recording.dataset import LocalDataset
+    from embodia.agent.loop.replay import replay_episode
+    from embodia.devices import open_device
     with open_device("sim:twogap-push", shift="heavy") as dev:
         r = replay_episode(LocalDataset(ds), 0, device=dev, stop_on_divergence=1e-4)
     assert r["diverged_at"] is not None
@@ -118,8 +118,8 @@ def test_acceptance_metaworld_pick_place_expert(tmp_path):
 def test_a_session_closes_the_policy_and_the_device(monkeypatch):
     """A policy that holds something (a websocket client) is closed with the device, also when the
     run fails inside the session."""
-    import agent.factory
-    from agent.cli import _session
+    import embodia.agent.loop.factory
+    from embodia.agent.cli.app import _session
     closed = []
 
     class Held:
@@ -129,8 +129,8 @@ def test_a_session_closes_the_policy_and_the_device(monkeypatch):
     class Dev:
         def close(self):
             closed.append("device")
-    monkeypatch.setattr(agent.factory, "make_device", lambda uri, shift=None, size=None: Dev())
-    monkeypatch.setattr(agent.factory, "make_policy", lambda spec, device, **kw: Held())
+    monkeypatch.setattr(embodia.agent.loop.factory, "make_device", lambda uri, shift=None, size=None: Dev())
+    monkeypatch.setattr(embodia.agent.loop.factory, "make_policy", lambda spec, device, **kw: Held())
     with _session("sim:twogap-push", "ws://localhost:1", None, None) as (dev, pol):
         assert isinstance(pol, Held) and closed == []
     assert closed == ["policy", "device"]

@@ -1,4 +1,4 @@
-"""Screen coordinate conventions (devices.coords): exact pixel round trips, HiDPI, model image space, errors."""
+"""Screen coordinate conventions (embodia.devices.coords): exact pixel round trips, HiDPI, model image space, errors."""
 from __future__ import annotations
 
 import math
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from devices.coords import SPACES, bounds_center, convert, element_point, from_pixels, to_logical, to_pixels
-from devices.embodiment import Screen
+from embodia.devices.coords import SPACES, bounds_center, convert, element_point, from_pixels, to_logical, to_pixels
+from embodia.devices.embodiment import Screen
 
 SCREENS = [Screen(1, 1), Screen(2, 3), Screen(7, 1000), Screen(320, 480), Screen(1001, 999), Screen(1080, 2400),
            Screen(1280, 800), Screen(1920, 1080), Screen(2560, 1600), Screen(3840, 2160)]

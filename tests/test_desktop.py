@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from devices import ActionError, DeviceLost, GuiAction, Screen
-from devices.desktop import DesktopDevice, FailSafe, NoDisplay, Settle, open_desktop
+from embodia.devices import ActionError, DeviceLost, GuiAction, Screen
+from embodia.devices.desktop import DesktopDevice, FailSafe, NoDisplay, Settle, open_desktop
 
 pytest_plugins = ("gui_fixtures",)
 

@@ -7,9 +7,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from agent.cli import app
-from agent.gui_record import list_gui_episodes, read_gui_episode
-from devices import Screen
+from embodia.agent.cli.app import app
+from embodia.agent.recording.gui_log import list_gui_episodes, read_gui_episode
+from embodia.devices import Screen
 
 pytest_plugins = ("gui_fixtures",)
 

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 ray = pytest.importorskip("ray")
 
-from agent import fleet as fleet_mod  # noqa: E402
-from agent.cli import app  # noqa: E402
-from agent.fleet import Fleet, MemoryHost, MemoryProxy, WorkerSpec, ray_session  # noqa: E402
+from embodia.agent import fleet as fleet_mod  # noqa: E402
+from embodia.agent.cli.app import app  # noqa: E402
+from embodia.agent.fleet.runner import Fleet, MemoryHost, MemoryProxy, WorkerSpec, ray_session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = Path.home() / ".ray" / "auth_token"
@@ -52,10 +52,10 @@ def _run(code: str) -> subprocess.CompletedProcess:
 
 def test_plain_eval_never_imports_ray():
     out = _run("import sys\n"
-               "import agent.fleet\n"
-               "assert 'ray' not in sys.modules, 'importing agent.fleet imported ray'\n"
+               "import embodia.agent.fleet.runner\n"
+               "assert 'ray' not in sys.modules, 'importing embodia.agent.fleet.runner imported ray'\n"
                "from typer.testing import CliRunner\n"
-               "from agent.cli import app\n"
+               "from embodia.agent.cli.app import app\n"
                "r = CliRunner().invoke(app, ['eval', '--policy', 'expert', '-n', '2'])\n"
                "assert r.exit_code == 0, r.output\n"
                "print('RAY_IMPORTED', 'ray' in sys.modules)\n")
@@ -67,7 +67,7 @@ def test_workers_without_ray_says_what_to_install():
     out = _run("import sys\n"
                "sys.modules['ray'] = None      # as if not installed\n"
                "from typer.testing import CliRunner\n"
-               "from agent.cli import app\n"
+               "from embodia.agent.cli.app import app\n"
                "r = CliRunner().invoke(app, ['eval', '--policy', 'expert', '-n', '2', '--workers', '2'])\n"
                "print('EXIT', r.exit_code)\n"
                "print(r.output)\n")
@@ -109,7 +109,7 @@ class _Writer:
 
 
 def test_two_workers_writing_one_memory_leave_a_memory_with_both(local_ray, tmp_path):
-    from memory import SuccessMemory
+    from embodia.memory import SuccessMemory
     path = tmp_path / "mem"
     host = ray.remote(num_cpus=0)(MemoryHost).remote(str(path), LOAD, 3)
     a, b = _Writer.remote(host, "worker-0.1"), _Writer.remote(host, "worker-1.1")
@@ -126,7 +126,7 @@ def test_two_workers_writing_one_memory_leave_a_memory_with_both(local_ray, tmp_
 
 
 def test_one_workers_failure_never_credits_entries_another_worker_used(local_ray, tmp_path):
-    from memory import MemoryConfig
+    from embodia.memory import MemoryConfig
     host = ray.remote(num_cpus=0)(MemoryHost).remote(str(tmp_path / "mem"), LOAD, 100)
     a, b = MemoryProxy(host, "a"), MemoryProxy(host, "b")
     rng = np.random.default_rng(0)
@@ -163,7 +163,7 @@ def test_lost_unit_is_listed_with_its_seeds_never_dropped(local_ray, monkeypatch
 
 @pytest.mark.slow
 def test_record_with_a_killed_worker_commits_every_episode_once_in_seed_order(local_ray, monkeypatch, tmp_path):
-    from agent.dataset import LocalDataset
+    from embodia.agent.recording.dataset import LocalDataset
     killed = []
     _kill_first_finisher(monkeypatch, killed)
     out = tmp_path / "ds"
@@ -203,8 +203,8 @@ def test_workers_give_the_serial_per_episode_outcomes(local_ray, tmp_path):
     """Same seeds, same sampling: `eval --workers 2` equals one process at one torch thread."""
     import torch
 
-    from agent.evaluate import evaluate
-    from agent.factory import make_device, make_policy
+    from embodia.agent.evaluation.evaluate import evaluate
+    from embodia.agent.loop.factory import make_device, make_policy
     out = tmp_path / "rep.json"
     res = CliRunner().invoke(app, ["eval", "-n", "4", "--workers", "2", "--json", str(out)], catch_exceptions=False)
     assert res.exit_code == 0, res.output

@@ -5,13 +5,13 @@ import json
 import numpy as np
 import pytest
 
-from agent.gui_record import GuiRecorder, list_gui_episodes, load_actions, read_gui_episode
-from agent.loop import run_episode
-from agent.replay import replay_gui
-from agent.safety import SafetyGate, classify
-from devices import DeviceLost, GuiAction, Screen
-from devices.gui import GuiDevice, gui_embodiment
-from policies import GuiReplayPolicy
+from embodia.agent.recording.gui_log import GuiRecorder, list_gui_episodes, load_actions, read_gui_episode
+from embodia.agent.loop.episode import run_episode
+from embodia.agent.loop.replay import replay_gui
+from embodia.agent.loop.safety import SafetyGate, classify
+from embodia.devices import DeviceLost, GuiAction, Screen
+from embodia.devices.gui import GuiDevice, gui_embodiment
+from embodia.policies import GuiReplayPolicy
 
 TREE = [
     {"index": 0, "role": "EditText", "text": "", "desc": "message", "bounds": [0, 0, 400, 100], "focused": True},

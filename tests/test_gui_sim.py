@@ -4,15 +4,15 @@ import dataclasses
 import numpy as np
 import pytest
 
-from agent.loop import run_episode
-from agent.safety import SafetyGate
-from devices import GuiAction
-from devices.actions import ActionError
-from sim.gui import (GATE_ALLOW, SHIFTS, TEMPLATES, ChancePolicy, GuiSimDevice, candidate_actions, chance_rate,
+from embodia.agent.loop.episode import run_episode
+from embodia.agent.loop.safety import SafetyGate
+from embodia.devices import GuiAction
+from embodia.devices.actions import ActionError
+from embodia.sim.gui import (GATE_ALLOW, SHIFTS, TEMPLATES, ChancePolicy, GuiSimDevice, candidate_actions, chance_rate,
                      heldout_labels, list_targets, open_gui_sim)
-from sim.gui.apps import HOME
-from sim.gui.tasks import new_instance
-from sim.gui.widgets import MIN_FONT_PX, render
+from embodia.sim.gui.apps import HOME
+from embodia.sim.gui.tasks import new_instance
+from embodia.sim.gui.widgets import MIN_FONT_PX, render
 
 GATE = SafetyGate(allow=GATE_ALLOW)
 
@@ -277,7 +277,7 @@ def test_typing_searching_scrolling_and_sending_change_the_state():
 
 
 def test_safety_gate_judges_the_send_step_and_the_sandbox_allows_it():
-    from agent.safety import SafetyGate
+    from embodia.agent.loop.safety import SafetyGate
     dev = open_gui_sim("messages", task="send-message")
     r = run_episode(dev, dev.expert(), seed=0, gate=SafetyGate())          # a gate that says No
     assert not r.success and "RiskRefused" in r.error and dev.world.sent == []

@@ -6,10 +6,10 @@ import json
 
 from typer.testing import CliRunner
 
-from agent.cli import app
-from agent.gui_record import list_gui_episodes, read_gui_episode
-from agent.loop import run_episode
-from devices import open_device
+from embodia.agent.cli.app import app
+from embodia.agent.recording.gui_log import list_gui_episodes, read_gui_episode
+from embodia.agent.loop.episode import run_episode
+from embodia.devices import open_device
 
 pytest_plugins = ("fake_openai",)
 

@@ -4,8 +4,8 @@ import time
 import numpy as np
 import pytest
 
-from agent.loop import run_episode
-from devices import Channel, DeviceLost, Embodiment, Observation, SimDevice, check_action
+from embodia.agent.loop.episode import run_episode
+from embodia.devices import Channel, DeviceLost, Embodiment, Observation, SimDevice, check_action
 
 
 class CounterDevice(SimDevice):

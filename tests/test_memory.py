@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory import (MemoryConfig, MemoryFileError, MemoryMismatch, SuccessMemory, make_namespace,
+from embodia.memory import (MemoryConfig, MemoryFileError, MemoryMismatch, SuccessMemory, make_namespace,
                     stable_hash, tau0_from_confidence)
 
 faiss.omp_set_num_threads(1)

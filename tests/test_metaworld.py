@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("metaworld")
 
-from devices import ActionError, open_device            # noqa: E402
-from devices.base import Device                          # noqa: E402
-from sim.metaworld import MetaWorldDevice, list_tasks, open_metaworld   # noqa: E402
+from embodia.devices import ActionError, open_device            # noqa: E402
+from embodia.devices.base import Device                          # noqa: E402
+from embodia.sim.metaworld import MetaWorldDevice, list_tasks, open_metaworld   # noqa: E402
 
 
 def run_expert(dev, seed):
@@ -143,7 +143,7 @@ def test_unknown_task_and_shift_errors():
 def test_list_tasks_and_registry():
     tasks = list_tasks()
     assert {"pick-place-v3", "reach-v3", "push-v3"} <= set(tasks) and len(tasks) == 50
-    from sim import list_targets
+    from embodia.sim import list_targets
     assert "sim:metaworld/pick-place-v3" in list_targets()
     with open_device("sim:metaworld/reach-v3", render="0") as d:
         assert isinstance(d, MetaWorldDevice) and d.task == "reach-v3"
@@ -188,9 +188,9 @@ def test_imports_without_metaworld():
     """The module imports without metaworld; using it says how to install it."""
     code = (
         "import sys; sys.modules['metaworld'] = None\n"
-        "import sim.metaworld as m\n"
+        "import embodia.sim.metaworld as m\n"
         "try:\n    m.open_metaworld('reach-v3')\nexcept ImportError as e:\n    print('ERR', e)\n"
-        "from sim import list_targets\n"
+        "from embodia.sim import list_targets\n"
         "print([t for t in list_targets() if 'metaworld' in t])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import gymnasium
-from devices import ActionError, open_device
+from embodia.devices import ActionError, open_device
 
 ASSETS = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets"
 

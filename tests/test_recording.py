@@ -17,11 +17,11 @@ av = pytest.importorskip("av")
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-from agent.dataset import DatasetError, LocalDataset  # noqa: E402
-from agent.recording import (DatasetWriter, EmbodimentMismatch, RecordingError,  # noqa: E402
+from embodia.agent.recording.dataset import DatasetError, LocalDataset  # noqa: E402
+from embodia.agent.recording.writer import (DatasetWriter, EmbodimentMismatch, RecordingError,  # noqa: E402
                              read_steplog)
-from devices.embodiment import Camera, Channel, Embodiment  # noqa: E402
-from devices.observation import Observation  # noqa: E402
+from embodia.devices.embodiment import Camera, Channel, Embodiment  # noqa: E402
+from embodia.devices.observation import Observation  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 S, D, H, W = 10, 2, 96, 96
@@ -253,7 +253,7 @@ CHILD = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, sys.argv[2])
     from test_recording import make_embodiment, make_step
-    from agent.recording import DatasetWriter
+    from embodia.agent.recording.writer import DatasetWriter
     w = DatasetWriter(sys.argv[1], make_embodiment())
     ep = w.begin_episode(task="crash test", seed=7, meta={"device": "child"})
     print("log", ep.path, flush=True)
@@ -347,7 +347,7 @@ def test_truncated_last_line_is_ignored_and_recovered_on_open(tmp_path):
 
 def test_crash_during_commit_rolls_back_then_recovers(tmp_path, monkeypatch):
     """Die after the data/episodes files are written but before info.json: nothing half-committed."""
-    import agent.recording as rec
+    import embodia.agent.recording.writer as rec
     root = tmp_path / "ds"
     w = DatasetWriter(root, make_embodiment())
     record(w, 6, seed=1, task="a")

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from devices import GuiAction, open_device
-from memory import MemoryFileError, MemoryMismatch
-from memory.screen import Featurizer, ScreenMemory, ScreenMemoryConfig, _bucket, canonical
-from policies.screen_memory import ScreenMemoryPolicy, default_namespace
+from embodia.devices import GuiAction, open_device
+from embodia.memory import MemoryFileError, MemoryMismatch
+from embodia.memory.screen import Featurizer, ScreenMemory, ScreenMemoryConfig, _bucket, canonical
+from embodia.policies.gui.screen_memory import ScreenMemoryPolicy, default_namespace
 
 NS = "phone/turn-on"
 SCREEN = (540, 960)
@@ -244,7 +244,7 @@ class _Scripted:
 
 class _Obs:
     def __init__(self, tree):
-        from devices import Screen
+        from embodia.devices import Screen
         self.ui_tree, self.screen = tree, Screen(*SCREEN)
 
 
@@ -321,7 +321,7 @@ class _Watched:
         self.policy.reset(seed)
 
     def act(self, obs, instruction):
-        from sim.gui.tasks import target_of
+        from embodia.sim.gui.tasks import target_of
         want = target_of(self.device.world, self.oracle.act(obs, instruction))
         action = self.policy.act(obs, instruction)
         rec = self.policy.step_record()["memory"]
@@ -330,7 +330,7 @@ class _Watched:
 
 
 def _stream(mode, n, p=0.5, seed0=9000):
-    from agent.loop import run_episode
+    from embodia.agent.loop.episode import run_episode
     dev = open_device("gui-sim:settings?shift=layout")
     pol = _Watched(ScreenMemoryPolicy(SloppyExpert(dev, p), ScreenMemory(), mode=mode, learn=mode != "off",
                                       device=dev), dev)
@@ -343,7 +343,7 @@ def test_memory_lifts_a_sloppy_policy_on_layouts_it_has_not_seen():
     must beat memory off over the second half of the stream with a Newcombe 95% lower bound above 0
     (seeds 1000, 3000, 9000, 20000 gave +0.23 to +0.30, lower bounds +0.06 to +0.13), by actions
     bound to elements that moved since they were stored."""
-    from agent.stats import newcombe
+    from embodia.agent.evaluation.stats import newcombe
     n = 120
     off, _, _ = _stream("off", n)
     on, records, pol = _stream("replace", n)
@@ -409,7 +409,7 @@ def test_cli_learns_on_a_gui_device_with_the_bundled_head(tmp_path):
     head: the screen memory is used, replaces decisions, and a run's memory is saved."""
     from typer.testing import CliRunner
 
-    from agent.cli import app
+    from embodia.agent.cli.app import app
     uri = "gui-sim:settings?task=turn-on&split=test&shift=layout&max_steps=7"
     out = tmp_path / "rep.json"
     r = CliRunner().invoke(app, ["eval", "--device", uri, "--policy", "embodia-tiny", "--memory", "online",

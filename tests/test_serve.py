@@ -18,16 +18,16 @@ from typer.testing import CliRunner
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from agent.cli import app
-from agent.evaluate import evaluate
-from agent.factory import make_device, make_policy
-from agent.loop import run_episode
-from agent.memory_eval import device_namespace
-from agent.serve import PolicyServer
-from devices import Observation
-from memory import SuccessMemory
-from policies.steered import KEY_ENCODER, memory_for, normalizer_hash
-from policies.ws_policy import PolicyServerError, WebsocketPolicy, packb, unpackb
+from embodia.agent.cli.app import app
+from embodia.agent.evaluation.evaluate import evaluate
+from embodia.agent.loop.factory import make_device, make_policy
+from embodia.agent.loop.episode import run_episode
+from embodia.agent.evaluation.memory_eval import device_namespace
+from embodia.agent.serving.server import PolicyServer
+from embodia.devices import Observation
+from embodia.memory import SuccessMemory
+from embodia.policies.robot.steered import KEY_ENCODER, memory_for, normalizer_hash
+from embodia.policies.ws_policy import PolicyServerError, WebsocketPolicy, packb, unpackb
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPT = "push the puck onto the goal"
@@ -275,7 +275,7 @@ def test_a_missing_silent_or_vanished_server_is_a_clear_error_not_a_hang(tiny, b
 
 def test_serve_command_prints_its_urls_answers_healthz_and_saves_the_memory_on_ctrl_c(tmp_path):
     port, mem = free_port(), tmp_path / "mem"
-    proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "serve", "--policy", "embodia-tiny",
+    proc = subprocess.Popen([sys.executable, "-m", "embodia.agent.cli.app", "serve", "--policy", "embodia-tiny",
                              "--port", str(port), "--memory", str(mem)], cwd=REPO, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:

@@ -5,18 +5,18 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from agent.cli import app
-from agent.loop import run_episode
-from agent.train import TrainConfig, train
-from devices import open_device
-from memory import MemoryConfig
-from policies.steered import SteeredPolicy, memory_for
-from policies.vla import VLAPolicy
+from embodia.agent.cli.app import app
+from embodia.agent.loop.episode import run_episode
+from embodia.agent.training.train import TrainConfig, train
+from embodia.devices import open_device
+from embodia.memory import MemoryConfig
+from embodia.policies.robot.steered import SteeredPolicy, memory_for
+from embodia.policies.robot.vla import VLAPolicy
 
 
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
-    from agent.recording import DatasetWriter
+    from embodia.agent.recording.writer import DatasetWriter
     root = tmp_path_factory.mktemp("steer")
     with open_device("sim:twogap-push") as dev:
         w = DatasetWriter(root / "demos", dev.embodiment)
@@ -103,7 +103,7 @@ def test_the_loop_stores_verified_successes_and_not_failures(ckpt):
 
 
 def test_noisy_labels_count_the_poisoned_entries_and_credit_removes_them(ckpt):
-    from agent.memory_eval import NoisyLabels
+    from embodia.agent.evaluation.memory_eval import NoisyLabels
     with open_device("sim:twogap-push") as dev:
         base = VLAPolicy.from_pretrained(ckpt).bind(dev.embodiment)
         cfg = MemoryConfig(fixed_confidence=1.0, credit_min_weight=0.0)     # credit every elite
@@ -164,7 +164,7 @@ class _Gap:
     ("burst", "stuck", [False, False, True, False, False, True] + [False] * 14),
 ])
 def test_faulty_detectors_flip_the_failures_their_schedule_says(monkeypatch, schedule, which, expect):
-    from agent.memory_eval import NoisyLabels
+    from embodia.agent.evaluation.memory_eval import NoisyLabels
     pol, dev = _Recorder(), _Gap()
     noisy = NoisyLabels(pol, 0.1, schedule, which)
     noisy.horizon, noisy.device = 20, dev
@@ -218,7 +218,7 @@ def test_corrupt_memory_file_is_refused_with_its_name(ckpt, tmp_path):
 
 
 def test_memory_ingest_stats_and_prune_from_the_cli(ckpt, tmp_path):
-    from agent.recording import DatasetWriter
+    from embodia.agent.recording.writer import DatasetWriter
     ds = tmp_path / "ds"
     with open_device("sim:twogap-push") as dev:
         w = DatasetWriter(ds, dev.embodiment)
@@ -241,9 +241,9 @@ def test_memory_ingest_stats_and_prune_from_the_cli(ckpt, tmp_path):
 def test_parallel_streams_match_the_serial_run_and_resume_from_cache(tmp_path):
     """Streams farmed out to worker processes give exactly the serial outcomes (a stream depends
     only on its arm, index and seeds), and a rerun reads finished streams back from the cache."""
-    from agent.factory import make_policy
-    from agent.memory_eval import arm_factory, build_report, evaluate_memory, run_streams_parallel
-    from memory import make_namespace
+    from embodia.agent.loop.factory import make_policy
+    from embodia.agent.evaluation.memory_eval import arm_factory, build_report, evaluate_memory, run_streams_parallel
+    from embodia.memory import make_namespace
     kw = dict(arms=["off", "online"], streams=2, episodes=3, seed=0)
     with open_device("sim:twogap-push", shift="blocked-left") as dev:
         ns = make_namespace(dev.embodiment.name, "twogap-push")
@@ -265,7 +265,7 @@ def test_parallel_streams_match_the_serial_run_and_resume_from_cache(tmp_path):
 def test_a_drifting_stream_moves_to_the_other_device_at_its_episode(monkeypatch):
     """`run_stream(drift=(k, other))`: episodes 0..k-1 on the device, k.. on the other one, with the
     stream's seeds; the policy (and its memory) is the same object throughout."""
-    import agent.memory_eval as me
+    import embodia.agent.evaluation.memory_eval as me
     seen = []
 
     class R:

@@ -12,14 +12,14 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from agent.cli import app  # noqa: E402
-from agent.factory import PolicyError, make_policy  # noqa: E402
-from agent.gui_record import list_gui_episodes, read_gui_episode  # noqa: E402
-from devices import GuiAction, Observation, Screen  # noqa: E402
-from devices.coords import to_pixels  # noqa: E402
-from devices.gui import gui_embodiment  # noqa: E402
-from policies.gui_prompt import vote, vote_key  # noqa: E402
-from policies.remote import OpenAIPolicy, PolicyGaveUp  # noqa: E402
+from embodia.agent.cli.app import app  # noqa: E402
+from embodia.agent.loop.factory import PolicyError, make_policy  # noqa: E402
+from embodia.agent.recording.gui_log import list_gui_episodes, read_gui_episode  # noqa: E402
+from embodia.devices import GuiAction, Observation, Screen  # noqa: E402
+from embodia.devices.coords import to_pixels  # noqa: E402
+from embodia.devices.gui import gui_embodiment  # noqa: E402
+from embodia.policies.gui.prompt import vote, vote_key  # noqa: E402
+from embodia.policies.gui.remote import OpenAIPolicy, PolicyGaveUp  # noqa: E402
 
 pytest.register_assert_rewrite("fake_openai")
 from fake_openai import Reply, completion  # noqa: E402
@@ -331,7 +331,7 @@ class ForceRows:
 def test_local_policy_samples_n_sequences_in_one_generate_call_and_votes(model_dir, monkeypatch):
     from transformers import LogitsProcessorList
 
-    from policies.local_vlm import LocalVLMPolicy
+    from embodia.policies.gui.local_vlm import LocalVLMPolicy
 
     dev = Phone()
     pol = LocalVLMPolicy(model_dir, max_new_tokens=40, max_retries=0, samples=3, sample_temperature=0.5)

@@ -6,9 +6,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 import pytest
 
-from devices import ActionError, open_device
-from devices.base import Device
-from sim.twogap import TwoGapPush, open_twogap
+from embodia.devices import ActionError, open_device
+from embodia.devices.base import Device
+from embodia.sim.twogap import TwoGapPush, open_twogap
 
 
 def run_expert(dev, seed, max_steps=None):

@@ -5,15 +5,15 @@ import numpy as np
 import pytest
 import torch
 
-from agent.loop import run_episode
-from agent.train import TrainConfig, build_model, train
-from devices import Observation, open_device
-from policies.vla import CheckpointError, VLAPolicy, load_checkpoint, save_checkpoint
+from embodia.agent.loop.episode import run_episode
+from embodia.agent.training.train import TrainConfig, build_model, train
+from embodia.devices import Observation, open_device
+from embodia.policies.robot.vla import CheckpointError, VLAPolicy, load_checkpoint, save_checkpoint
 
 
 @pytest.fixture(scope="module")
 def demos(tmp_path_factory):
-    from agent.recording import DatasetWriter
+    from embodia.agent.recording.writer import DatasetWriter
     root = tmp_path_factory.mktemp("demos") / "twogap"
     with open_device("sim:twogap-push") as dev:
         w = DatasetWriter(root, dev.embodiment)
@@ -112,8 +112,8 @@ def test_corrupt_checkpoints_get_clear_errors(ckpt, tmp_path):
 
 
 def test_a_non_tiny_configuration_loads_by_path_and_decides(demos, tmp_path):
-    from agent.dataset import LocalDataset
-    from agent.train import Samples
+    from embodia.agent.recording.dataset import LocalDataset
+    from embodia.agent.training.train import Samples
     cfg = small_cfg(demos, tmp_path / "big", hidden=256, layers=4, heads=8, head=dict(dim=128, depth=4, heads=8))
     ds = [LocalDataset(demos)]
     model = build_model(cfg, ds)
@@ -144,7 +144,7 @@ def test_temporal_ensembling_returns_one_blended_action_per_step(ckpt):
 
 def test_two_bodies_train_together_through_the_frozen_phase(demos, tmp_path):
     """One checkpoint, two embodiments of different D, prompt lengths and state sizes."""
-    from agent.recording import DatasetWriter
+    from embodia.agent.recording.writer import DatasetWriter
     reach = tmp_path / "reach"
     with open_device("sim:metaworld/reach-v3") as dev:
         w = DatasetWriter(reach, dev.embodiment)

@@ -3,9 +3,9 @@ import math
 import numpy as np
 import pytest
 
-from devices import (ActionError, Camera, Channel, Embodiment, GuiAction, Observation, check_action,
+from embodia.devices import (ActionError, Camera, Channel, Embodiment, GuiAction, Observation, check_action,
                      check_chunk, open_device, parse_uri)
-from devices.registry import UnknownDevice
+from embodia.devices.registry import UnknownDevice
 
 
 def pusher(**kw):

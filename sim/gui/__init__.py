@@ -15,8 +15,8 @@ with target one of `TARGETS` (``all`` when empty; the app family whose templates
 >>> obs = dev.reset(seed=0)
 >>> obs.images["screen"].shape, dev.instruction.startswith(("Turn", "Open"))
 ((960, 540, 3), True)
->>> from agent.loop import run_episode           # doctest: +SKIP
->>> from agent.safety import SafetyGate          # doctest: +SKIP
+>>> from embodia.agent.loop.episode import run_episode           # doctest: +SKIP
+>>> from embodia.agent.loop.safety import SafetyGate          # doctest: +SKIP
 >>> run_episode(dev, dev.expert(), seed=1, gate=SafetyGate(allow=GATE_ALLOW)).success   # doctest: +SKIP
 True
 
@@ -45,12 +45,12 @@ import random
 
 import numpy as np
 
-from devices.embodiment import Screen
-from devices.gui import GuiDevice, gui_embodiment
+from embodia.devices.embodiment import Screen
+from embodia.devices.gui import GuiDevice, gui_embodiment
 
-from .tasks import (SCREENS, SHIFTS, SPLITS, TARGETS, TEMPLATES, candidate_actions, expert_action,
+from embodia.sim.gui.tasks import (SCREENS, SHIFTS, SPLITS, TARGETS, TEMPLATES, candidate_actions, expert_action,
                     heldout_labels, new_instance, plan, templates_for)
-from .widgets import render, ui_tree
+from embodia.sim.gui.widgets import render, ui_tree
 
 GATE_ALLOW = ("send",)
 DEFAULT_MAX_STEPS = 10           # the expert needs 1-5 steps on the base screens

@@ -17,9 +17,9 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from devices.actions import ActionError, GuiAction
+from embodia.devices.actions import ActionError, GuiAction
 
-from .widgets import Color, Widget, hit, hsv, mix, on, text_width
+from embodia.sim.gui.widgets import Color, Widget, hit, hsv, mix, on, text_width
 
 HOME = ("home",)
 CORE_APPS = ("Settings", "Contacts", "Messages", "Sign-up")

@@ -19,12 +19,12 @@ import copy
 import random
 from dataclasses import dataclass, field
 
-from devices.actions import GuiAction
-from devices.coords import element_point, to_pixels
+from embodia.devices.actions import GuiAction
+from embodia.devices.coords import element_point, to_pixels
 
-from .apps import (CORE_APPS, HOME, ROOTS, Contact, Look, World, grid_jitter, light_palette,
+from embodia.sim.gui.apps import (CORE_APPS, HOME, ROOTS, Contact, Look, World, grid_jitter, light_palette,
                    random_palette, slug, tile_colours)
-from .widgets import Widget, hit
+from embodia.sim.gui.widgets import Widget, hit
 
 # -- slot values: (train, held-out) ------------------------------------------------------------------
 APPS = (["Camera", "Clock", "Calendar", "Maps", "Music", "Photos", "Notes", "Weather", "Calculator",

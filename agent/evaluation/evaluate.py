@@ -1,0 +1,100 @@
+"""`embodia eval`: run a policy over seeded episodes and write a JSON report with Wilson intervals."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+from collections import defaultdict
+
+import numpy as np
+
+from embodia.agent.loop.episode import EpisodeResult, run_episode
+from embodia.agent.evaluation.stats import wilson
+
+
+def _categorical(info: dict, prefix: str = "") -> dict[str, str]:
+    """Flatten string-valued facts (e.g. gap=left, policy.mode=right) for the per-category split."""
+    out = {}
+    for k, v in info.items():
+        if isinstance(v, dict):
+            out.update(_categorical(v, f"{prefix}{k}."))
+        elif isinstance(v, str):
+            out[prefix + k] = v
+    return out
+
+
+def summarize(results: list[EpisodeResult], **header) -> dict:
+    """The eval report: success rate with a 95% Wilson interval, splits, per-episode rows, timing."""
+    verified = [r for r in results if r.success is not None]
+    k, n = sum(bool(r.success) for r in verified), len(verified)
+    by: dict[str, dict[str, dict]] = defaultdict(lambda: defaultdict(lambda: {"episodes": 0, "successes": 0}))
+    for r in verified:
+        for key, value in _categorical(r.info).items():
+            cell = by[key][value]
+            cell["episodes"] += 1
+            cell["successes"] += int(bool(r.success))
+    for cells in by.values():
+        for cell in cells.values():
+            cell["success_rate"] = cell["successes"] / cell["episodes"]
+            cell["wilson95"] = list(wilson(cell["successes"], cell["episodes"]))
+    steps = np.array([r.steps for r in results]) if results else np.zeros(0)
+    total = sum(r.timing.get("total_s", 0.0) for r in results)
+    timing = {
+        "total_s": total,
+        "episodes_per_s": len(results) / total if total else None,
+        "steps_per_s": float(steps.sum()) / total if total else None,
+        "policy_s": sum(r.timing.get("policy_s", 0.0) for r in results),
+        "device_s": sum(r.timing.get("device_s", 0.0) for r in results),
+        "record_s": sum(r.timing.get("record_s", 0.0) for r in results),
+        "overhead_frac": (float(np.mean([r.timing["overhead_frac"] for r in results]))
+                          if results else None),
+    }
+    return {
+        **header,
+        "episodes": len(results),
+        "verified_episodes": n,
+        "successes": k,
+        "success_rate": k / n if n else None,
+        "wilson95": list(wilson(k, n)) if n else None,
+        "mean_length": float(steps.mean()) if len(steps) else None,
+        "interrupted": sum(r.interrupted for r in results),
+        "errors": sum(r.error is not None for r in results),
+        "by": {key: dict(cells) for key, cells in by.items()},
+        "timing": timing,
+        "per_episode": [{"episode": i, "seed": r.seed, "success": r.success, "length": r.steps,
+                         "info": r.info, "error": r.error, "episode_index": r.episode_index}
+                        for i, r in enumerate(results)],
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+    }
+
+
+def evaluate(device, policy, *, episodes: int, seed: int = 0, recorder=None, episode_meta=None,
+             on_episode=None, **header) -> dict:
+    """Episode i runs with seed `seed + i`, so two policies compared on the same seeds are paired."""
+    results = []
+    for i in range(episodes):
+        r = run_episode(device, policy, seed=seed + i, recorder=recorder, episode_meta=episode_meta)
+        results.append(r)
+        if on_episode:
+            on_episode(i, r)
+        if r.interrupted:
+            break
+    return summarize(results, embodiment=device.embodiment.name, seed=seed, **header)
+
+
+def write_json(report: dict, path) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=2, default=_jsonable)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _jsonable(x):
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(f"not JSON-serializable: {type(x).__name__}")

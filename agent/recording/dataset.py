@@ -1,0 +1,369 @@
+"""Read a LeRobotDataset v3.0 directory (the layout `embodia.agent.recording.writer.DatasetWriter` writes).
+
+>>> ds = LocalDataset("runs/pusher")                     # doctest: +SKIP
+>>> ds.embodiment.name, ds.num_episodes                   # doctest: +SKIP
+('planar_pusher', 12)
+>>> ep = ds.episode(0); ep["state"].shape, ep["success"] # doctest: +SKIP
+((100, 10), True)
+>>> ds.frames(0, "top").shape                             # doctest: +SKIP
+(100, 96, 96, 3)
+
+Only pyarrow, PyAV, numpy and OpenCV are used, so the reader has no LeRobot dependency. It also reads
+plain LeRobot v3 datasets (the embodiment is then rebuilt from the feature names and `fps`).
+Errors name the file that is missing or corrupt (`DatasetError`).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embodia.devices.embodiment import Camera, Channel, Embodiment
+from embodia.devices.observation import ACTION, IMAGES, STATE
+
+CODEBASE_VERSION = "v3.0"
+INFO_PATH = "meta/info.json"
+STATS_PATH = "meta/stats.json"
+TASKS_PATH = "meta/tasks.parquet"
+EPISODES_DIR = "meta/episodes"
+EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+STEPLOG_DIR = ".steplogs"   # crash-safe logs of running episodes (hidden from LeRobot readers)
+EMBODIA = "embodia"         # our own section in info.json and prefix of our episode columns
+
+
+class DatasetError(ValueError):
+    """A dataset that is missing, corrupt or inconsistent; the message names the file."""
+
+
+def committed_episode_rows(root: Path, n: int) -> list[dict]:
+    """Episode rows 0..n-1 sorted by index. A writer commits info.json last, so rows past its
+    total_episodes belong to an unfinished commit and are ignored."""
+    rows = []
+    for f in sorted((root / EPISODES_DIR).glob("chunk-*/file-*.parquet")):
+        rows.extend(read_table(f).to_pylist())
+    rows = sorted((r for r in rows if r["episode_index"] < n), key=lambda r: r["episode_index"])
+    if [r["episode_index"] for r in rows] != list(range(n)):
+        raise DatasetError(f"{root / EPISODES_DIR}: episode rows do not cover 0..{n - 1} "
+                           f"as {root / INFO_PATH} says (total_episodes={n})")
+    return rows
+
+
+# -- low-level readers with errors that name the file ------------------------------------------------
+def load_json(path: Path) -> Any:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DatasetError(f"{path}: missing") from None
+    except OSError as e:
+        raise DatasetError(f"{path}: unreadable ({e})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DatasetError(f"{path}: corrupt JSON ({e})") from None
+
+
+def read_table(path: Path, columns: list[str] | None = None):
+    """A parquet file as a pyarrow Table, or DatasetError naming the file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"{path}: missing")
+    try:
+        return pq.read_table(path, columns=columns)
+    except (pa.ArrowException, OSError, KeyError) as e:
+        raise DatasetError(f"{path}: corrupt or unreadable parquet ({e})") from None
+
+
+def list_column_to_numpy(col, dtype=np.float32) -> np.ndarray:
+    """A list<float> / fixed_size_list<float> column as a 2-D array [rows, width]."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    n = len(col)
+    if n == 0:
+        width = col.type.list_size if pa.types.is_fixed_size_list(col.type) else 0
+        return np.zeros((0, width), dtype)
+    flat = pc.list_flatten(col).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+    if flat.size % n:
+        raise DatasetError(f"list column has ragged rows ({flat.size} values over {n} rows)")
+    return flat.reshape(n, flat.size // n)
+
+
+def _json_field(v, default):
+    if v is None or v == "":
+        return default
+    if isinstance(v, str):
+        try:
+            return json.loads(v)
+        except json.JSONDecodeError:
+            return v
+    return v
+
+
+def embodiment_from_info(info: dict) -> Embodiment:
+    """The Embodiment stored in info.json's `embodia` section, else one rebuilt from the features."""
+    section = info.get(EMBODIA) or {}
+    if "embodiment" in section:
+        return Embodiment.from_dict(section["embodiment"])
+    feats = info.get("features", {})
+
+    def names(key):
+        f = feats.get(key)
+        if not f:
+            return []
+        n = f.get("names")
+        if isinstance(n, dict):   # some LeRobot datasets nest names, e.g. {"motors": [...]}
+            n = next(iter(n.values()), None)
+        width = int(np.prod(f.get("shape") or [0]))
+        return list(n) if isinstance(n, list) and len(n) == width else [f"{key}_{i}" for i in range(width)]
+
+    cams = []
+    for key, f in feats.items():
+        if key.startswith(IMAGES + ".") and f.get("dtype") in ("video", "image"):
+            channels_first = (f.get("names") or [None])[0] == "channels"
+            h, w = f["shape"][1:3] if channels_first else f["shape"][:2]
+            cams.append(Camera(key[len(IMAGES) + 1:], int(w), int(h)))
+    return Embodiment(name=info.get("robot_type") or "unknown", kind="lerobot dataset",
+                      actions=tuple(Channel(n) for n in names(ACTION)),
+                      state=tuple(Channel(n) for n in names(STATE)),
+                      cameras=tuple(cams), hz=float(info.get("fps") or 10.0), chunk=1, exec_horizon=1,
+                      action_kind="unknown")
+
+
+def read_steplog(path, *, decode_images: bool = True):
+    """(header, steps, end) of a step log; see `embodia.agent.recording.writer.read_steplog`."""
+    from embodia.agent.recording.writer import read_steplog as _read
+    return _read(path, decode_images=decode_images)
+
+
+class LocalDataset:
+    """A LeRobotDataset v3.0 directory on disk: metadata, per-episode arrays and decoded frames."""
+
+    def __init__(self, root):
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise DatasetError(f"{self.root}: no such dataset directory")
+        self.info = load_json(self.root / INFO_PATH)
+        if not isinstance(self.info, dict) or "features" not in self.info:
+            raise DatasetError(f"{self.root / INFO_PATH}: not a LeRobot info.json (no 'features')")
+        version = str(self.info.get("codebase_version", ""))
+        if not version.startswith("v3"):
+            raise DatasetError(f"{self.root / INFO_PATH}: codebase_version {version!r}; only v3.x is supported")
+        for key in ("fps", "total_episodes", "data_path"):
+            if key not in self.info:
+                raise DatasetError(f"{self.root / INFO_PATH}: missing field {key!r}")
+        try:
+            self.embodiment = embodiment_from_info(self.info)
+        except (TypeError, ValueError, KeyError) as e:
+            raise DatasetError(f"{self.root / INFO_PATH}: cannot rebuild the embodiment ({e})") from None
+        self._episodes: list[dict] | None = None
+        self._tasks: list[str] | None = None
+        self._stats: dict | None = None
+        self._table_cache: tuple[Path, Any] | None = None
+
+    # -- metadata ---------------------------------------------------------------------------------
+    @property
+    def fps(self) -> float:
+        return float(self.info["fps"])
+
+    @property
+    def features(self) -> dict:
+        return self.info["features"]
+
+    @property
+    def num_episodes(self) -> int:
+        return int(self.info["total_episodes"])
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.info.get("total_frames", 0))
+
+    @property
+    def image_keys(self) -> list[str]:
+        return [k for k, f in self.features.items() if f.get("dtype") in ("video", "image")]
+
+    @property
+    def video_keys(self) -> list[str]:
+        return [k for k, f in self.features.items() if f.get("dtype") == "video"]
+
+    @property
+    def tasks(self) -> list[str]:
+        """Task strings by task_index."""
+        if self._tasks is None:
+            path = self.root / TASKS_PATH
+            if not path.exists() and self.num_episodes == 0:
+                self._tasks = []
+            else:
+                t = read_table(path)
+                if "task_index" not in t.column_names:
+                    raise DatasetError(f"{path}: no task_index column")
+                tcol = "task" if "task" in t.column_names else "__index_level_0__"
+                if tcol not in t.column_names:
+                    raise DatasetError(f"{path}: no task column")
+                pairs = sorted(zip(t.column("task_index").to_pylist(), t.column(tcol).to_pylist()))
+                self._tasks = [s for _, s in pairs][: int(self.info.get("total_tasks", len(pairs)))]
+        return self._tasks
+
+    @property
+    def episodes(self) -> list[dict]:
+        """One dict per episode (episodes parquet rows), with decoded convenience keys:
+        task, seed, success, interrupted, final_state (float32 array or None), info, meta, timing."""
+        if self._episodes is None:
+            self._episodes = self._load_episodes()
+        return self._episodes
+
+    def _load_episodes(self) -> list[dict]:
+        n = self.num_episodes
+        files = sorted((self.root / EPISODES_DIR).glob("chunk-*/file-*.parquet"))
+        if not files:
+            if n:
+                raise DatasetError(f"{self.root / EPISODES_DIR}: no episodes parquet, "
+                                   f"but {self.root / INFO_PATH} says total_episodes={n}")
+            return []
+        rows = committed_episode_rows(self.root, n)
+        for r in rows:
+            tasks = r.get("tasks") or []
+            r["task"] = tasks[0] if tasks else ""
+            r["seed"] = r.get(f"{EMBODIA}/seed")
+            r["success"] = r.get(f"{EMBODIA}/success")
+            fs = r.get(f"{EMBODIA}/final_state")
+            r["final_state"] = None if fs is None else np.asarray(fs, np.float32)
+            r["info"] = _json_field(r.get(f"{EMBODIA}/info"), {})
+            # the process died mid-episode (recovered step log), or the loop says it was interrupted
+            r["interrupted"] = bool(r.get(f"{EMBODIA}/interrupted")) or (
+                isinstance(r["info"], dict) and r["info"].get("interrupted") is True)
+            r["meta"] = _json_field(r.get(f"{EMBODIA}/meta"), {})
+            r["timing"] = _json_field(r.get(f"{EMBODIA}/timing"), {})
+        return rows
+
+    @property
+    def stats(self) -> dict[str, dict[str, np.ndarray]]:
+        """meta/stats.json as {feature: {stat: array}} ({} for an empty dataset)."""
+        if self._stats is None:
+            path = self.root / STATS_PATH
+            if not path.exists() and self.num_episodes == 0:
+                self._stats = {}
+            else:
+                raw = load_json(path)
+                self._stats = {k: {s: np.asarray(v, dtype=np.int64 if s == "count" else np.float64)
+                                   for s, v in d.items()} for k, d in raw.items()}
+        return self._stats
+
+    # -- per episode ------------------------------------------------------------------------------
+    def _check_index(self, i: int) -> int:
+        if not isinstance(i, (int, np.integer)) or not 0 <= i < self.num_episodes:
+            raise IndexError(f"episode {i!r} out of range: dataset {self.root} has {self.num_episodes}")
+        return int(i)
+
+    def _data_table(self, path: Path):
+        if self._table_cache is None or self._table_cache[0] != path:
+            self._table_cache = (path, read_table(path))
+        return self._table_cache[1]
+
+    def _episode_rows(self, i: int):
+        import pyarrow.compute as pc
+        row = self.episodes[i]
+        path = self.root / self.info["data_path"].format(chunk_index=row["data/chunk_index"],
+                                                         file_index=row["data/file_index"])
+        table = self._data_table(path)
+        if "episode_index" not in table.column_names:
+            raise DatasetError(f"{path}: no episode_index column")
+        sub = table.filter(pc.equal(table.column("episode_index"), i))
+        if sub.num_rows != row["length"]:
+            raise DatasetError(f"{path}: episode {i} has {sub.num_rows} rows, episodes metadata says "
+                               f"{row['length']}")
+        return path, sub
+
+    def episode(self, i: int) -> dict:
+        """Arrays and metadata of episode i: state float32[T,S], action float32[T,D], timestamp,
+        frame_index, index, task, seed, success, interrupted, final_state, info, meta, length."""
+        i = self._check_index(i)
+        row = self.episodes[i]
+        path, sub = self._episode_rows(i)
+        out = {"episode_index": i, "length": int(row["length"]), "task": row["task"], "seed": row["seed"],
+               "success": row["success"], "interrupted": row["interrupted"],
+               "final_state": row["final_state"], "info": row["info"], "meta": row["meta"],
+               "timing": row["timing"]}
+        for key, name in ((STATE, "state"), (ACTION, "action")):
+            if key in sub.column_names:
+                out[name] = list_column_to_numpy(sub.column(key), np.float32)
+            else:
+                out[name] = np.zeros((sub.num_rows, 0), np.float32)
+        for key in ("timestamp", "frame_index", "index", "task_index"):
+            if key in sub.column_names:
+                out[key] = sub.column(key).to_numpy()
+        return out
+
+    def _camera_key(self, camera: str) -> str:
+        key = camera if camera.startswith(IMAGES + ".") else f"{IMAGES}.{camera}"
+        if key not in self.image_keys:
+            raise KeyError(f"no camera {camera!r} in {self.root}; cameras: "
+                           f"{[k[len(IMAGES) + 1:] for k in self.image_keys]}")
+        return key
+
+    def frames(self, i: int, camera: str) -> np.ndarray:
+        """The episode's frames of one camera as uint8[T, H, W, 3] (decoded with PyAV)."""
+        i = self._check_index(i)
+        key = self._camera_key(camera)
+        row = self.episodes[i]
+        length = int(row["length"])
+        if self.features[key]["dtype"] == "image":
+            import cv2
+            path, sub = self._episode_rows(i)
+            out = []
+            for j, cell in enumerate(sub.column(key).to_pylist()):
+                buf = cell.get("bytes") if isinstance(cell, dict) else None
+                img = None if buf is None else cv2.imdecode(np.frombuffer(buf, np.uint8), cv2.IMREAD_COLOR)
+                if img is None:
+                    raise DatasetError(f"{path}: episode {i} frame {j} of {key}: undecodable image")
+                out.append(cv2.cvtColor(img, cv2.COLOR_BGR2RGB))
+            return np.stack(out) if out else np.zeros((0, *self.features[key]["shape"]), np.uint8)
+        path = self.root / self.info["video_path"].format(
+            video_key=key, chunk_index=row[f"videos/{key}/chunk_index"],
+            file_index=row[f"videos/{key}/file_index"])
+        t0 = float(row.get(f"videos/{key}/from_timestamp") or 0.0)
+        return decode_video(path, start=t0, count=length, fps=self.fps)
+
+    def __len__(self) -> int:
+        return self.num_episodes
+
+    def __repr__(self) -> str:
+        return (f"LocalDataset({str(self.root)!r}, embodiment={self.embodiment.name!r}, "
+                f"episodes={self.num_episodes}, frames={self.num_frames})")
+
+
+def decode_video(path: Path, *, start: float = 0.0, count: int | None = None, fps: float) -> np.ndarray:
+    """Frames of an mp4 from timestamp `start` on (`count` of them, or to the end) as uint8[T,H,W,3]."""
+    import av
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"{path}: missing")
+    half = 0.5 / fps
+    out = []
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            if start > half:
+                container.seek(int(start / stream.time_base), stream=stream, backward=True, any_frame=False)
+            for frame in container.decode(stream):
+                t = float(frame.time) if frame.time is not None else math.nan
+                if t < start - half:
+                    continue
+                out.append(frame.to_ndarray(format="rgb24"))
+                if count is not None and len(out) == count:
+                    break
+    except (av.FFmpegError, IndexError) as e:
+        raise DatasetError(f"{path}: corrupt or unreadable video ({e})") from None
+    if count is not None and len(out) != count:
+        raise DatasetError(f"{path}: expected {count} frames from t={start:g}s, decoded {len(out)}")
+    if not out:
+        raise DatasetError(f"{path}: no frames")
+    return np.stack(out)

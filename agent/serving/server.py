@@ -1,0 +1,297 @@
+"""`embodia serve`: one policy behind a websocket that speaks openpi's websocket policy protocol, so
+a robot wired to `openpi-client` (``WebsocketClientPolicy``) or to ``--policy remote:ws://HOST:PORT``
+drives it without code changes.
+
+    embodia serve --policy embodia-tiny --device sim:twogap-push --port 8000
+
+Messages are msgpack maps, numpy arrays encoded as openpi-client encodes them (`embodia.policies.ws_policy`).
+
+* On connect the server sends its metadata: ``server``, ``policy``, ``embodiment`` (name and
+  ``embodiment_prompt``), ``state_dim``, ``action_dim``, ``action_horizon``, ``exec_horizon``, ``hz``,
+  ``observation`` (each key's dtype and shape), ``memory`` (bool) and ``max_message_bytes``.
+* A request is one observation (our feature vocabulary, `embodia.devices.observation`)::
+
+      "observation.state"             float32 [S] (float64 accepted)
+      "observation.images.<camera>"   uint8 [H, W, 3], every camera the embodiment declares
+      "prompt"                        str, the instruction ("task" accepted)
+      "seed"                          int, optional: starts a new episode, sampler seeded with it
+      "reset"                         bool, optional: True starts a new episode
+
+  and is answered by ``{"actions": float32 [H, D], "server_timing": {"infer_ms", "queue_ms",
+  "prev_total_ms"}}`` (plus ``"policy_info"`` when the policy reports something).
+* ``{"__ctrl__": "episode_start"}``: the next request starts a new episode. ``{"__ctrl__":
+  "episode_end", "__success__": bool}``: the episode's verified outcome; the next request starts a
+  new episode. With ``--memory`` a success is stored in the success memory (saved at once) and a
+  failure credits the entries that steered it; without ``__success__`` the memory is left alone.
+  Both are answered by ``{"__ack__": ...}``, other controls by ``{"__ack__": "ignored"}`` (as
+  openpi's server does).
+* What ran: the server only sees the states it was sent and the chunks it returned, and assumes the
+  first ``exec_horizon`` actions of each chunk were executed from the state sent (true for every
+  chunk but the last of an episode run by `embodia.agent.loop.episode`). A client that knows better sends the
+  executed steps with ``episode_end``: ``"observation.state"`` [T, S] and ``"action"`` [T, D]
+  (``--policy remote:`` does).
+* A malformed or refused request (not msgpack, not a map, a missing key, a wrong dtype or shape,
+  NaN) is answered by ``{"error": "..."}`` and the connection stays open; a message over
+  ``--max-message-mb`` closes the connection (code 1009). Neither affects other connections.
+* ``GET /healthz`` on the same port answers 200 (plain HTTP, no key). With an API key, a websocket
+  handshake without ``Authorization: Api-Key <key>`` (as openpi-client sends it) gets HTTP 401.
+
+Each connection is a session of its own (sampler seed, executed-step history, memory credit) over
+one shared model; model calls and memory updates run one at a time under one lock, off the event loop.
+
+>>> server = PolicyServer(policy, device.embodiment)           # doctest: +SKIP
+>>> with server.running() as url:                               # doctest: +SKIP
+...     remote = WebsocketPolicy(url).bind(device.embodiment)
+"""
+from __future__ import annotations
+
+import asyncio
+import copy
+import hmac
+import logging
+import threading
+import time
+from contextlib import contextmanager, nullcontext
+from http import HTTPStatus
+
+import numpy as np
+from websockets.asyncio.server import serve
+from websockets.exceptions import ConnectionClosed
+
+from embodia.devices import Embodiment, Observation
+from embodia.devices.observation import ACTION, STATE, image_key
+from embodia.policies.ws_policy import packb, unpackb
+
+log = logging.getLogger("embodia.serve")
+MAX_MESSAGE_MB = 16.0
+
+
+def read_observation(msg: dict, emb: Embodiment) -> tuple[Observation, str, dict]:
+    """The observation, instruction and episode fields of one request; ValueError naming the key."""
+    state = _array(msg, STATE)
+    images = {c.name: _array(msg, image_key(c.name)) for c in emb.cameras}
+    prompt = msg.get("prompt", msg.get("task"))
+    if not isinstance(prompt, str):
+        raise ValueError(f"'prompt': expected the instruction as a string, got {type(prompt).__name__}")
+    seed, reset = msg.get("seed"), msg.get("reset", False)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+        raise ValueError(f"'seed': expected an int, got {type(seed).__name__}")
+    if not isinstance(reset, bool):
+        raise ValueError(f"'reset': expected true or false, got {type(reset).__name__}")
+    obs = Observation(images=images, state=state).validate(emb)
+    return obs, prompt, {"reset": reset or seed is not None, "seed": None if seed is None else int(seed)}
+
+
+def read_steps(msg: dict, emb: Embodiment) -> tuple[np.ndarray, np.ndarray]:
+    """The executed states [T, S] and actions [T, D] an episode_end may carry."""
+    states, actions = _array(msg, STATE), _array(msg, ACTION)
+    if states.ndim != 2 or states.shape[1] != emb.state_dim or actions.shape != (len(states), emb.action_dim):
+        raise ValueError(f"episode_end: expected {STATE} [T, {emb.state_dim}] and {ACTION} [T, {emb.action_dim}], "
+                         f"got {list(states.shape)} and {list(actions.shape)}")
+    if len(states) == 0 or not (np.all(np.isfinite(states)) and np.all(np.isfinite(actions))):
+        raise ValueError("episode_end: executed steps must be non-empty and finite")
+    return states, actions
+
+
+def _array(msg: dict, key: str) -> np.ndarray:
+    if key not in msg:
+        raise ValueError(f"missing {key!r} (got keys {sorted(map(str, msg))})")
+    value = msg[key]
+    if isinstance(value, list):
+        value = np.asarray(value)
+    if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
+        raise ValueError(f"{key}: expected a numeric array, got {getattr(value, 'dtype', type(value).__name__)}")
+    return value
+
+
+class _Session:
+    """One connection's episode over the shared model: its own sampler, history and memory credit."""
+
+    def __init__(self, server: "PolicyServer"):
+        self.server = server
+        self.policy = copy.copy(server.policy)     # shares model and normalizers; reset() gives it its
+        self.policy.reset(None)                     # own generator and history
+        if server.memory is not None:
+            from embodia.policies.robot.steered import SteeredPolicy
+            self.policy = SteeredPolicy(self.policy, server.memory, namespace=server.namespace)
+        self.credit: dict = {}      # SuccessMemory.lend_episode's bookkeeping for this connection
+        self.fresh = True           # the next request starts an episode
+
+    def act(self, obs: Observation, prompt: str, begin: dict) -> np.ndarray:
+        if begin["reset"] or self.fresh:
+            self.policy.reset(begin["seed"])
+            self.fresh = False
+        with self._credit():
+            chunk = np.atleast_2d(np.asarray(self.policy.act(obs, prompt), np.float32))
+        if hasattr(self.policy, "observe"):     # assumed executed; episode_end may send what ran
+            for a in chunk[:self.server.embodiment.exec_horizon]:
+                self.policy.observe(obs, a)
+        return chunk
+
+    def end(self, success: bool | None, steps) -> int | None:
+        """Close the episode; with a memory and a known outcome, store a success or credit a failure."""
+        self.fresh = True
+        mem = self.server.memory
+        if mem is None or success is None:
+            return None if mem is None else len(mem)
+        if steps is not None:
+            self.policy.states, self.policy.actions = list(steps[0]), list(steps[1])
+        with self._credit():
+            self.policy.end_episode(success)
+        mem.save(self.server.memory_path)
+        return len(mem)
+
+    def _credit(self):
+        # every connection runs an episode of its own: it lends its bookkeeping of the entries that
+        # steered it to the memory while it acts or ends (always under the server's lock)
+        mem = self.server.memory
+        return mem.lend_episode(self.credit) if mem is not None else nullcontext()
+
+
+class PolicyServer:
+    """Serves ``policy`` (bound to ``embodiment``) to any number of connections; see the module doc.
+    ``memory`` (a SuccessMemory, with its ``namespace``) is saved to ``memory_path`` after every
+    episode_end and when the server stops."""
+
+    def __init__(self, policy, embodiment: Embodiment, *, spec: str = "", memory=None, memory_path=None,
+                 namespace: str | None = None, api_key: str | None = None,
+                 max_message_bytes: int = int(MAX_MESSAGE_MB * 2 ** 20)):
+        if embodiment.is_gui:
+            raise ValueError(f"embodia serve serves robot policies; {embodiment.name!r} is a GUI body")
+        if memory is not None and (memory_path is None or namespace is None):
+            raise ValueError("a served memory needs memory_path and namespace")
+        self.policy, self.embodiment = policy, embodiment
+        self.memory, self.memory_path, self.namespace = memory, memory_path, namespace
+        self.api_key = api_key or None
+        self.max_message_bytes = int(max_message_bytes)
+        self.port: int | None = None
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        horizon = getattr(getattr(policy, "cfg", None), "horizon", embodiment.chunk)
+        observation = {STATE: {"dtype": "float32", "shape": [embodiment.state_dim]},
+                       **{image_key(c.name): {"dtype": "uint8", "shape": [c.height, c.width, 3]}
+                          for c in embodiment.cameras},
+                       "prompt": {"dtype": "str", "shape": []}}
+        self.metadata = {"server": "embodia", "policy": spec, "embodiment": embodiment.name,
+                         "embodiment_prompt": embodiment.prompt(), "state_dim": embodiment.state_dim,
+                         "action_dim": embodiment.action_dim, "action_horizon": horizon,
+                         "exec_horizon": embodiment.exec_horizon, "hz": embodiment.hz,
+                         "observation": observation, "memory": memory is not None,
+                         "max_message_bytes": self.max_message_bytes}
+
+    # -- running ------------------------------------------------------------------------------------
+    async def serve(self, host: str = "127.0.0.1", port: int = 8000, *, on_ready=None) -> None:
+        """Serve until `stop()` (or cancellation, e.g. Ctrl-C); the memory is saved on the way out.
+        ``on_ready(self)`` runs once the port is bound (``self.port``: the real one, for port 0)."""
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        try:
+            async with serve(self._handle, host, port, compression=None, max_size=self.max_message_bytes,
+                             process_request=self._http) as srv:
+                self.port = srv.sockets[0].getsockname()[1]
+                if on_ready is not None:
+                    on_ready(self)
+                await self._stop.wait()
+        finally:
+            self.save_memory()
+
+    def stop(self) -> None:
+        """Stop serving (from any thread)."""
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+
+    @contextmanager
+    def running(self, host: str = "127.0.0.1", port: int = 0, timeout_s: float = 30.0):
+        """Serve from a background thread for the duration of a ``with`` block; yields the URL."""
+        ready, failed = threading.Event(), []
+
+        def main():
+            try:
+                asyncio.run(self.serve(host, port, on_ready=lambda _: ready.set()))
+            except OSError as e:        # e.g. the port is taken
+                failed.append(e)
+                ready.set()
+        thread = threading.Thread(target=main, name="embodia-serve", daemon=True)
+        thread.start()
+        if not ready.wait(timeout_s) or failed:
+            raise OSError(f"the policy server did not start on {host}:{port}: "
+                          f"{failed[0] if failed else f'not ready after {timeout_s:g} s'}")
+        try:
+            yield f"ws://{host}:{self.port}"
+        finally:
+            self.stop()
+            thread.join(timeout_s)
+
+    def save_memory(self) -> None:
+        if self.memory is not None:
+            with self._lock:
+                self.memory.save(self.memory_path)
+
+    # -- the protocol -------------------------------------------------------------------------------
+    def _http(self, connection, request):
+        """/healthz, and the API key check of every websocket handshake."""
+        if request.path.split("?")[0] == "/healthz":
+            return connection.respond(HTTPStatus.OK, "OK\n")
+        if self.api_key is not None:
+            sent = request.headers.get("Authorization", "")
+            if not hmac.compare_digest(sent.encode(), f"Api-Key {self.api_key}".encode()):
+                log.warning("refused %s: missing or wrong API key", connection.remote_address)
+                return connection.respond(HTTPStatus.UNAUTHORIZED,
+                                          "missing or wrong API key (send 'Authorization: Api-Key <key>')\n")
+        return None
+
+    async def _handle(self, ws) -> None:
+        session, prev_ms = _Session(self), None
+        log.info("connection from %s", ws.remote_address)
+        try:
+            await ws.send(packb(self.metadata))
+            async for frame in ws:
+                t0 = time.perf_counter()
+                reply = await self._answer(session, frame)
+                if prev_ms is not None and "server_timing" in reply:
+                    reply["server_timing"]["prev_total_ms"] = prev_ms
+                await ws.send(packb(reply))
+                prev_ms = (time.perf_counter() - t0) * 1e3
+        except ConnectionClosed as e:
+            log.info("connection from %s closed: %s", ws.remote_address, e)
+
+    async def _answer(self, session: _Session, frame) -> dict:
+        try:
+            if not isinstance(frame, bytes):
+                raise ValueError("expected a binary msgpack frame, got text")
+            msg = unpackb(frame)
+            if not isinstance(msg, dict):
+                raise ValueError(f"expected a map (an observation or a control), got a {type(msg).__name__}")
+            if "__ctrl__" in msg:
+                return await self._control(session, msg)
+            obs, prompt, begin = read_observation(msg, self.embodiment)
+            chunk, timing = await asyncio.to_thread(self._locked, session.act, obs, prompt, begin)
+            info = dict(getattr(session.policy, "info", dict)())
+            return {"actions": chunk, "server_timing": timing} | ({"policy_info": info} if info else {})
+        except ValueError as e:         # a refused request: the client can fix it and go on
+            return {"error": str(e)}
+        except Exception as e:          # a policy bug must not take the server down for every robot
+            log.exception("request failed")
+            return {"error": f"internal error: {type(e).__name__}: {e}"}
+
+    async def _control(self, session: _Session, msg: dict) -> dict:
+        kind = msg["__ctrl__"]
+        if kind == "episode_start":
+            session.fresh = True
+            return {"__ack__": "episode_start"}
+        if kind != "episode_end":
+            return {"__ack__": "ignored"}
+        success = msg.get("__success__")        # absent: an outcome nobody verified, learned from by no one
+        if success is not None and not isinstance(success, bool):
+            raise ValueError(f"episode_end: '__success__' must be true or false, got {success!r}")
+        steps = read_steps(msg, self.embodiment) if STATE in msg or ACTION in msg else None
+        entries, timing = await asyncio.to_thread(self._locked, session.end, success, steps)
+        return {"__ack__": "episode_end", "memory_entries": entries, "server_timing": timing}
+
+    def _locked(self, fn, *args):
+        """``fn(*args)`` holding the model's lock, and how long it waited and ran."""
+        t0 = time.perf_counter()
+        with self._lock:
+            t1 = time.perf_counter()
+            out = fn(*args)
+        return out, {"infer_ms": (time.perf_counter() - t1) * 1e3, "queue_ms": (t1 - t0) * 1e3}

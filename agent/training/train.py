@@ -1,0 +1,344 @@
+"""`embodia train`: fit the VLA (backbone + DiT head) on one or more recorded datasets.
+
+Datasets of different bodies train one set of weights: actions and states are normalized per
+embodiment (q01/q99 -> [-1, 1]), padded to the checkpoint's D_max/S_max with masks, and every
+sample carries its body's embodiment prompt and id. Checkpoints hold the EMA weights; the raw
+weights, optimizer and RNG states sit beside them in `train_state/` so `--resume` continues
+exactly where a run stopped.
+
+    embodia train --data data/twogap data/reach --out ckpt/mine --steps 6000
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from embodia.action_heads import QuantileNormalizer, flow_loss
+from embodia.policies.backbone import Backbone, tiny_config, train_tokenizer
+from embodia.policies.robot.vla import VLAConfig, VLAModel, load_checkpoint, save_checkpoint
+
+from embodia.agent.recording.dataset import LocalDataset
+
+TRAIN_STATE = "train_state"
+
+
+@dataclass
+class TrainConfig:
+    data: list[str]
+    out: str
+    steps: int = 10000
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    warmup: int = 200
+    grad_clip: float = 1.0
+    ema: float = 0.999
+    repeats: int = 2                  # flow-time samples per backbone forward
+    seed: int = 0
+    save_every: int = 1000
+    threads: int = 2
+    only_success: bool = True
+    freeze_backbone_after: int | None = 1000   # then cache its context and train the head alone
+    frozen_batch_size: int = 128      # head-only steps are cheap: more distinct states per step
+    frozen_repeats: int = 2
+    balance: str = "frames"           # sample bodies by their share of frames, or "bodies": equally
+    # architecture of a fresh model (ignored when --init/--resume give one)
+    hidden: int = 64
+    layers: int = 2
+    vision_layers: int = 2
+    heads: int = 4
+    vocab_size: int = 1024
+    horizon: int = 16
+    action_dim: int = 8
+    state_dim: int = 48
+    head: dict = field(default_factory=lambda: dict(dim=64, depth=3, heads=4))
+
+
+# -- data -------------------------------------------------------------------------------------------
+class Samples:
+    """Every frame of every (successful) episode, ready to batch: resized images, normalized
+    state, action chunks with horizon masks, and the token ids of its prompt text."""
+
+    def __init__(self, datasets: list[LocalDataset], backbone: Backbone, cfg: VLAConfig, *,
+                 norms: dict | None = None, only_success: bool = True, balance: str = "frames", log=print):
+        if balance not in ("frames", "bodies"):
+            raise ValueError(f"balance must be 'frames' or 'bodies', got {balance!r}")
+        self.balance = balance
+        H = cfg.horizon
+        self.cfg, self.groups = cfg, []
+        texts: list[str] = []
+        self.norms = dict(norms or {})
+        for ds in datasets:
+            emb = ds.embodiment
+            if emb.name not in cfg.embodiments:
+                raise ValueError(f"{ds.root}: embodiment {emb.name!r} is not in the model's registry")
+            eps = [i for i, e in enumerate(ds.episodes) if e.get("success") or not only_success]
+            if not eps:
+                raise ValueError(f"{ds.root}: no {'successful ' if only_success else ''}episodes to train on")
+            states, actions, starts, ends, text_ids, images = [], [], [], [], [], []
+            n = 0
+            for i in eps:
+                ep = ds.episode(i)
+                T = len(ep["action"])
+                states.append(ep["state"])
+                actions.append(ep["action"])
+                starts.append(np.full(T, n))
+                ends.append(np.full(T, n + T))
+                text = backbone.prompt_text(emb.prompt(), ep["task"], n_images=len(emb.cameras),
+                                            tokens_per_image=[backbone.image_tokens(c.height, c.width)
+                                                              for c in emb.cameras])
+                if text not in texts:
+                    texts.append(text)
+                text_ids.append(np.full(T, texts.index(text)))
+                cams = [backbone.preprocess_images(list(ds.frames(i, c.name))) for c in emb.cameras]
+                images.append(torch.stack(cams, 1) if cams else torch.zeros(T, 0, 1, 1, 3, dtype=torch.uint8))
+                n += T
+            state, action = np.concatenate(states), np.concatenate(actions)
+            if emb.name not in self.norms:
+                self.norms[emb.name] = {"state": QuantileNormalizer.fit(state).to_dict(),
+                                        "action": QuantileNormalizer.fit(action).to_dict()}
+            sn = QuantileNormalizer.from_dict(self.norms[emb.name]["state"])
+            an = QuantileNormalizer.from_dict(self.norms[emb.name]["action"])
+            g = {"emb": emb, "id": cfg.embodiments[emb.name]["id"], "n": n,
+                 "state": torch.from_numpy(np.asarray(sn.normalize(state), np.float32)),
+                 "action": torch.from_numpy(np.asarray(an.normalize(action), np.float32)),
+                 "start": np.concatenate(starts), "end": np.concatenate(ends),
+                 "text": np.concatenate(text_ids), "images": torch.cat(images)}
+            self.groups.append(g)
+            log(f"{ds.root}: {emb.name}, {len(eps)} episodes, {n} frames")
+        self.input_ids, self.attention_mask = backbone.tokenize(texts)
+        self.backbone = backbone
+        self.H = H
+
+    def cache_context(self, log=print, batch: int = 256) -> None:
+        """Run the (frozen) backbone once over every frame and keep its context (float16)."""
+        bb = self.backbone
+        with torch.inference_mode():
+            for g in self.groups:
+                chunks, masks = [], []
+                for a in range(0, g["n"], batch):
+                    idx = np.arange(a, min(a + batch, g["n"]))
+                    ids, am = self.input_ids[g["text"][idx]], self.attention_mask[g["text"][idx]]
+                    width = int(am.sum(1).max())
+                    imgs = g["images"][idx].flatten(0, 1) if g["images"].shape[1] else None
+                    pv, grid = bb.patchify(imgs) if imgs is not None else (None, None)
+                    ctx, cm = bb(ids[:, :width], am[:, :width], pv, grid)
+                    chunks.append(ctx.half())
+                    masks.append(cm)
+                width = max(c.shape[1] for c in chunks)
+                g["ctx"] = torch.cat([torch.nn.functional.pad(c, (0, 0, 0, width - c.shape[1])) for c in chunks])
+                g["ctx_mask"] = torch.cat([torch.nn.functional.pad(m, (0, width - m.shape[1])) for m in masks])
+                log(f"cached backbone context for {g['emb'].name}: {tuple(g['ctx'].shape)}")
+
+    def batch(self, rng: np.random.Generator, size: int, cached: bool = False) -> dict:
+        cfg, H = self.cfg, self.H
+        if self.balance == "bodies":
+            which = rng.integers(len(self.groups), size=size)
+        else:
+            n = np.array([g["n"] for g in self.groups], float)
+            which = rng.choice(len(self.groups), size=size, p=n / n.sum())
+        state = torch.zeros(size, cfg.state_dim)
+        smask = torch.zeros(size, cfg.state_dim)
+        act = torch.zeros(size, H, cfg.action_dim)
+        amask = torch.zeros(size, H, cfg.action_dim)
+        eid = torch.zeros(size, dtype=torch.long)
+        text = np.zeros(size, dtype=np.int64)
+        imgs, rows = [], []
+        for b, gi in enumerate(which):
+            g = self.groups[gi]
+            j = int(rng.integers(g["n"]))
+            S, D = g["emb"].state_dim, g["emb"].action_dim
+            state[b, :S], smask[b, :S] = g["state"][j], 1
+            k = min(H, int(g["end"][j]) - j)
+            act[b, :k, :D] = g["action"][j:j + k]
+            amask[b, :k, :D] = 1
+            eid[b] = g["id"]
+            text[b] = g["text"][j]
+            rows.append((gi, j))
+            if not cached:
+                imgs.extend(g["images"][j])
+        out = {"state": state, "state_mask": smask, "action": act, "action_mask": amask, "emb_id": eid}
+        if cached:
+            width = max(int(self.groups[gi]["ctx_mask"][j].sum()) for gi, j in rows)
+
+            def fit(x):      # bodies have different prompt lengths: cut or pad every row to `width`
+                x = x[:width]
+                return torch.nn.functional.pad(x, (0, 0, 0, width - len(x)) if x.ndim == 2 else (0, width - len(x)))
+            out["ctx"] = torch.stack([fit(self.groups[gi]["ctx"][j]) for gi, j in rows]).float()
+            out["ctx_mask"] = torch.stack([fit(self.groups[gi]["ctx_mask"][j]) for gi, j in rows])
+            return out
+        pixel_values, grid = self.backbone.patchify(torch.stack(imgs)) if imgs else (None, None)
+        ids = self.input_ids[text]
+        mask = self.attention_mask[text]
+        width = int(mask.sum(1).max())                        # drop all-pad columns
+        return out | {"input_ids": ids[:, :width], "attention_mask": mask[:, :width],
+                      "pixel_values": pixel_values, "image_grid_thw": grid}
+
+
+# -- training state (no pickles: safetensors + JSON) ------------------------------------------------
+def _save_train_state(dirpath: Path, model, ema: dict, opt, step: int, rng: np.random.Generator,
+                      gen: torch.Generator, cfg: TrainConfig, norms: dict):
+    tmp = dirpath.with_name(dirpath.name + ".tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    params = dict(model.named_parameters())
+    save_file({k: v.detach().contiguous() for k, v in params.items()}, tmp / "weights.safetensors")
+    save_file({k: v.contiguous() for k, v in ema.items()}, tmp / "ema.safetensors")
+    opt_tensors, names = {}, {id(p): n for n, p in params.items()}
+    for group in opt.param_groups:
+        for p in group["params"]:
+            for key, val in opt.state.get(p, {}).items():
+                opt_tensors[f"{names[id(p)]}::{key}"] = val.detach().clone().reshape(val.shape).contiguous()
+    opt_tensors["__torch_generator__"] = gen.get_state()
+    save_file(opt_tensors, tmp / "optimizer.safetensors")
+    (tmp / "state.json").write_text(json.dumps({"step": step, "rng": rng.bit_generator.state,
+                                                "config": asdict(cfg), "norms": norms}, default=int))
+    if dirpath.exists():
+        import shutil
+        shutil.rmtree(dirpath)
+    os.replace(tmp, dirpath)
+
+
+def _load_train_state(dirpath: Path, model, ema: dict, opt, gen: torch.Generator):
+    meta = json.loads((dirpath / "state.json").read_text())
+    weights = load_file(dirpath / "weights.safetensors")
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for k, v in weights.items():
+            params[k].copy_(v)
+    ema.update(load_file(dirpath / "ema.safetensors"))
+    saved = load_file(dirpath / "optimizer.safetensors")
+    gen.set_state(saved.pop("__torch_generator__"))
+    for key, val in saved.items():
+        name, _, field_ = key.partition("::")
+        opt.state[params[name]][field_] = val
+    rng = np.random.default_rng()
+    rng.bit_generator.state = meta["rng"]
+    return meta["step"], rng, meta["norms"]
+
+
+# -- the run ----------------------------------------------------------------------------------------
+def warmup_cosine(step: int, lr: float, warmup: int, total: int) -> float:
+    """The learning rate at ``step``: linear warm-up over ``warmup`` steps, then cosine decay to 0
+    at ``total``."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    return lr * 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / max(1, total - warmup))))
+
+
+def ema_update(ema: dict, current, step: int, cap: float) -> None:
+    """Move the EMA weights ``ema`` (name -> tensor) toward ``current`` ((name, tensor) pairs) after
+    optimizer step ``step``, with warm-up: decay = min(cap, (1 + step) / (10 + step)), since a plain
+    0.999 would keep 37% of the random init after 1k steps. Non-float tensors are copied."""
+    decay = min(cap, (1 + step) / (10 + step))
+    with torch.no_grad():
+        for k, v in current:
+            if v.dtype.is_floating_point:
+                ema[k].lerp_(v.detach(), 1 - decay)
+            else:
+                ema[k].copy_(v)
+
+
+def build_model(cfg: TrainConfig, datasets: list[LocalDataset]) -> VLAModel:
+    """A fresh model whose tokenizer is trained on the datasets' prompts and instructions."""
+    corpus = []
+    for ds in datasets:
+        corpus.append(ds.embodiment.prompt())
+        corpus.extend(ds.tasks)
+    tok = train_tokenizer(corpus, vocab_size=cfg.vocab_size)
+    torch.manual_seed(cfg.seed)
+    backbone = Backbone.build(tok, tiny_config(tok, hidden=cfg.hidden, layers=cfg.layers,
+                                               vision_layers=cfg.vision_layers, heads=cfg.heads))
+    registry = {}
+    for ds in datasets:
+        registry.setdefault(ds.embodiment.name, {"id": len(registry), "embodiment": ds.embodiment.to_dict()})
+    vcfg = VLAConfig(horizon=cfg.horizon, action_dim=cfg.action_dim, state_dim=cfg.state_dim,
+                     head=dict(cfg.head), embodiments=registry)
+    return VLAModel(backbone, vcfg)
+
+
+def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=print) -> Path:
+    torch.set_num_threads(cfg.threads)
+    out = Path(cfg.out)
+    datasets = [LocalDataset(d) for d in cfg.data]
+    state_dir = out / TRAIN_STATE
+    resume = resume and (state_dir / "state.json").exists()
+    if resume:      # the checkpoint's backbone (tokenizer included); raw weights come below
+        model, norms = load_checkpoint(out)
+    else:
+        model, norms = build_model(cfg, datasets), None
+    samples = Samples(datasets, model.backbone, model.cfg, norms=norms, only_success=cfg.only_success,
+                      balance=cfg.balance, log=log)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    ema = {n: p.detach().clone() for n, p in model.named_parameters()}
+    gen = torch.Generator().manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    step = 0
+    if resume:
+        step, rng, _ = _load_train_state(state_dir, model, ema, opt, gen)
+        log(f"resumed from {state_dir} at step {step}")
+
+    def lr_at(s):
+        return warmup_cosine(s, cfg.lr, cfg.warmup, cfg.steps)
+
+    def checkpoint(s):
+        live = {n: p.detach().clone() for n, p in model.named_parameters()}
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                p.copy_(ema[n])
+            save_checkpoint(model, samples.norms, out, extra={"trained_steps": s, "train_config": asdict(cfg)})
+            for n, p in model.named_parameters():
+                p.copy_(live[n])
+        _save_train_state(state_dir, model, ema, opt, s, rng, gen, cfg, samples.norms)
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+    bar = Progress(TextColumn("[bold]train"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                   TextColumn("{task.fields[status]}"), TimeRemainingColumn(), disable=not progress)
+    model.train()
+    losses, t0, first = [], time.perf_counter(), step
+    with bar:
+        task = bar.add_task("train", total=cfg.steps, completed=step, status="")
+        frozen = False
+        while step < cfg.steps:
+            if not frozen and cfg.freeze_backbone_after is not None and step >= cfg.freeze_backbone_after:
+                frozen = True
+                model.backbone.requires_grad_(False)
+                model.backbone.eval()
+                with torch.no_grad():   # the head learns against the live backbone: EMA must match it
+                    for n, p in model.backbone.named_parameters():
+                        ema["backbone." + n].copy_(p)
+                samples.cache_context(log=log)
+            b = samples.batch(rng, cfg.frozen_batch_size if frozen else cfg.batch_size, cached=frozen)
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step)
+            if frozen:
+                ctx, ctx_mask = model.proj(b["ctx"]), b["ctx_mask"]
+            else:
+                ctx, ctx_mask = model.context(b["input_ids"], b["attention_mask"], b["pixel_values"],
+                                              b["image_grid_thw"])
+            loss = flow_loss(model.head, b["action"], b["action_mask"], ctx, b["state"], b["state_mask"],
+                             b["emb_id"], ctx_mask=ctx_mask, generator=gen,
+                             repeats=cfg.frozen_repeats if frozen else cfg.repeats)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            opt.step()
+            ema_update(ema, model.named_parameters(), step, cfg.ema)
+            step += 1
+            losses.append(loss.item())
+            if step % 20 == 0 or step == cfg.steps:
+                bar.update(task, completed=step,
+                           status=f"loss {np.mean(losses[-50:]):.4f}, {(step - first) / (time.perf_counter() - t0):.1f} it/s")
+            if step % cfg.save_every == 0 or step == cfg.steps:
+                checkpoint(step)
+                log(f"step {step}: loss {np.mean(losses[-cfg.save_every:]):.4f} (mean since the last "
+                    f"checkpoint), saved {out}")
+    return out

@@ -1,0 +1,722 @@
+"""The GUI head of a VLA checkpoint: the frozen backbone reads the screen, the body's prompt, the
+instruction, the policy's own past actions and the UI tree in one sequence; a small trunk over its
+states decides an action type, points at a tree element, copies typed text out of the instruction,
+and a DiT decodes a screen point where the target is not in the tree.
+
+    >>> policy = GuiHeadPolicy.from_pretrained("policies/checkpoints/embodia-tiny")   # doctest: +SKIP
+    >>> policy.reset(0); action = policy.act(obs, "Turn on Hotspot")                   # doctest: +SKIP
+    >>> action                                                                          # doctest: +SKIP
+    GuiAction(type='click', ..., element=5)
+
+Why this shape (reference/gui-findings.md): a small model trained on CPU does not learn to read
+labels from pixels, but it learns to point at UI-tree elements when instruction words and element
+text share one text encoding. Here both go through the backbone's one token table in one sequence:
+
+    <image> <embodiment prompt> \\n <instruction words> \\n <history words> \\n <element words>...
+
+Every word is tokenized on its own (``Bluetooth`` has the same ids in the instruction and in a
+switch's label) and becomes a *unit*. What the head reads of a unit is fixed by the frozen
+backbone and cached once per recorded decision (`backbone_features`): the mean of its tokens' states,
+its last token's state, the mean of its tokens' embeddings, and how closely that bag of embeddings
+matches any unit of the other parts (cosine; 1.0 for the same word). Units also carry what they are
+(instruction / history / element role, text, description, state) and their element's bounds and
+flags. The trunk (two transformer layers over [CLS, mean image token, units]) feeds:
+
+* the action type: click, type, scroll down, scroll up, click a point, backspace;
+* a pointer over tree elements, conditioned on the type (click, type and scroll name an element;
+  the device clicks its centre, as AndroidWorld's index actions do);
+* a span of instruction words to type, conditioned on the chosen field, its ends scored with the
+  words beside them (typed text is always a slot of the instruction);
+* for a target missing from the tree (icon-only buttons): a pointer over the screenshot's image
+  cells, then a flow-matching DiT (`action_heads.ActionDiT`, one 2-D action) that decodes the point
+  conditioned on that cell's token, its bounds and CLS.
+
+The backbone and the robot head are not touched: the GUI head lives beside them in the checkpoint
+directory as ``gui_head.safetensors`` + ``gui_head.json`` (which records the backbone weights'
+SHA-256; a head trained on another backbone is refused). Train it with `embodia.agent.training.gui_train`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from embodia.devices import GuiAction, Observation
+from embodia.memory.persist import sha256_file, write_atomic
+
+from embodia.policies.backbone import Backbone
+
+HEAD_WEIGHTS = "gui_head.safetensors"
+HEAD_CONFIG = "gui_head.json"
+FORMAT = "embodia-gui-head/1"
+ACTIONS = ("click", "type", "scroll_down", "scroll_up", "click_point", "backspace")
+NEEDS_ELEMENT = ("click", "type", "scroll_down", "scroll_up")
+ROLES = ("TextView", "Button", "ImageButton", "Switch", "EditText", "CheckBox", "ImageView", "ListView",
+         "View")
+SEG_PAD, SEG_INSTR, SEG_HIST, SEG_TREE = 0, 1, 2, 3
+F_INSTR, F_HIST, F_ROLE, F_TEXT, F_DESC, F_STATE, F_QUOTED = range(7)
+N_ELEM_FEATS = 11
+_WORD = re.compile(r"[A-Za-z0-9]+(?:[-'][A-Za-z0-9]+)*|[^\sA-Za-z0-9]")
+
+
+class GuiHeadError(ValueError):
+    """A GUI head that is missing, corrupt, or trained on another backbone; the message names the file."""
+
+
+@dataclass
+class GuiHeadConfig:
+    dim: int = 64
+    layers: int = 2
+    heads: int = 4
+    dropout: float = 0.0
+    image_area: int = 112 * 196          # pixels of the downscaled screenshot (multiples of 28 per side)
+    max_elements: int = 48
+    max_words: int = 8                   # per element field / history item
+    max_instruction_words: int = 32
+    history: int = 12                    # past actions read (a settings search takes up to 10)
+    max_span: int = 10                   # words of a typed text
+    dit: dict = field(default_factory=lambda: dict(dim=32, depth=2, heads=4, num_registers=2, mlp_ratio=2.0))
+    steps: int = 10                      # Euler steps of the point decoder
+    mask_words: float = 0.15             # training: instruction words hidden (see GuiHead.encode)
+
+
+def words(text: str) -> list[tuple[str, int, int]]:
+    """Word units of a text with their character spans: letters/digits (joined by - or '), or one
+    punctuation mark.
+
+    >>> [w for w, _, _ in words("Send 'Dinner at 8?' to Wi-Fi")]
+    ['Send', "'", 'Dinner', 'at', '8', '?', "'", 'to', 'Wi-Fi']
+    """
+    return [(m.group(), m.start(), m.end()) for m in _WORD.finditer(text or "")]
+
+
+def quoted(ws: list[tuple[str, int, int]]) -> set[int]:
+    """Indices of the words between a pair of quote marks (literal text in an instruction).
+
+    >>> sorted(quoted(words("Send 'Dinner at 8?' to Ada")))
+    [2, 3, 4, 5]
+    """
+    out, opened = set(), None
+    for k, (w, _, _) in enumerate(ws):
+        if w in ("'", '"'):
+            if opened is not None and ws[opened][0] == w:
+                out.update(range(opened + 1, k))
+                opened = None
+            elif opened is None:
+                opened = k
+    return out
+
+
+def element_name(e: dict) -> str:
+    """What an element is called in the history: its text, else its description, else its role."""
+    return str(e.get("text") or e.get("desc") or e.get("role") or "element")
+
+
+def describe(action: GuiAction, tree: list | None) -> str:
+    """A past action in a few words, as the head reads its history: ``click Network``,
+    ``type Amara Weber``, ``scroll down``, ``click icon`` (a point outside the tree).
+
+    >>> describe(GuiAction("click", element=0), [{"index": 0, "text": "Network", "bounds": [0, 0, 9, 9]}])
+    'click Network'
+    """
+    if action.type in ("click", "long_press", "double_click"):
+        if action.element is None:
+            return f"{action.type} icon"
+        return f"{action.type} {element_name(next((e for e in tree or [] if e.get('index') == action.element), {}))}"
+    if action.type == "type":
+        return f"type {action.text}"
+    if action.type == "scroll":
+        return f"scroll {action.direction}"
+    if action.type == "key":
+        return "press " + "+".join(action.keys)
+    return action.type
+
+
+def image_size_for(width: int, height: int, area: int, factor: int = 28) -> tuple[int, int]:
+    """(W, H), multiples of ``factor``, with the screen's aspect and about ``area`` pixels.
+
+    >>> image_size_for(540, 960, 112 * 196)
+    (112, 196)
+    """
+    w = max(factor, int(round(math.sqrt(area * width / height) / factor)) * factor)
+    h = max(factor, int(round(math.sqrt(area * height / width) / factor)) * factor)
+    return w, h
+
+
+# -- encoding one decision --------------------------------------------------------------------------
+@dataclass
+class Encoded:
+    """One decision's backbone sequence and the unit structure over it (no tensors from a model)."""
+
+    input_ids: list[int]
+    tok_unit: np.ndarray          # [T] unit index of each token, -1 outside units
+    tok_pos: np.ndarray           # [T] position of the token inside its unit
+    unit_meta: np.ndarray         # [U, 5] segment, field, element, position, item
+    elem_feats: np.ndarray        # [E, N_ELEM_FEATS]
+    elem_role: np.ndarray         # [E]
+    elem_index: list[int]         # the tree's `index` of each element
+    spans: list[tuple[int, int]]  # character span of each instruction unit (units 0..len-1)
+    image: np.ndarray             # uint8 [h, w, 3] downscaled screen
+    grid: tuple[int, int]         # merged image tokens (rows, cols)
+
+
+class SequenceBuilder:
+    """Turns (instruction, history, tree, screen) into an `Encoded` for one backbone."""
+
+    def __init__(self, backbone: Backbone, cfg: GuiHeadConfig):
+        self.bb, self.cfg = backbone, cfg
+        tok = backbone.tokenizer
+        self._tok = lru_cache(maxsize=65536)(lambda s: tuple(tok(s, add_special_tokens=False)["input_ids"]))
+        self.space = self._tok(" ")
+        self.newline = self._tok("\n")
+        self.vs = tok.convert_tokens_to_ids(backbone.vision_start)
+        self.ve = tok.convert_tokens_to_ids(backbone.vision_end)
+
+    def encode(self, prompt: str, instruction: str, history: list[str], tree: list[dict],
+               screen_size: tuple[int, int], screen: np.ndarray) -> Encoded:
+        from PIL import Image
+
+        cfg = self.cfg
+        W, H = screen_size
+        iw, ih = image_size_for(screen.shape[1], screen.shape[0], cfg.image_area, self.bb.factor)
+        img = np.asarray(Image.fromarray(np.ascontiguousarray(screen)).resize((iw, ih), Image.Resampling.BICUBIC))
+        rows, cols = ih // self.bb.factor, iw // self.bb.factor
+        ids: list[int] = [self.vs] + [self.bb.image_token_id] * (rows * cols) + [self.ve]
+        ids += list(self._tok(prompt))
+        tok_unit = [-1] * len(ids)
+        tok_pos = [0] * len(ids)
+        meta: list[tuple] = []
+
+        def sep(piece):
+            ids.extend(piece)
+            tok_unit.extend([-1] * len(piece))
+            tok_pos.extend([0] * len(piece))
+
+        def unit(word: str, seg: int, fld: int, elem: int, pos: int, item: int):
+            t = self._tok(word)
+            if not t:
+                return
+            sep(self.space)
+            u = len(meta)
+            meta.append((seg, fld, elem, min(pos, 31), min(item, 15)))
+            ids.extend(t)
+            tok_unit.extend([u] * len(t))
+            tok_pos.extend(range(len(t)))
+
+        sep(self.newline)
+        spans = []
+        ws = words(instruction)[:cfg.max_instruction_words]
+        for k, (w, a, b) in enumerate(ws):
+            unit(w, SEG_INSTR, F_QUOTED if k in quoted(ws) else F_INSTR, -1, k, 0)
+            spans.append((a, b))
+        sep(self.newline)
+        hist = history[-cfg.history:] if cfg.history else []
+        for age, item in zip(range(len(hist) - 1, -1, -1), hist):
+            for k, (w, _, _) in enumerate(words(item)[:cfg.max_words]):
+                unit(w, SEG_HIST, F_HIST, -1, k, age)
+            sep(self.newline)
+        elems = list(tree or [])[:cfg.max_elements]
+        clicked = set(hist)         # "click <label>" items, as `describe` writes them
+        feats = np.zeros((len(elems), N_ELEM_FEATS), np.float32)
+        roles = np.zeros(len(elems), np.int64)
+        for i, e in enumerate(elems):
+            x0, y0, x1, y1 = e["bounds"]
+            checked = e.get("checked")
+            name = element_name(e)
+            feats[i] = (x0 / W, y0 / H, x1 / W, y1 / H, bool(e.get("clickable")), bool(e.get("focused")),
+                        checked is True, checked is not None, bool(e.get("scrollable")), bool(e.get("password")),
+                        f"click {name}" in clicked)
+            role = str(e.get("role") or "View")
+            roles[i] = ROLES.index(role) + 1 if role in ROLES else 0
+            unit(role, SEG_TREE, F_ROLE, i, 0, 0)
+            text = "" if e.get("password") else str(e.get("text") or "")
+            for k, (w, _, _) in enumerate(words(text)[:cfg.max_words]):
+                unit(w, SEG_TREE, F_TEXT, i, k, 0)
+            desc = str(e.get("desc") or "")
+            if desc and desc != text:
+                for k, (w, _, _) in enumerate(words(desc)[:cfg.max_words]):
+                    unit(w, SEG_TREE, F_DESC, i, k, 0)
+            if checked is not None:
+                unit("on" if checked else "off", SEG_TREE, F_STATE, i, 0, 0)
+            if e.get("focused"):
+                unit("focused", SEG_TREE, F_STATE, i, 1, 0)
+            sep(self.newline)
+        return Encoded(ids, np.asarray(tok_unit, np.int64), np.asarray(tok_pos, np.int64),
+                       np.asarray(meta, np.int64).reshape(-1, 5), feats, roles,
+                       [int(e.get("index", i)) for i, e in enumerate(elems)], spans, img, (rows, cols))
+
+
+UNIT_FEATS = 3        # per unit: mean backbone state, last token's state, mean token embedding
+N_SIMS = 6
+
+
+@torch.no_grad()
+def backbone_features(backbone: Backbone, encoded: list[Encoded]) -> list[dict]:
+    """Run the frozen backbone over a batch of encoded decisions; per decision what the head reads,
+    all fixed functions of the backbone (cacheable, float16):
+
+    * ``units`` [U, 3 * hidden]: per word unit, the mean of its tokens' states, the state of its last
+      token (the backbone is causal: it has read the word and all before it) and the mean of its
+      tokens' embeddings (the backbone's own table, shared by instruction and tree);
+    * ``sims`` [U, 6]: per unit, the best cosine match of its bag of token embeddings among the
+      instruction's, the history's and the tree's units (0 within its own part), and those to the
+      16th power (near 1 only for the same word);
+    * ``img`` [n, hidden]: the states of the image tokens.
+    """
+    dev = backbone.device
+    T = max(len(e.input_ids) for e in encoded)
+    ids = torch.full((len(encoded), T), backbone.tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(encoded), T), dtype=torch.long)
+    for b, e in enumerate(encoded):
+        ids[b, :len(e.input_ids)] = torch.tensor(e.input_ids)
+        mask[b, :len(e.input_ids)] = 1
+    images = [torch.from_numpy(np.array(e.image, copy=True)) for e in encoded]
+    pv, grid = backbone.patchify(torch.stack(images) if all(i.shape == images[0].shape for i in images) else images)
+    ctx, _ = backbone(ids.to(dev), mask.to(dev), pv, grid)
+    ctx = ctx.float().cpu()
+    table = backbone.model.get_input_embeddings().weight.detach().float().cpu()
+    out = []
+    for b, e in enumerate(encoded):
+        n = len(e.input_ids)
+        U = len(e.unit_meta)
+        tu = torch.from_numpy(e.tok_unit[:n])
+        inside = tu >= 0
+        idx, states, emb = tu[inside], ctx[b, :n][inside], table[ids[b, :n][inside]]
+        count = torch.zeros(U).index_add_(0, idx, torch.ones(len(idx))).clamp(min=1)[:, None]
+        mean_state = torch.zeros(U, ctx.shape[-1]).index_add_(0, idx, states) / count
+        mean_emb = torch.zeros(U, table.shape[-1]).index_add_(0, idx, emb) / count
+        last = torch.zeros(U, dtype=torch.long).scatter_reduce_(0, idx, torch.nonzero(inside).squeeze(1),
+                                                                 reduce="amax", include_self=False)
+        bag = F.normalize(mean_emb, dim=-1)
+        sims = bag @ bag.T
+        seg = torch.from_numpy(e.unit_meta[:, 0])
+        best = []
+        for s in (SEG_INSTR, SEG_HIST, SEG_TREE):
+            m = (seg == s)[None, :] & (seg != s)[:, None]
+            v = sims.masked_fill(~m, 0.0).amax(-1).clamp(min=0) if U else torch.zeros(0)
+            best += [v, v.pow(16)]
+        out.append({
+            "units": torch.cat([mean_state, ctx[b, last], mean_emb], -1).half(),
+            "sims": torch.stack(best, -1).half() if U else torch.zeros(0, N_SIMS).half(),
+            "img": ctx[b, :n][ids[b, :n] == backbone.image_token_id].half(),
+            "unit_meta": torch.from_numpy(e.unit_meta),
+            "elem_feats": torch.from_numpy(e.elem_feats),
+            "elem_role": torch.from_numpy(e.elem_role),
+            "grid": torch.tensor(e.grid),
+        })
+    return out
+
+
+def collate(samples: list[dict]) -> dict:
+    """Pad a list of `backbone_features` dicts (plus optional labels) into one batch."""
+    B = len(samples)
+    U = max(1, max(len(s["unit_meta"]) for s in samples))
+    E = max(1, max(len(s["elem_feats"]) for s in samples))
+    I = max(len(s["img"]) for s in samples)
+    d = samples[0]["img"].shape[1]
+    meta = torch.zeros(B, U, 5, dtype=torch.long)
+    meta[..., 2] = -1
+    units = torch.zeros(B, U, samples[0]["units"].shape[1])
+    sims = torch.zeros(B, U, N_SIMS)
+    feats = torch.zeros(B, E, N_ELEM_FEATS)
+    role = torch.zeros(B, E, dtype=torch.long)
+    emask = torch.zeros(B, E, dtype=torch.bool)
+    img = torch.zeros(B, I, d)
+    img_rc = torch.zeros(B, I, 2, dtype=torch.long)
+    img_mask = torch.zeros(B, I, dtype=torch.bool)
+    for b, s in enumerate(samples):
+        u, e, n = len(s["unit_meta"]), len(s["elem_feats"]), len(s["img"])
+        meta[b, :u], units[b, :u], sims[b, :u] = s["unit_meta"], s["units"].float(), s["sims"].float()
+        feats[b, :e], role[b, :e], emask[b, :e] = s["elem_feats"], s["elem_role"], True
+        img[b, :n], img_mask[b, :n] = s["img"].float(), True
+        rows, cols = (int(v) for v in s["grid"])
+        k = torch.arange(n)
+        img_rc[b, :n, 0], img_rc[b, :n, 1] = k // cols, k % cols
+    out = {"unit_meta": meta, "units": units, "sims": sims, "elem_feats": feats, "elem_role": role,
+           "elem_mask": emask, "img": img, "img_rc": img_rc, "img_mask": img_mask,
+           "grid": torch.stack([s["grid"] for s in samples])}
+    if "label_type" in samples[0]:
+        for k in ("label_type", "label_elem", "label_start", "label_end", "label_cell"):
+            out[k] = torch.tensor([int(s[k]) for s in samples])
+        out["label_point"] = torch.stack([s["label_point"] for s in samples])
+    return out
+
+
+# -- the model ----------------------------------------------------------------------------------------
+def _mlp(inp: int, hidden: int, out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(inp, hidden), nn.GELU(), nn.Linear(hidden, out))
+
+
+class GuiHead(nn.Module):
+    """Trunk and heads over cached backbone features (see the module docstring)."""
+
+    def __init__(self, cfg: GuiHeadConfig, hidden: int):
+        super().__init__()
+        from embodia.action_heads import ActionDiT
+
+        self.cfg = cfg
+        d = cfg.dim
+        self.unit_in = nn.Sequential(nn.LayerNorm(UNIT_FEATS * hidden), nn.Linear(UNIT_FEATS * hidden, d))
+        self.seg = nn.Embedding(4, d)
+        self.fld = nn.Embedding(7, d)
+        self.pos = nn.Embedding(32, d)
+        self.item = nn.Embedding(16, d)
+        self.sim = nn.Linear(N_SIMS, d)
+        self.elem = nn.Linear(N_ELEM_FEATS + 2, d)
+        self.role = nn.Embedding(len(ROLES) + 1, d)
+        self.img_proj = nn.Sequential(nn.LayerNorm(hidden), nn.Linear(hidden, d))
+        self.img_row = nn.Embedding(32, d)
+        self.img_col = nn.Embedding(32, d)
+        self.cls = nn.Parameter(torch.zeros(1, 1, d))
+        self.mask = nn.Parameter(torch.zeros(1, 1, d))
+        layer = nn.TransformerEncoderLayer(d, cfg.heads, 2 * d, cfg.dropout, activation="gelu",
+                                           batch_first=True, norm_first=True)
+        self.trunk = nn.TransformerEncoder(layer, cfg.layers, enable_nested_tensor=False)
+        self.out_norm = nn.LayerNorm(d)
+        self.type_head = _mlp(2 * d + 1, d, len(ACTIONS))   # [CLS, click-pointer-weighted element, its score]
+        self.type_emb = nn.Embedding(len(ACTIONS), d)
+        self.pointer = _mlp(3 * d, d, 1)
+        self.span_q = nn.Linear(d, d)
+        self.start = _mlp(4 * d, d, 1)      # [word, the word before it, query, word * query]
+        self.end = _mlp(4 * d, d, 1)        # [word, the word after it, query, word * query]
+        self.cell = _mlp(3 * d, d, 1)
+        self.dit = ActionDiT(action_dim=2, state_dim=4, horizon=1, ctx_dim=d, num_embodiments=1, **cfg.dit)
+
+    # -- trunk --------------------------------------------------------------------------------------
+    def encode(self, batch: dict, mask_words: float = 0.0, generator: torch.Generator | None = None) -> dict:
+        """[CLS, the screen's mean image token, units] through the trunk; elements = the mean of
+        their units' outputs plus their bounds, flags and role.
+
+        ``mask_words`` (training): the chance that an instruction word is hidden (its identity and
+        matches replaced by a learned mask), so that where a typed span starts and ends is learned
+        from the words around it ("name X Y and", quotes), not from the trained names themselves.
+        """
+        meta = batch["unit_meta"]
+        B, U, _ = meta.shape
+        seg, fld, elem, pos, item = meta.unbind(-1)
+        umask = seg != SEG_PAD
+        words_in, sims = self.unit_in(batch["units"]), batch["sims"]
+        if mask_words > 0:
+            hide = (torch.rand(B, U, generator=generator) < mask_words) & (seg == SEG_INSTR)
+            words_in = torch.where(hide[..., None], self.mask.expand_as(words_in), words_in)
+            sims = sims.masked_fill(hide[..., None], 0.0)
+        x = (words_in + self.seg(seg) + self.fld(fld) + self.pos(pos.clamp(max=31))
+             + self.item(item.clamp(max=15)) + self.sim(sims))
+        ei = elem.clamp(min=0)
+        E = batch["elem_feats"].shape[1]
+        # per element: do all its words appear in the instruction, and how many are they (for "turn
+        # off Battery percentage" the switch "Battery percentage" outscores the row "Battery"; a
+        # partial match, "Express delivery" for "tick Weekend delivery", counts for nothing)
+        words_of = ((seg == SEG_TREE) & ((fld == F_TEXT) | (fld == F_DESC)))
+        flat = (torch.arange(B)[:, None] * E + ei)[words_of]
+        hits = torch.zeros(B * E).index_add_(0, flat, (batch["sims"][..., 1][words_of] > 0.5).float())
+        n = torch.zeros(B * E).index_add_(0, flat, torch.ones(len(flat)))
+        full = ((hits == n) & (n > 0)).float()
+        match = torch.stack([full, full * hits / 4], -1).view(B, E, 2)
+        ebase = (self.elem(torch.cat([batch["elem_feats"], match], -1))
+                 + self.role(batch["elem_role"]))                                      # [B, E, d]
+        x = x + torch.gather(ebase, 1, ei[..., None].expand(-1, -1, ebase.shape[-1])) * (elem >= 0)[..., None]
+        rc, im = batch["img_rc"], batch["img_mask"]
+        xi = (self.img_proj(batch["img"]) + self.img_row(rc[..., 0].clamp(max=31))
+              + self.img_col(rc[..., 1].clamp(max=31)))
+        screen = (xi * im[..., None]).sum(1, keepdim=True) / im.sum(1).clamp(min=1)[:, None, None]
+        seq = torch.cat([self.cls.expand(B, -1, -1), screen, x], 1)
+        mask = torch.cat([torch.ones(B, 2, dtype=torch.bool), umask], 1)
+        h = self.out_norm(self.trunk(seq, src_key_padding_mask=~mask))
+        g, hu = h[:, 0], h[:, 2:]
+        tree = (seg == SEG_TREE) & umask
+        flat = (torch.arange(B)[:, None] * E + ei)[tree]
+        ecount = torch.zeros(B * E).index_add_(0, flat, torch.ones(len(flat))).clamp(min=1)[:, None]
+        e = torch.zeros(B * E, hu.shape[-1]).index_add_(0, flat, hu[tree]) / ecount
+        return {"g": g, "img": xi, "img_mask": im, "grid": batch["grid"], "units": hu, "seg": seg,
+                "elems": e.view(B, E, -1) + ebase, "elem_mask": batch["elem_mask"], "elem_feats": batch["elem_feats"]}
+
+    # -- heads --------------------------------------------------------------------------------------
+    def type_logits(self, z: dict) -> torch.Tensor:
+        """Action type from CLS and from what a click would point at: whether the instruction's
+        target is on screen (click it) or not (scroll, or an icon outside the tree) is easiest to
+        read from the best match among the elements."""
+        click = torch.full((len(z["g"]),), ACTIONS.index("click"), dtype=torch.long)
+        r = self.pointer_logits(z, click)
+        any_elem = able(z, click).any(1, keepdim=True)
+        w = torch.where(any_elem, r.softmax(-1).nan_to_num(0.0), torch.zeros_like(r))
+        top = torch.where(any_elem, r.max(-1, keepdim=True).values, torch.zeros_like(any_elem, dtype=r.dtype))
+        return self.type_head(torch.cat([z["g"], (w[..., None] * z["elems"]).sum(1), top], -1))
+
+    def pointer_logits(self, z: dict, types: torch.Tensor) -> torch.Tensor:
+        """Scores over the tree's elements for an action of type ``types``; only elements that can
+        take it compete (clicks and typing: clickable ones; scrolls: scrollable ones)."""
+        q = (z["g"] + self.type_emb(types))[:, None].expand_as(z["elems"])
+        s = self.pointer(torch.cat([z["elems"], q, z["elems"] * q], -1)).squeeze(-1)
+        return s.masked_fill(~able(z, types), float("-inf"))
+
+    def span_logits(self, z: dict, elems: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Start and end scores over the instruction's words for the text typed into ``elems``."""
+        chosen = z["elems"][torch.arange(len(elems)), elems.clamp(min=0)]
+        ok = z["seg"] == SEG_INSTR
+        u = z["units"] * ok[..., None]
+        q = (z["g"] + self.span_q(chosen))[:, None].expand_as(u)
+        before, after = F.pad(u, (0, 0, 1, 0))[:, :-1], F.pad(u, (0, 0, 0, 1))[:, 1:]
+        return (self.start(torch.cat([u, before, q, u * q], -1)).squeeze(-1).masked_fill(~ok, float("-inf")),
+                self.end(torch.cat([u, after, q, u * q], -1)).squeeze(-1).masked_fill(~ok, float("-inf")))
+
+    def cell_logits(self, z: dict) -> torch.Tensor:
+        """Scores over the screen's image cells: which one holds the target the tree lacks."""
+        q = z["g"][:, None].expand_as(z["img"])
+        s = self.cell(torch.cat([z["img"], q, z["img"] * q], -1)).squeeze(-1)
+        return s.masked_fill(~z["img_mask"], float("-inf"))
+
+    def point_inputs(self, z: dict, cells: torch.Tensor) -> dict:
+        """The DiT's condition for a point inside image cell ``cells``: [CLS, that cell's token] and
+        the cell's bounds (in -1..1 of the screen) as its state."""
+        B = len(cells)
+        b = torch.arange(B)
+        rows, cols = z["grid"][:, 0].float(), z["grid"][:, 1].float()
+        r, c = (cells // z["grid"][:, 1]).float(), (cells % z["grid"][:, 1]).float()
+        bounds = torch.stack([c / cols, r / rows, (c + 1) / cols, (r + 1) / rows], -1) * 2 - 1
+        return dict(ctx=torch.stack([z["g"], z["img"][b, cells]], 1), state=bounds, state_mask=torch.ones(B, 4),
+                    emb_id=torch.zeros(B, dtype=torch.long))
+
+    def loss(self, batch: dict, generator: torch.Generator | None = None,
+             mask_words: float = 0.0) -> tuple[torch.Tensor, dict]:
+        from embodia.action_heads import flow_loss
+
+        z = self.encode(batch, mask_words, generator)
+        t = batch["label_type"]
+        parts = {"type": F.cross_entropy(self.type_logits(z), t)}
+        el = batch["label_elem"]
+        has = el >= 0
+        if has.any():
+            parts["pointer"] = F.cross_entropy(self.pointer_logits(z, t)[has], el[has])
+        sp = batch["label_start"] >= 0
+        if sp.any():
+            st, en = self.span_logits(z, el)
+            parts["span"] = 0.5 * (F.cross_entropy(st[sp], batch["label_start"][sp])
+                                   + F.cross_entropy(en[sp], batch["label_end"][sp]))
+        pt = t == ACTIONS.index("click_point")
+        if pt.any():
+            cells = batch["label_cell"]
+            parts["cell"] = F.cross_entropy(self.cell_logits(z)[pt], cells[pt])
+            inp = {k: v[pt] for k, v in self.point_inputs(z, cells.clamp(min=0)).items()}
+            parts["point"] = flow_loss(self.dit, batch["label_point"][pt][:, None], torch.ones(int(pt.sum()), 1, 2),
+                                       inp["ctx"], inp["state"], inp["state_mask"], inp["emb_id"],
+                                       generator=generator, repeats=4)
+        return sum(parts.values()), {k: float(v.detach()) for k, v in parts.items()}
+
+    @torch.no_grad()
+    def decide(self, batch: dict, generator: torch.Generator | None = None) -> list[dict]:
+        """Greedy decisions: type, element (tree position), instruction-word span, point in [-1, 1]."""
+        from embodia.action_heads import sample
+
+        z = self.encode(batch)
+        tl = self.type_logits(z)
+        for a in NEEDS_ELEMENT:                     # no element that can take it: not this type
+            none = ~able(z, torch.full((len(tl),), ACTIONS.index(a), dtype=torch.long)).any(1)
+            tl[none, ACTIONS.index(a)] = float("-inf")
+        tl[~(z["seg"] == SEG_INSTR).any(1), ACTIONS.index("type")] = float("-inf")   # nothing to copy
+        types = tl.argmax(-1)
+        pl = self.pointer_logits(z, types)
+        elems = pl.argmax(-1)
+        st, en = self.span_logits(z, elems)
+        L = st.shape[1]
+        score = st[:, :, None] + en[:, None, :]
+        i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
+        score = score.masked_fill(~((j >= i) & (j - i < self.cfg.max_span)), float("-inf"))
+        best = score.flatten(1).argmax(-1)
+        cells = self.cell_logits(z).argmax(-1)
+        inp = self.point_inputs(z, cells)
+        pts = sample(self.dit, inp["ctx"], inp["state"], inp["state_mask"], inp["emb_id"], torch.ones(len(types), 1, 2),
+                     steps=self.cfg.steps, generator=generator)[:, 0]
+        tp, pp = tl.softmax(-1), pl.softmax(-1)
+        return [{"type": ACTIONS[int(types[b])], "type_p": float(tp[b, types[b]]), "element": int(elems[b]),
+                 "element_p": float(pp[b, elems[b]]), "span": (int(best[b] // L), int(best[b] % L)),
+                 "cell": int(cells[b]),
+                 "point": pts[b].clamp(-1, 1).tolist()} for b in range(len(types))]
+
+
+def able(z: dict, types: torch.Tensor) -> torch.Tensor:
+    """[B, E] which elements can take an action of type ``types`` (element features 4 = clickable,
+    8 = scrollable, see `SequenceBuilder.encode`)."""
+    feats, mask = z["elem_feats"], z["elem_mask"]
+    scroll = (types == ACTIONS.index("scroll_down")) | (types == ACTIONS.index("scroll_up"))
+    flag = torch.where(scroll[:, None], feats[..., 8], feats[..., 4]) > 0.5
+    return mask & flag
+
+
+# -- files ------------------------------------------------------------------------------------------
+def backbone_sha256(checkpoint) -> str:
+    return sha256_file(Path(checkpoint) / "backbone" / "model.safetensors")
+
+
+def has_gui_head(checkpoint) -> bool:
+    p = Path(checkpoint)
+    return (p / HEAD_WEIGHTS).is_file() and (p / HEAD_CONFIG).is_file()
+
+
+def save_gui_head(head: GuiHead, checkpoint, *, extra: dict | None = None) -> None:
+    """Write gui_head.safetensors + gui_head.json into a checkpoint directory (each replaced
+    atomically); nothing else in the directory is touched."""
+    from safetensors.torch import save
+
+    p = Path(checkpoint)
+    meta = {"format": FORMAT, "config": asdict(head.cfg), "backbone_sha256": backbone_sha256(p), **(extra or {})}
+    weights = save({k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()})
+    write_atomic(p / HEAD_WEIGHTS, lambda f: f.write(weights))
+    write_atomic(p / HEAD_CONFIG, lambda f: f.write((json.dumps(meta, indent=2) + "\n").encode()))
+
+
+def load_gui_head(checkpoint, backbone: Backbone | None = None) -> tuple[GuiHead, Backbone, dict]:
+    """(head, backbone, meta) from a checkpoint directory; the backbone is loaded from its
+    ``backbone/`` folder unless given."""
+    from safetensors.torch import load_file
+
+    p = Path(checkpoint)
+    if not has_gui_head(p):
+        raise GuiHeadError(f"checkpoint {p}: no GUI head ({HEAD_WEIGHTS} + {HEAD_CONFIG}); train one with "
+                           f"`python -m embodia.agent.training.gui_train --out {p}`")
+    try:
+        meta = json.loads((p / HEAD_CONFIG).read_text())
+    except (OSError, ValueError) as e:
+        raise GuiHeadError(f"{p / HEAD_CONFIG}: corrupt ({e})") from None
+    if meta.get("format") != FORMAT:
+        raise GuiHeadError(f"{p / HEAD_CONFIG}: not a GUI head (format {meta.get('format')!r})")
+    if meta.get("backbone_sha256") != backbone_sha256(p):
+        raise GuiHeadError(f"{p / HEAD_CONFIG}: trained on another backbone than {p / 'backbone'} "
+                           f"(weights hash differs); retrain it with `python -m embodia.agent.training.gui_train --out {p}`")
+    cfg = GuiHeadConfig(**{k: v for k, v in meta["config"].items() if k in GuiHeadConfig.__dataclass_fields__})
+    backbone = backbone or Backbone.from_pretrained(p / "backbone")
+    head = GuiHead(cfg, backbone.hidden_size)
+    try:
+        weights = load_file(p / HEAD_WEIGHTS)
+    except Exception as e:  # noqa: BLE001 - safetensors raises several types
+        raise GuiHeadError(f"{p / HEAD_WEIGHTS}: corrupt ({e})") from None
+    missing, unexpected = head.load_state_dict(weights, strict=False)
+    if missing or unexpected:
+        raise GuiHeadError(f"{p / HEAD_WEIGHTS}: keys do not match the config "
+                           f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+    return head.eval(), backbone, meta
+
+
+# -- the policy -------------------------------------------------------------------------------------
+class GuiHeadPolicy:
+    """Policy protocol for GUI devices over a checkpoint's GUI head: one `GuiAction` per decision.
+
+    It remembers its own actions of the episode (the history the head reads: which categories it
+    has already looked in, what it has typed); `reset` forgets them.
+    """
+
+    def __init__(self, head: GuiHead, backbone: Backbone, *, embodiment=None, threads: int | None = None):
+        self.head, self.backbone = head.eval(), backbone.eval()
+        self.builder = SequenceBuilder(backbone, head.cfg)
+        self.embodiment = embodiment
+        if threads:
+            torch.set_num_threads(threads)
+        self.reset(None)
+
+    @classmethod
+    def from_pretrained(cls, checkpoint, **kw) -> "GuiHeadPolicy":
+        head, backbone, _ = load_gui_head(checkpoint)
+        return cls(head, backbone, **kw)
+
+    def bind(self, embodiment) -> "GuiHeadPolicy":
+        if not embodiment.is_gui:
+            raise GuiHeadError(f"the GUI head drives screens, not {embodiment.name!r}")
+        self.embodiment = embodiment
+        return self
+
+    def reset(self, seed: int | None = None) -> None:
+        self.generator = torch.Generator().manual_seed(0 if seed is None else int(seed))
+        self.history: list[str] = []
+        self.last: dict = {}
+
+    def features(self, obs: Observation, instruction: str) -> tuple[Encoded, dict]:
+        """The decision's encoding and what the head reads of it (the same float16 features
+        training cached)."""
+        if obs.ui_tree is None:
+            raise GuiHeadError("the GUI head reads a UI tree; this device gives none")
+        screen = obs.images.get("screen") if obs.images else None
+        if screen is None:
+            raise GuiHeadError("the GUI head reads observation.images.screen; the observation has none")
+        size = (obs.screen.width, obs.screen.height) if obs.screen is not None else (screen.shape[1], screen.shape[0])
+        prompt = self.embodiment.prompt() if self.embodiment is not None else ""
+        enc = self.builder.encode(prompt, instruction, self.history, obs.ui_tree, size, screen)
+        return enc, backbone_features(self.backbone, [enc])[0]
+
+    @torch.inference_mode()
+    def act(self, obs: Observation, instruction: str) -> GuiAction:
+        enc, feats = self.features(obs, instruction)
+        d = self.head.decide(collate([feats]), generator=self.generator)[0]
+        action = to_action(d, enc, instruction)
+        self.last = {k: d[k] for k in ("type", "type_p", "element_p")}
+        self.history.append(describe(action, obs.ui_tree))
+        return action
+
+    def info(self) -> dict:
+        return {"head": "gui", **({"last": self.last} if self.last else {})}
+
+
+def to_action(d: dict, enc: Encoded, instruction: str) -> GuiAction:
+    """A `GuiHead.decide` row as a GuiAction on the tree it was decided on."""
+    t = d["type"]
+    if t == "click_point":
+        x, y = ((v + 1.0) * 500.0 for v in d["point"])
+        return GuiAction("click", point=(min(1000.0, max(0.0, x)), min(1000.0, max(0.0, y))))
+    if t == "backspace":
+        return GuiAction("key", keys=("backspace",))
+    element = enc.elem_index[d["element"]]
+    if t == "click":
+        return GuiAction("click", element=element)
+    if t == "type":
+        s, e = d["span"]
+        s, e = min(s, len(enc.spans) - 1), min(e, len(enc.spans) - 1)
+        return GuiAction("type", element=element, text=instruction[enc.spans[s][0]:enc.spans[e][1]])
+    return GuiAction("scroll", element=element, direction="down" if t == "scroll_down" else "up")
+
+
+def label(step, enc: Encoded) -> dict | None:
+    """Training labels of a recorded `GuiStep` on its encoding; None for an action the head does
+    not produce (the sample is then left out)."""
+    a = step.action
+    out = {"label_type": -1, "label_elem": -1, "label_start": -1, "label_end": -1, "label_cell": -1,
+           "label_point": torch.zeros(2)}
+    pos = {idx: k for k, idx in enumerate(enc.elem_index)}
+    if a.type == "click" and a.element is not None:
+        if a.element not in pos:
+            return None
+        out.update(label_type=ACTIONS.index("click"), label_elem=pos[a.element])
+    elif a.type == "click" and a.point is not None:
+        rows, cols = enc.grid
+        cell = min(rows - 1, int(a.point[1] / 1000.0 * rows)) * cols + min(cols - 1, int(a.point[0] / 1000.0 * cols))
+        out.update(label_type=ACTIONS.index("click_point"), label_cell=cell,
+                   label_point=torch.tensor([a.point[0] / 500.0 - 1.0, a.point[1] / 500.0 - 1.0]))
+    elif a.type == "type" and a.element in pos:
+        out.update(label_type=ACTIONS.index("type"), label_elem=pos[a.element])
+        starts = {sp[0]: k for k, sp in enumerate(enc.spans)}
+        ends = {sp[1]: k for k, sp in enumerate(enc.spans)}
+        at = step.instruction.find(a.text or "\0")
+        if at >= 0 and at in starts and at + len(a.text) in ends:
+            out.update(label_start=starts[at], label_end=ends[at + len(a.text)])
+    elif a.type == "scroll" and a.point is not None and a.direction in ("up", "down"):
+        W, H = step.size.width, step.size.height
+        x, y = a.point[0] * W / 1000.0, a.point[1] * H / 1000.0
+        lists = [k for k, e in enumerate(step.tree[:len(enc.elem_index)]) if e.get("role") == "ListView"
+                 and e["bounds"][0] <= x < e["bounds"][2] and e["bounds"][1] <= y < e["bounds"][3]]
+        if not lists:
+            return None
+        out.update(label_type=ACTIONS.index("scroll_" + a.direction), label_elem=lists[-1])
+    elif a.type == "key" and tuple(a.keys) == ("backspace",):
+        out.update(label_type=ACTIONS.index("backspace"))
+    else:
+        return None
+    k = out["label_elem"]
+    if k >= 0 and not enc.elem_feats[k, 8 if a.type == "scroll" else 4]:
+        return None                 # an element that cannot take the action (`able`): never a target
+    return out

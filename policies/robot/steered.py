@@ -1,0 +1,106 @@
+"""Retrieve-then-steer: a VLA policy whose flow sampler starts from a success-memory prior.
+
+At each decision the memory is queried with the current key (the normalized state) and the actions
+executed so far; when the consistent elite set is confident enough, sampling starts at
+`tau0 = tau_max * g(confidence)` from `(1 - tau0) * eps + tau0 * prior` and the frozen policy
+finishes the path. Below the confidence floor, or with an empty memory, the policy runs unchanged
+(bit-identical to running without memory for the same seed). After each episode the loop reports
+the verified outcome: successes are stored, failures are credited to the entries that steered.
+
+>>> steered = SteeredPolicy(VLAPolicy.from_pretrained(path).bind(emb), memory, namespace="pusher/twogap")  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from embodia.memory import SuccessMemory, stable_hash
+
+from embodia.policies.robot.vla import VLAPolicy
+
+KEY_ENCODER = "normalized-state/v1"
+
+
+def memory_for(policy: VLAPolicy, config=None) -> SuccessMemory:
+    """An empty memory whose keys and chunks match this policy's embodiment."""
+    emb = policy.embodiment
+    return SuccessMemory(config, key_dim=emb.state_dim, horizon=policy.cfg.horizon,
+                         action_dim=emb.action_dim, hist_len=emb.exec_horizon,
+                         encoder_id=KEY_ENCODER, normalizer_hash=normalizer_hash(policy))
+
+
+def normalizer_hash(policy: VLAPolicy) -> str:
+    n = policy.norms[policy.embodiment.name]
+    return stable_hash({"state": n["state"].to_dict(), "action": n["action"].to_dict()})
+
+
+class SteeredPolicy:
+    def __init__(self, policy: VLAPolicy, memory: SuccessMemory, *, namespace: str, learn: bool = True):
+        self.policy, self.memory, self.namespace = policy, memory, namespace
+        self.learn = learn        # store successes and credit failures (off: a frozen memory)
+        emb = policy.embodiment
+        self._snorm = policy.norms[emb.name]["state"]
+        self._anorm = policy.norms[emb.name]["action"]
+        self.episodes = 0
+        self.reset(None)
+
+    @property
+    def embodiment(self):
+        return self.policy.embodiment
+
+    def reset(self, seed: int | None = None) -> None:
+        self.policy.reset(seed)
+        self.states: list[np.ndarray] = []     # what the loop executed, in the body's units
+        self.actions: list[np.ndarray] = []
+        self.steered = 0
+        self.decisions = 0
+        self.tau0s: list[float] = []
+
+    def act(self, obs, instruction: str) -> np.ndarray:
+        pol, cfg, emb = self.policy, self.policy.cfg, self.policy.embodiment
+        key = self.key(obs.state)
+        hist = (np.asarray(self._anorm.normalize(np.stack(self.actions[-emb.exec_horizon:])), np.float32)
+                if self.actions else np.zeros((0, emb.action_dim), np.float32))
+        r = self.memory.query(self.namespace, key, hist, t=len(self.actions))
+        guide = self.memory.guidance(r, steps=pol.steps)
+        self.decisions += 1
+        if guide is None:
+            return pol.act(obs, instruction)
+        tau0, prior = guide
+        self.steered += 1
+        self.tau0s.append(float(tau0))
+        if self.learn:
+            self.memory.record_use(self.namespace, r)
+        prior_pad = torch.zeros(1, cfg.horizon, cfg.action_dim)
+        prior_pad[0, :, :emb.action_dim] = torch.from_numpy(np.asarray(prior, np.float32))
+        _, _, amask, _ = pol.inputs(emb, obs.state)
+        eps = torch.randn(prior_pad.shape, generator=pol.generator) * amask
+        x0 = (1 - tau0) * eps + tau0 * prior_pad       # tau0 = 1 (replay ablation): the prior itself
+        return pol.predict_chunk(obs, instruction, x0=x0, tau0=tau0)
+
+    # -- keys and chunks: the one encoding used to store and to query ------------------------------
+    def key(self, state) -> np.ndarray:
+        return np.asarray(self._snorm.normalize(np.asarray(state)), np.float32)
+
+    def remember(self, states, actions, episode_id: int = -1) -> int:
+        """Store one verified successful episode (states [T, S], executed actions [T, D], body units)."""
+        return self.memory.add_episode(self.namespace, self.key(states),
+                                       np.asarray(self._anorm.normalize(np.asarray(actions)), np.float32),
+                                       success=True, episode_id=episode_id, stride=self.embodiment.exec_horizon)
+
+    # -- the loop reports every executed step and the verified outcome -----------------------------
+    def observe(self, obs, action) -> None:
+        self.states.append(np.asarray(obs.state))
+        self.actions.append(np.asarray(action))
+
+    def end_episode(self, success: bool) -> None:
+        self.episodes += 1
+        if not self.learn:
+            return
+        self.memory.end_episode(bool(success), namespace=self.namespace)
+        if success and self.actions:
+            self.remember(np.stack(self.states), np.stack(self.actions), self.episodes)
+
+    def info(self) -> dict:
+        return {"memory_steered": self.steered, "memory_decisions": self.decisions,
+                "memory_mean_tau0": float(np.mean(self.tau0s)) if self.tau0s else 0.0}

@@ -1,0 +1,272 @@
+"""The VLA policy: a vision-language backbone reads images + embodiment prompt + instruction; a DiT
+flow-matching head decodes a normalized action chunk, which is mapped back to the body's units.
+
+A checkpoint is a directory:
+
+```
+config.json            embodia's VLA config: horizon, padded dims, sampler steps, the embodiment registry
+normalization.json     per-embodiment q01/q99 of state and action (travel with the weights)
+model.safetensors      the head and the context projection
+backbone/              the transformers model, tokenizer and image processor (loads with from_pretrained)
+```
+
+>>> policy = VLAPolicy.from_pretrained("policies/checkpoints/embodia-tiny")     # doctest: +SKIP
+>>> policy.reset(seed=0); chunk = policy.act(obs, "push the puck onto the goal")  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from embodia.action_heads import ActionDiT, QuantileNormalizer, sample
+from embodia.devices import Embodiment, Observation
+
+from embodia.policies.backbone import Backbone
+
+CONFIG = "config.json"
+NORMS = "normalization.json"
+WEIGHTS = "model.safetensors"
+BACKBONE_DIR = "backbone"
+FORMAT = "embodia-vla/1"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint directory that is missing, incomplete or corrupt; the message names the file."""
+
+
+@dataclass
+class VLAConfig:
+    horizon: int = 16
+    action_dim: int = 8       # D_max: actions of every embodiment are padded to this
+    state_dim: int = 48       # S_max
+    steps: int = 10           # Euler steps at inference
+    head: dict = field(default_factory=dict)          # ActionDiT config overrides (dim, depth, heads, ...)
+    embodiments: dict = field(default_factory=dict)   # name -> {"id": int, "embodiment": dict}
+
+
+class VLAModel(torch.nn.Module):
+    """Backbone -> LayerNorm(Linear) projection -> DiT head."""
+
+    def __init__(self, backbone: Backbone, cfg: VLAConfig):
+        super().__init__()
+        self.backbone, self.cfg = backbone, cfg
+        head_cfg = dict(dim=64, depth=3, heads=4, num_registers=4, num_embodiments=8)
+        head_cfg.update(cfg.head)
+        dim = head_cfg["dim"]
+        self.proj = torch.nn.Sequential(torch.nn.Linear(backbone.hidden_size, dim), torch.nn.LayerNorm(dim))
+        self.head = ActionDiT(action_dim=cfg.action_dim, state_dim=cfg.state_dim, horizon=cfg.horizon,
+                              ctx_dim=dim, **head_cfg)
+
+    def context(self, input_ids, attention_mask, pixel_values, image_grid_thw):
+        ctx, mask = self.backbone(input_ids, attention_mask, pixel_values, image_grid_thw)
+        return self.proj(ctx), mask
+
+    def head_state_dict(self) -> dict:
+        return {f"proj.{k}": v for k, v in self.proj.state_dict().items()} | \
+               {f"head.{k}": v for k, v in self.head.state_dict().items()}
+
+
+def _check_files(path: Path):
+    if not path.is_dir():
+        raise CheckpointError(f"checkpoint {path}: not a directory")
+    for name in (CONFIG, NORMS, WEIGHTS, BACKBONE_DIR):
+        if not (path / name).exists():
+            raise CheckpointError(f"checkpoint {path}: missing {name}")
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path}: corrupt ({e})") from None
+
+
+class VLAPolicy:
+    """Policy protocol over a VLAModel: validates observations, normalizes, samples, unnormalizes."""
+
+    def __init__(self, model: VLAModel, norms: dict[str, dict], *, embodiment: Embodiment | None = None,
+                 steps: int | None = None, ensemble: float | None = None, threads: int | None = None):
+        self.model = model.eval()
+        self.cfg = model.cfg
+        self.norms = {name: {k: QuantileNormalizer.from_dict(v) for k, v in d.items()}
+                      for name, d in norms.items()}
+        self.steps = steps or self.cfg.steps
+        self.ensemble = ensemble          # ACT-style temporal ensembling weight decay (None: off)
+        self.embodiment = embodiment
+        self.prompt_override: str | None = None   # for experiments: read a different body's prompt
+        self.last_timing: dict = {}
+        if threads:
+            torch.set_num_threads(threads)
+        self.reset(None)
+
+    # -- loading ------------------------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, path, **kw) -> "VLAPolicy":
+        model, norms = load_checkpoint(path)
+        return cls(model, norms, **kw)
+
+    def bind(self, embodiment: Embodiment) -> "VLAPolicy":
+        """Choose the body this policy drives; it must be one the checkpoint was trained on."""
+        if embodiment.name not in self.cfg.embodiments:
+            raise CheckpointError(f"this checkpoint knows embodiments {sorted(self.cfg.embodiments)}, "
+                                  f"not {embodiment.name!r}")
+        if embodiment.action_dim > self.cfg.action_dim or embodiment.state_dim > self.cfg.state_dim:
+            raise CheckpointError(f"embodiment {embodiment.name!r} exceeds the padded dims of the checkpoint")
+        self.embodiment = embodiment
+        return self
+
+    # -- Policy protocol ----------------------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> None:
+        self.generator = torch.Generator().manual_seed(0 if seed is None else int(seed))
+        self._history: list[tuple[int, np.ndarray]] = []   # (start step, chunk) for ensembling
+        self._t = 0
+
+    @torch.inference_mode()
+    def predict_chunk(self, obs: Observation, instruction: str, *, x0=None, tau0: float = 0.0,
+                      prefix=None, prefix_weights=None) -> np.ndarray:
+        """One decision: float32[H, D] in the embodiment's units.
+
+        ``prefix`` (float[P, D], body units, P <= H) makes the chunk continue actions already
+        committed to (asynchronous execution: the previous chunk's not-yet-executed actions). It is
+        inpainted during sampling, real-time chunking's hard-prefix variant: after every Euler step
+        the first P positions are set to ``(1 - tau) * eps + tau * prefix`` (normalized), blended
+        with the model's own update by ``prefix_weights`` (float[P] in [0, 1], default all 1), so
+        with weight 1 the chunk starts with the prefix itself. Without a prefix the output is the
+        plain sampler's.
+        """
+        emb = self.embodiment
+        if emb is None:
+            raise CheckpointError("call bind(embodiment) before act()")
+        obs.validate(emb)
+        t0 = time.perf_counter()
+        batch = self.model.backbone.prepare([[obs.images[c.name] for c in emb.cameras]],
+                                            [self.prompt_override or emb.prompt()], [instruction])
+        ctx, ctx_mask = self.model.context(**batch)
+        t1 = time.perf_counter()
+        state, smask, amask, eid = self.inputs(emb, obs.state)
+        guidance = None
+        if prefix is not None:
+            if x0 is not None or tau0 != 0.0:
+                raise ValueError("prefix inpainting starts from noise: it cannot be combined with x0/tau0")
+            x0 = torch.randn(amask.shape, generator=self.generator) * amask   # the draw sample() would make
+            guidance = self._inpaint(x0, prefix, prefix_weights)
+        x = sample(self.model.head, ctx, state, smask, eid, amask, steps=self.steps, x0=x0, tau0=tau0,
+                   generator=self.generator, ctx_mask=ctx_mask, guidance=guidance)
+        t2 = time.perf_counter()
+        chunk = self.norms[emb.name]["action"].unnormalize(x[0, :, :emb.action_dim].numpy())
+        self.last_timing = {"backbone_ms": (t1 - t0) * 1e3, "sample_ms": (t2 - t1) * 1e3}
+        return np.asarray(chunk, dtype=np.float32)
+
+    def _inpaint(self, eps: torch.Tensor, prefix, weights):
+        """The sampler's guidance hook that pins the chunk's first positions to ``prefix``: it
+        rewrites the velocity so that the Euler step lands on ``(1 - w) * (x + dt * v) + w * target``,
+        with target the prefix noised to the step's end time along the path that starts at ``eps``."""
+        emb, h = self.embodiment, self.cfg.horizon
+        prefix = np.asarray(prefix, dtype=np.float32)
+        if prefix.ndim != 2 or prefix.shape[1] != emb.action_dim or not 0 < len(prefix) <= h:
+            raise ValueError(f"prefix must be float[P, {emb.action_dim}] with 1 <= P <= {h}, "
+                             f"got shape {prefix.shape}")
+        if not np.all(np.isfinite(prefix)):
+            raise ValueError("prefix has non-finite actions")
+        p = len(prefix)
+        w = np.ones(p, np.float32) if weights is None else np.asarray(weights, dtype=np.float32)
+        if w.shape != (p,) or not np.all((w >= 0) & (w <= 1)):
+            raise ValueError(f"prefix_weights must be {p} values in [0, 1], got {w.tolist()}")
+        target = torch.zeros_like(eps)
+        target[0, :p, :emb.action_dim] = torch.from_numpy(
+            np.asarray(self.norms[emb.name]["action"].normalize(prefix), np.float32))
+        weight = torch.zeros(1, h, 1)
+        weight[0, :p, 0] = torch.from_numpy(w)
+        steps = self.steps
+
+        def pin(x: torch.Tensor, tau: float, v: torch.Tensor) -> torch.Tensor:
+            k = int(round(tau * steps))
+            dt = (k + 1) / steps - k / steps          # the very step sample() takes
+            end = (k + 1) / steps
+            goal = (1.0 - end) * eps + end * target
+            return v + weight * ((goal - x) / dt - v)
+        return pin
+
+    def inputs(self, emb: Embodiment, state: np.ndarray):
+        """Padded, normalized state and the masks/id for one embodiment (batch of 1)."""
+        s = np.zeros((1, self.cfg.state_dim), np.float32)
+        s[0, :emb.state_dim] = self.norms[emb.name]["state"].normalize(state)
+        smask = np.zeros_like(s)
+        smask[0, :emb.state_dim] = 1
+        amask = np.zeros((1, self.cfg.horizon, self.cfg.action_dim), np.float32)
+        amask[0, :, :emb.action_dim] = 1
+        eid = torch.tensor([self.cfg.embodiments[emb.name]["id"]])
+        return torch.from_numpy(s), torch.from_numpy(smask), torch.from_numpy(amask), eid
+
+    def act(self, obs: Observation, instruction: str) -> np.ndarray:
+        chunk = self.predict_chunk(obs, instruction)
+        if self.ensemble is None:
+            return chunk
+        # Temporal ensembling: replan every step; average the predictions every earlier chunk made
+        # for this step, older ones weighted exp(-ensemble * age).
+        self._history = [(s, c) for s, c in self._history if self._t - s < len(c)] + [(self._t, chunk)]
+        preds = np.stack([c[self._t - s] for s, c in self._history])
+        w = np.exp(-self.ensemble * np.arange(len(preds))[::-1])
+        self._t += 1
+        return ((w[:, None] * preds).sum(0) / w.sum())[None].astype(np.float32)
+
+    def info(self) -> dict:
+        return {}
+
+
+# -- checkpoints ------------------------------------------------------------------------------------
+def save_checkpoint(model: VLAModel, norms: dict, path, *, extra: dict | None = None) -> None:
+    """Write a checkpoint directory atomically (a crash leaves the previous one intact)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    model.backbone.save_pretrained(tmp / BACKBONE_DIR)
+    save_file({k: v.detach().contiguous().cpu() for k, v in model.head_state_dict().items()}, tmp / WEIGHTS)
+    (tmp / CONFIG).write_text(json.dumps({"format": FORMAT, **asdict(model.cfg), **(extra or {})}, indent=2))
+    (tmp / NORMS).write_text(json.dumps(norms, indent=2))
+    if path.exists():
+        old = path.with_name(path.name + ".old")
+        if old.exists():
+            shutil.rmtree(old)
+        os.replace(path, old)
+        os.replace(tmp, path)
+        shutil.rmtree(old)
+    else:
+        os.replace(tmp, path)
+
+
+def load_checkpoint(path) -> tuple[VLAModel, dict]:
+    path = Path(path)
+    _check_files(path)
+    raw = _read_json(path / CONFIG)
+    if raw.get("format") != FORMAT:
+        raise CheckpointError(f"{path / CONFIG}: not an embodia VLA checkpoint (format {raw.get('format')!r})")
+    cfg = VLAConfig(**{k: raw[k] for k in VLAConfig.__dataclass_fields__ if k in raw})
+    norms = _read_json(path / NORMS)
+    backbone = Backbone.from_pretrained(path / BACKBONE_DIR)
+    model = VLAModel(backbone, cfg)
+    try:
+        weights = load_file(path / WEIGHTS)
+    except Exception as e:
+        raise CheckpointError(f"{path / WEIGHTS}: corrupt ({e})") from None
+    own = model.head_state_dict()
+    bad = sorted(set(own) ^ set(weights))
+    if bad:
+        raise CheckpointError(f"{path / WEIGHTS}: keys do not match the config ({bad[:5]}...)")
+    for k, v in weights.items():
+        if own[k].shape != v.shape:
+            raise CheckpointError(f"{path / WEIGHTS}: {k} has shape {tuple(v.shape)}, config says {tuple(own[k].shape)}")
+    with torch.no_grad():
+        for k, v in weights.items():
+            own[k].copy_(v)
+    return model.eval(), norms
