@@ -26,12 +26,52 @@ from typing import Dict
 import numpy as np
 
 from embodia.memory.config import MemoryConfig
-from embodia.memory.store import (SCHEMA_VERSION, MemoryFileError, MemoryMismatch, SuccessMemory, _Namespace,
-                    _schema)
 
+SCHEMA_VERSION = 1
 META = "meta.json"
 _STATE = ("clock", "episodes", "merges", "evictions", "deleted_credit", "queries", "next_id",
           "action_dim")
+
+
+class MemoryStoreError(Exception):
+    """Base class of the memory's persistence errors."""
+
+
+class MemoryFileError(MemoryStoreError):
+    """A memory file is missing, truncated, corrupted or of an unsupported schema.
+    ``.path`` names the file."""
+
+    def __init__(self, path, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+class MemoryMismatch(MemoryStoreError):
+    """The stored memory was built with another key encoder, normalizer or dimensions."""
+
+
+def entry_columns(key_dim: int, horizon: int, hist_len: int, action_dim: int) -> Dict[str, tuple]:
+    """The columns of a namespace's entries: name -> (shape per entry, dtype), as stored on disk."""
+    return {
+        "ids": ((), np.int64),
+        "keys": ((key_dim,), np.float32),
+        "chunks": ((horizon, action_dim), np.float32),
+        "chunk_mask": ((horizon,), np.bool_),
+        "hist": ((hist_len, action_dim), np.float32),
+        "hist_n": ((), np.int16),            # valid preceding actions (right-aligned in hist)
+        "progress": ((), np.float32),
+        "episode_id": ((), np.int64),
+        "step": ((), np.int32),
+        "ep_len": ((), np.int32),            # steps to success of the (shortest) source episode
+        "created_clock": ((), np.int64),     # namespace episode clock at insert / last merge
+        "last_used_clock": ((), np.int64),   # -1: never used
+        "n_support": ((), np.int32),
+        "n_used": ((), np.int32),
+        "n_used_fail": ((), np.int32),
+        "created_at": ((), np.float64),
+        "last_used_at": ((), np.float64),
+    }
 
 
 def _ns_dirname(name: str) -> str:
@@ -77,7 +117,7 @@ def write_atomic(path, write) -> None:
             tmp.unlink()
 
 
-def save(mem: SuccessMemory, path: Path) -> Path:
+def save(mem, path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     gen = f"{time.time_ns():x}"
     nss = []
@@ -159,7 +199,7 @@ def _read_meta(path: Path) -> dict:
     return meta
 
 
-def _load_namespace(mem: SuccessMemory, path: Path, rec: dict) -> _Namespace:
+def _load_namespace(mem, path: Path, rec: dict):
     try:
         f = path / rec["dir"] / rec["entries"]
     except (KeyError, TypeError) as e:
@@ -182,8 +222,8 @@ def _load_namespace(mem: SuccessMemory, path: Path, rec: dict) -> _Namespace:
         action_dim = state["action_dim"]
         if not 1 <= action_dim <= mem.action_dim:
             raise ValueError(f"action_dim {action_dim} outside [1, {mem.action_dim}]")
-        ns = _Namespace(name, mem, action_dim)
-        schema = _schema(mem.key_dim, mem.horizon, mem.hist_len, action_dim)
+        ns = mem.new_namespace(name, action_dim)
+        schema = entry_columns(mem.key_dim, mem.horizon, mem.hist_len, action_dim)
         cols = {}
         n = int(data["col_ids"].shape[0])
         for k, (shp, dt) in schema.items():
@@ -228,7 +268,7 @@ def _load_namespace(mem: SuccessMemory, path: Path, rec: dict) -> _Namespace:
 
 
 def load(cls, path: Path, *, encoder_id: str, normalizer_hash: str, on_error: str = "raise",
-         missing_ok: bool = False, config=None, dims: Dict[str, int]) -> SuccessMemory:
+         missing_ok: bool = False, config=None, dims: Dict[str, int]):
     if on_error not in ("raise", "empty"):
         raise ValueError("on_error must be 'raise' or 'empty'")
     meta = None

@@ -46,7 +46,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from embodia.memory.index import KeyIndex
-from embodia.memory.store import MemoryFileError, MemoryMismatch
+from embodia.memory.persist import MemoryFileError, MemoryMismatch
 
 __all__ = ["ScreenMemory", "ScreenMemoryConfig", "ScreenRetrieval", "Featurizer", "canonical",
            "element_at", "abstract_instruction", "SCREEN_SCHEMA_VERSION", "START"]

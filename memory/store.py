@@ -37,13 +37,15 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from embodia.memory import persist
 from embodia.memory.config import MemoryConfig
+from embodia.memory.persist import (SCHEMA_VERSION, MemoryFileError, MemoryMismatch, MemoryStoreError,
+                                    entry_columns)
 from embodia.memory.index import KeyIndex
 
 __all__ = ["SuccessMemory", "Retrieval", "MemoryStoreError", "MemoryFileError", "MemoryMismatch",
            "make_namespace", "stable_hash", "tau0_from_confidence", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 1
 _TINY = 1e-12
 _MAX_LENGTHS = 1000
 
@@ -51,24 +53,6 @@ _MAX_LENGTHS = 1000
 # ------------------------------------------------------------------------------------------------
 # errors and small helpers
 # ------------------------------------------------------------------------------------------------
-class MemoryStoreError(Exception):
-    """Base class of the memory's persistence errors."""
-
-
-class MemoryFileError(MemoryStoreError):
-    """A memory file is missing, truncated, corrupted or of an unsupported schema.
-    ``.path`` names the file."""
-
-    def __init__(self, path, reason: str):
-        self.path = str(path)
-        self.reason = reason
-        super().__init__(f"{self.path}: {reason}")
-
-
-class MemoryMismatch(MemoryStoreError):
-    """The stored memory was built with another key encoder, normalizer or dimensions."""
-
-
 def make_namespace(embodiment: str, task: str) -> str:
     """The namespace string of an (embodiment, task) pair. Entries never cross namespaces."""
     return f"{embodiment}/{task}"
@@ -132,28 +116,6 @@ class Retrieval:
 # ------------------------------------------------------------------------------------------------
 # per-namespace storage
 # ------------------------------------------------------------------------------------------------
-def _schema(key_dim: int, horizon: int, hist_len: int, action_dim: int) -> Dict[str, tuple]:
-    return {
-        "ids": ((), np.int64),
-        "keys": ((key_dim,), np.float32),
-        "chunks": ((horizon, action_dim), np.float32),
-        "chunk_mask": ((horizon,), np.bool_),
-        "hist": ((hist_len, action_dim), np.float32),
-        "hist_n": ((), np.int16),            # valid preceding actions (right-aligned in hist)
-        "progress": ((), np.float32),
-        "episode_id": ((), np.int64),
-        "step": ((), np.int32),
-        "ep_len": ((), np.int32),            # steps to success of the (shortest) source episode
-        "created_clock": ((), np.int64),     # namespace episode clock at insert / last merge
-        "last_used_clock": ((), np.int64),   # -1: never used
-        "n_support": ((), np.int32),
-        "n_used": ((), np.int32),
-        "n_used_fail": ((), np.int32),
-        "created_at": ((), np.float64),
-        "last_used_at": ((), np.float64),
-    }
-
-
 class _Columns:
     """Growable column arrays (amortised doubling); rows are kept sorted by id."""
 
@@ -194,7 +156,7 @@ class _Namespace:
         cfg = mem.config
         self.name = name
         self.action_dim = int(action_dim)
-        self.cols = _Columns(_schema(mem.key_dim, mem.horizon, mem.hist_len, self.action_dim))
+        self.cols = _Columns(entry_columns(mem.key_dim, mem.horizon, mem.hist_len, self.action_dim))
         self.index = KeyIndex(mem.key_dim, cfg.metric, cfg.ivf_threshold, cfg.ivf_nlist,
                               cfg.ivf_nprobe)
         self.clock = 0            # episodes of this namespace (successes added + failures reported)
@@ -299,6 +261,10 @@ class SuccessMemory:
         return out
 
     # -- insertion -------------------------------------------------------------------------------
+    def new_namespace(self, name: str, action_dim: int) -> "_Namespace":
+        """An empty namespace of this memory, not yet registered (the loader fills it first)."""
+        return _Namespace(name, self, action_dim)
+
     def _namespace(self, name: str, action_dim: int) -> _Namespace:
         if not isinstance(name, str) or not name:
             raise ValueError("namespace must be a non-empty string")
@@ -833,7 +799,6 @@ class SuccessMemory:
         with sha256) is written last by an atomic rename: the commit point. Files of older
         generations are removed afterwards. A crash at any moment leaves the previous memory or the
         new one, never a mix."""
-        from embodia.memory import persist
         return persist.save(self, Path(path))
 
     @classmethod
@@ -853,7 +818,6 @@ class SuccessMemory:
         * ``config`` overrides the stored config (e.g. ablation flags at evaluation time).
         No pickle anywhere (``np.load(allow_pickle=False)``, JSON meta).
         """
-        from embodia.memory import persist
         return persist.load(cls, Path(path), encoder_id=encoder_id, normalizer_hash=normalizer_hash,
                             on_error=on_error, missing_ok=missing_ok, config=config,
                             dims=dict(key_dim=key_dim, horizon=horizon, action_dim=action_dim,
