@@ -76,15 +76,90 @@ class SimDevice:
         return False
 
 
-@runtime_checkable
-class Policy(Protocol):
-    """`act(obs, instruction)` returns a float32[H, D] chunk (or a GuiAction); `reset` starts an episode."""
+class Policy:
+    """What the runtime needs from a brain; subclass it and implement ``act``.
 
-    def reset(self, seed: int | None = None) -> None: ...
-    def act(self, obs: Observation, instruction: str) -> np.ndarray: ...
+    Every other hook has a default that does nothing, and the runtime (the loop, the server, the
+    fleet) calls exactly these, never anything else:
+
+    - ``reset(seed)``: a new episode starts (seed its sampler, clear its history).
+    - ``act(obs, instruction)``: a float32[H, D] chunk in the body's units, a ``GuiAction``, or None
+      (an empty chunk too) when it has nothing more to do.
+    - ``observe(obs, executed)``: after every executed step, what the device actually did.
+    - ``step_record()``: what the model said at the latest decision (GUI step logs keep it).
+    - ``end_episode(success)``: the verified outcome (a success memory stores it or credits a failure).
+    - ``info()``: facts about the episode for reports (e.g. the expert's chosen mode).
+    - ``close()``: release what it holds (a connection, a process).
+
+    Capabilities the loop asks about: ``ensemble`` (not None: the policy blends its own chunks into
+    single actions, which asynchronous execution must not do again) and ``accepts_prefix`` (its
+    ``predict_chunk(obs, instruction, prefix=, prefix_weights=)`` continues an unexecuted plan).
+
+    >>> class Still(Policy):
+    ...     def act(self, obs, instruction):
+    ...         return np.zeros((1, 2), np.float32)
+    >>> p = Still(); p.reset(0); p.info(), p.step_record()
+    ({}, None)
+    """
+
+    ensemble: float | None = None
+    accepts_prefix: bool = False
+
+    def reset(self, seed: int | None = None) -> None:
+        pass
+
+    def act(self, obs: Observation, instruction: str):
+        raise NotImplementedError(f"{type(self).__name__}.act")
+
+    def observe(self, obs: Observation, executed) -> None:
+        pass
+
+    def step_record(self) -> dict | None:
+        return None
+
+    def end_episode(self, success: bool) -> None:
+        pass
+
+    def info(self) -> dict:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+    def predict_chunk(self, obs: Observation, instruction: str, *, prefix=None, prefix_weights=None):
+        raise NotImplementedError(f"{type(self).__name__} does not continue a prefix (accepts_prefix is False)")
+
+
+class _Adapted(Policy):
+    """A duck-typed policy (any object with ``act``, and ``reset``) seen through the declared hooks:
+    the hooks it defines are used, the others keep the defaults."""
+
+    _HOOKS = ("reset", "observe", "step_record", "end_episode", "info", "close", "predict_chunk")
+
+    def __init__(self, inner):
+        self.inner = inner
+        for name in self._HOOKS:
+            fn = getattr(inner, name, None)
+            if callable(fn):
+                setattr(self, name, fn)
+        self.act = inner.act
+        self.ensemble = getattr(inner, "ensemble", None)
+        self.accepts_prefix = bool(getattr(inner, "accepts_prefix", False))
+
+    def __getattr__(self, name: str):      # what else the object offers (e.g. a chat policy's propose)
+        return getattr(self.inner, name)
+
+
+def as_policy(obj) -> Policy:
+    """``obj`` itself when it is a ``Policy``; otherwise an adapter over its ``act`` and whatever
+    hooks it defines. The loop calls this once at the edge, then only the declared hooks."""
+    if isinstance(obj, Policy):
+        return obj
+    if not callable(getattr(obj, "act", None)):
+        raise TypeError(f"{type(obj).__name__} is not a policy: it has no act(obs, instruction)")
+    return _Adapted(obj)
 
 
 def policy_info(policy) -> dict:
     """What the policy says about its episode (e.g. the expert's chosen mode); {} if it says nothing."""
-    fn = getattr(policy, "info", None)
-    return dict(fn()) if callable(fn) else {}
+    return dict(as_policy(policy).info())

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from embodia.devices import Embodiment, Observation
+from embodia.devices import Embodiment, Observation, Policy
 
 
-class RandomPolicy:
+class RandomPolicy(Policy):
     """Uniform actions within the embodiment's limits (unbounded channels: N(0, 1))."""
 
     def __init__(self, embodiment: Embodiment):
@@ -25,7 +25,7 @@ class RandomPolicy:
         return a.astype(np.float32)
 
 
-class ReplayPolicy:
+class ReplayPolicy(Policy):
     """Returns recorded actions in order, open loop; an empty chunk once they run out.
 
     >>> p = ReplayPolicy(np.zeros((3, 2), np.float32), chunk=2)
@@ -64,7 +64,7 @@ def screen_divergence(a: np.ndarray | None, b: np.ndarray | None, size: tuple[in
     return float(np.abs(small[0] - small[1]).mean() / 255.0)
 
 
-class GuiReplayPolicy:
+class GuiReplayPolicy(Policy):
     """Returns recorded GuiActions in order, then None (nothing more to do).
 
     With ``screens`` (the recorded screenshot before each action) and ``stop_on_divergence``, it

@@ -27,6 +27,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 from websockets.sync.client import connect
 
 from embodia.devices import Embodiment, Observation
+from embodia.devices import Policy
 
 DEFAULT_KEY_ENV = "EMBODIA_API_KEY"
 _KINDS = frozenset("biuf")      # bool, signed, unsigned, float
@@ -86,7 +87,7 @@ def unpackb(data: bytes):
 
 
 # -- the client -------------------------------------------------------------------------------------
-class WebsocketPolicy:
+class WebsocketPolicy(Policy):
     """The policy behind ``url`` (``ws://host:port`` or ``wss://``), one connection per instance.
 
     ``reset(seed)`` starts a server-side episode whose sampler is seeded with ``seed``, so a remote

@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 
 from embodia.devices.actions import check_action
-from embodia.devices.base import SimDevice
+from embodia.devices.base import Policy, SimDevice
 from embodia.devices.embodiment import Camera, Channel, Embodiment
 from embodia.devices.gl import CameraRenderer
 from embodia.devices.mujoco import parse_size
@@ -340,7 +340,7 @@ class MetaWorldDevice(SimDevice):
             self.env = None
 
 
-class MetaWorldExpert:
+class MetaWorldExpert(Policy):
     """Meta-World's scripted policy for the task, applied to `obs.state` (needs the goal in it)."""
 
     def __init__(self, policy):

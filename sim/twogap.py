@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from embodia.devices.base import Policy
 from embodia.devices.embodiment import Channel
 from embodia.devices.mujoco import MujocoDevice, parse_size, load_model
 
@@ -233,7 +234,7 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return v / n if n > 1e-9 else np.array([0.0, 1.0])
 
 
-class TwoGapExpert:
+class TwoGapExpert(Policy):
     """Scripted closed-loop waypoint pusher; picks the left or right gap with p=1/2 per episode.
 
     It reads positions from `obs.state` (pusher, puck, goal) and knows the nominal gap centres; it

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 ray = pytest.importorskip("ray")
 
-from embodia.agent import fleet as fleet_mod  # noqa: E402
+from embodia.agent.fleet import runner as fleet_mod  # noqa: E402
 from embodia.agent.cli.app import app  # noqa: E402
 from embodia.agent.fleet.runner import Fleet, MemoryHost, MemoryProxy, WorkerSpec, ray_session  # noqa: E402
 

@@ -28,7 +28,6 @@ Pacing is on by default: holding the control rate is the point.
 """
 from __future__ import annotations
 
-import inspect
 import math
 import os
 import queue
@@ -39,9 +38,8 @@ from typing import Callable
 
 import numpy as np
 
-from embodia.devices import DeviceLost
-
-from embodia.agent.loop.episode import EpisodeResult, _summary, close_episode, step_timing, wait_tick
+from embodia.agent.loop.core import EpisodeResult, EpisodeRun, latency_summary
+from embodia.devices import as_policy
 
 SMOOTHING = ("none", "inpaint", "ensemble")
 ENSEMBLE_DECAY = 0.5          # weight exp(-0.5 * age) per newer chunk that also covers the step
@@ -151,14 +149,13 @@ def check_async(device, policy, smooth: str) -> None:
     if device.embodiment.is_gui:
         raise ValueError(f"asynchronous execution drives continuous-control bodies, not the GUI body "
                          f"{device.embodiment.name!r}")
-    if getattr(policy, "ensemble", None) is not None:
+    policy = as_policy(policy)
+    if policy.ensemble is not None:
         raise ValueError("the policy ensembles its own chunks into single actions; with asynchronous "
                          "execution use smooth='ensemble' instead")
-    if smooth == "inpaint":
-        predict = getattr(policy, "predict_chunk", None)
-        if predict is None or "prefix" not in inspect.signature(predict).parameters:
-            raise ValueError(f"smooth='inpaint' needs a policy whose sampler takes a prefix (a VLA: "
-                             f"embodia-tiny or a checkpoint), not {type(policy).__name__}")
+    if smooth == "inpaint" and not policy.accepts_prefix:
+        raise ValueError(f"smooth='inpaint' needs a policy whose sampler takes a prefix (a VLA: "
+                         f"embodia-tiny or a checkpoint), not {type(policy).__name__}")
 
 
 def _decider(policy, smooth: str) -> Callable:
@@ -185,6 +182,101 @@ def _limit_torch_threads() -> int | None:
     return old
 
 
+class _AsyncRun:
+    """The asynchronous loop's own state beside the shared ``EpisodeRun``: the plan of chunks, the
+    inference thread, and what the report says about them."""
+
+    def __init__(self, run: EpisodeRun, smooth: str, min_gap: int):
+        self.run, self.smooth, self.min_gap = run, smooth, min_gap
+        self.plan = _Plan(ensemble=smooth == "ensemble")
+        self.worker = _Inference(_decider(run.policy, smooth))
+        self.latency_ms, self.delays, self.switches, self.sent_at = [], [], [], []
+        self.superseded = []   # (step, the action the previous plan held for the step a new chunk took over)
+        self.stalls, self.stall_s, self.dropped = 0, 0.0, 0
+        self.last_request, self.fresh_ms = 0, 0.0
+
+    def take(self, got) -> bool:
+        """Switch to an arrived chunk; False when the policy has nothing more to do."""
+        start, chunk, ms = got
+        self.latency_ms.append(ms)
+        if chunk is None or len(chunk) == 0:
+            return False
+        now = self.run.steps
+        if start > 0 or now > 0:
+            self.delays.append(now - start)
+        planned = self.plan.action(now)
+        if self.plan.add(start, chunk, now):
+            self.switches.append(now)
+            self.fresh_ms = ms
+            if planned is not None:
+                self.superseded.append([now, planned.tolist()])
+        else:
+            self.dropped += 1
+        return True
+
+    def request(self) -> None:
+        now, prefix, weights = self.run.steps, None, None
+        if self.smooth == "inpaint" and self.plan.chunks and self.plan.action(now) is not None:
+            prefix = self.plan.remaining(now)
+            expected = max(self.delays[-8:]) if self.delays else math.ceil(self.latency_ms[-1] / 1e3 / self.run.period)
+            weights = inpaint_weights(len(prefix), min(len(prefix), max(1, expected)))
+        self.worker.submit(now, self.run.obs, self.run.instruction, prefix, weights)
+        self.last_request = now
+
+    def next_action(self) -> np.ndarray:
+        """The action for the current step; waits for the inference (a stall) when none is planned."""
+        got = self.worker.poll()
+        if got is not None and not self.take(got):
+            raise _NothingToDo
+        action = self.plan.action(self.run.steps)
+        if action is None:                  # a stall: nothing planned for this step yet
+            self.stalls += 1
+            t_wait = time.perf_counter()
+            while action is None:
+                if not self.worker.busy:
+                    self.request()
+                if not self.take(self.worker.poll(wait=True)):
+                    raise _NothingToDo
+                action = self.plan.action(self.run.steps)
+            self.stall_s += time.perf_counter() - t_wait
+            self.run.next_tick = time.perf_counter()
+        if not self.worker.busy and self.run.steps - self.last_request >= self.min_gap:
+            self.request()
+        return action
+
+    def steps(self) -> None:
+        run = self.run
+        try:
+            self.request()
+            if not self.take(self.worker.poll(wait=True)):     # the first decision: a start-up cost, not a stall
+                return
+            run.next_tick = time.perf_counter()
+            while run.steps < run.max_steps and not run.success:
+                action = self.next_action()
+                self.sent_at.append(time.perf_counter())
+                fresh = self.fresh_ms if self.switches[-1] == run.steps else 0.0
+                if run.execute(action, policy_ms=fresh, on_path=False):
+                    return
+        except _NothingToDo:
+            pass
+
+    def timing(self) -> dict:
+        timing = self.run.timing()
+        timing["policy_s"] = sum(self.latency_ms) / 1e3      # spent in the inference thread, off the control path
+        timing["policy_ms"] = latency_summary(self.latency_ms)
+        span = self.sent_at[-1] - self.sent_at[0] if len(self.sent_at) > 1 else 0.0
+        achieved = (len(self.sent_at) - 1) / span if span > 0 else None
+        target = 1.0 / self.run.period
+        timing["async"] = {
+            "smooth": self.smooth, "target_hz": target, "achieved_hz": achieved,
+            "rate_frac": achieved / target if achieved else None,
+            "stall_steps": self.stalls, "stall_s": self.stall_s, "chunks": len(self.switches),
+            "dropped_chunks": self.dropped, "delay_steps": latency_summary(self.delays), "delays": self.delays,
+            "switch_steps": self.switches, "superseded": self.superseded,
+        }
+        return timing
+
+
 def run_async(device, policy, *, seed: int | None = None, instruction: str | None = None,
               max_steps: int | None = None, exec_horizon: int | None = None, recorder=None,
               episode_meta: dict | None = None, pace: bool = True, on_step: Callable | None = None,
@@ -194,133 +286,17 @@ def run_async(device, policy, *, seed: int | None = None, instruction: str | Non
     control steps), the stall steps, the steps where a new chunk took over and, for each, the action
     the previous plan held for that step (how far the switch departs from the old plan)."""
     check_async(device, policy, smooth)
-    emb, caps = device.embodiment, device.capabilities
-    min_gap = exec_horizon or emb.exec_horizon       # steps between the starts of two decisions
-    max_steps = max_steps or getattr(device, "max_steps", None) or 1000
-    period = 1.0 / (hz or emb.hz)
-    can_verify = "success" in caps
-    observe = getattr(policy, "observe", None)
-
-    obs = device.reset(seed)
-    policy.reset(seed)
-    instruction = instruction or getattr(device, "instruction", "") or ""
-    ep = recorder.begin_episode(task=instruction, seed=seed, meta=episode_meta or {}) if recorder else None
-
-    plan = _Plan(ensemble=smooth == "ensemble")
-    device_ms, record_ms, step_ms, latency_ms, delays, switches, sent_at = [], [], [], [], [], [], []
-    superseded = []      # (step, the action the previous plan held for the step a new chunk took over)
-    steps, stalls, stall_s, dropped, success, interrupted, error, unexpected = 0, 0, 0.0, 0, False, False, None, None
-    last_request, fresh_ms = 0, 0.0
+    run = EpisodeRun(device, policy, seed=seed, instruction=instruction, max_steps=max_steps,
+                     recorder=recorder, episode_meta=episode_meta, pace=pace, on_step=on_step, hz=hz)
     old_threads = _limit_torch_threads()
-    worker = _Inference(_decider(policy, smooth))
-    t_start = time.perf_counter()
-
-    def take(got) -> bool:
-        """Switch to an arrived chunk; False when the policy has nothing more to do."""
-        nonlocal dropped, fresh_ms
-        start, chunk, ms = got
-        latency_ms.append(ms)
-        if chunk is None or len(chunk) == 0:
-            return False
-        if start > 0 or steps > 0:
-            delays.append(steps - start)
-        planned = plan.action(steps)
-        if plan.add(start, chunk, steps):
-            switches.append(steps)
-            fresh_ms = ms
-            if planned is not None:
-                superseded.append([steps, planned.tolist()])
-        else:
-            dropped += 1
-        return True
-
-    def request() -> None:
-        nonlocal last_request
-        prefix = weights = None
-        if smooth == "inpaint" and plan.chunks and plan.action(steps) is not None:
-            prefix = plan.remaining(steps)
-            expected = max(delays[-8:]) if delays else math.ceil(latency_ms[-1] / 1e3 / period)
-            weights = inpaint_weights(len(prefix), min(len(prefix), max(1, expected)))
-        worker.submit(steps, obs, instruction, prefix, weights)
-        last_request = steps
-
+    loop = _AsyncRun(run, smooth, exec_horizon or device.embodiment.exec_horizon)
     try:
-        request()
-        if not take(worker.poll(wait=True)):     # the first decision: a start-up cost, not a stall
-            raise _NothingToDo
-        next_tick = time.perf_counter()
-        while steps < max_steps and not success:
-            got = worker.poll()
-            if got is not None and not take(got):
-                break
-            action = plan.action(steps)
-            if action is None:                  # a stall: nothing planned for this step yet
-                stalls += 1
-                t_wait = time.perf_counter()
-                while action is None:
-                    if not worker.busy:
-                        request()
-                    if not take(worker.poll(wait=True)):
-                        raise _NothingToDo
-                    action = plan.action(steps)
-                stall_s += time.perf_counter() - t_wait
-                next_tick = time.perf_counter()
-            if not worker.busy and steps - last_request >= min_gap:
-                request()
-            ts = time.perf_counter()
-            executed = device.act(action)
-            next_obs = device.observe()
-            td = time.perf_counter()
-            sent_at.append(ts)
-            if observe is not None:
-                observe(obs, executed)
-            if ep is not None:
-                ep.add_step(obs, executed, {"policy_ms": fresh_ms if switches[-1] == steps else 0.0,
-                                            "device_ms": (td - ts) * 1e3})
-            tr = time.perf_counter()
-            stop = on_step(steps, obs, executed, next_obs) if on_step else False
-            obs = next_obs
-            steps += 1
-            device_ms.append((td - ts) * 1e3)
-            record_ms.append((tr - td) * 1e3)
-            step_end = time.perf_counter()
-            step_ms.append((step_end - ts) * 1e3)
-            if can_verify and device.success():
-                success = True
-            if stop or success:
-                break
-            if pace:
-                next_tick = wait_tick(next_tick, period, step_end)
-    except _NothingToDo:
-        pass
-    except KeyboardInterrupt:
-        interrupted = True
-    except (DeviceLost, FloatingPointError, ValueError) as e:    # lost or diverged device, bad action
-        error = f"{type(e).__name__}: {e}"
-    except Exception as e:      # a bug: save what ran, then let it surface
-        error = f"{type(e).__name__}: {e}"
-        unexpected = e
+        with run.guarded():
+            loop.steps()
     finally:
-        if not worker.close():
-            error = error or f"the inference thread did not finish its decision within {JOIN_TIMEOUT_S:.0f} s"
+        if not loop.worker.close():
+            run.error = run.error or (f"the inference thread did not finish its decision within "
+                                      f"{JOIN_TIMEOUT_S:.0f} s")
         if old_threads is not None:
             sys.modules["torch"].set_num_threads(old_threads)
-
-    timing = step_timing(time.perf_counter() - t_start, [], device_ms, record_ms, step_ms)
-    timing["policy_s"] = sum(latency_ms) / 1e3      # spent in the inference thread, off the control path
-    timing["policy_ms"] = _summary(latency_ms)
-    span = sent_at[-1] - sent_at[0] if len(sent_at) > 1 else 0.0
-    achieved = (len(sent_at) - 1) / span if span > 0 else None
-    target = 1.0 / period
-    timing["async"] = {
-        "smooth": smooth, "target_hz": target, "achieved_hz": achieved,
-        "rate_frac": achieved / target if achieved else None,
-        "stall_steps": stalls, "stall_s": stall_s, "chunks": len(switches), "dropped_chunks": dropped,
-        "delay_steps": _summary(delays), "delays": delays, "switch_steps": switches,
-        "superseded": superseded,
-    }
-    result = close_episode(device, policy, seed=seed, instruction=instruction, steps=steps, success=success,
-                           interrupted=interrupted, error=error, timing=timing, obs=obs, recorder=recorder, ep=ep)
-    if unexpected is not None:
-        raise unexpected
-    return result
+    return run.finish(loop.timing())

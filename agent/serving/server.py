@@ -58,7 +58,7 @@ import numpy as np
 from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
 
-from embodia.devices import Embodiment, Observation
+from embodia.devices import Embodiment, Observation, as_policy
 from embodia.devices.observation import ACTION, STATE, image_key
 from embodia.policies.ws_policy import packb, unpackb
 
@@ -109,8 +109,8 @@ class _Session:
 
     def __init__(self, server: "PolicyServer"):
         self.server = server
-        self.policy = copy.copy(server.policy)     # shares model and normalizers; reset() gives it its
-        self.policy.reset(None)                     # own generator and history
+        self.policy = as_policy(copy.copy(server.policy))   # shares model and normalizers; reset() gives it
+        self.policy.reset(None)                             # its own generator and history
         if server.memory is not None:
             from embodia.policies.robot.steered import SteeredPolicy
             self.policy = SteeredPolicy(self.policy, server.memory, namespace=server.namespace)
@@ -123,9 +123,8 @@ class _Session:
             self.fresh = False
         with self._credit():
             chunk = np.atleast_2d(np.asarray(self.policy.act(obs, prompt), np.float32))
-        if hasattr(self.policy, "observe"):     # assumed executed; episode_end may send what ran
-            for a in chunk[:self.server.embodiment.exec_horizon]:
-                self.policy.observe(obs, a)
+        for a in chunk[:self.server.embodiment.exec_horizon]:    # assumed executed; episode_end may
+            self.policy.observe(obs, a)                          # send what really ran
         return chunk
 
     def end(self, success: bool | None, steps) -> int | None:
@@ -135,7 +134,7 @@ class _Session:
         if mem is None or success is None:
             return None if mem is None else len(mem)
         if steps is not None:
-            self.policy.states, self.policy.actions = list(steps[0]), list(steps[1])
+            self.policy.set_executed(steps[0], steps[1])
         with self._credit():
             self.policy.end_episode(success)
         mem.save(self.server.memory_path)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from embodia.devices import GuiAction, Screen
+from embodia.devices import GuiAction, Policy, Screen
 from embodia.policies.gui.head import describe
 
 SHIFT_MIX = (("", 0.25), ("layout", 0.3), ("theme", 0.1), ("font", 0.1), ("layout,theme,font", 0.25))
@@ -62,7 +62,7 @@ def teacher_action(world, task, visited: set) -> GuiAction:
     return a
 
 
-class GuiTeacher:
+class GuiTeacher(Policy):
     """`teacher_action` as a policy over a `GuiSimDevice` (it reads the device's world)."""
 
     def __init__(self, device):

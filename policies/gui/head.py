@@ -53,6 +53,7 @@ from embodia.devices import GuiAction, Observation
 from embodia.memory.persist import sha256_file, write_atomic
 
 from embodia.policies.backbone import Backbone
+from embodia.devices import Policy
 
 HEAD_WEIGHTS = "gui_head.safetensors"
 HEAD_CONFIG = "gui_head.json"
@@ -606,7 +607,7 @@ def load_gui_head(checkpoint, backbone: Backbone | None = None) -> tuple[GuiHead
 
 
 # -- the policy -------------------------------------------------------------------------------------
-class GuiHeadPolicy:
+class GuiHeadPolicy(Policy):
     """Policy protocol for GUI devices over a checkpoint's GUI head: one `GuiAction` per decision.
 
     It remembers its own actions of the episode (the history the head reads: which categories it

@@ -67,6 +67,7 @@ from embodia.devices.coords import SPACES, convert
 from embodia.devices.gui import SCREEN
 
 from embodia.policies.gui.reply import parse_replies
+from embodia.devices import Policy
 
 REPLY_LOG_CHARS = 4000      # a reply as kept in step records and in a correction turn
 TREE_MAX_ELEMENTS = 200
@@ -319,7 +320,7 @@ def _kept(reply: str) -> str:
     return reply if len(reply) <= REPLY_LOG_CHARS else reply[:REPLY_LOG_CHARS] + "…"
 
 
-class ChatGuiPolicy:
+class ChatGuiPolicy(Policy):
     """GUI actions from a chat vision-language model; see the module doc. Subclasses complete turns.
 
     ``samples``, ``select``, ``sample_temperature`` and ``vote_grid`` configure test-time scaling

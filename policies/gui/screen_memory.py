@@ -36,6 +36,7 @@ import re
 
 from embodia.devices import GuiAction
 from embodia.memory.screen import ScreenMemory, ScreenRetrieval, canonical
+from embodia.devices import Policy, as_policy
 
 MODES = ("replace", "rerank", "off")
 
@@ -55,7 +56,7 @@ def default_namespace(embodiment: str | None, info: dict | None, instruction: st
     return f"{embodiment or 'gui'}/{task}"
 
 
-class ScreenMemoryPolicy:
+class ScreenMemoryPolicy(Policy):
     """Wraps any GUI policy (``act(obs, instruction) -> GuiAction``, optionally ``propose``) with a
     `ScreenMemory`; see the module doc. ``learn=False``: a frozen memory (nothing stored or
     credited). ``device``: where the task id, slots and page name come from (its ``info()``)."""
@@ -64,7 +65,7 @@ class ScreenMemoryPolicy:
                  learn: bool = True, *, device=None, n_propose: int = 5):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        self.policy, self.memory, self.mode, self.learn = policy, memory, mode, learn
+        self.policy, self.memory, self.mode, self.learn = as_policy(policy), memory, mode, learn
         self.fixed_namespace = namespace
         self.device = device          # optional: task id, slots and page name from its info()
         self.n_propose = int(n_propose)
@@ -113,8 +114,7 @@ class ScreenMemoryPolicy:
     def _base(self, obs, instruction: str):
         self.episode["base_calls"] += 1
         action = self.policy.act(obs, instruction)
-        rec = getattr(self.policy, "step_record", None)
-        self._base_record = rec() if callable(rec) else None
+        self._base_record = self.policy.step_record()
         return action
 
     def _can_replace(self, r: ScreenRetrieval) -> bool:
@@ -191,9 +191,7 @@ class ScreenMemoryPolicy:
 
     # -- learning from what was executed -----------------------------------------------------------
     def observe(self, obs, executed) -> None:
-        base = getattr(self.policy, "observe", None)
-        if base is not None:            # the base policy's history must hold what really ran
-            base(obs, executed)
+        self.policy.observe(obs, executed)      # the base policy's history must hold what really ran
         d = executed.to_dict() if isinstance(executed, GuiAction) else dict(executed)
         tree, screen = list(obs.ui_tree or []), self._screen(obs)
         self._steps.append({"elements": tree, "instruction": self._instruction,
@@ -201,9 +199,7 @@ class ScreenMemoryPolicy:
         self._hist.append(canonical(d, tree, self.slots, screen, self.memory.config.point_grid))
 
     def end_episode(self, success: bool) -> None:
-        base = getattr(self.policy, "end_episode", None)
-        if base is not None:
-            base(success)
+        self.policy.end_episode(success)
         ep, tot = self.episode, self.totals
         self._ended = True
         tot["episodes"] += 1

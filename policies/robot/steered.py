@@ -17,6 +17,7 @@ import torch
 from embodia.memory import SuccessMemory, stable_hash
 
 from embodia.policies.robot.vla import VLAPolicy
+from embodia.devices import Policy
 
 KEY_ENCODER = "normalized-state/v1"
 
@@ -34,7 +35,7 @@ def normalizer_hash(policy: VLAPolicy) -> str:
     return stable_hash({"state": n["state"].to_dict(), "action": n["action"].to_dict()})
 
 
-class SteeredPolicy:
+class SteeredPolicy(Policy):
     def __init__(self, policy: VLAPolicy, memory: SuccessMemory, *, namespace: str, learn: bool = True):
         self.policy, self.memory, self.namespace = policy, memory, namespace
         self.learn = learn        # store successes and credit failures (off: a frozen memory)
@@ -92,6 +93,10 @@ class SteeredPolicy:
     def observe(self, obs, action) -> None:
         self.states.append(np.asarray(obs.state))
         self.actions.append(np.asarray(action))
+
+    def set_executed(self, states, actions) -> None:
+        """Replace what this episode executed (a remote client reports the steps that really ran)."""
+        self.states, self.actions = list(states), list(actions)
 
     def end_episode(self, success: bool) -> None:
         self.episodes += 1

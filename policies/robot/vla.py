@@ -27,7 +27,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from embodia.action_heads import ActionDiT, QuantileNormalizer, sample
-from embodia.devices import Embodiment, Observation
+from embodia.devices import Embodiment, Observation, Policy
 
 from embodia.policies.backbone import Backbone
 
@@ -89,7 +89,9 @@ def _read_json(path: Path) -> dict:
         raise CheckpointError(f"{path}: corrupt ({e})") from None
 
 
-class VLAPolicy:
+class VLAPolicy(Policy):
+    accepts_prefix = True      # predict_chunk(prefix=...) continues an unexecuted plan (--smooth inpaint)
+
     """Policy protocol over a VLAModel: validates observations, normalizes, samples, unnormalizes."""
 
     def __init__(self, model: VLAModel, norms: dict[str, dict], *, embodiment: Embodiment | None = None,

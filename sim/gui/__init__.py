@@ -45,6 +45,7 @@ import random
 
 import numpy as np
 
+from embodia.devices.base import Policy
 from embodia.devices.embodiment import Screen
 from embodia.devices.gui import GuiDevice, gui_embodiment
 
@@ -146,7 +147,7 @@ class GuiSimDevice(GuiDevice):
         self.world.execute(action, p, q)
 
 
-class GuiSimExpert:
+class GuiSimExpert(Policy):
     """Solves the current task from the simulator's state: element references where the target is in
     the UI tree, points where it is not; ``terminate`` (success) once done, which the loop rarely sees
     because it stops on ``success()`` first."""
@@ -164,7 +165,7 @@ class GuiSimExpert:
         return {"plan_steps": len(self.device.plan.steps)}
 
 
-class ChancePolicy:
+class ChancePolicy(Policy):
     """Uniform over `candidate_actions` of the current screen: the agent `chance_rate` describes."""
 
     def __init__(self, device: GuiSimDevice):

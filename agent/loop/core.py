@@ -1,0 +1,195 @@
+"""What every way of running an episode shares: setup, one executed step, the error policy, shutdown.
+
+The synchronous loop (``episode.run_episode``) and the asynchronous one (``asynchronous.run_async``)
+differ only in how they get the next action; both drive an ``EpisodeRun``:
+
+>>> run = EpisodeRun(device, policy, seed=0)                                   # doctest: +SKIP
+>>> with run.guarded():                                                        # doctest: +SKIP
+...     while run.steps < run.max_steps and not run.execute(next_action()):
+...         pass
+>>> result = run.finish(run.timing())                                           # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from embodia.agent.loop.safety import RiskRefused
+from embodia.devices import DeviceLost, as_policy
+
+DEFAULT_MAX_STEPS = 1000
+
+
+@dataclass
+class EpisodeResult:
+    seed: int | None
+    instruction: str
+    success: bool | None       # None: the device cannot verify success
+    steps: int
+    info: dict = field(default_factory=dict)       # device-measured facts + policy's own (under "policy")
+    timing: dict = field(default_factory=dict)
+    interrupted: bool = False  # Ctrl-C
+    error: str | None = None   # device lost, simulation diverged, refused action...
+    episode_index: int | None = None   # where the recorder stored it
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+def latency_summary(ms: list[float]) -> dict:
+    """n, mean, p50, p95 and max of a list of milliseconds ({"n": 0} when empty)."""
+    if not ms:
+        return {"n": 0}
+    a = np.asarray(ms)
+    return {"n": len(a), "mean": float(a.mean()), "p50": float(np.percentile(a, 50)),
+            "p95": float(np.percentile(a, 95)), "max": float(a.max())}
+
+
+def wait_tick(next_tick: float, period: float, step_end: float) -> float:
+    """Sleep until the next control tick and return it; a step that ran late by more than a period
+    resets the schedule instead of making the following steps hurry to catch up."""
+    next_tick = max(next_tick + period, step_end - period)
+    time.sleep(max(0.0, next_tick - time.perf_counter()))
+    return next_tick
+
+
+def step_timing(total_s: float, policy_ms, device_ms, record_ms, step_ms) -> dict:
+    """The episode's timing from per-step milliseconds (step_ms: a step's busy time, no pacing)."""
+    pol_s, dev_s, rec_s = sum(policy_ms) / 1e3, sum(device_ms) / 1e3, sum(record_ms) / 1e3
+    busy = sum(step_ms) / 1e3
+    return {"total_s": total_s, "policy_s": pol_s, "device_s": dev_s, "record_s": rec_s,
+            "overhead_s": max(0.0, busy - pol_s - dev_s),
+            "overhead_frac": max(0.0, busy - pol_s - dev_s) / busy if busy else 0.0,
+            "policy_ms": latency_summary([m for m in policy_ms if m > 0]), "device_ms": latency_summary(device_ms),
+            "step_ms": latency_summary(step_ms)}
+
+
+class EpisodeRun:
+    """One episode in progress: the device reset, the policy reset, the recorder's episode begun,
+    and the per-step timings. ``execute`` runs one action; ``guarded`` turns the ways an episode can
+    end early into its outcome; ``finish`` closes it."""
+
+    def __init__(self, device, policy, *, seed: int | None = None, instruction: str | None = None,
+                 max_steps: int | None = None, recorder=None, episode_meta: dict | None = None,
+                 pace: bool = False, on_step: Callable | None = None, hz: float | None = None):
+        self.device, self.policy, self.recorder = device, as_policy(policy), recorder
+        emb = device.embodiment
+        self.gui = emb.is_gui
+        self.can_verify = "success" in device.capabilities
+        self.max_steps = max_steps or getattr(device, "max_steps", None) or DEFAULT_MAX_STEPS
+        self.period = 1.0 / (hz or emb.hz)
+        self.pace, self.on_step, self.seed = pace, on_step, seed
+        self.obs = device.reset(seed)
+        self.policy.reset(seed)
+        self.instruction = instruction or getattr(device, "instruction", "") or ""
+        self.ep = (recorder.begin_episode(task=self.instruction, seed=seed, meta=episode_meta or {})
+                   if recorder else None)
+        self.steps, self.success, self.interrupted = 0, False, False
+        self.error: str | None = None
+        self.unexpected: BaseException | None = None
+        self.policy_ms: list[float] = []
+        self.device_ms: list[float] = []
+        self.record_ms: list[float] = []
+        self.step_ms: list[float] = []
+        self.t_start = self.next_tick = time.perf_counter()
+
+    def execute(self, action, *, policy_ms: float = 0.0, on_path: bool = True, extra: dict | None = None,
+                busy_since: float | None = None) -> bool:
+        """Act, observe, tell the policy, record, pace; True when the episode should stop (success,
+        ``on_step`` said so, or a GUI agent terminated). ``policy_ms`` is the decision's time (recorded
+        with the step; counted in the loop's own time only when ``on_path``); ``busy_since`` is when
+        this step's work began (the decision, for the first action of a chunk)."""
+        ts = time.perf_counter()
+        executed = self.device.act(action)
+        next_obs = self.device.observe()
+        td = time.perf_counter()
+        self.policy.observe(self.obs, executed)
+        if self.ep is not None:
+            timing = {"policy_ms": policy_ms, "device_ms": (td - ts) * 1e3}
+            if self.gui:
+                self.ep.add_step(self.obs, executed, timing, extra)
+            else:
+                self.ep.add_step(self.obs, executed, timing)
+        tr = time.perf_counter()
+        stop = bool(self.on_step(self.steps, self.obs, executed, next_obs)) if self.on_step else False
+        self.obs = next_obs
+        self.steps += 1
+        self.policy_ms.append(policy_ms if on_path else 0.0)
+        self.device_ms.append((td - ts) * 1e3)
+        self.record_ms.append((tr - td) * 1e3)
+        step_end = time.perf_counter()
+        self.step_ms.append((step_end - (busy_since or ts)) * 1e3)
+        if self.can_verify and self.device.success():
+            self.success = True
+        if self.gui and getattr(self.device, "done", False):
+            stop = True         # the agent terminated the episode
+        if stop or self.success:
+            return True
+        if self.pace:
+            self.next_tick = wait_tick(self.next_tick, self.period, step_end)
+        return False
+
+    def record_refused(self, action, policy_ms: float, extra: dict) -> None:
+        """A gated action that was not executed: recorded as such (the episode then ends)."""
+        if self.ep is not None:
+            self.ep.add_step(self.obs, action, {"policy_ms": policy_ms}, {**extra, "executed": False})
+
+    @contextmanager
+    def guarded(self):
+        """Ctrl-C ends the episode as interrupted; a lost device, a diverged simulation or a refused
+        action end it with an error; anything else (a bug) is recorded, and ``finish`` re-raises it
+        after the episode is saved."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.interrupted = True
+        except (DeviceLost, FloatingPointError, ValueError, RiskRefused) as e:
+            self.error = f"{type(e).__name__}: {e}"
+        except Exception as e:
+            self.error = f"{type(e).__name__}: {e}"
+            self.unexpected = e
+
+    def timing(self) -> dict:
+        return step_timing(time.perf_counter() - self.t_start, self.policy_ms, self.device_ms, self.record_ms,
+                           self.step_ms)
+
+    def finish(self, timing: dict) -> EpisodeResult:
+        """The verified outcome, the device's and the policy's facts, the policy's end-of-episode
+        hook and the recorder's end of the episode; then a bug seen during the episode surfaces."""
+        result = self._outcome(timing)
+        if self.ep is not None:
+            result.episode_index = self._save(result)
+        if self.unexpected is not None:
+            raise self.unexpected
+        return result
+
+    def _outcome(self, timing: dict) -> EpisodeResult:
+        ok = self.error is None
+        if self.can_verify and ok:
+            self.success = bool(self.device.success())
+        info = dict(getattr(self.device, "info", dict)()) if ok else {}
+        pinfo = self.policy.info()
+        if pinfo:
+            info["policy"] = dict(pinfo)
+        if self.can_verify and ok and not self.interrupted:
+            self.policy.end_episode(bool(self.success))   # a success memory stores it or credits a failure
+        return EpisodeResult(seed=self.seed, instruction=self.instruction,
+                             success=self.success if self.can_verify else None, steps=self.steps, info=info,
+                             timing=timing, interrupted=self.interrupted, error=self.error)
+
+    def _save(self, result: EpisodeResult) -> int | None:
+        end_info = {**result.info, "interrupted": self.interrupted, "error": self.error, "steps": self.steps}
+        if self.gui:
+            if self.error is not None:
+                said = self.policy.step_record()
+                if said is not None:
+                    end_info["last_policy_record"] = said    # e.g. the replies that never parsed
+            final_obs = self.obs if self.error is None else None     # a lost device has no final screen
+            return self.recorder.end_episode(self.ep, success=result.success, info=end_info, final_obs=final_obs)
+        final_state = np.asarray(self.obs.state, dtype=np.float32) if self.obs is not None else None
+        return self.recorder.end_episode(self.ep, success=bool(result.success), final_state=final_state,
+                                         info=end_info)
