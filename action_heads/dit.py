@@ -33,8 +33,6 @@ from typing import Callable, Dict, Optional
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from diffusers.configuration_utils import ConfigMixin, register_to_config
 from diffusers.models.embeddings import (
     TimestepEmbedding,
@@ -42,6 +40,7 @@ from diffusers.models.embeddings import (
     get_1d_sincos_pos_embed_from_grid,
 )
 from diffusers.models.modeling_utils import ModelMixin
+from torch import nn
 
 __all__ = ["ActionDiT", "flow_loss", "sample", "sample_tau", "grid_index", "TAU_SCALE", "BETA_ALPHA", "TAU_MAX"]
 

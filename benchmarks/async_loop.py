@@ -24,9 +24,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 import torch
 
-from embodia.agent.loop.factory import make_policy
-from embodia.agent.loop.episode import run_episode
 from embodia.agent.evaluation.stats import wilson
+from embodia.agent.loop.episode import run_episode
+from embodia.agent.loop.factory import make_policy
 from embodia.devices import open_device
 
 ARMS = (("sync", False, "none"), ("async", True, "none"), ("async_inpaint", True, "inpaint"),

@@ -36,8 +36,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import torch
 
-from embodia.agent.loop.factory import make_policy
 from embodia.agent.evaluation.memory_eval import SCREEN_ARMS, build_report, run_stream, screen_arm_factory
+from embodia.agent.loop.factory import make_policy
 from embodia.memory.screen import ScreenMemory
 from embodia.sim.gui import GuiSimDevice
 

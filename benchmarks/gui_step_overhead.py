@@ -29,8 +29,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]      # the tests' Xvfb, Tk form and fake adb server
 
-from embodia.agent.recording.gui_log import GuiRecorder  # noqa: E402
 from embodia.agent.loop.episode import run_episode  # noqa: E402
+from embodia.agent.recording.gui_log import GuiRecorder  # noqa: E402
 from embodia.devices import GuiAction  # noqa: E402
 from embodia.policies import GuiReplayPolicy  # noqa: E402
 

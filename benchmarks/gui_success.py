@@ -25,9 +25,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import torch
 
-from embodia.agent.loop.factory import make_policy
-from embodia.agent.loop.episode import run_episode
 from embodia.agent.evaluation.stats import wilson
+from embodia.agent.loop.episode import run_episode
+from embodia.agent.loop.factory import make_policy
 from embodia.sim.gui import ChancePolicy, GuiSimDevice, heldout_labels
 
 SETTINGS = {"test": ("test", "layout"), "train": ("train", "layout")}

@@ -76,6 +76,7 @@ def cpu_probe() -> float:
     128x128 matmuls): the ceiling for any fan-out over this machine's cores at this moment."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
+
     from embodia.devices.base import environ
     # for the children only: this process keeps its defaults
     with environ(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1"), \
@@ -92,8 +93,8 @@ def proxy_cost(device: str, policy: str, n: int = 300) -> dict:
     import numpy as np
     import ray
 
-    from embodia.agent.loop.factory import make_device, make_policy
     from embodia.agent.fleet.runner import MemoryHost, MemoryProxy, memory_load_args, one_thread, ray_session
+    from embodia.agent.loop.factory import make_device, make_policy
     from embodia.memory import SuccessMemory
     dev = make_device(device)
     load = memory_load_args(make_policy(policy, dev, threads=1))

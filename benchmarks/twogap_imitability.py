@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from embodia.action_heads import ActionDiT, QuantileNormalizer, flow_loss, sample
-from embodia.agent.loop.episode import run_episode
 from embodia.agent.evaluation.stats import wilson
+from embodia.agent.loop.episode import run_episode
 from embodia.sim.twogap import GAP_WIDTH, PAIR_FRICTION, TwoGapPush
 
 H = 16

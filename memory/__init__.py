@@ -13,8 +13,17 @@ if __name__ != "embodia.memory":     # the folder is the source of embodia.memor
     raise ModuleNotFoundError(f"no module named {__name__!r}: import embodia.memory", name=__name__)
 from embodia.memory.config import MemoryConfig
 from embodia.memory.screen import ScreenMemory, ScreenMemoryConfig, ScreenRetrieval
-from embodia.memory.store import (SCHEMA_VERSION, MemoryFileError, MemoryMismatch, MemoryStoreError, Retrieval,
-                    SuccessMemory, make_namespace, stable_hash, tau0_from_confidence)
+from embodia.memory.store import (
+    SCHEMA_VERSION,
+    MemoryFileError,
+    MemoryMismatch,
+    MemoryStoreError,
+    Retrieval,
+    SuccessMemory,
+    make_namespace,
+    stable_hash,
+    tau0_from_confidence,
+)
 
 __all__ = ["MemoryConfig", "SuccessMemory", "Retrieval", "MemoryStoreError", "MemoryFileError",
            "MemoryMismatch", "make_namespace", "stable_hash", "tau0_from_confidence",

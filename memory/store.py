@@ -39,9 +39,8 @@ import numpy as np
 
 from embodia.memory import persist
 from embodia.memory.config import MemoryConfig
-from embodia.memory.persist import (SCHEMA_VERSION, MemoryFileError, MemoryMismatch, MemoryStoreError,
-                                    entry_columns)
 from embodia.memory.index import KeyIndex
+from embodia.memory.persist import SCHEMA_VERSION, MemoryFileError, MemoryMismatch, MemoryStoreError, entry_columns
 
 __all__ = ["SuccessMemory", "Retrieval", "MemoryStoreError", "MemoryFileError", "MemoryMismatch",
            "make_namespace", "stable_hash", "tau0_from_confidence", "SCHEMA_VERSION"]

@@ -26,8 +26,7 @@ import numpy as np
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 from websockets.sync.client import connect
 
-from embodia.devices import Embodiment, Observation
-from embodia.devices import Policy
+from embodia.devices import Embodiment, Observation, Policy
 
 DEFAULT_KEY_ENV = "EMBODIA_API_KEY"
 _KINDS = frozenset("biuf")      # bool, signed, unsigned, float

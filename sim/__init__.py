@@ -6,6 +6,7 @@ scripted expert and named distribution shifts. Opened through `sim:<task>` devic
 ...     obs = dev.reset(seed=0)
 """
 from __future__ import annotations
+
 if __name__ != "embodia.sim":     # the folder is the source of embodia.sim, never a package of its own
     raise ModuleNotFoundError(f"no module named {__name__!r}: import embodia.sim", name=__name__)
 

@@ -97,7 +97,7 @@ _CONVENTION = "world-frame end-effector deltas, 1 cm per unit per step; gripper 
 
 def _require_metaworld():
     try:
-        import metaworld   # noqa: F401  (registers the envs)
+        import metaworld  # noqa: F401  (registers the envs)
         from metaworld.env_dict import ALL_V3_ENVIRONMENTS
     except ImportError as e:
         raise ImportError(f"Meta-World tasks need the metaworld package: {INSTALL_HINT} "

@@ -21,7 +21,7 @@ import numpy as np
 
 from embodia.devices.base import Policy
 from embodia.devices.embodiment import Channel
-from embodia.devices.mujoco import MujocoDevice, parse_size, load_model
+from embodia.devices.mujoco import MujocoDevice, load_model, parse_size
 
 # -- nominal scene constants (metres); the expert may know these, never the shift -----------------
 TIMESTEP = 0.01

@@ -4,15 +4,15 @@ import sys
 import threading
 from pathlib import Path
 
+import fakeadb
 import numpy as np
 import pytest
+from fakeadb import ADB_KEYBOARD, FakePhone
 
 from embodia.devices.actions import ActionError, GuiAction
 from embodia.devices.android import AndroidDevice, open_android
 from embodia.devices.base import DeviceLost
 from embodia.devices.gui import SCREEN
-import fakeadb
-from fakeadb import ADB_KEYBOARD, FakePhone
 
 fake_adb, new_fake_adb = fakeadb.fake_adb, fakeadb.new_fake_adb      # fixtures
 

@@ -3,12 +3,12 @@ phone as the expected commands, the record holds every step with its screen and 
 tap is refused, and killing the server mid-episode ends the episode cleanly with its record saved."""
 import json
 
+import fakeadb
 from typer.testing import CliRunner
 
-import fakeadb
 from embodia.agent.cli.app import app
-from embodia.agent.recording.gui_log import GuiRecorder, list_gui_episodes, read_gui_episode
 from embodia.agent.loop.episode import run_episode
+from embodia.agent.recording.gui_log import GuiRecorder, list_gui_episodes, read_gui_episode
 from embodia.devices import GuiAction
 from embodia.devices.android import open_android
 from embodia.policies import GuiReplayPolicy

@@ -9,8 +9,15 @@ import pytest
 import torch
 
 from embodia.devices.embodiment import Camera, Channel, Embodiment
-from embodia.policies.backbone import (META_FILE, Backbone, BackboneLoadError, prompt_text, text_body, tiny_config,
-                               train_tokenizer)
+from embodia.policies.backbone import (
+    META_FILE,
+    Backbone,
+    BackboneLoadError,
+    prompt_text,
+    text_body,
+    tiny_config,
+    train_tokenizer,
+)
 
 torch.set_num_threads(2)
 

@@ -75,8 +75,8 @@ def test_replay_detects_a_different_scene(tmp_path):
     """Replaying on a shifted scene must not silently 'reproduce' the record."""
     ds = tmp_path / "ds"
     invoke("record", "--out", ds, "--policy", "expert", "--episodes", 1, "--seed", 1)
-    from embodia.agent.recording.dataset import LocalDataset
     from embodia.agent.loop.replay import replay_episode
+    from embodia.agent.recording.dataset import LocalDataset
     from embodia.devices import open_device
     with open_device("sim:twogap-push", shift="heavy") as dev:
         r = replay_episode(LocalDataset(ds), 0, device=dev, stop_on_divergence=1e-4)

@@ -134,7 +134,7 @@ def test_screen_size_is_read_at_every_step(xvfb, monkeypatch):
 
 
 def test_two_desktops_take_turns_with_the_one_pyautogui(xvfb, tmp_path):
-    from gui_fixtures import start_xvfb     # imported here: pytest already loaded it as a plugin
+    from gui_fixtures import start_xvfb  # imported here: pytest already loaded it as a plugin
     other = start_xvfb(1024, 768, workdir=tmp_path)
     try:
         with DesktopDevice(xvfb.display, settle=0) as a, DesktopDevice(other.display, settle=0) as b:

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 ray = pytest.importorskip("ray")
 
-from embodia.agent.fleet import runner as fleet_mod  # noqa: E402
 from embodia.agent.cli.app import app  # noqa: E402
+from embodia.agent.fleet import runner as fleet_mod  # noqa: E402
 from embodia.agent.fleet.runner import Fleet, MemoryHost, MemoryProxy, WorkerSpec, ray_session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,14 +7,26 @@ import numpy as np
 import pytest
 import torch
 
+from embodia.agent.loop.episode import run_episode
 from embodia.agent.loop.factory import BUNDLED, PolicyError, make_policy
 from embodia.agent.training.gui_data import GuiTeacher, record_gui_demos
 from embodia.agent.training.gui_train import GuiTrainConfig, build_samples, fit
-from embodia.agent.loop.episode import run_episode
 from embodia.devices import GuiAction, open_device
 from embodia.policies.backbone import Backbone
-from embodia.policies.gui.head import (ACTIONS, GuiHead, GuiHeadConfig, GuiHeadError, GuiHeadPolicy, SequenceBuilder,
-                               backbone_sha256, has_gui_head, label, load_gui_head, save_gui_head, words)
+from embodia.policies.gui.head import (
+    ACTIONS,
+    GuiHead,
+    GuiHeadConfig,
+    GuiHeadError,
+    GuiHeadPolicy,
+    SequenceBuilder,
+    backbone_sha256,
+    has_gui_head,
+    label,
+    load_gui_head,
+    save_gui_head,
+    words,
+)
 from embodia.policies.robot.vla import VLAPolicy
 from embodia.sim.gui import GuiSimDevice
 

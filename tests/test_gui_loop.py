@@ -5,10 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from embodia.agent.recording.gui_log import GuiRecorder, list_gui_episodes, load_actions, read_gui_episode
 from embodia.agent.loop.episode import run_episode
 from embodia.agent.loop.replay import replay_gui
 from embodia.agent.loop.safety import SafetyGate, classify
+from embodia.agent.recording.gui_log import GuiRecorder, list_gui_episodes, load_actions, read_gui_episode
 from embodia.devices import DeviceLost, GuiAction, Screen
 from embodia.devices.gui import GuiDevice, gui_embodiment
 from embodia.policies import GuiReplayPolicy

@@ -8,8 +8,18 @@ from embodia.agent.loop.episode import run_episode
 from embodia.agent.loop.safety import SafetyGate
 from embodia.devices import GuiAction
 from embodia.devices.actions import ActionError
-from embodia.sim.gui import (GATE_ALLOW, SHIFTS, TEMPLATES, ChancePolicy, GuiSimDevice, candidate_actions, chance_rate,
-                     heldout_labels, list_targets, open_gui_sim)
+from embodia.sim.gui import (
+    GATE_ALLOW,
+    SHIFTS,
+    TEMPLATES,
+    ChancePolicy,
+    GuiSimDevice,
+    candidate_actions,
+    chance_rate,
+    heldout_labels,
+    list_targets,
+    open_gui_sim,
+)
 from embodia.sim.gui.apps import HOME
 from embodia.sim.gui.tasks import new_instance
 from embodia.sim.gui.widgets import MIN_FONT_PX, render

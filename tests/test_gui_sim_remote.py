@@ -7,8 +7,8 @@ import json
 from typer.testing import CliRunner
 
 from embodia.agent.cli.app import app
-from embodia.agent.recording.gui_log import list_gui_episodes, read_gui_episode
 from embodia.agent.loop.episode import run_episode
+from embodia.agent.recording.gui_log import list_gui_episodes, read_gui_episode
 from embodia.devices import open_device
 
 pytest_plugins = ("fake_openai",)

@@ -13,15 +13,15 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from embodia.agent.loop.factory import POLICY_SPECS, make_policy  # noqa: E402
 from embodia.agent.loop.episode import run_episode  # noqa: E402
+from embodia.agent.loop.factory import POLICY_SPECS, make_policy  # noqa: E402
 from embodia.devices import Channel, Embodiment, GuiAction, Screen  # noqa: E402
 from embodia.devices.coords import to_pixels  # noqa: E402
 from embodia.devices.gui import GuiDevice, gui_embodiment  # noqa: E402
-from embodia.policies.gui.prompt import CORRECTION, system_prompt  # noqa: E402
-from embodia.policies.gui.reply import parse_reply  # noqa: E402
 from embodia.policies.gui.local_vlm import LocalVLMPolicy, ModelLoadError  # noqa: E402
+from embodia.policies.gui.prompt import CORRECTION, system_prompt  # noqa: E402
 from embodia.policies.gui.remote import PolicyGaveUp  # noqa: E402
+from embodia.policies.gui.reply import parse_reply  # noqa: E402
 
 torch.set_num_threads(2)
 

@@ -10,8 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from embodia.memory import (MemoryConfig, MemoryFileError, MemoryMismatch, SuccessMemory, make_namespace,
-                    stable_hash, tau0_from_confidence)
+from embodia.memory import (
+    MemoryConfig,
+    MemoryFileError,
+    MemoryMismatch,
+    SuccessMemory,
+    make_namespace,
+    stable_hash,
+    tau0_from_confidence,
+)
 
 faiss.omp_set_num_threads(1)
 

@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("metaworld")
 
-from embodia.devices import ActionError, open_device            # noqa: E402
-from embodia.devices.base import Device                          # noqa: E402
-from embodia.sim.metaworld import MetaWorldDevice, list_tasks, open_metaworld   # noqa: E402
+from embodia.devices import ActionError, open_device  # noqa: E402
+from embodia.devices.base import Device  # noqa: E402
+from embodia.sim.metaworld import MetaWorldDevice, list_tasks, open_metaworld  # noqa: E402
 
 
 def run_expert(dev, seed):

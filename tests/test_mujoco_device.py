@@ -1,10 +1,10 @@
 """The generic `mujoco:` device on MJCF files this project did not write (shipped with gymnasium)."""
 from pathlib import Path
 
+import gymnasium
 import numpy as np
 import pytest
 
-import gymnasium
 from embodia.devices import ActionError, open_device
 
 ASSETS = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets"

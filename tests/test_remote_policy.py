@@ -10,15 +10,16 @@ import pytest
 from typer.testing import CliRunner
 
 from embodia.agent.cli.app import app
+from embodia.agent.loop.episode import run_episode
 from embodia.agent.loop.factory import POLICY_SPECS, PolicyError, make_policy
 from embodia.agent.recording.gui_log import GuiRecorder, list_gui_episodes, read_gui_episode
-from embodia.agent.loop.episode import run_episode
 from embodia.devices import Channel, Embodiment, GuiAction, Observation, Screen
 from embodia.devices.coords import to_pixels
 from embodia.devices.gui import GuiDevice, gui_embodiment
 
 pytest.register_assert_rewrite("fake_openai")
 from fake_openai import FakeOpenAI, Reply  # noqa: E402  (after the rewrite hook, so its asserts report well)
+
 from embodia.policies.gui.remote import EndpointError, OpenAIPolicy, PolicyGaveUp, fit_image
 
 pytest_plugins = ("gui_fixtures", "fake_openai")

@@ -20,9 +20,9 @@ from websockets.sync.client import connect
 
 from embodia.agent.cli.app import app
 from embodia.agent.evaluation.evaluate import evaluate
-from embodia.agent.loop.factory import make_device, make_policy
-from embodia.agent.loop.episode import run_episode
 from embodia.agent.evaluation.memory_eval import device_namespace
+from embodia.agent.loop.episode import run_episode
+from embodia.agent.loop.factory import make_device, make_policy
 from embodia.agent.serving.server import PolicyServer
 from embodia.devices import Observation
 from embodia.memory import SuccessMemory

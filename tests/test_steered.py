@@ -241,8 +241,8 @@ def test_memory_ingest_stats_and_prune_from_the_cli(ckpt, tmp_path):
 def test_parallel_streams_match_the_serial_run_and_resume_from_cache(tmp_path):
     """Streams farmed out to worker processes give exactly the serial outcomes (a stream depends
     only on its arm, index and seeds), and a rerun reads finished streams back from the cache."""
-    from embodia.agent.loop.factory import make_policy
     from embodia.agent.evaluation.memory_eval import arm_factory, build_report, evaluate_memory, run_streams_parallel
+    from embodia.agent.loop.factory import make_policy
     from embodia.memory import make_namespace
     kw = dict(arms=["off", "online"], streams=2, episodes=3, seed=0)
     with open_device("sim:twogap-push", shift="blocked-left") as dev:

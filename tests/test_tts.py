@@ -22,9 +22,9 @@ from embodia.policies.gui.prompt import vote, vote_key  # noqa: E402
 from embodia.policies.gui.remote import OpenAIPolicy, PolicyGaveUp  # noqa: E402
 
 pytest.register_assert_rewrite("fake_openai")
+import test_local_vlm  # noqa: E402
 from fake_openai import Reply, completion  # noqa: E402
 from test_gui_sim_remote import expert_plan  # noqa: E402
-import test_local_vlm  # noqa: E402
 from test_local_vlm import TARGET, Phone  # noqa: E402
 
 pytest_plugins = ("fake_openai",)

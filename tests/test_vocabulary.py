@@ -3,8 +3,18 @@ import math
 import numpy as np
 import pytest
 
-from embodia.devices import (ActionError, Camera, Channel, Embodiment, GuiAction, Observation, check_action,
-                     check_chunk, open_device, parse_uri)
+from embodia.devices import (
+    ActionError,
+    Camera,
+    Channel,
+    Embodiment,
+    GuiAction,
+    Observation,
+    check_action,
+    check_chunk,
+    open_device,
+    parse_uri,
+)
 from embodia.devices.registry import UnknownDevice
 
 

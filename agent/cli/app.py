@@ -373,10 +373,9 @@ def _async_report(results, smooth: str) -> dict:
 def _with_memory(pol, path: str, device_uri: str, dev=None):
     """Wrap a VLA policy with a persistent success memory stored at `path`; on a GUI device, any
     GUI policy with a screen memory (`ScreenMemoryPolicy`, replace mode)."""
+    from embodia.agent.evaluation.memory_eval import device_namespace
     from embodia.memory import MemoryFileError, MemoryMismatch, SuccessMemory
     from embodia.policies.robot.steered import KEY_ENCODER, SteeredPolicy, memory_for, normalizer_hash
-
-    from embodia.agent.evaluation.memory_eval import device_namespace
     if dev is not None and dev.embodiment.is_gui:
         from embodia.memory import ScreenMemory
         from embodia.policies.gui.screen_memory import ScreenMemoryPolicy
@@ -394,15 +393,24 @@ def _with_memory(pol, path: str, device_uri: str, dev=None):
                                  action_dim=fresh.action_dim, hist_len=fresh.hist_len)
     except (MemoryFileError, MemoryMismatch) as e:
         _fail(f"{e} (move the file away to start from an empty memory)")
-    import faiss       # one search per decision on a small index: OpenMP threads only contend
+    import faiss  # one search per decision on a small index: OpenMP threads only contend
     faiss.omp_set_num_threads(1)   # (measured under load: 15 ms a search with 2 threads, 0.13 ms with 1)
     return SteeredPolicy(pol, mem, namespace=device_namespace(device_uri, pol.embodiment))
 
 
 def _eval_memory_streams(dev, pol, device_uri, *, episodes, seed, streams, ablations, plot, jobs=1, spec=None,
                          workers=None, ray_address=None):
-    from embodia.agent.evaluation.memory_eval import (ARMS, SCREEN_ARMS, arm_factory, build_report, device_namespace, evaluate_memory,
-                              learning_curve_png, run_streams_parallel, screen_arm_factory)
+    from embodia.agent.evaluation.memory_eval import (
+        ARMS,
+        SCREEN_ARMS,
+        arm_factory,
+        build_report,
+        device_namespace,
+        evaluate_memory,
+        learning_curve_png,
+        run_streams_parallel,
+        screen_arm_factory,
+    )
     gui = dev.embodiment.is_gui
     known = SCREEN_ARMS if gui else ARMS
     unknown = [a for a in ablations if a not in known or known[a] is None]
@@ -500,8 +508,8 @@ def replay(dataset: Path = typer.Argument(..., help="dataset directory, GUI reco
     from embodia.agent.recording.gui_log import is_gui_recording
     if dataset.is_file() or is_gui_recording(dataset):
         return _replay_gui(dataset, episode, device, stop_on_divergence, record, allow, json_out)
-    from embodia.agent.recording.dataset import LocalDataset
     from embodia.agent.loop.replay import replay_episode
+    from embodia.agent.recording.dataset import LocalDataset
     try:
         ds = LocalDataset(dataset)
     except (ValueError, FileNotFoundError) as e:
@@ -528,8 +536,8 @@ def _replay_gui(source: Path, episode: str, device: Optional[str], stop: Optiona
                 record: Optional[Path], allow, json_out: Optional[Path]):
     """`embodia replay` of a GUI recording or an actions file; exit 1 unless every action ran."""
     from embodia.agent.evaluation.evaluate import write_json
-    from embodia.agent.recording.gui_log import is_gui_recording, list_gui_episodes
     from embodia.agent.loop.replay import replay_gui
+    from embodia.agent.recording.gui_log import is_gui_recording, list_gui_episodes
     n = len(list_gui_episodes(source)) if is_gui_recording(source) else 1
     indices = range(n) if episode == "all" else [int(episode)]
     rows = []
@@ -607,9 +615,9 @@ def memory_ingest(path: Path = typer.Argument(..., help="memory directory (creat
                   device: Optional[str] = typer.Option(None, "--device", help="namespace's device "
                                                        "(default: the one each episode names)")):
     """Build (or extend) a memory from the successful episodes of a recorded dataset."""
-    from embodia.agent.recording.dataset import DatasetError, LocalDataset
-    from embodia.agent.loop.factory import make_policy
     from embodia.agent.evaluation.memory_eval import device_namespace
+    from embodia.agent.loop.factory import make_policy
+    from embodia.agent.recording.dataset import DatasetError, LocalDataset
     try:
         ds = LocalDataset(data)
     except (DatasetError, FileNotFoundError) as e:
@@ -676,9 +684,8 @@ def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "-
 
     from rich.logging import RichHandler
 
-    from embodia.policies.ws_policy import DEFAULT_KEY_ENV
-
     from embodia.agent.serving.server import PolicyServer
+    from embodia.policies.ws_policy import DEFAULT_KEY_ENV
     key = os.environ.get(api_key_env or DEFAULT_KEY_ENV)
     if api_key_env and not key:
         _fail(f"--api-key-env {api_key_env}: ${api_key_env} is not set")

@@ -9,8 +9,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from embodia.agent.loop.episode import EpisodeResult, run_episode
 from embodia.agent.evaluation.stats import wilson
+from embodia.agent.loop.episode import EpisodeResult, run_episode
 
 
 def _categorical(info: dict, prefix: str = "") -> dict[str, str]:

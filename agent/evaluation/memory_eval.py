@@ -13,8 +13,8 @@ from typing import Callable
 
 import numpy as np
 
-from embodia.agent.loop.episode import run_episode
 from embodia.agent.evaluation.stats import newcombe, wilson
+from embodia.agent.loop.episode import run_episode
 
 # failure credit switched off, both rules (pooled per source episode, and per entry)
 NO_CREDIT = {"episode_credit": False, "fail_delete_min": 2 ** 31 - 1}

@@ -193,8 +193,8 @@ class Worker:
 
     def __init__(self, spec: WorkerSpec, memory=None, client: str = ""):
         os.environ.setdefault("MUJOCO_GL", "egl")
-        from embodia.agent.loop.factory import make_device, make_policy
         from embodia.agent.evaluation.memory_eval import device_namespace
+        from embodia.agent.loop.factory import make_device, make_policy
         self.device = make_device(spec.device, shift=spec.shift, size=spec.size)
         self.policy = make_policy(spec.policy, self.device, **{**spec.policy_kw, "threads": 1})
         one_thread()
@@ -333,6 +333,7 @@ class MemoryProxy:
 
     def __init__(self, host, client: str):
         import ray
+
         from embodia.memory import SuccessMemory
         self._ray, self.host, self.client = ray, host, client
         d = ray.get(host.describe.remote())

@@ -65,18 +65,16 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
     if spec == "random":
         return RandomPolicy(device.embodiment)
     if spec.startswith("actions:"):
-        from embodia.policies import GuiReplayPolicy
-
         from embodia.agent.recording.gui_log import load_actions
+        from embodia.policies import GuiReplayPolicy
         return GuiReplayPolicy(load_actions(spec[len("actions:"):]))
     if spec.startswith("replay:"):
         from embodia.agent.recording.dataset import LocalDataset
         from embodia.agent.recording.gui_log import is_gui_recording
         path, _, ep = spec[len("replay:"):].partition("#")
         if is_gui_recording(path):
-            from embodia.policies import GuiReplayPolicy
-
             from embodia.agent.recording.gui_log import executed_steps, list_gui_episodes, read_gui_episode
+            from embodia.policies import GuiReplayPolicy
             return GuiReplayPolicy(executed_steps(read_gui_episode(list_gui_episodes(path)[int(ep or 0)]))[1])
         episode = LocalDataset(path).episode(int(ep or 0))
         return ReplayPolicy(episode["action"], chunk=device.embodiment.exec_horizon)

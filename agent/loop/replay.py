@@ -5,10 +5,9 @@ from pathlib import Path
 
 import numpy as np
 
-from embodia.policies import ReplayPolicy
-
-from embodia.agent.loop.factory import make_device
 from embodia.agent.loop.episode import run_episode
+from embodia.agent.loop.factory import make_device
+from embodia.policies import ReplayPolicy
 
 
 def replay_episode(dataset, index: int, *, device=None, device_uri: str | None = None,
@@ -66,11 +65,16 @@ def replay_gui(source, *, episode: int = 0, device=None, device_uri: str | None 
     device's default gate). ``recorder`` (a GuiRecorder), or a directory ``record_to``,
     records the replay as a new episode.
     """
-    from embodia.policies import GuiReplayPolicy
-
-    from embodia.agent.recording.gui_log import (executed_steps, is_gui_recording, list_gui_episodes, load_actions, load_screen,
-                             read_gui_episode)
     from embodia.agent.loop.safety import SafetyGate, default_gate
+    from embodia.agent.recording.gui_log import (
+        executed_steps,
+        is_gui_recording,
+        list_gui_episodes,
+        load_actions,
+        load_screen,
+        read_gui_episode,
+    )
+    from embodia.policies import GuiReplayPolicy
     source = Path(source)
     screens, task, seed, uri = None, instruction, None, device_uri
     if source.is_dir():

@@ -5,7 +5,11 @@ meta) and reader, and the GUI step log (screenshots + JSON actions).
 May import: ``embodia.devices`` only (the vocabulary); nothing else in ``embodia.agent``.
 """
 from embodia.agent.recording.dataset import DatasetError, LocalDataset
-from embodia.agent.recording.gui_log import GuiRecorder, is_gui_recording, read_gui_episode
+from embodia.agent.recording.gui_log import (
+           GuiRecorder,
+           is_gui_recording,
+           read_gui_episode,
+)
 from embodia.agent.recording.writer import DatasetWriter, RecordingError
 
 __all__ = ["DatasetWriter", "RecordingError", "LocalDataset", "DatasetError", "GuiRecorder", "is_gui_recording",

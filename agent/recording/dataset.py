@@ -138,12 +138,6 @@ def embodiment_from_info(info: dict) -> Embodiment:
                       action_kind="unknown")
 
 
-def read_steplog(path, *, decode_images: bool = True):
-    """(header, steps, end) of a step log; see `embodia.agent.recording.writer.read_steplog`."""
-    from embodia.agent.recording.writer import read_steplog as _read
-    return _read(path, decode_images=decode_images)
-
-
 class LocalDataset:
     """A LeRobotDataset v3.0 directory on disk: metadata, per-episode arrays and decoded frames."""
 

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
+from embodia.agent.recording.files import _jsonable, _tmp_path, _write_json
+from embodia.agent.recording.steplog import RecordingError
 from embodia.devices import GuiAction
 from embodia.devices.gui import SCREEN
-
-from embodia.agent.recording.writer import RecordingError, _jsonable, _tmp_path, _write_json
 
 GUI_FORMAT = "embodia-gui-episodes"
 GUI_VERSION = 1

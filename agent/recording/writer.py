@@ -6,15 +6,7 @@
     w.end_episode(ep, success=True, final_state=obs.state, info={})         # -> episode_index
     w.close()
 
-Step log (`<root>/.steplogs/episode_<uuid>.jsonl`, hidden from LeRobot readers): one JSON object per
-line, ASCII, no pickle. Line 1 is the header (format, version, episode_id, embodiment dict, task, seed,
-meta, start_time, fps, image encoding); then one line per step (frame_index, timestamp = frame_index /
-fps, obs_time = the device's monotonic time, wall_time, state, action, timing, images); finally an
-"end" line (success, final_state, info). Each line goes to the kernel in a single `os.write` before
-`add_step` returns, so a SIGKILL loses at most the step in flight (pass `fsync_steps=True` to survive
-power loss as well, ~0.3 ms a step). A step counts only once its newline is on disk: readers ignore a
-trailing partial line. Images are lossless: `raw` (base64 of the uint8 HxWx3 bytes; default; a whole
-add_step ~0.1 ms with a 96x96 camera, ~1.4 ms with 640x480) or `png` (~30% smaller; ~0.7 ms / ~20 ms).
+The step log every episode writes first is `steplog`'s (crash-safe, one JSON line per step).
 
 Dataset (LeRobotDataset v3.0, written with pyarrow and PyAV only):
     meta/info.json                 schema, counters, path templates; `embodia` section = embodiment dict
@@ -37,8 +29,6 @@ One writer per dataset at a time (an flock on `.steplogs/writer.lock`, released 
 """
 from __future__ import annotations
 
-import base64
-import dataclasses
 import json
 import math
 import os
@@ -48,23 +38,59 @@ import uuid
 import warnings
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
+from embodia.agent.recording.dataset import (
+    CODEBASE_VERSION,
+    DATA_PATH,
+    EMBODIA,
+    EPISODES_DIR,
+    EPISODES_PATH,
+    INFO_PATH,
+    STATS_PATH,
+    STEPLOG_DIR,
+    TASKS_PATH,
+    VIDEO_PATH,
+    DatasetError,
+    list_column_to_numpy,
+    load_json,
+    read_table,
+)
+from embodia.agent.recording.feature_stats import (
+    IMAGE_STATS_MAX_SIDE,
+    QUANTILES,
+    _c11,
+    _ImageStats,
+    _pool_image_stats,
+    _timing_summary,
+    vector_stats,
+)
+from embodia.agent.recording.files import (
+    _dumps,
+    _fsync_dir,
+    _fsync_file,
+    _jsonable,
+    _normalized,
+    _tmp_path,
+    _write_json,
+    _write_parquet,
+)
+from embodia.agent.recording.steplog import (
+    STEPLOG_FORMAT,
+    STEPLOG_VERSION,
+    RecordingError,
+    StepLogWriter,
+    _BadLog,
+    _image_json,
+    iter_steplog,
+)
 from embodia.devices.embodiment import Embodiment
 from embodia.devices.observation import ACTION, STATE, image_key
 
-from embodia.agent.recording.dataset import (CODEBASE_VERSION, DATA_PATH, EMBODIA, EPISODES_DIR, EPISODES_PATH, INFO_PATH,
-                      STATS_PATH, STEPLOG_DIR, TASKS_PATH, VIDEO_PATH, DatasetError,
-                      list_column_to_numpy, load_json, read_table)
-
-STEPLOG_FORMAT = "embodia-steplog"
-STEPLOG_VERSION = 1
 FORMAT_VERSION = 1          # of our `embodia` section / columns
 CHUNKS_SIZE = 1000
-QUANTILES = (("q01", 0.01), ("q10", 0.10), ("q50", 0.50), ("q90", 0.90), ("q99", 0.99))
-IMAGE_STATS_MAX_SIDE = 128  # image stats are taken on frames strided down to about this size
 
 # codec name -> (PyAV encoder, codec name in info.json, default options)
 CODECS = {
@@ -75,239 +101,8 @@ CODECS = {
 CODECS["libx264"], CODECS["libsvtav1"] = CODECS["h264"], CODECS["av1"]
 
 
-class RecordingError(ValueError):
-    """Recording cannot go on (closed episode, dataset in use, mismatched embodiment, bad step log).
-
-    A ValueError, so callers that report bad inputs (the CLI) catch it with the others."""
-
-
 class EmbodimentMismatch(RecordingError):
     """The dataset on disk was recorded with another embodiment (or fps / video settings)."""
-
-
-class _BadLog(RecordingError):
-    """A step log that cannot become an episode (corrupt, other embodiment)."""
-
-
-# -- JSON and atomic files ---------------------------------------------------------------------------
-def _jsonable(o):
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, (set, frozenset, tuple)):
-        return list(o)
-    if isinstance(o, Path):
-        return str(o)
-    if hasattr(o, "to_dict"):
-        return o.to_dict()
-    if dataclasses.is_dataclass(o) and not isinstance(o, type):
-        return dataclasses.asdict(o)
-    return repr(o)
-
-
-def _dumps(obj, **kw) -> str:
-    return json.dumps(obj, default=_jsonable, separators=(",", ":"), **kw)
-
-
-def _normalized(d) -> Any:
-    """The JSON round trip of d (tuples -> lists, numpy -> Python), for comparisons."""
-    return json.loads(_dumps(d))
-
-
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _fsync_file(p: Path) -> None:
-    fd = os.open(p, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _tmp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-
-
-def _atomic_write(path: Path, write) -> None:
-    """write(tmp_path) then fsync and os.replace onto path: readers see the old or the new file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_path(path)
-    try:
-        write(tmp)
-        _fsync_file(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _write_json(path: Path, obj) -> None:
-    _atomic_write(path, lambda p: p.write_text(json.dumps(obj, indent=2, default=_jsonable) + "\n",
-                                               encoding="utf-8"))
-
-
-def _write_parquet(path: Path, table) -> None:
-    import pyarrow.parquet as pq
-    _atomic_write(path, lambda p: pq.write_table(table, p))
-
-
-# -- step log ----------------------------------------------------------------------------------------
-def _image_bytes(img: np.ndarray, encoding: str) -> tuple[tuple[int, ...], bytes]:
-    img = np.ascontiguousarray(img, dtype=np.uint8)
-    if encoding == "raw":
-        return img.shape, img.data
-    if encoding == "png":
-        import cv2
-        ok, buf = cv2.imencode(".png", cv2.cvtColor(img, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_PNG_COMPRESSION, 1])
-        if not ok:
-            raise RecordingError(f"PNG encoding failed for an image of shape {img.shape}")
-        return img.shape, buf.data
-    raise ValueError(f"unknown step-log image encoding {encoding!r}; use 'raw' or 'png'")
-
-
-def encode_image(img: np.ndarray, encoding: str = "raw") -> dict:
-    """A uint8 HxWx3 image as a JSON-able dict, losslessly ("raw" base64 bytes or "png")."""
-    shape, data = _image_bytes(img, encoding)
-    return {"enc": encoding, "shape": list(shape), "b64": base64.b64encode(data).decode("ascii")}
-
-
-def _image_json(img: np.ndarray, encoding: str) -> bytes:
-    """`encode_image` serialized straight to JSON bytes (json.dumps would rescan the long base64 string)."""
-    shape, data = _image_bytes(img, encoding)
-    head = '{"enc":"%s","shape":[%s],"b64":"' % (encoding, ",".join(str(int(x)) for x in shape))
-    return head.encode("ascii") + base64.b64encode(data) + b'"}'
-
-
-def decode_image(d: dict) -> np.ndarray:
-    """Inverse of `encode_image`."""
-    data = base64.b64decode(d["b64"])
-    if d["enc"] == "raw":
-        return np.frombuffer(data, np.uint8).reshape(d["shape"])
-    if d["enc"] == "png":
-        import cv2
-        img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
-        if img is None:
-            raise ValueError("undecodable PNG")
-        return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
-    raise ValueError(f"unknown image encoding {d['enc']!r}")
-
-
-class StepLogWriter:
-    """Append-only JSON-lines file; each record reaches the kernel in one write before append returns."""
-
-    def __init__(self, path: Path, header: dict, *, fsync: bool = False):
-        self.path = Path(path)
-        self._fsync = fsync
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        self._size = 0
-        self.append(header, sync=True)
-        _fsync_dir(self.path.parent)
-
-    def append(self, record: dict, *, sync: bool = False) -> None:
-        self.append_line((_dumps(record) + "\n").encode("ascii"), sync=sync)
-
-    def append_line(self, data: bytes, *, sync: bool = False) -> None:
-        """Append one complete JSON line (must end with a newline)."""
-        if self._fd is None:
-            raise RecordingError(f"{self.path}: step log is closed")
-        start = self._size
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self._fd, view):]
-        except BaseException:
-            # Never leave a partial line in the middle of the log: cut back to the last whole record.
-            try:
-                os.ftruncate(self._fd, start)
-                os.lseek(self._fd, start, os.SEEK_SET)
-            except OSError:
-                pass
-            raise
-        self._size += len(data)
-        if sync or self._fsync:
-            os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-
-def iter_steplog(path, *, decode_images: bool = True) -> Iterator[dict]:
-    """Records of a step log in order (header, steps, end), streaming; a trailing partial line is ignored.
-
-    Steps come with state/action as float32 arrays and (if decode_images) images as uint8 arrays.
-    A corrupt complete line, or a gap in frame_index, raises RecordingError naming the file and line.
-    """
-    path = Path(path)
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        raise RecordingError(f"{path}: step log missing") from None
-    with f:
-        expect = 0
-        for lineno, line in enumerate(f, 1):
-            if not line.endswith(b"\n"):
-                return                       # the write in flight when the process died
-            try:
-                rec = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise _BadLog(f"{path}: line {lineno} is corrupt ({e})") from None
-            kind = rec.get("type") if isinstance(rec, dict) else None
-            if lineno == 1:
-                if kind != "header" or rec.get("format") != STEPLOG_FORMAT:
-                    raise _BadLog(f"{path}: line 1 is not an {STEPLOG_FORMAT} header")
-                if rec.get("version", 0) > STEPLOG_VERSION:
-                    raise _BadLog(f"{path}: step log version {rec.get('version')} is newer than "
-                                  f"this reader ({STEPLOG_VERSION})")
-            elif kind == "step":
-                if rec.get("frame_index") != expect:
-                    raise _BadLog(f"{path}: line {lineno}: frame_index {rec.get('frame_index')}, "
-                                  f"expected {expect}")
-                expect += 1
-                try:
-                    rec["state"] = np.asarray(rec["state"], np.float32)
-                    rec["action"] = np.asarray(rec["action"], np.float32)
-                    if decode_images:
-                        rec["images"] = {k: decode_image(v) for k, v in rec.get("images", {}).items()}
-                except (KeyError, TypeError, ValueError) as e:
-                    raise _BadLog(f"{path}: line {lineno}: bad step ({type(e).__name__}: {e})") from None
-            elif kind == "end":
-                if rec.get("final_state") is not None:
-                    rec["final_state"] = np.asarray(rec["final_state"], np.float32)
-            else:
-                raise _BadLog(f"{path}: line {lineno}: unknown record type {kind!r}")
-            yield rec
-            if kind == "end":
-                return
-
-
-def read_steplog(path, *, decode_images: bool = True) -> tuple[dict | None, list[dict], dict | None]:
-    """(header, steps, end) of a step log. header is None if even the header never reached the disk;
-    end is None for an episode that did not end (crashed process)."""
-    header, steps, end = None, [], None
-    for rec in iter_steplog(path, decode_images=decode_images):
-        kind = rec["type"]
-        if kind == "header":
-            header = rec
-        elif kind == "step":
-            steps.append(rec)
-        else:
-            end = rec
-    return header, steps, end
 
 
 # -- episodes ----------------------------------------------------------------------------------------
@@ -373,89 +168,6 @@ class Episode:
 
     def __repr__(self) -> str:
         return f"Episode({self.episode_id}, task={self.task!r}, steps={self._n}, closed={self.closed})"
-
-
-# -- statistics --------------------------------------------------------------------------------------
-def vector_stats(x: np.ndarray) -> dict[str, np.ndarray]:
-    """min/max/mean/std (population)/count and q01..q99 (numpy 'linear' quantiles) over rows of x."""
-    x = np.asarray(x, np.float64)
-    out = {"min": x.min(0), "max": x.max(0), "mean": x.mean(0), "std": x.std(0),
-           "count": np.array([len(x)], np.int64)}
-    qs = np.quantile(x, [q for _, q in QUANTILES], axis=0)
-    out.update({name: qs[k] for k, (name, _) in enumerate(QUANTILES)})
-    return out
-
-
-class _ImageStats:
-    """Per-channel min/max/mean/std in 0..1 over frames strided down to ~IMAGE_STATS_MAX_SIDE.
-
-    Keeps a 256-bin histogram per channel, so the result is exact for the sampled pixels."""
-
-    _OFFSETS = np.array([0, 256, 512], np.intp)
-
-    def __init__(self, height: int, width: int):
-        self.stride = max(1, math.ceil(max(height, width) / IMAGE_STATS_MAX_SIDE))
-        self.frames = 0
-        self.hist = np.zeros(768, np.int64)
-
-    def add(self, img: np.ndarray) -> None:
-        px = img[:: self.stride, :: self.stride].reshape(-1, 3)
-        self.hist += np.bincount((px + self._OFFSETS).ravel(), minlength=768)
-        self.frames += 1
-
-    def result(self) -> dict[str, np.ndarray]:
-        h = self.hist.reshape(3, 256)
-        v = np.arange(256, dtype=np.float64)
-        n = h.sum(1)
-        mean = h @ v / n
-        var = np.maximum(h @ (v * v) / n - mean ** 2, 0.0)
-        nz = h > 0
-        lo = nz.argmax(1)
-        hi = 255 - nz[:, ::-1].argmax(1)
-        return {"min": lo / 255.0, "max": hi / 255.0, "mean": mean / 255.0, "std": np.sqrt(var) / 255.0,
-                "count": np.array([self.frames], np.int64)}
-
-
-def _c11(v) -> list:
-    """Per-channel values as LeRobot stores image stats: shape [3][1][1]."""
-    return [[[float(x)]] for x in np.asarray(v).ravel()]
-
-
-def _pool_image_stats(rows: list[dict], key: str) -> dict | None:
-    """Exact pooled per-channel stats from per-episode rows (same pixels per frame in every episode)."""
-    parts = []
-    for r in rows:
-        c = r.get(f"stats/{key}/count")
-        if c:
-            get = lambda s: np.asarray(r[f"stats/{key}/{s}"], np.float64).reshape(3)   # noqa: E731
-            parts.append((int(c[0]), get("min"), get("max"), get("mean"), get("std")))
-    if not parts:
-        return None
-    n = np.array([p[0] for p in parts], np.float64)
-    total = n.sum()
-    means = np.stack([p[3] for p in parts])
-    sq = np.stack([p[4] ** 2 + p[3] ** 2 for p in parts])
-    mean = (n[:, None] * means).sum(0) / total
-    std = np.sqrt(np.maximum((n[:, None] * sq).sum(0) / total - mean ** 2, 0.0))
-    return {"min": _c11(np.min([p[1] for p in parts], 0)), "max": _c11(np.max([p[2] for p in parts], 0)),
-            "mean": _c11(mean), "std": _c11(std), "count": [int(total)]}
-
-
-def _timing_summary(timings: list[dict], obs_times: list[float]) -> dict:
-    keys = []
-    for t in timings:
-        keys.extend(k for k, v in t.items() if isinstance(v, (int, float)) and k not in keys)
-    out = {}
-    series = {k: np.array([t[k] for t in timings if isinstance(t.get(k), (int, float))], np.float64)
-              for k in keys}
-    if len(obs_times) > 1:
-        series["obs_interval_ms"] = np.diff(np.asarray(obs_times, np.float64)) * 1000.0
-    for k, v in series.items():
-        v = v[np.isfinite(v)]
-        if len(v):
-            out[k] = {"mean": float(v.mean()), "p95": float(np.percentile(v, 95)),
-                      "max": float(v.max()), "n": int(len(v))}
-    return out
 
 
 # -- video ---------------------------------------------------------------------------------------------

@@ -21,10 +21,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from embodia.policies import BUNDLED_CHECKPOINTS
-
 import numpy as np
 import torch
+
+from embodia.policies import BUNDLED_CHECKPOINTS
 
 BUNDLE = BUNDLED_CHECKPOINTS / "embodia-tiny"
 
@@ -82,9 +82,8 @@ def build_samples(steps, builder, backbone, *, batch: int = 32, log=print) -> li
 
 def fit(head, samples: list[dict], cfg: GuiTrainConfig, *, log=print, progress: bool = True):
     """Train `head` on cached samples; returns it holding the EMA weights."""
-    from embodia.policies.gui.head import ACTIONS, collate
-
     from embodia.agent.training.train import ema_update, warmup_cosine
+    from embodia.policies.gui.head import ACTIONS, collate
 
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -130,10 +129,9 @@ def fit(head, samples: list[dict], cfg: GuiTrainConfig, *, log=print, progress: 
 
 def train_gui_head(cfg: GuiTrainConfig, *, log=print, progress: bool = True):
     """Record demos, cache backbone features, train, save into ``cfg.out``; returns the head."""
+    from embodia.agent.training.gui_data import iter_gui_demos
     from embodia.policies.backbone import Backbone
     from embodia.policies.gui.head import GuiHead, GuiHeadConfig, SequenceBuilder, save_gui_head
-
-    from embodia.agent.training.gui_data import iter_gui_demos
 
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)

@@ -27,10 +27,9 @@ BUNDLE = BUNDLED_CHECKPOINTS / "embodia-tiny"
 
 
 def record_demos(root: Path, log=print) -> list[Path]:
-    from embodia.devices import open_device
-
     from embodia.agent.loop.episode import run_episode
     from embodia.agent.recording.writer import DatasetWriter
+    from embodia.devices import open_device
     dirs = []
     for uri, episodes, seed, noise in DEMOS:
         out = root / uri.split(":", 1)[1].replace("/", "-")

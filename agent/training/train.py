@@ -22,10 +22,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from embodia.action_heads import QuantileNormalizer, flow_loss
+from embodia.agent.recording.dataset import LocalDataset
 from embodia.policies.backbone import Backbone, tiny_config, train_tokenizer
 from embodia.policies.robot.vla import VLAConfig, VLAModel, load_checkpoint, save_checkpoint
-
-from embodia.agent.recording.dataset import LocalDataset
 
 TRAIN_STATE = "train_state"
 

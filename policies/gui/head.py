@@ -49,11 +49,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from embodia.devices import GuiAction, Observation
+from embodia.devices import GuiAction, Observation, Policy
 from embodia.memory.persist import sha256_file, write_atomic
-
 from embodia.policies.backbone import Backbone
-from embodia.devices import Policy
 
 HEAD_WEIGHTS = "gui_head.safetensors"
 HEAD_CONFIG = "gui_head.json"

@@ -51,9 +51,15 @@ from pathlib import Path
 import torch
 
 from embodia.devices import Embodiment
-
-from embodia.policies.backbone import (_TOKENIZER_FILES, _WEIGHT_FILES, _load_image_processor, _quiet_progress, _size_bounds,
-                       smart_resize, step_loader)
+from embodia.policies.backbone import (
+    _TOKENIZER_FILES,
+    _WEIGHT_FILES,
+    _load_image_processor,
+    _quiet_progress,
+    _size_bounds,
+    smart_resize,
+    step_loader,
+)
 from embodia.policies.gui.prompt import SAMPLE_TEMPERATURE, VOTE_GRID, ChatGuiPolicy, fit_image
 
 _JOINER = "\u2060"          # word joiner: breaks a special token's literal match, reads the same

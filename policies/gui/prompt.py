@@ -62,12 +62,10 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from embodia.devices import Embodiment, GuiAction, Observation, Screen
+from embodia.devices import Embodiment, GuiAction, Observation, Policy, Screen
 from embodia.devices.coords import SPACES, convert
 from embodia.devices.gui import SCREEN
-
 from embodia.policies.gui.reply import parse_replies
-from embodia.devices import Policy
 
 REPLY_LOG_CHARS = 4000      # a reply as kept in step records and in a correction turn
 TREE_MAX_ELEMENTS = 200

@@ -43,9 +43,19 @@ import urllib.request
 import numpy as np
 
 from embodia.devices import Embodiment
-
-from embodia.policies.gui.prompt import (CORRECTION, QWEN_PATCH, REPLY_LOG_CHARS, SAMPLE_TEMPERATURE, VOTE_GRID, ChatGuiPolicy,
-                         PolicyGaveUp, fit_image, resize_screen, system_prompt, tree_text)
+from embodia.policies.gui.prompt import (
+    CORRECTION,
+    QWEN_PATCH,
+    REPLY_LOG_CHARS,
+    SAMPLE_TEMPERATURE,
+    VOTE_GRID,
+    ChatGuiPolicy,
+    PolicyGaveUp,
+    fit_image,
+    resize_screen,
+    system_prompt,
+    tree_text,
+)
 
 __all__ = ["OpenAIPolicy", "EndpointError", "PolicyGaveUp", "fit_image", "png_data_url", "system_prompt",
            "tree_text", "CORRECTION", "QWEN_PATCH", "REPLY_LOG_CHARS"]

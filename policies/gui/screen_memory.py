@@ -34,9 +34,8 @@ from __future__ import annotations
 import math
 import re
 
-from embodia.devices import GuiAction
+from embodia.devices import GuiAction, Policy, as_policy
 from embodia.memory.screen import ScreenMemory, ScreenRetrieval, canonical
-from embodia.devices import Policy, as_policy
 
 MODES = ("replace", "rerank", "off")
 

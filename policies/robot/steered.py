@@ -14,10 +14,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from embodia.memory import SuccessMemory, stable_hash
-
-from embodia.policies.robot.vla import VLAPolicy
 from embodia.devices import Policy
+from embodia.memory import SuccessMemory, stable_hash
+from embodia.policies.robot.vla import VLAPolicy
 
 KEY_ENCODER = "normalized-state/v1"
 

@@ -28,7 +28,6 @@ from safetensors.torch import load_file, save_file
 
 from embodia.action_heads import ActionDiT, QuantileNormalizer, sample
 from embodia.devices import Embodiment, Observation, Policy
-
 from embodia.policies.backbone import Backbone
 
 CONFIG = "config.json"

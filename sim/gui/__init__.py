@@ -48,9 +48,19 @@ import numpy as np
 from embodia.devices.base import Policy
 from embodia.devices.embodiment import Screen
 from embodia.devices.gui import GuiDevice, gui_embodiment
-
-from embodia.sim.gui.tasks import (SCREENS, SHIFTS, SPLITS, TARGETS, TEMPLATES, candidate_actions, expert_action,
-                    heldout_labels, new_instance, plan, templates_for)
+from embodia.sim.gui.tasks import (
+    SCREENS,
+    SHIFTS,
+    SPLITS,
+    TARGETS,
+    TEMPLATES,
+    candidate_actions,
+    expert_action,
+    heldout_labels,
+    new_instance,
+    plan,
+    templates_for,
+)
 from embodia.sim.gui.widgets import render, ui_tree
 
 GATE_ALLOW = ("send",)

@@ -18,7 +18,6 @@ import copy
 from dataclasses import dataclass, field
 
 from embodia.devices.actions import ActionError, GuiAction
-
 from embodia.sim.gui.widgets import Color, Widget, hit, hsv, mix, on, text_width
 
 HOME = ("home",)

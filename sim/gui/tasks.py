@@ -21,9 +21,19 @@ from dataclasses import dataclass, field
 
 from embodia.devices.actions import GuiAction
 from embodia.devices.coords import element_point, to_pixels
-
-from embodia.sim.gui.apps import (CORE_APPS, HOME, ROOTS, Contact, Look, World, grid_jitter, light_palette,
-                   random_palette, slug, tile_colours)
+from embodia.sim.gui.apps import (
+    CORE_APPS,
+    HOME,
+    ROOTS,
+    Contact,
+    Look,
+    World,
+    grid_jitter,
+    light_palette,
+    random_palette,
+    slug,
+    tile_colours,
+)
 from embodia.sim.gui.widgets import Widget, hit
 
 # -- slot values: (train, held-out) ------------------------------------------------------------------

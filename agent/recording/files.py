@@ -1,0 +1,86 @@
+"""JSON without pickle, and atomic files: written to a temp file in the same folder, fsynced, then os.replace'd."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+# -- JSON and atomic files ---------------------------------------------------------------------------
+def _jsonable(o):
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    if isinstance(o, Path):
+        return str(o)
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        return dataclasses.asdict(o)
+    return repr(o)
+
+
+def _dumps(obj, **kw) -> str:
+    return json.dumps(obj, default=_jsonable, separators=(",", ":"), **kw)
+
+
+def _normalized(d) -> Any:
+    """The JSON round trip of d (tuples -> lists, numpy -> Python), for comparisons."""
+    return json.loads(_dumps(d))
+
+
+def _fsync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _fsync_file(p: Path) -> None:
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _tmp_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+
+
+def _atomic_write(path: Path, write) -> None:
+    """write(tmp_path) then fsync and os.replace onto path: readers see the old or the new file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_path(path)
+    try:
+        write(tmp)
+        _fsync_file(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _write_json(path: Path, obj) -> None:
+    _atomic_write(path, lambda p: p.write_text(json.dumps(obj, indent=2, default=_jsonable) + "\n",
+                                               encoding="utf-8"))
+
+
+def _write_parquet(path: Path, table) -> None:
+    import pyarrow.parquet as pq
+    _atomic_write(path, lambda p: pq.write_table(table, p))
