@@ -4,9 +4,11 @@ All action quantities (chunks, histories, RMSE thresholds, spreads) are in the e
 NORMALIZED action units (per-channel quantiles q01/q99 -> [-1, 1]); key distances are in the units
 of the keys the caller passes (standardized state for ``metric="l2"``).
 
-Where a default differs from ``reference/algorithms.md`` section 4, the reason is what the quick
-TwoGapPush experiment in ``reference/memory-findings.md`` showed; everything else keeps the spec's
-value, because that is what the experiment that worked ran with.
+The algorithm and what each field means are in ARCHITECTURE.md section 5 (the field names say
+what they mean; the symbol used there follows in each docstring). "spec" below is the design's
+starting value, listed in that section's table; where a default differs, the docstring says why:
+mostly what a quick experiment on twogap-push showed ("findings", summarised in ARCHITECTURE.md
+section 5.9).
 """
 from __future__ import annotations
 
@@ -14,84 +16,98 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
-__all__ = ["MemoryConfig"]
+__all__ = ["MemoryConfig", "known_fields"]
+
+# field names before they said what they mean (memories saved then carry them in meta.json)
+LEGACY_NAMES = {"T_s": "elite_temperature", "delta_h": "history_tolerance", "delta_p": "progress_tolerance",
+                "delta_c": "continuity_tolerance", "delta_a": "mode_radius", "sigma_a": "chunk_kernel_width",
+                "n_min": "min_support", "c_min": "confidence_floor", "c_sat": "confidence_saturation",
+                "tau_max": "max_start_time", "s_min": "min_similarity", "s_sat": "similarity_saturation",
+                "c_replace": "replace_confidence", "beta": "efficiency_exponent"}
+
+
+def known_fields(cls, d: dict) -> dict:
+    """The entries of ``d`` that are fields of the dataclass ``cls``, legacy names translated."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    out = {LEGACY_NAMES.get(k, k): v for k, v in d.items()}
+    return {k: v for k, v in out.items() if k in names}
 
 
 @dataclass
 class MemoryConfig:
-    # ---- retrieval (algorithms 4.3) -------------------------------------------------------
+    # ---- retrieval (ARCHITECTURE.md 5.3) -------------------------------------------------------
     k: int = 32
     """Neighbours fetched from FAISS per query (spec)."""
     metric: str = "l2"
     """``"l2"``: IndexFlatL2 on standardized low-dimensional keys (CPU state keys), similarity
     ``exp(-d^2 / (2 sigma^2))``. ``"cosine"``: keys are L2-normalised on insert and query and the
     similarity is the inner product (runtime keys built from pooled VLM features). L2 is the default
-    because the CPU-eval key is a standardized state, and cosine ignores its magnitude (spec 4.3)."""
+    because the CPU-eval key is a standardized state, and cosine ignores its magnitude (ARCHITECTURE.md 5.3)."""
     sigma: Optional[float] = None
     """Fixed similarity scale for ``metric="l2"``; ``None`` calibrates it (next three fields)."""
     sigma_rank: int = 3
     """Calibration: each query contributes its distance to the ``sigma_rank``-th nearest stored key
     and sigma is the running median of those. memory-findings: calibrating on the distances AMONG
     stored keys made sigma too small (start states cluster) and similarities collapsed, so sigma is
-    calibrated on query-to-memory distances. Rank 3 (= n_min) rather than 1: exact repeats would
-    drive a nearest-neighbour median to 0; the n_min-th neighbour is the distance at which an elite
+    calibrated on query-to-memory distances. Rank 3 (= min_support) rather than 1: exact repeats would
+    drive a nearest-neighbour median to 0; the min_support-th neighbour is the distance at which an elite
     set can form, and dedup keeps stored keys distinct."""
     sigma_window: int = 256
     """Number of recent queries (per namespace) in the running median; old queries from when the
     memory was small and far away drop out."""
     sigma_min: float = 1e-3
     """Floor on the calibrated sigma (key units)."""
-    s_min: Optional[float] = None
-    """Candidates with similarity below s_min are dropped. ``None`` -> 0.05 for ``"l2"`` (i.e.
+    min_similarity: Optional[float] = None
+    """(s_min) Candidates with similarity below min_similarity are dropped. ``None`` -> 0.05 for ``"l2"`` (i.e.
     d <= 2.45 sigma; the kernel already scales by sigma) and 0.8 for ``"cosine"`` (spec's fixed
     value; the spec's adaptive 5th-percentile rule is not implemented)."""
 
-    # ---- trajectory-level consistency filter (4.4) -----------------------------------------
-    delta_h: float = 0.25
-    """History filter: max decayed RMSE between a candidate's recorded preceding actions and the
+    # ---- trajectory-level consistency filter (ARCHITECTURE.md 5.4) -----------------------------------------
+    history_tolerance: float = 0.25
+    """(delta_h) History filter: max decayed RMSE between a candidate's recorded preceding actions and the
     actions executed just now (spec)."""
     hist_decay: float = 0.7
     """Weight 0.7**j for the action j steps back (nearest-sequence style, spec)."""
-    delta_p: float = 0.15
-    """Progress filter: max |progress - p_hat| (spec)."""
-    delta_c: float = 0.3
-    """Continuity with the still-unexecuted tail of the current chunk, if the caller passes one."""
-    delta_a: float = 0.5
-    """Mode selection: elites are the kept chunks within delta_a chunk-RMSE of the densest chunk.
+    progress_tolerance: float = 0.15
+    """(delta_p) Progress filter: max |progress - p_hat| (spec)."""
+    continuity_tolerance: float = 0.3
+    """(delta_c) Continuity with the still-unexecuted tail of the current chunk, if the caller passes one."""
+    mode_radius: float = 0.5
+    """(delta_a) Mode selection: elites are the kept chunks within mode_radius chunk-RMSE of the densest chunk.
     memory-findings: the spec's 0.3 is tighter than the within-mode spread of 16-step chunks
     (within-mode RMSE 0.36, between modes 0.90 at action noise 0.05), so it split one mode; 0.5."""
-    sigma_a: float = 0.3
-    """Chunk-space kernel width (findings: 0.3; spec 0.2) for the mode density and the agreement
-    penalty exp(-0.5 (spread / sigma_a)^2), spread = RMS deviation of the elite chunks from the
+    chunk_kernel_width: float = 0.3
+    """(sigma_a) Chunk-space kernel width (findings: 0.3; spec 0.2) for the mode density and the agreement
+    penalty exp(-0.5 (spread / chunk_kernel_width)^2), spread = RMS deviation of the elite chunks from the
     prior: a within-mode spread of 0.25 costs a factor 0.71, an averaged two-mode prior (0.8)
     0.03."""
-    n_min: int = 3
-    """Count term of the confidence: c_n = min(1, sum of the elites' n_support / n_min) (spec:
-    |E| / n_min; a deduplicated entry counts as the n_support successes it merged, and it weighs
+    min_support: int = 3
+    """(n_min) Count term of the confidence: c_n = min(1, sum of the elites' n_support / min_support) (spec:
+    |E| / min_support; a deduplicated entry counts as the n_support successes it merged, and it weighs
     n_support times in the mode density, the agreement share and the prior weights, exactly as
     if the duplicates had been kept)."""
     p_knn_k: int = 8
     """Progress calibration: once >= p_knn_k neighbours are retrieved, p_hat = min(p_time,
-    median(progress of the top p_knn_k) + p_knn_margin) (spec 4.2)."""
+    median(progress of the top p_knn_k) + p_knn_margin) (ARCHITECTURE.md 5.2)."""
     p_knn_margin: float = 0.1
 
-    # ---- elite prior and confidence (4.5) ---------------------------------------------------
-    T_s: float = 0.1
-    """Softmax temperature on similarity for the elite weights. The spec's 0.05 was set for cosine
+    # ---- elite prior and confidence (ARCHITECTURE.md 5.5) ---------------------------------------------------
+    elite_temperature: float = 0.1
+    """(T_s) Softmax temperature on similarity for the elite weights. The spec's 0.05 was set for cosine
     similarities (0.8..1); the L2 kernel spreads similarities over (0, 1], so 0.05 would make the
     prior the single nearest chunk. 0.1 keeps several elites in play."""
-    beta: float = 1.0
-    """Efficiency exponent: weight *= (T_min / T_episode) ** beta (shorter successes preferred)."""
+    efficiency_exponent: float = 1.0
+    """(beta) Efficiency exponent: weight *= (T_min / T_episode) ** efficiency_exponent (shorter successes preferred)."""
 
-    # ---- confidence-adaptive guidance (4.6) --------------------------------------------------
-    tau_max: float = 0.6
-    """Largest start time of the flow sampler. Findings: 0.4 and 0.6 worked equally, 0.8 was worse
+    # ---- confidence-adaptive guidance (ARCHITECTURE.md 5.6) --------------------------------------------------
+    max_start_time: float = 0.6
+    """(tau_max) Largest start time of the flow sampler. Findings: 0.4 and 0.6 worked equally, 0.8 was worse
     (too little policy flow left to repair the prior)."""
-    c_min: float = 0.1
-    """Confidence floor: below it ``guidance`` returns None and the policy samples unchanged (spec:
-    0.3). Lowered with c_sat below; see there."""
-    c_sat: float = 0.4
-    """g(c) = clip((c - c_min) / (c_sat - c_min), 0, 1); the spec's ramp is c_min 0.3 to c_sat 1.0.
+    confidence_floor: float = 0.1
+    """(c_min) Confidence floor: below it ``guidance`` returns None and the policy samples unchanged (spec:
+    0.3). Lowered with confidence_saturation below; see there."""
+    confidence_saturation: float = 0.4
+    """(c_sat) g(c) = clip((c - confidence_floor) / (confidence_saturation - confidence_floor), 0, 1); the spec's ramp is confidence_floor 0.3 to confidence_saturation 1.0.
     memory-findings: a ramp up to 1.0 rarely reached tau0 >= 0.4, and saturating at 0.6 recovered
     most of the gain. On embodia-tiny under blocked-left (replanning after every action) even
     0.3..0.6 steered too little: at an episode's first decision the elites start from other puck
@@ -102,7 +118,7 @@ class MemoryConfig:
     keeps a floor (a lone far elite, confidence < 0.1, still leaves the policy alone). The
     figures on fresh seeds are in BENCHMARKS.md."""
 
-    # ---- upkeep (4.7) ----------------------------------------------------------------------
+    # ---- upkeep (ARCHITECTURE.md 5.7) ----------------------------------------------------------------------
     stride: Optional[int] = None
     """Segment stride when cutting an episode; ``None`` -> H_exec = horizon // 2 (spec: 8 of 16)."""
     dedup: bool = True
@@ -159,13 +175,13 @@ class MemoryConfig:
 
     # ---- ablations -----------------------------------------------------------------------------
     consistency: bool = True
-    """False: skip the history, progress and tail filters (only s_min remains)."""
+    """False: skip the history, progress and tail filters (only min_similarity remains)."""
     mode_selection: bool = True
     """False: the elite set is every kept candidate, so the prior may average two modes. With
     consistency=False too this is the spec's "mean over all retrieved" ablation."""
     fixed_confidence: Optional[float] = None
     """Use this confidence whenever the elite set is non-empty (0 when it is empty). 1.0 gives
-    tau0 = tau_max whenever any elite exists: the findings' best arm ("mem-fixed")."""
+    tau0 = max_start_time whenever any elite exists: the findings' best arm ("mem-fixed")."""
     replay: bool = False
     """Direct-replay ablation: ``guidance`` returns tau0 = 1.0 with the prior wherever it would
     steer, i.e. the caller executes the prior (action_heads.sample with tau0=1 returns x0 = prior
@@ -174,19 +190,19 @@ class MemoryConfig:
     def __post_init__(self):
         if self.metric not in ("l2", "cosine"):
             raise ValueError(f"metric must be 'l2' or 'cosine', not {self.metric!r}")
-        if self.k < 1 or self.n_min < 1 or self.sigma_rank < 1 or self.p_knn_k < 1:
-            raise ValueError("k, n_min, sigma_rank and p_knn_k must be >= 1")
-        if not 0.0 <= self.tau_max <= 1.0:
-            raise ValueError("tau_max must lie in [0, 1]")
-        if not 0.0 <= self.c_min < self.c_sat <= 1.0:
-            raise ValueError("need 0 <= c_min < c_sat <= 1")
+        if self.k < 1 or self.min_support < 1 or self.sigma_rank < 1 or self.p_knn_k < 1:
+            raise ValueError("k, min_support, sigma_rank and p_knn_k must be >= 1")
+        if not 0.0 <= self.max_start_time <= 1.0:
+            raise ValueError("max_start_time must lie in [0, 1]")
+        if not 0.0 <= self.confidence_floor < self.confidence_saturation <= 1.0:
+            raise ValueError("need 0 <= confidence_floor < confidence_saturation <= 1")
         if self.fixed_confidence is not None and not 0.0 <= self.fixed_confidence <= 1.0:
             raise ValueError("fixed_confidence must lie in [0, 1]")
         if self.sigma is not None and self.sigma <= 0:
             raise ValueError("sigma must be > 0")
         if self.capacity is not None and self.capacity < 1:
             raise ValueError("capacity must be >= 1 or None")
-        for name in ("delta_h", "delta_p", "delta_c", "delta_a", "sigma_a", "T_s", "half_life",
+        for name in ("history_tolerance", "progress_tolerance", "continuity_tolerance", "mode_radius", "chunk_kernel_width", "elite_temperature", "half_life",
                      "sigma_min"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0")
@@ -194,9 +210,9 @@ class MemoryConfig:
             raise ValueError("stride must be >= 1")
 
     @property
-    def s_min_eff(self) -> float:
-        if self.s_min is not None:
-            return float(self.s_min)
+    def min_similarity_value(self) -> float:
+        if self.min_similarity is not None:
+            return float(self.min_similarity)
         return 0.05 if self.metric == "l2" else 0.8
 
     def to_dict(self) -> dict:
@@ -204,9 +220,9 @@ class MemoryConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "MemoryConfig":
-        """Unknown keys (from a newer version) are ignored; missing keys take the defaults."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        """Unknown keys (from a newer version) are ignored; missing keys take the defaults; the
+        symbol names that memories saved before the rename carry are read as the new names."""
+        return cls(**known_fields(cls, d))
 
     def replace(self, **kw) -> "MemoryConfig":
         return dataclasses.replace(self, **kw)

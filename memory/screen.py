@@ -45,6 +45,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from embodia.memory.config import known_fields
 from embodia.memory.index import KeyIndex
 from embodia.memory.persist import MemoryFileError, MemoryMismatch
 
@@ -93,16 +94,16 @@ class ScreenMemoryConfig:
     # ---- retrieval and consistency ---------------------------------------------------------
     k: int = 32
     """Neighbours fetched per query (spec). A vote needs a few; more only adds far ones."""
-    s_min: float = 0.7
+    min_similarity: float = 0.7
     """Similarity floor: neighbours below it never vote. Above every other-page pair measured
     (max 0.66), below the 5th percentile of same-page pairs except the Messages list (0.67; its
     rows are the instance's conversations)."""
-    s_sat: float = 0.85
-    """Similarity at which the similarity term of the confidence saturates (c_sim = (s - s_min) /
-    (s_sat - s_min), clipped): another instance of the same page never looks identical (other rows,
+    similarity_saturation: float = 0.85
+    """Similarity at which the similarity term of the confidence saturates (c_sim = (s - min_similarity) /
+    (similarity_saturation - min_similarity), clipped): another instance of the same page never looks identical (other rows,
     other order, other states; median same-page cosine 0.80-0.92), so demanding s -> 1 would mean
     replay of identical screens only."""
-    T_s: float = 0.05
+    elite_temperature: float = 0.05
     """Softmax temperature over similarity in the vote weights (spec value for cosine keys): a
     neighbour 0.05 closer counts e times more."""
     history: str = "prefer"
@@ -121,7 +122,7 @@ class ScreenMemoryConfig:
     screen, the matching action wins the vote."""
     values: str = "backoff"
     """Use of the instance's slot values: ``"backoff"`` votes among the candidates stored with the
-    same slot values as the query when they hold >= ``n_min`` support, else among all (the abstract
+    same slot values as the query when they hold >= ``min_support`` support, else among all (the abstract
     vote); ``"off"`` always votes among all. Slots are abstracted so that one success teaches every
     value where the route is the same ("type {text}"); but some routes depend on the value itself,
     not on the screen: which category of a Settings app holds "Ad tracking" is written on no screen
@@ -131,8 +132,8 @@ class ScreenMemoryConfig:
     episodes): second-half success 0.66 without memory, 0.84 with backoff, 0.66 with "off" (the
     abstract memory only ever repeats what the head already does right)."""
 
-    delta_p: float = 0.3
-    """Progress filter: keep |progress - p_hat| <= delta_p once the namespace holds successes.
+    progress_tolerance: float = 0.3
+    """Progress filter: keep |progress - p_hat| <= progress_tolerance once the namespace holds successes.
     GUI tasks are 1-6 steps long, so progress moves in steps of 0.17-0.5; 0.3 separates the start of
     a task from its end without splitting neighbouring steps."""
     p_knn_k: int = 5
@@ -141,19 +142,19 @@ class ScreenMemoryConfig:
     4.2): after a detour t runs ahead of the task; the neighbours' progress says where we are."""
 
     # ---- vote and confidence -----------------------------------------------------------------
-    n_min: int = 3
-    """Count term c_n = min(1, support of the winning action / n_min): one or two successes can be
+    min_support: int = 3
+    """Count term c_n = min(1, support of the winning action / min_support): one or two successes can be
     luck (or a false label); three agreeing ones are a pattern (spec)."""
-    c_min: float = 0.3
+    confidence_floor: float = 0.3
     """Below this confidence the memory does nothing (spec's fallback floor): the policy runs as if
     there were no memory, and the fusion weight lambda(c) is 0."""
-    c_replace: float = 0.9
+    replace_confidence: float = 0.9
     """At or above it, with the precondition holding and every slot bound, the memory's action is
     executed instead of the policy's (spec's shortcut threshold): it takes a near-unanimous vote
-    (share ~0.9+) of >= n_min successes on a screen like this one."""
+    (share ~0.9+) of >= min_support successes on a screen like this one."""
     lam: float = 2.0
     """Fusion: score(a) = log pi(a) + lambda(c) log(eps + P_mem(a)), lambda(c) = lam * g(c), g =
-    clip((c - c_min) / (c_replace - c_min), 0, 1) (spec: lambda(c) = 2 g(c), kNN-LM style)."""
+    clip((c - confidence_floor) / (replace_confidence - confidence_floor), 0, 1) (spec: lambda(c) = 2 g(c), kNN-LM style)."""
     eps: float = 1e-3
     """Floor inside the fusion's log: an action the memory never saw is penalised by at most
     lambda * log(eps) (~ -14 at lambda 2), a strong but finite veto."""
@@ -207,19 +208,19 @@ class ScreenMemoryConfig:
     """Exact inner-product search below this many entries per namespace (see ``embodia.memory.index``)."""
 
     def __post_init__(self):
-        if self.dim < 16 or self.k < 1 or self.n_min < 1 or self.p_knn_k < 1:
-            raise ValueError("need dim >= 16, k >= 1, n_min >= 1, p_knn_k >= 1")
-        if not -1.0 <= self.s_min < self.s_sat <= 1.0:
-            raise ValueError("need -1 <= s_min < s_sat <= 1")
-        if not 0.0 <= self.c_min < self.c_replace <= 1.0:
-            raise ValueError("need 0 <= c_min < c_replace <= 1")
+        if self.dim < 16 or self.k < 1 or self.min_support < 1 or self.p_knn_k < 1:
+            raise ValueError("need dim >= 16, k >= 1, min_support >= 1, p_knn_k >= 1")
+        if not -1.0 <= self.min_similarity < self.similarity_saturation <= 1.0:
+            raise ValueError("need -1 <= min_similarity < similarity_saturation <= 1")
+        if not 0.0 <= self.confidence_floor < self.replace_confidence <= 1.0:
+            raise ValueError("need 0 <= confidence_floor < replace_confidence <= 1")
         if self.history not in ("strict", "prefer", "off"):
             raise ValueError("history must be 'strict', 'prefer' or 'off'")
         if self.values not in ("backoff", "off"):
             raise ValueError("values must be 'backoff' or 'off'")
         if self.capacity is not None and self.capacity < 1:
             raise ValueError("capacity must be >= 1 or None")
-        for name in ("T_s", "delta_p", "half_life", "eps", "point_grid"):
+        for name in ("elite_temperature", "progress_tolerance", "half_life", "eps", "point_grid"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0")
 
@@ -228,13 +229,12 @@ class ScreenMemoryConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "ScreenMemoryConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        return cls(**known_fields(cls, d))
 
     def fusion_weight(self, confidence: float) -> float:
-        """lambda(c) of the re-ranking fusion; 0 below c_min."""
-        g = (float(confidence) - self.c_min) / (self.c_replace - self.c_min)
-        return self.lam * min(1.0, max(0.0, g)) if confidence >= self.c_min else 0.0
+        """lambda(c) of the re-ranking fusion; 0 below confidence_floor."""
+        g = (float(confidence) - self.confidence_floor) / (self.replace_confidence - self.confidence_floor)
+        return self.lam * min(1.0, max(0.0, g)) if confidence >= self.confidence_floor else 0.0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -520,7 +520,7 @@ class ScreenRetrieval:
     elite_episodes: List[int] = field(default_factory=list)
     components: Dict[str, float] = field(default_factory=dict)
     n_retrieved: int = 0
-    n_candidates: int = 0                      # ... with similarity >= s_min
+    n_candidates: int = 0                      # ... with similarity >= min_similarity
     n_kept: int = 0                            # ... that pass the consistency filter
     history_matched: Optional[bool] = None
     values_matched: bool = False               # the vote was among entries with the query's slot values
@@ -796,10 +796,10 @@ class ScreenMemory:
         cand = [(int(r), float(sc)) for sc, r in zip(score[0], s.rows(ids[0])) if r >= 0]
         out.n_retrieved = len(cand)
         out.top_similarity = max((sc for _, sc in cand), default=None)
-        cand = [(r, sc) for r, sc in cand if sc >= cfg.s_min]
+        cand = [(r, sc) for r, sc in cand if sc >= cfg.min_similarity]
         out.n_candidates = len(cand)
         if not cand:
-            return done("no neighbour above s_min")
+            return done("no neighbour above min_similarity")
         # consistency 1: the precondition (the element is on this screen, every slot binds)
         bound = []
         for r, sc in cand:
@@ -815,7 +815,7 @@ class ScreenMemory:
                 top = sorted(bound, key=lambda x: -x[1])[: cfg.p_knn_k]
                 p_hat = min(p_hat, float(np.median([s.num["progress"][r] for r, _, _ in top])) + cfg.p_knn_margin)
             out.progress_hat = p_hat
-            bound = [x for x in bound if abs(float(s.num["progress"][x[0]]) - p_hat) <= cfg.delta_p]
+            bound = [x for x in bound if abs(float(s.num["progress"][x[0]]) - p_hat) <= cfg.progress_tolerance]
             if not bound:
                 return done("progress mismatch")
         # consistency 3: history (a filter when strict, a vote weight when preferred)
@@ -834,7 +834,7 @@ class ScreenMemory:
         if cfg.values == "backoff" and slots:
             vals = slot_values(slots)
             same = [i for i, x in enumerate(bound) if vals in s.values[x[0]].get("vals", ())]
-            if same and sum(int(s.num["n_support"][bound[i][0]]) for i in same) >= cfg.n_min:
+            if same and sum(int(s.num["n_support"][bound[i][0]]) for i in same) >= cfg.min_support:
                 bound, hist_w = [bound[i] for i in same], hist_w[same]
                 out.values_matched = True
         out.n_kept = len(bound)
@@ -843,7 +843,7 @@ class ScreenMemory:
         sup = np.array([s.num["n_support"][x[0]] for x in bound], np.float64)
         nu = np.array([s.num["n_used"][x[0]] for x in bound], np.float64)
         nf = np.array([s.num["n_used_fail"][x[0]] for x in bound], np.float64)
-        w = np.exp((sims - sims.max()) / cfg.T_s) * sup * (1.0 - nf / (nu + 2.0)) * hist_w
+        w = np.exp((sims - sims.max()) / cfg.elite_temperature) * sup * (1.0 - nf / (nu + 2.0)) * hist_w
         if not np.all(np.isfinite(w)) or w.sum() <= 0:
             w = np.ones_like(sims)
         tally: Dict[str, float] = {}
@@ -857,8 +857,8 @@ class ScreenMemory:
         best = sel[int(np.argmax(ws))]
         r_best, _, b_best = bound[best]
         share = out.votes[win]
-        c_sim = float(np.clip(((ws * sims[sel]).sum() / ws.sum() - cfg.s_min) / (cfg.s_sat - cfg.s_min), 0, 1))
-        c_n = min(1.0, float(sup[sel].sum()) / cfg.n_min)
+        c_sim = float(np.clip(((ws * sims[sel]).sum() / ws.sum() - cfg.min_similarity) / (cfg.similarity_saturation - cfg.min_similarity), 0, 1))
+        c_n = min(1.0, float(sup[sel].sum()) / cfg.min_support)
         out.confidence = float(min(1.0, max(0.0, share * c_sim * c_n)))
         out.components = {"share": float(share), "c_sim": c_sim, "c_n": c_n,
                           "similarity": float((ws * sims[sel]).sum() / ws.sum())}

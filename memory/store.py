@@ -70,16 +70,16 @@ def stable_hash(obj) -> str:
 
 
 def tau0_from_confidence(confidence: float, cfg: MemoryConfig, steps: int) -> float:
-    """THE guidance formula (kept in one place): g = clip((c - c_min) / (c_sat - c_min), 0, 1),
-    tau0 = tau_max * g snapped to the Euler grid linspace(0, 1, steps + 1) with halves rounding up
+    """THE guidance formula (kept in one place): g = clip((c - confidence_floor) / (confidence_saturation - confidence_floor), 0, 1),
+    tau0 = max_start_time * g snapped to the Euler grid linspace(0, 1, steps + 1) with halves rounding up
     (as ``action_heads.grid_index``). 0.0 means: do not steer."""
     if steps < 1:
         raise ValueError("steps must be >= 1")
     c = float(confidence)
-    if not np.isfinite(c) or c < cfg.c_min:
+    if not np.isfinite(c) or c < cfg.confidence_floor:
         return 0.0
-    g = min(1.0, max(0.0, (c - cfg.c_min) / (cfg.c_sat - cfg.c_min)))
-    k0 = int(math.floor(cfg.tau_max * g * steps + 0.5 + 1e-9))
+    g = min(1.0, max(0.0, (c - cfg.confidence_floor) / (cfg.confidence_saturation - cfg.confidence_floor)))
+    k0 = int(math.floor(cfg.max_start_time * g * steps + 0.5 + 1e-9))
     return k0 / steps
 
 
@@ -95,7 +95,7 @@ class Retrieval:
     prior_valid: Optional[np.ndarray]           # [H] bool: some elite chunk is real (not padding)
     confidence: float                           # in [0, 1]; 0 when the elite set is empty
     n_retrieved: int = 0                        # neighbours returned by FAISS
-    n_candidates: int = 0                       # ... with similarity >= s_min
+    n_candidates: int = 0                       # ... with similarity >= min_similarity
     n_kept: int = 0                             # ... that pass the consistency filter
     progress_hat: Optional[float] = None
     sigma: Optional[float] = None               # similarity scale used (l2)
@@ -528,12 +528,12 @@ class SuccessMemory:
                 top = np.argsort(-sim, kind="stable")[: cfg.p_knn_k]
                 p_hat = min(p_hat, float(np.median(C["progress"][rows[top]])) + cfg.p_knn_margin)
         kw = dict(n_retrieved=n_ret, progress_hat=p_hat, sigma=sigma)
-        s_min = cfg.s_min_eff
-        keep = sim >= s_min
+        min_similarity = cfg.min_similarity_value
+        keep = sim >= min_similarity
         n_cand = int(keep.sum())
         kw["n_candidates"] = n_cand
         if n_cand == 0:
-            return self._empty(namespace, t0, "no candidate above s_min", **kw)
+            return self._empty(namespace, t0, "no candidate above min_similarity", **kw)
         rows, sim = rows[keep], sim[keep]
         reason = "filtered out"
         if cfg.consistency:
@@ -543,14 +543,14 @@ class SuccessMemory:
                 if not keep.any():
                     reason = "history mismatch"
             if p_hat is not None and keep.any():
-                keep &= np.abs(C["progress"][rows] - p_hat) <= cfg.delta_p
+                keep &= np.abs(C["progress"][rows] - p_hat) <= cfg.progress_tolerance
                 if not keep.any():
                     reason = "progress mismatch"
             if prev_tail is not None and keep.any():
                 tail = self._actions_arg(prev_tail, ns, "prev_tail")[: self.horizon]
                 if tail.shape[0]:
                     err = np.sqrt(((C["chunks"][rows, : tail.shape[0]] - tail[None]) ** 2).mean(axis=(1, 2)))
-                    keep &= err <= cfg.delta_c
+                    keep &= err <= cfg.continuity_tolerance
                     if not keep.any():
                         reason = "tail mismatch"
             rows, sim = rows[keep], sim[keep]
@@ -561,24 +561,24 @@ class SuccessMemory:
         chunks = C["chunks"][rows]                                              # [n, H, D]
         # a merged (deduplicated) entry counts as n_support identical entries everywhere below
         mass = sim * C["n_support"][rows]
-        # mode selection: the densest chunk and its neighbours within delta_a (never two modes)
+        # mode selection: the densest chunk and its neighbours within mode_radius (never two modes)
         if cfg.mode_selection and n_kept > 1:
             flat = chunks.reshape(n_kept, -1).astype(np.float64)
             sq = (flat * flat).sum(1)
             d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * flat @ flat.T, 0.0) / flat.shape[1]
-            dens = (np.exp(-d2 / (2.0 * cfg.sigma_a ** 2)) * mass[None, :]).sum(1)
+            dens = (np.exp(-d2 / (2.0 * cfg.chunk_kernel_width ** 2)) * mass[None, :]).sum(1)
             mrow = int(np.argmax(dens))
-            elite = np.sqrt(d2[mrow]) <= cfg.delta_a
+            elite = np.sqrt(d2[mrow]) <= cfg.mode_radius
         else:
             elite = np.ones(n_kept, bool)
         e_rows, e_sim, e_chunks = rows[elite], sim[elite], chunks[elite].astype(np.float64)
         # elite weights (spec 4.5)
         e_sup = C["n_support"][e_rows].astype(np.float64)
-        w = np.exp((e_sim - e_sim.max()) / cfg.T_s) * e_sup
-        if cfg.beta:
+        w = np.exp((e_sim - e_sim.max()) / cfg.elite_temperature) * e_sup
+        if cfg.efficiency_exponent:
             t_min = float(min(ns.success_lengths)) if ns.success_lengths else 1.0
             eff = np.minimum(1.0, t_min / np.maximum(C["ep_len"][e_rows].astype(np.float64), 1.0))
-            w = w * eff ** cfg.beta
+            w = w * eff ** cfg.efficiency_exponent
         w = w * (1.0 - C["n_used_fail"][e_rows] / (C["n_used"][e_rows] + 2.0))
         if not np.all(np.isfinite(w)) or w.sum() <= 0:
             w = np.ones_like(e_sim)
@@ -587,13 +587,13 @@ class SuccessMemory:
         std = np.sqrt(np.maximum(np.tensordot(w, (e_chunks - prior[None]) ** 2, axes=1), 0.0))
         valid = C["chunk_mask"][e_rows].any(axis=0)
         # confidence: similarity x agreement x count
-        c_sim = float(np.clip(((w * e_sim).sum() - s_min) / max(1.0 - s_min, _TINY), 0.0, 1.0))
-        # spread: RMS deviation of the elite chunks from the prior (chunk-RMSE units, like delta_a)
+        c_sim = float(np.clip(((w * e_sim).sum() - min_similarity) / max(1.0 - min_similarity, _TINY), 0.0, 1.0))
+        # spread: RMS deviation of the elite chunks from the prior (chunk-RMSE units, like mode_radius)
         var = std[valid] ** 2 if valid.any() else std ** 2
         spread = float(np.sqrt(var.mean()))
         share = float(mass[elite].sum() / max(mass.sum(), _TINY))
-        c_agree = share * math.exp(-0.5 * (spread / cfg.sigma_a) ** 2)
-        c_n = min(1.0, e_sup.sum() / cfg.n_min)
+        c_agree = share * math.exp(-0.5 * (spread / cfg.chunk_kernel_width) ** 2)
+        c_n = min(1.0, e_sup.sum() / cfg.min_support)
         conf = c_sim * c_agree * c_n
         if cfg.fixed_confidence is not None:
             conf = float(cfg.fixed_confidence)
@@ -630,12 +630,12 @@ class SuccessMemory:
         err = ((hc - padded[None]) ** 2).mean(-1)                               # [m, h]
         den = W.sum(1)
         wr = np.sqrt((W * err).sum(1) / np.maximum(den, _TINY))
-        return (den <= 0) | (wr <= self.config.delta_h)
+        return (den <= 0) | (wr <= self.config.history_tolerance)
 
     # -- guidance --------------------------------------------------------------------------------
     def guidance(self, retrieval: Retrieval, steps: int = 10) -> Optional[Tuple[float, np.ndarray]]:
         """(tau0, prior [H, D_ns]) to start the flow sampler from ``(1 - tau0) eps + tau0 prior`` at
-        grid time tau0, or None (sample unchanged): empty elite set, confidence below c_min, or
+        grid time tau0, or None (sample unchanged): empty elite set, confidence below confidence_floor, or
         tau0 snapping to 0 on a grid of ``steps`` Euler steps. See ``tau0_from_confidence``.
         With ``config.replay`` the same decisions return tau0 = 1.0: execute the prior itself."""
         if retrieval is None or retrieval.empty or retrieval.prior is None:

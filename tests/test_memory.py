@@ -207,7 +207,7 @@ def test_confidence_grows_with_agreeing_entries_and_drops_with_disagreement():
     add_mode(one, RIGHT, 1, np.random.default_rng(6))
     r1 = one.query(NS, np.zeros(DK))
     g1 = one.guidance(r1)                                  # one success: c <= 1/3, never the full tau_max
-    assert r1.confidence <= 1 / 3 and (g1 is None or g1[0] < one.config.tau_max)
+    assert r1.confidence <= 1 / 3 and (g1 is None or g1[0] < one.config.max_start_time)
     # disagreement: the other mode takes half the similarity mass
     mixed = new_mem()
     add_mode(mixed, RIGHT, 3, np.random.default_rng(6))
@@ -226,7 +226,7 @@ def test_fixed_confidence_flag_and_tau0_formula():
     assert r.confidence == 1.0
     tau0, prior = mem.guidance(r, steps=10)
     assert tau0 == pytest.approx(0.6) and prior.shape == (H, D)
-    cfg = MemoryConfig(c_min=0.3, c_sat=0.6, tau_max=0.6)
+    cfg = MemoryConfig(confidence_floor=0.3, confidence_saturation=0.6, max_start_time=0.6)
     assert tau0_from_confidence(0.29, cfg, 10) == 0.0
     assert tau0_from_confidence(0.45, cfg, 10) == pytest.approx(0.3)
     assert tau0_from_confidence(0.6, cfg, 10) == pytest.approx(0.6)
@@ -420,7 +420,7 @@ def test_round_trip_gives_identical_queries(tmp_path):
         assert a.keys() == b.keys() and all(np.array_equal(a[c], b[c]) for c in a)
     meta = json.loads((tmp_path / "m" / "meta.json").read_text())
     assert meta["schema_version"] == 1 and meta["encoder_id"] == "enc-v1"
-    assert meta["config"]["delta_a"] == 0.5
+    assert meta["config"]["mode_radius"] == 0.5
     # saving again replaces the generation: exactly one entries file per namespace remains
     mem.save(tmp_path / "m")
     files = sorted(p.name for p in (tmp_path / "m").rglob("*.npz"))
@@ -557,7 +557,7 @@ def test_cosine_metric():
     add_mode(mem, RIGHT, 5, rng, key=base, key_noise=0.01)
     r = mem.query(NS, 3.0 * base)                                   # magnitude is ignored
     assert r.n_elite == 5 and r.similarities.min() > 0.99 and r.sigma is None
-    assert mem.query(NS, np.array([-1.0, 0, 0, 0])).reason == "no candidate above s_min"
+    assert mem.query(NS, np.array([-1.0, 0, 0, 0])).reason == "no candidate above min_similarity"
 
 
 def test_episode_credit_removes_a_whole_false_success_and_keeps_good_sources():
@@ -675,3 +675,10 @@ def test_lent_successes_keep_their_own_parents_when_stored_out_of_order():
         mem.add_episode(NS, ka, aa * 0.5, success=True, episode_id=2)
     assert set(mem._ns[NS].parents) == {2, 3}
     assert set(mem._ns[NS].parents[2]) == {0} and set(mem._ns[NS].parents[3]) == {1}
+
+
+def test_a_config_saved_under_the_symbol_names_loads_under_the_new_names():
+    """Memories saved before the config names said what they mean carry T_s, delta_a, ... in meta.json."""
+    cfg = MemoryConfig.from_dict({"T_s": 0.2, "delta_a": 0.7, "tau_max": 0.5, "unknown_later_field": 1})
+    assert (cfg.elite_temperature, cfg.mode_radius, cfg.max_start_time) == (0.2, 0.7, 0.5)
+    assert MemoryConfig.from_dict(cfg.to_dict()) == cfg and "T_s" not in cfg.to_dict()

@@ -80,7 +80,7 @@ def test_bound_action_follows_the_element_to_its_new_index_and_centre():
     assert r.action["element"] == nfc["index"] == 4 and r.stored_at["index"] == 2
     cx, cy = (nfc["bounds"][0] + nfc["bounds"][2]) / 2, (nfc["bounds"][1] + nfc["bounds"][3]) / 2
     assert r.action["point"] == pytest.approx((cx * 1000 / SCREEN[0], cy * 1000 / SCREEN[1]), abs=0.1)
-    assert r.moved and r.precondition and r.confidence >= mem.config.c_replace
+    assert r.moved and r.precondition and r.confidence >= mem.config.replace_confidence
     GuiAction.from_dict(r.action)                       # executable as it stands
     # the element is gone: the precondition fails and nothing is proposed
     gone = [e for e in moved if e["text"] != "NFC"]
@@ -122,7 +122,7 @@ def test_the_vote_never_picks_a_minority_action(n_major, n_minor, seed):
     assert r.action["element"] == 2
     assert r.votes[r.canonical] == pytest.approx(n_major / (n_major + n_minor))
     assert r.confidence <= n_major / (n_major + n_minor) + 1e-9
-    assert r.confidence < mem.config.c_replace               # a split vote never replaces
+    assert r.confidence < mem.config.replace_confidence               # a split vote never replaces
 
 
 def test_no_memory_no_namespace_no_proposal():
@@ -136,7 +136,7 @@ def test_no_memory_no_namespace_no_proposal():
     assert mem.query(NS, tree, "Turn on Wi-Fi", []).empty
     # a screen unlike anything stored: below the similarity floor
     far = [{"index": 0, "role": "Button", "text": "Submit", "id": "submit", "bounds": [0, 0, 9, 9]}]
-    assert mem.query("other/task", far, "Fill the form", []).reason == "no neighbour above s_min"
+    assert mem.query("other/task", far, "Fill the form", []).reason == "no neighbour above min_similarity"
 
 
 def test_persistence_round_trip_and_refusals(tmp_path):
@@ -185,7 +185,7 @@ def test_dedup_merges_identical_entries_and_capacity_evicts_the_oldest():
 
 
 def test_failure_credit_deletes_a_poisoned_source_and_keeps_a_good_one():
-    mem = ScreenMemory(ScreenMemoryConfig(n_min=1))
+    mem = ScreenMemory(ScreenMemoryConfig(min_support=1))
     home = [{"index": 0, "role": "TextView", "text": "Settings", "id": "app_settings", "bounds": [0, 0, 90, 90],
              "clickable": True},
             {"index": 1, "role": "TextView", "text": "Camera", "id": "app_camera", "bounds": [90, 0, 180, 90],
@@ -392,12 +392,12 @@ def test_a_route_that_depends_on_the_slot_value_is_learned_per_value():
     for setting, cat in where.items():
         r = mems["backoff"].query(NS, tree, f"Turn on {setting}", [], slots={"setting": setting}, screen=SCREEN)
         assert r.values_matched and tree[r.action["element"]]["text"] == cat
-        assert r.confidence >= mems["backoff"].config.c_replace
+        assert r.confidence >= mems["backoff"].config.replace_confidence
         flat = mems["off"].query(NS, tree, f"Turn on {setting}", [], slots={"setting": setting}, screen=SCREEN)
-        assert not flat.values_matched and flat.confidence < mems["off"].config.c_replace
+        assert not flat.values_matched and flat.confidence < mems["off"].config.replace_confidence
     # a value seen fewer than n_min times backs off to the abstract vote
     r = mems["backoff"].query(NS, tree, "Turn on Data saver", [], slots={"setting": "Data saver"}, screen=SCREEN)
-    assert not r.values_matched and r.confidence < mems["backoff"].config.c_replace
+    assert not r.values_matched and r.confidence < mems["backoff"].config.replace_confidence
     # the values survive a save and load
     back = ScreenMemory.load(mems["backoff"].save(__import__("tempfile").mkdtemp()))
     r = back.query(NS, tree, "Turn on Ad tracking", [], slots={"setting": "Ad tracking"}, screen=SCREEN)

@@ -118,7 +118,7 @@ class ScreenMemoryPolicy(Policy):
 
     def _can_replace(self, r: ScreenRetrieval) -> bool:
         cfg = self.memory.config
-        return (not r.empty and r.precondition and r.confidence >= cfg.c_replace
+        return (not r.empty and r.precondition and r.confidence >= cfg.replace_confidence
                 and (r.positional or cfg.point_replace))
 
     def act(self, obs, instruction: str):
@@ -139,7 +139,7 @@ class ScreenMemoryPolicy(Policy):
                               t=len(self._steps), page=self._page)
         rec.update(confidence=round(r.confidence, 4), reason=r.reason, n_kept=r.n_kept,
                    memory_action=r.canonical, precondition=r.precondition, values_matched=r.values_matched)
-        if not r.empty and r.confidence >= self.memory.config.c_min:
+        if not r.empty and r.confidence >= self.memory.config.confidence_floor:
             self.episode["hits"] += 1
         propose = getattr(self.policy, "propose", None)
         if self.mode == "rerank" and callable(propose):
