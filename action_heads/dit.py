@@ -1,4 +1,4 @@
-"""DiT flow-matching action decoder (spec: shared/reference/algorithms.md sections 2 and 3).
+"""DiT flow-matching action decoder (ARCHITECTURE.md section 4).
 
 Flow convention: tau = 0 is pure noise, tau = 1 is data.
 

@@ -154,7 +154,7 @@ def main() -> None:
             rep["desktop"] = desktop(args.steps, work)
         if args.skip != "android":
             rep["android_fake_adb"] = android(max(10, args.steps // 2), work)
-    # the anchors' fixed per-step sleeps (reference/gui-anchors.md section 2), in ms
+    # the fixed per-step sleeps in those projects' agent loops, in ms
     rep["anchor_fixed_sleep_ms"] = {"MobileAgent-v3": 2000, "OSWorld": 2000, "UI-TARS-desktop": 1000,
                                     "Mobile-Agent-E": 3000}
     if "desktop" in rep:

@@ -7,8 +7,8 @@ of the keys the caller passes (standardized state for ``metric="l2"``).
 The algorithm and what each field means are in ARCHITECTURE.md section 5 (the field names say
 what they mean; the symbol used there follows in each docstring). "spec" below is the design's
 starting value, listed in that section's table; where a default differs, the docstring says why:
-mostly what a quick experiment on twogap-push showed ("findings", summarised in ARCHITECTURE.md
-section 5.9).
+mostly what a quick experiment on twogap-push showed ("findings", summarised in
+ARCHITECTURE.md section 5.9).
 """
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ class MemoryConfig:
     memory-findings: the spec's 0.3 is tighter than the within-mode spread of 16-step chunks
     (within-mode RMSE 0.36, between modes 0.90 at action noise 0.05), so it split one mode; 0.5."""
     chunk_kernel_width: float = 0.3
-    """(sigma_a) Chunk-space kernel width (findings: 0.3; spec 0.2) for the mode density and the agreement
+    """(sigma_a) Chunk-space kernel width (findings: 0.3; spec: 0.2) for the mode density and the agreement
     penalty exp(-0.5 (spread / chunk_kernel_width)^2), spread = RMS deviation of the elite chunks from the
     prior: a within-mode spread of 0.25 costs a factor 0.71, an averaged two-mode prior (0.8)
     0.03."""

@@ -486,7 +486,7 @@ class SuccessMemory:
         key [d_k]: the current key. hist [n, D]: the actions executed before now, most recent LAST,
         normalized (n = 0..; only the last h are used; ``None`` skips the history filter).
         t: control steps since the episode start -> p_hat = t / median success length, capped by
-        median(progress of the top-8 neighbours) + 0.1 (spec 4.2); ``progress`` overrides p_hat
+        median(progress of the top-8 neighbours) + 0.1 (ARCHITECTURE.md 5.2); ``progress`` overrides p_hat
         (multi-stage tasks); neither -> no progress filter. prev_tail [L, D]: the not-yet-executed
         part of the current chunk when replanning mid-chunk (continuity filter).
 
@@ -518,7 +518,7 @@ class SuccessMemory:
         else:
             sim = np.clip(score.astype(np.float64), -1.0, 1.0)
         C = ns.cols
-        # progress estimate (spec 4.2)
+        # progress estimate (ARCHITECTURE.md 5.2)
         p_hat = None
         if progress is not None:
             p_hat = float(progress)
@@ -572,7 +572,7 @@ class SuccessMemory:
         else:
             elite = np.ones(n_kept, bool)
         e_rows, e_sim, e_chunks = rows[elite], sim[elite], chunks[elite].astype(np.float64)
-        # elite weights (spec 4.5)
+        # elite weights (ARCHITECTURE.md 5.5)
         e_sup = C["n_support"][e_rows].astype(np.float64)
         w = np.exp((e_sim - e_sim.max()) / cfg.elite_temperature) * e_sup
         if cfg.efficiency_exponent:

@@ -151,31 +151,36 @@ def test_the_public_names_resolve():
         embodia.not_a_name
 
 
-# spec/section citations need a file in the repository beside them
+# a cited document must be a file of the repository; a section number needs its file beside it
 _OUTSIDE = re.compile(r"\.\./shared|shared/DESIGN|shared/reference")
-_SECTION = re.compile(r"\b(?:spec|algorithms\.md|DESIGN\.md|design)\s*(?:section\s*)?§?\s*\d+(?:\.\d+)*", re.I)
+_DOC = re.compile(r"[\w./-]*?([\w-]+\.md)\b")
+_SECTION = re.compile(r"\b(?:spec|algorithms|design|section)\s*§?\s*\d+\.\d+", re.I)
 
 
 def _texts():
     for path in sorted(ROOT.rglob("*")):
         rel = path.relative_to(ROOT)
-        if (path.is_file() and path.suffix in (".py", ".md", ".toml", ".txt", ".cfg") or path.name == "run") and \
-                not any(p.startswith(".") or p in ("build", "dist", "runs", "data") for p in rel.parts[:-1]) and \
-                rel.parts[0] != ".venv":
+        if rel.parts[0].startswith(".") or rel.parts[0] in ("build", "dist", "runs", "data"):
+            continue
+        if path.is_file() and (path.suffix in (".py", ".md", ".toml", ".txt") or path.name == "run"):
             yield rel, path.read_text(errors="replace")
 
 
 def test_nothing_points_outside_the_repository():
+    docs = {p.name for p in ROOT.rglob("*.md") if ".venv" not in p.parts}
     bad = []
     for rel, text in _texts():
         if rel == Path("tests/test_packaging.py"):
             continue
         for i, line in enumerate(text.splitlines(), 1):
+            where = f"{rel}:{i}: {line.strip()[:100]}"
             if _OUTSIDE.search(line):
-                bad.append(f"{rel}:{i}: {line.strip()[:100]}")
+                bad.append(where)
+            bad += [f"{where} (no {m.group(1)} in the repository)" for m in _DOC.finditer(line)
+                    if m.group(1) not in docs]
             m = _SECTION.search(line)
-            if m and not ("ARCHITECTURE.md" in line or "docs/" in line):
-                bad.append(f"{rel}:{i}: a section cited without a file in the repository: {m.group(0)!r}")
+            if m and "ARCHITECTURE.md" not in line and rel != Path("ARCHITECTURE.md"):
+                bad.append(f"{where} (section {m.group(0)!r} without its file)")
     assert not bad, "\n".join(bad)
 
 
@@ -201,3 +206,11 @@ def test_the_wheel_holds_only_the_embodia_package(tmp_path):
     assert tops == {"embodia", next(t for t in tops if t.endswith(".dist-info"))}, sorted(tops)
     assert "embodia/policies/checkpoints/embodia-tiny/model.safetensors" in names
     assert "embodia/agent/loop/core.py" in names and "embodia/__main__.py" in names
+
+
+def test_the_files_the_readme_names_exist():
+    text = (ROOT / "README.md").read_text() + (ROOT / "ARCHITECTURE.md").read_text()
+    named = set(re.findall(r"`((?:agent|devices|memory|policies|sim|action_heads|benchmarks|tests)/[\w/.-]*)", text))
+    assert len(named) > 5
+    missing = sorted(p for p in named if not (ROOT / p).exists())
+    assert not missing, missing

@@ -196,7 +196,7 @@ def run_stream(device, make_arm_policy: Callable[..., object], arm: str, stream:
                seed: int = 0, on_episode=None, drift=None) -> dict:
     """One stream of one arm: a fresh policy (and memory), `episodes` episodes with the stream's
     seeds. `drift=(k, other_device)`: episodes k and later run on `other_device` (the world changes
-    under a memory that keeps what it learned; algorithms.md 6.1 S3). Returns {"outcomes",
+    under a memory that keeps what it learned: drift, ARCHITECTURE.md section 8). Returns {"outcomes",
     "steered" (decisions per episode), "steps", "memory_stats", "poison"} (JSON-able)."""
     policy = make_arm_policy(arm, stream)
     if isinstance(policy, NoisyLabels):

@@ -8,7 +8,7 @@ and a DiT decodes a screen point where the target is not in the tree.
     >>> action                                                                          # doctest: +SKIP
     GuiAction(type='click', ..., element=5)
 
-Why this shape (reference/gui-findings.md): a small model trained on CPU does not learn to read
+Why this shape (ARCHITECTURE.md section 5.10): a small model trained on CPU does not learn to read
 labels from pixels, but it learns to point at UI-tree elements when instruction words and element
 text share one text encoding. Here both go through the backbone's one token table in one sequence:
 

@@ -2,7 +2,7 @@
 
 Every GUI policy's text goes through `parse_reply` once; past it, the loop and the devices trust
 the type. A reply that does not parse, names an action a `GuiAction` cannot express, or points off
-the screen is refused, never guessed at or clipped (DESIGN.md section 8). The parser only reads:
+the screen is refused, never guessed at or clipped (ARCHITECTURE.md section 7). The parser only reads:
 it never evaluates model text, and it raises nothing but `ReplyParseError` for any ``str``.
 
 ``coords`` names the convention the model's numbers are in (see `embodia.devices.coords`): ``"norm1000"``
