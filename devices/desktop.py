@@ -23,7 +23,7 @@ Conventions and decisions:
   screen corner where this device did not leave it, a person has taken over and `FailSafe` (a
   `DeviceLost`) ends the episode cleanly. ``failsafe=False`` disables the check.
 - **Text**: printable ASCII is typed key by key (``pyautogui.write``); a line with anything else
-  is pasted through the X clipboard (xclip or xsel, text on stdin, no shell), then ``ctrl+v``;
+  is pasted through the X clipboard (owned from Python, no external program), then ``ctrl+v``;
   a newline presses Enter. The clipboard is left holding the pasted text.
 - **Keys**: pyautogui key names (``enter``, ``ctrl``, ``f5``, ``a``; a few aliases such as
   ``control``, ``escape``, ``super``); unknown names and keys this X keymap cannot produce are
@@ -46,11 +46,8 @@ import importlib
 import math
 import os
 import select
-import shutil
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 from typing import NamedTuple
 
@@ -161,6 +158,7 @@ class DesktopDevice(GuiDevice):
         self.scroll_clicks, self.failsafe = int(scroll_clicks), bool(failsafe)
         self.last_settle: Settle | None = None     # None until an input action ran, or settle=0
         self._lost: str | None = None              # why the display is gone, once it is
+        self._clip = None                          # a ClipboardOwner, from the first paste on
 
         import mss
         from Xlib.display import Display
@@ -306,34 +304,18 @@ class DesktopDevice(GuiDevice):
                 self._paste(line)
 
     def _paste(self, text: str) -> None:
-        """Put ``text`` on the X clipboard (xclip or xsel, stdin, no shell), then press ctrl+v."""
-        if shutil.which("xclip"):
-            put = ["xclip", "-selection", "clipboard", "-in"]
-            get = ["xclip", "-selection", "clipboard", "-out"]
-        elif shutil.which("xsel"):
-            put, get = ["xsel", "--clipboard", "--input"], ["xsel", "--clipboard", "--output"]
-        else:
-            raise ActionError("typing text beyond printable ASCII on the desktop pastes it through the "
-                              "clipboard, which needs xclip or xsel (apt-get install xclip)")
-        env = {**os.environ, "DISPLAY": self.display}
-        data = text.encode("utf-8")
-        # The tool forks a child that owns the selection and inherits our pipes, so its stderr goes
-        # to a file: reading a pipe to EOF would wait until the next program takes the clipboard.
-        with tempfile.TemporaryFile() as err:
-            r = subprocess.run(put, input=data, stdout=subprocess.DEVNULL, stderr=err, env=env, timeout=10)
-            err.seek(0)
-            msg = err.read().decode("utf-8", "replace").strip()
-        if r.returncode != 0:
+        """Own the X clipboard with ``text`` (python-xlib: no external program), then press ctrl+v."""
+        from embodia.devices.x_clipboard import ClipboardError, ClipboardOwner
+        try:
+            if self._clip is None:
+                with _x_env(self.display):
+                    self._clip = ClipboardOwner(self.display)
+            self._clip.own(text)
+        except ValueError as e:
+            raise ActionError(str(e)) from None
+        except (ClipboardError, OSError) as e:
             self._size()          # raises DeviceLost if the server is gone
-            raise RuntimeError(f"{put[0]} could not set the clipboard of {self.display!r}: {msg}")
-        deadline = time.monotonic() + 1.0
-        while True:       # paste only once the clipboard holds the text (never stale contents)
-            got = subprocess.run(get, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, timeout=10)
-            if got.stdout == data:
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the clipboard of {self.display!r} did not take the text to paste")
-            time.sleep(0.01)
+            raise RuntimeError(f"could not set the clipboard of {self.display!r}: {e}") from e
         self._gui.hotkey(*self.paste_keys)
 
     def _settle(self) -> None:
@@ -347,6 +329,9 @@ class DesktopDevice(GuiDevice):
         """Release the screenshot and X connections (pyautogui's stays, it is process-wide)."""
         with contextlib.suppress(*_x_errors(), OSError):
             self._sct.close()
+        if self._clip is not None:
+            self._clip.close()
+            self._clip = None
         _drop(self._x)
 
 

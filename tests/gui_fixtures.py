@@ -56,7 +56,7 @@ class XServer:
 
     @property
     def env(self) -> dict[str, str]:
-        """``os.environ`` pointed at this server, for subprocesses (apps, xdotool, xclip)."""
+        """``os.environ`` pointed at this server, for subprocesses (apps, xdotool)."""
         return {**os.environ, "DISPLAY": self.display, "XAUTHORITY": self.xauthority}
 
     def alive(self) -> bool:
