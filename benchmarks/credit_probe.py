@@ -29,7 +29,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 import torch
 
-from embodia.agent.evaluation.memory_eval import NOISY, NoisyLabels, arm_factory, device_namespace  # noqa: E402
+from embodia.agent.evaluation.memory_eval import NOISY, NoisyLabels, arm_factory  # noqa: E402
+from embodia.agent.loop.factory import device_namespace  # noqa: E402
 from embodia.agent.loop.episode import run_episode  # noqa: E402
 from embodia.agent.loop.factory import make_device, make_policy  # noqa: E402
 

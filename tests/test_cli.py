@@ -19,7 +19,7 @@ def invoke(*args):
 
 def test_console_script_lists_the_verbs():
     exe = shutil.which("embodia")
-    cmd = [exe, "--help"] if exe else [sys.executable, "-m", "embodia.agent.cli.app", "--help"]
+    cmd = [exe, "--help"] if exe else [sys.executable, "-m", "embodia", "--help"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     for verb in ("run", "record", "eval", "replay", "devices"):
         assert f" {verb} " in out
@@ -119,10 +119,13 @@ def test_a_session_closes_the_policy_and_the_device(monkeypatch):
     """A policy that holds something (a websocket client) is closed with the device, also when the
     run fails inside the session."""
     import embodia.agent.loop.factory
-    from embodia.agent.cli.app import _session
+    from embodia.agent.loop.factory import open_session
     closed = []
 
     class Held:
+        def act(self, obs, instruction):
+            return None
+
         def close(self):
             closed.append("policy")
 
@@ -131,11 +134,11 @@ def test_a_session_closes_the_policy_and_the_device(monkeypatch):
             closed.append("device")
     monkeypatch.setattr(embodia.agent.loop.factory, "make_device", lambda uri, shift=None, size=None: Dev())
     monkeypatch.setattr(embodia.agent.loop.factory, "make_policy", lambda spec, device, **kw: Held())
-    with _session("sim:twogap-push", "ws://localhost:1", None, None) as (dev, pol):
+    with open_session("sim:twogap-push", "ws://localhost:1") as (dev, pol):
         assert isinstance(pol, Held) and closed == []
     assert closed == ["policy", "device"]
     closed.clear()
     with pytest.raises(RuntimeError):
-        with _session("sim:twogap-push", "ws://localhost:1", None, None):
+        with open_session("sim:twogap-push", "ws://localhost:1"):
             raise RuntimeError("the run failed")
     assert closed == ["policy", "device"]

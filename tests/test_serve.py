@@ -20,7 +20,7 @@ from websockets.sync.client import connect
 
 from embodia.agent.cli.app import app
 from embodia.agent.evaluation.evaluate import evaluate
-from embodia.agent.evaluation.memory_eval import device_namespace
+from embodia.agent.loop.factory import device_namespace
 from embodia.agent.loop.episode import run_episode
 from embodia.agent.loop.factory import make_device, make_policy
 from embodia.agent.serving.server import PolicyServer
@@ -275,7 +275,7 @@ def test_a_missing_silent_or_vanished_server_is_a_clear_error_not_a_hang(tiny, b
 
 def test_serve_command_prints_its_urls_answers_healthz_and_saves_the_memory_on_ctrl_c(tmp_path):
     port, mem = free_port(), tmp_path / "mem"
-    proc = subprocess.Popen([sys.executable, "-m", "embodia.agent.cli.app", "serve", "--policy", "embodia-tiny",
+    proc = subprocess.Popen([sys.executable, "-m", "embodia", "serve", "--policy", "embodia-tiny",
                              "--port", str(port), "--memory", str(mem)], cwd=REPO, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:

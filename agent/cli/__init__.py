@@ -1,7 +1,16 @@
 """The ``embodia`` command: parses options and calls the runtime; no work of its own.
 
-May import anything in ``embodia``; nothing imports it.
+One module per verb (``run`` holds run and record; ``evaluate``, ``replay``, ``train``, ``memory``,
+``serve``, ``devices``), each registering on the Typer ``app`` of ``app``. May import anything in
+``embodia``; nothing imports it.
 """
-from embodia.agent.cli.app import app, main
+# the verbs register in this order, the order `embodia --help` lists them
+from embodia.agent.cli import run, evaluate, replay, train, memory, serve, devices  # noqa: F401, I001
+from embodia.agent.cli.app import app
+
+
+def main():
+    app()
+
 
 __all__ = ["app", "main"]

@@ -70,18 +70,39 @@ def summarize(results: list[EpisodeResult], **header) -> dict:
     }
 
 
-def evaluate(device, policy, *, episodes: int, seed: int = 0, recorder=None, episode_meta=None,
-             on_episode=None, **header) -> dict:
-    """Episode i runs with seed `seed + i`, so two policies compared on the same seeds are paired."""
+def run_episodes(device, policy, *, episodes: int, seed: int = 0, on_episode=None,
+                 until_successes: int | None = None, **run_kw) -> list[EpisodeResult]:
+    """Episodes ``seed .. seed + episodes - 1`` in order (seeds paired across policies); stops after an
+    interrupted one (Ctrl-C), or once ``until_successes`` episodes succeeded (``episodes`` is then
+    the most it tries). ``on_episode(i, result)`` after each; ``run_kw`` go to ``run_episode``
+    (recorder, episode_meta, instruction, max_steps, gate, async_exec, smooth)."""
     results = []
     for i in range(episodes):
-        r = run_episode(device, policy, seed=seed + i, recorder=recorder, episode_meta=episode_meta)
+        r = run_episode(device, policy, seed=seed + i, **run_kw)
         results.append(r)
         if on_episode:
             on_episode(i, r)
-        if r.interrupted:
+        if r.interrupted or (until_successes is not None and sum(bool(x.success) for x in results) >= until_successes):
             break
+    return results
+
+
+def evaluate(device, policy, *, episodes: int, seed: int = 0, recorder=None, episode_meta=None,
+             on_episode=None, **header) -> dict:
+    """Episode i runs with seed `seed + i`, so two policies compared on the same seeds are paired."""
+    results = run_episodes(device, policy, episodes=episodes, seed=seed, on_episode=on_episode,
+                           recorder=recorder, episode_meta=episode_meta)
     return summarize(results, embodiment=device.embodiment.name, seed=seed, **header)
+
+
+def async_summary(results: list[EpisodeResult], smooth: str) -> dict:
+    """Control rate held, stall steps and inference delays over the episodes of an --async run."""
+    rows = [r.timing["async"] for r in results if "async" in r.timing]
+    fracs = [a["rate_frac"] for a in rows if a["rate_frac"]]
+    delays = [d for a in rows for d in a["delays"]]
+    return {"smooth": smooth, "rate_frac_mean": sum(fracs) / len(fracs) if fracs else None,
+            "stall_steps": sum(a["stall_steps"] for a in rows),
+            "delay_steps_mean": sum(delays) / len(delays) if delays else None}
 
 
 def write_json(report: dict, path) -> None:

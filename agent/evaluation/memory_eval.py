@@ -15,6 +15,7 @@ import numpy as np
 
 from embodia.agent.evaluation.stats import newcombe, wilson
 from embodia.agent.loop.episode import run_episode
+from embodia.agent.loop.factory import device_namespace
 
 # failure credit switched off, both rules (pooled per source episode, and per entry)
 NO_CREDIT = {"episode_credit": False, "fail_delete_min": 2 ** 31 - 1}
@@ -147,13 +148,6 @@ def poison_summary(per_stream: list) -> dict:
             k["entries_left"] += f.get("left", f["stored"])
     out["by_kind"] = kinds
     return out
-
-
-def device_namespace(device_uri: str, embodiment) -> str:
-    """The memory namespace of a device URI: (embodiment, task), the task being the URI's target
-    without its query (`sim:twogap-push?shift=heavy` -> `<embodiment>/twogap-push`)."""
-    from embodia.memory import make_namespace
-    return make_namespace(embodiment.name, device_uri.split(":", 1)[-1].split("?")[0])
 
 
 def arm_factory(policy, namespace: str) -> Callable[..., object]:

@@ -193,8 +193,7 @@ class Worker:
 
     def __init__(self, spec: WorkerSpec, memory=None, client: str = ""):
         os.environ.setdefault("MUJOCO_GL", "egl")
-        from embodia.agent.evaluation.memory_eval import device_namespace
-        from embodia.agent.loop.factory import make_device, make_policy
+        from embodia.agent.loop.factory import device_namespace, make_device, make_policy
         self.device = make_device(spec.device, shift=spec.shift, size=spec.size)
         self.policy = make_policy(spec.policy, self.device, **{**spec.policy_kw, "threads": 1})
         one_thread()

@@ -1,0 +1,153 @@
+"""`embodia eval`: success rate with a Wilson interval, splits, timing; memory-on vs memory-off streams."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from embodia.agent.cli.app import (
+    ApiKeyEnvOpt,
+    AsyncOpt,
+    BaseUrlOpt,
+    CoordsOpt,
+    DeviceOpt,
+    PolicyOpt,
+    RayAddressOpt,
+    SamplesOpt,
+    SeedOpt,
+    SelectOpt,
+    ShiftOpt,
+    SizeOpt,
+    SmoothOpt,
+    WorkersOpt,
+    app,
+    console,
+    fail,
+    lost_exit,
+    policy_options,
+    print_report,
+    print_unit,
+    progress,
+    recorder,
+    run_meta,
+    session,
+)
+from embodia.agent.cli.run import episodes_with_progress, fleet_with_progress, steered_by
+
+
+@app.command("eval")
+def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] = ShiftOpt,
+          episodes: int = typer.Option(100, "--episodes", "-n", min=1, help="episodes (per stream with --streams)"),
+          seed: int = SeedOpt,
+          json_out: Optional[Path] = typer.Option(None, "--json", help="write the report here"),
+          record: Optional[Path] = typer.Option(None, "--record", help="also record to this dataset"),
+          memory: str = typer.Option("off", "--memory", help="off | online (a fresh memory per stream, "
+                                     "compared with off on paired seeds) | PATH (a persistent memory file)"),
+          streams: int = typer.Option(1, "--streams", min=1, help="independent streams with --memory online"),
+          ablations: str = typer.Option("", "--ablations", help="extra memory arms, comma-separated: "
+                                        "no-filter,no-mode-selection,fixed-confidence,replay (robots); no-values (screens)"),
+          plot: Optional[Path] = typer.Option(None, "--plot", help="learning-curve PNG (--memory online)"),
+          jobs: int = typer.Option(1, "--jobs", min=1, help="worker processes for --memory online (streams "
+                                   "run in parallel, one torch thread each; same results as one process)"),
+          size: Optional[str] = SizeOpt, base_url: Optional[str] = BaseUrlOpt,
+          api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt, samples: int = SamplesOpt,
+          select: str = SelectOpt, workers: Optional[int] = WorkersOpt, ray_address: Optional[str] = RayAddressOpt,
+          async_exec: bool = AsyncOpt, smooth: str = SmoothOpt):
+    """Evaluate a policy: success rate with a 95% Wilson interval, splits, timing; JSON report."""
+    from embodia.agent.evaluation.evaluate import async_summary, summarize, write_json
+    from embodia.agent.fleet.dispatch import check_execution
+    try:
+        check_execution(async_exec=async_exec, memory_online=memory == "online", workers=workers, jobs=jobs)
+    except ValueError as e:
+        fail(str(e))
+    opts = policy_options(base_url, api_key_env, coords, samples, select)
+    header = dict(device=device, policy=policy, shift=shift)
+    with session(device, policy, shift, size, **opts) as (dev, pol):
+        if memory == "online":
+            rep = memory_report(dev, pol, device, ablations=[a for a in ablations.split(",") if a], plot=plot,
+                                episodes=episodes, seed=seed, streams=streams, jobs=jobs, policy_spec=policy,
+                                shift=shift, size=size, workers=workers, ray_address=ray_address)
+            rep.update(header)
+        elif workers:
+            from embodia.agent.fleet.runner import WorkerSpec, fleet_summary
+            results, fleet = fleet_with_progress(
+                dev, pol, WorkerSpec(device, policy, shift, size, opts), episodes=episodes, seed=seed,
+                writer=recorder(record, dev), meta=run_meta(device, shift, size, policy), label="eval",
+                workers=workers, address=ray_address, memory=None if memory == "off" else memory)
+            rep = fleet_summary(results, fleet, seed=seed, embodiment=dev.embodiment.name, **header)
+            print_report(rep)
+        else:
+            steered = steered_by(pol, None if memory == "off" else memory, device, dev)
+            try:
+                results = episodes_with_progress(dev, steered, episodes=episodes, seed=seed, label="eval",
+                                                 writer=recorder(record, dev), async_exec=async_exec, smooth=smooth,
+                                                 episode_meta=run_meta(device, shift, size, policy))
+            finally:
+                if steered is not pol:
+                    steered.memory.save(memory)
+            rep = summarize(results, seed=seed, embodiment=dev.embodiment.name, **header)
+            print_report(rep)
+            if async_exec:
+                rep["async"] = async_summary(results, smooth)
+                print_async(rep["async"])
+    if json_out:
+        write_json(rep, json_out)
+        console.print(f"report written to {json_out}")
+    lost_exit(rep)
+
+
+def print_async(a: dict) -> None:
+    console.print(f"async ({a['smooth']}): {100 * (a['rate_frac_mean'] or 0):.0f}% of the control rate held, "
+                  f"{a['stall_steps']} stall steps"
+                  + (f", delay {a['delay_steps_mean']:.1f} steps" if a["delay_steps_mean"] is not None else ""))
+
+
+def memory_report(dev, pol, device_uri: str, *, ablations: list[str], plot: Optional[Path], episodes: int,
+                  seed: int, streams: int, **where) -> dict:
+    """Memory-on vs memory-off streams with a progress bar; the arms and comparisons printed."""
+    from embodia.agent.evaluation.memory_eval import learning_curve_png
+    from embodia.agent.fleet.dispatch import memory_arms, memory_streams
+    from embodia.agent.fleet.runner import FleetError
+    try:
+        arms = memory_arms(dev, pol, ablations, jobs=where["jobs"], workers=where["workers"])
+    except ValueError as e:
+        fail(str(e))
+    with progress() as bar:
+        task = bar.add_task("memory eval", total=len(arms) * streams * episodes, status="")
+        wins: dict = {}
+
+        def on_episode(arm, s, i, r):
+            wins.setdefault(arm, []).append(bool(r.success))
+            bar.update(task, advance=1, status=f"{arm}: {sum(wins[arm])}/{len(wins[arm])}")
+
+        def on_stream(arm, s, res, cached):
+            wins.setdefault(arm, []).extend(res["outcomes"])
+            bar.update(task, advance=len(res["outcomes"]), status=f"{arm}: {sum(wins[arm])}/{len(wins[arm])}")
+        try:
+            rep = memory_streams(dev, pol, device_uri, arms=arms, streams=streams, episodes=episodes, seed=seed,
+                                 on_episode=on_episode, on_stream=on_stream, on_unit=print_unit, **where)
+        except FleetError as e:
+            fail(str(e))
+    print_memory_report(rep)
+    if plot:
+        learning_curve_png(rep, plot)
+        rep["plot"] = str(plot)
+    return rep
+
+
+def print_memory_report(rep: dict) -> None:
+    for arm, row in rep["arms"].items():
+        lo, hi = row["wilson95"]
+        console.print(f"{arm:>18}: {row['success_rate']:.3f} [{lo:.3f}, {hi:.3f}], second half "
+                      f"{row['second_half']['success_rate']:.3f}")
+        if row.get("poison") and row["poison"]["entries_stored"]:
+            p = row["poison"]
+            kinds = ", ".join(f"{k} {v['removed']} of {v['sources']}" for k, v in p["by_kind"].items())
+            console.print(f"{'':>18}  {p['false_positives']} false successes; failure credit removed "
+                          f"{p['entries_stored'] - p['entries_left']} of their {p['entries_stored']} entries"
+                          f" (whole sources: {kinds})")
+    for name, row in rep["comparisons"].items():
+        lo, hi = row["second_half"]["newcombe95"]
+        console.print(f"{name:>24}: second half {row['second_half']['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}] "
+                      f"(Newcombe 95%), streams {['%+.2f' % d for d in row['second_half']['per_stream_diff']]}")

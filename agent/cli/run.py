@@ -1,0 +1,184 @@
+"""`embodia run` and `embodia record`: episodes of a policy on a device, recorded."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from embodia.agent.cli.app import (
+    AllowOpt,
+    ApiKeyEnvOpt,
+    AsyncOpt,
+    BaseUrlOpt,
+    CoordsOpt,
+    DeviceOpt,
+    PolicyOpt,
+    RayAddressOpt,
+    SamplesOpt,
+    SeedOpt,
+    SelectOpt,
+    ShiftOpt,
+    SizeOpt,
+    SmoothOpt,
+    WorkersOpt,
+    app,
+    console,
+    fail,
+    gate,
+    lost_exit,
+    policy_options,
+    print_unit,
+    progress,
+    recorder,
+    run_meta,
+    session,
+    slug,
+)
+
+
+def episodes_with_progress(device, policy, *, episodes: int, seed: int, label: str, writer=None, **run_kw):
+    """``run_episodes`` with a progress bar showing the running success rate; errors and Ctrl-C
+    are said as they happen."""
+    from embodia.agent.evaluation.evaluate import run_episodes
+    from embodia.agent.loop.asynchronous import check_async
+    if run_kw.get("smooth", "none") != "none" and not run_kw.get("async_exec"):
+        fail("--smooth applies with --async")
+    if run_kw.get("async_exec"):
+        try:
+            check_async(device, policy, run_kw.get("smooth", "none"))
+        except ValueError as e:
+            fail(f"--async: {e}")
+    done: list = []
+    with progress() as bar:
+        task = bar.add_task(label, total=episodes, status="")
+
+        def on_episode(i, r):
+            done.append(r)
+            verified = [x for x in done if x.success is not None]
+            ok = sum(bool(x.success) for x in verified)
+            bar.update(task, advance=1, status=f"success {ok}/{len(verified)}" if verified else "")
+            if r.error:
+                console.print(f"[yellow]episode {i} (seed {r.seed}) ended with an error:[/yellow] {r.error}")
+            if r.interrupted:
+                console.print("[yellow]interrupted: the episode was closed"
+                              + (" and saved" if writer else "") + "[/yellow]")
+        return run_episodes(device, policy, episodes=episodes, seed=seed, on_episode=on_episode,
+                            recorder=writer, **run_kw)
+
+
+def fleet_with_progress(device, policy, spec, *, episodes: int, seed: int, writer, meta: dict, label: str,
+                        workers: int, address: Optional[str], memory: Optional[str] = None):
+    """``fleet_episodes`` with a progress bar; dead and lost units are said as they happen."""
+    from embodia.agent.fleet.dispatch import fleet_episodes
+    from embodia.agent.fleet.runner import FleetError
+    from embodia.agent.loop.factory import PolicyError
+    wins: list[bool] = []
+    with progress() as bar:
+        task = bar.add_task(f"{label} ({workers} workers)", total=episodes, status="starting workers")
+
+        def on_unit(fleet, ev):
+            if ev.kind == "done":
+                wins.extend(bool(r["success"]) for r in ev.result or ())
+                bar.update(task, advance=len(ev.unit.seeds), status=f"success {sum(wins)}/{len(wins)}")
+            elif ev.kind == "lost":
+                bar.update(task, advance=len(ev.unit.seeds))
+            print_unit(fleet, ev)
+        try:
+            return fleet_episodes(device, policy, spec, episodes=episodes, seed=seed, recorder=writer, meta=meta,
+                                  workers=workers, address=address, on_unit=on_unit, memory=memory)
+        except (FleetError, PolicyError) as e:
+            fail(str(e))
+
+
+def async_note(a: Optional[dict]) -> str:
+    """One episode's asynchronous execution in words (empty for a synchronous one)."""
+    if not a:
+        return ""
+    rate = f"{a['achieved_hz']:.1f} of {a['target_hz']:.1f} Hz" if a["achieved_hz"] else "rate n/a"
+    delay = a["delay_steps"].get("mean")
+    return (f"; async ({a['smooth']}): {rate}, {a['stall_steps']} stalls"
+            + (f", delay {delay:.1f} steps" if delay is not None else ""))
+
+
+def steered_by(policy, memory: Optional[str], device_uri: str, device):
+    """The policy wrapped with the memory at ``memory`` (None: the policy itself), or a one-line error."""
+    if not memory:
+        return policy
+    from embodia.agent.loop.factory import PolicyError, with_memory
+    try:
+        return with_memory(policy, memory, device_uri, device)
+    except PolicyError as e:
+        fail(str(e))
+
+
+@app.command()
+def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] = ShiftOpt,
+        episodes: int = typer.Option(1, "--episodes", "-n", min=1), seed: int = SeedOpt,
+        record: Optional[Path] = typer.Option(None, "--record", help="dataset directory "
+                                              "(default: runs/<device>)"),
+        no_record: bool = typer.Option(False, "--no-record", help="do not record"),
+        max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1), size: Optional[str] = SizeOpt,
+        memory: Optional[str] = typer.Option(None, "--memory", help="success memory directory: steer with it "
+                                             "and add every verified success (saved at the end)"),
+        allow: Optional[list[str]] = AllowOpt, base_url: Optional[str] = BaseUrlOpt,
+        api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt, samples: int = SamplesOpt,
+        select: str = SelectOpt, async_exec: bool = AsyncOpt, smooth: str = SmoothOpt,
+        instruction: Optional[str] = typer.Option(None, "--instruction", "-i", help="the task in words "
+                                                  "(default: the device's own, for simulated tasks)")):
+    """Run a policy on a device, recording every episode (LeRobotDataset v3 layout; GUI devices:
+    step log + screenshots + JSON actions)."""
+    out = None if no_record else (record or Path("runs") / slug(device))
+    with session(device, policy, shift, size, **policy_options(base_url, api_key_env, coords, samples,
+                                                               select)) as (dev, pol):
+        writer = recorder(out, dev)
+        steered = steered_by(pol, memory, device, dev)
+        try:
+            results = episodes_with_progress(
+                dev, steered, episodes=episodes, seed=seed, label="run", writer=writer,
+                episode_meta=run_meta(device, shift, size, policy), max_steps=max_steps, instruction=instruction,
+                async_exec=async_exec, smooth=smooth, gate=gate(allow, dev) if dev.embodiment.is_gui else None)
+        finally:
+            if steered is not pol:
+                steered.memory.save(memory)
+    for r in results:
+        outcome = {True: "[green]success[/green]", False: "[red]failure[/red]", None: "done"}[r.success]
+        console.print(f"seed {r.seed}: {outcome} in {r.steps} steps; {r.instruction!r}; "
+                      f"policy {r.timing['policy_s'] * 1e3:.0f} ms, device {r.timing['device_s'] * 1e3:.0f} ms"
+                      + async_note(r.timing.get("async"))
+                      + (f"; recorded as episode {r.episode_index} in {out}" if writer else ""))
+    if any(r.error for r in results):
+        raise typer.Exit(1)
+
+
+@app.command()
+def record(out: Path = typer.Option(..., "--out", "-o", help="dataset directory (created or appended to)"),
+           device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] = ShiftOpt,
+           episodes: int = typer.Option(20, "--episodes", "-n", min=1), seed: int = SeedOpt,
+           only_success: bool = typer.Option(False, "--only-success", help="keep recording until EPISODES "
+                                             "episodes succeeded (at most 10x as many tries; failures are "
+                                             "recorded too, marked as such)"),
+           size: Optional[str] = SizeOpt, workers: Optional[int] = WorkersOpt,
+           ray_address: Optional[str] = RayAddressOpt):
+    """Record episodes into a LeRobotDataset v3 directory."""
+    from embodia.agent.evaluation.evaluate import summarize
+    fleet = None
+    if only_success and workers:
+        fail("--only-success records in this process; it does not combine with --workers")
+    with session(device, policy, shift, size) as (dev, pol):
+        writer = recorder(out, dev)
+        meta = run_meta(device, shift, size, policy)
+        if workers:
+            from embodia.agent.fleet.runner import WorkerSpec
+            results, fleet = fleet_with_progress(dev, pol, WorkerSpec(device, policy, shift, size), episodes=episodes,
+                                                 seed=seed, writer=writer, meta=meta, label="record",
+                                                 workers=workers, address=ray_address)
+        else:
+            results = episodes_with_progress(dev, pol, episodes=10 * episodes if only_success else episodes,
+                                             seed=seed, writer=writer, episode_meta=meta, label="record",
+                                             until_successes=episodes if only_success else None)
+        writer.close()
+    rep = summarize(results)
+    rate = f"{rep['success_rate']:.2f}" if rep["success_rate"] is not None else "n/a"
+    console.print(f"recorded {len(results)} episodes ({rep['successes']} successful, rate {rate}) to {out}")
+    lost_exit({"fleet": fleet})

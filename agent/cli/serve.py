@@ -1,0 +1,69 @@
+"""`embodia serve`: a robot policy over websocket + msgpack (openpi's protocol)."""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from embodia.agent.cli.app import DEFAULT_DEVICE, PolicyOpt, SizeOpt, app, console, fail, session
+from embodia.agent.cli.run import steered_by
+
+
+@app.command()
+def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "--device", "-d", help="device URI "
+                                                             "naming the body served (opened for its embodiment)"),
+          port: int = typer.Option(8000, "--port"),
+          host: str = typer.Option("127.0.0.1", "--host", help="0.0.0.0 serves other machines (set a key)"),
+          api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="require the key in this "
+                                                    "environment variable (default: $EMBODIA_API_KEY if set)"),
+          memory: Optional[str] = typer.Option(None, "--memory", help="success memory directory: steer with it "
+                                               "and add every reported success (saved at once and at exit)"),
+          max_message_mb: float = typer.Option(16.0, "--max-message-mb", help="larger messages close the "
+                                               "connection"),
+          threads: int = typer.Option(2, "--threads", min=1, help="torch CPU threads (calls run one at a time)"),
+          size: Optional[str] = SizeOpt):
+    """Serve a robot policy over websocket + msgpack (openpi's protocol; `openpi-client` works as is)."""
+    import asyncio
+    import os
+    import signal
+
+    from embodia.agent.serving.server import PolicyServer
+    from embodia.policies.ws_policy import DEFAULT_KEY_ENV
+    key = os.environ.get(api_key_env or DEFAULT_KEY_ENV)
+    if api_key_env and not key:
+        fail(f"--api-key-env {api_key_env}: ${api_key_env} is not set")
+    log_connections()
+    with session(device, policy, None, size, threads=threads) as (dev, pol):
+        steered = steered_by(pol, memory, device, None)
+        try:
+            server = PolicyServer(pol, dev.embodiment, spec=policy, api_key=key, memory_path=memory,
+                                  memory=steered.memory if memory else None,
+                                  namespace=steered.namespace if memory else None,
+                                  max_message_bytes=int(max_message_mb * 2 ** 20))
+        except ValueError as e:
+            fail(str(e))
+
+        def ready(s):
+            # a service manager's stop (SIGTERM) stops as cleanly as Ctrl-C
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, s.stop)
+            console.print(f"serving {policy} for {dev.embodiment.name} on ws://{host}:{s.port} "
+                          f"(health: http://{host}:{s.port}/healthz; "
+                          + ("API key required" if key else "no API key") + "); Ctrl-C stops", soft_wrap=True)
+        try:
+            asyncio.run(server.serve(host, port, on_ready=ready))
+        except OSError as e:
+            fail(f"cannot serve on {host}:{port}: {e}")
+        except KeyboardInterrupt:
+            pass
+    console.print("stopped" + (f"; memory saved to {memory}" if memory else ""), soft_wrap=True)
+
+
+def log_connections() -> None:
+    """Connections and refusals on the console; websockets' own chatter stays off."""
+    import logging
+
+    from rich.logging import RichHandler
+    log = logging.getLogger("embodia")
+    if not log.handlers:
+        log.addHandler(RichHandler(console=console, show_path=False))
+    log.setLevel(logging.INFO)
