@@ -12,7 +12,8 @@ Leaf package: numpy, faiss and the standard library only.
 if __name__ != "embodia.memory":     # the folder is the source of embodia.memory, never a package of its own
     raise ModuleNotFoundError(f"no module named {__name__!r}: import embodia.memory", name=__name__)
 from embodia.memory.config import MemoryConfig
-from embodia.memory.screen import ScreenMemory, ScreenMemoryConfig, ScreenRetrieval
+from embodia.memory.screen import ScreenMemory, ScreenRetrieval
+from embodia.memory.screen_config import ScreenMemoryConfig
 from embodia.memory.store import (
     SCHEMA_VERSION,
     MemoryFileError,

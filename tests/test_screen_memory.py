@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from embodia.devices import GuiAction, open_device
-from embodia.memory import MemoryFileError, MemoryMismatch
-from embodia.memory.screen import Featurizer, ScreenMemory, ScreenMemoryConfig, _bucket, canonical
+from embodia.memory import MemoryFileError, MemoryMismatch, ScreenMemory, ScreenMemoryConfig
+from embodia.memory.screen_keys import Featurizer, _bucket
+from embodia.memory.screen_refs import canonical
 from embodia.policies.gui.screen_memory import ScreenMemoryPolicy, default_namespace
 
 NS = "phone/turn-on"

@@ -174,7 +174,7 @@ SCREEN_ARMS = {"off": None, "online": {}, "no-values": {"values": "off"}}
 def screen_arm_factory(policy, device) -> Callable[..., object]:
     """`make(arm, stream=0)` for a GUI policy: the policy for "off", else a `ScreenMemoryPolicy`
     (replace mode) with a fresh `ScreenMemory` configured by `SCREEN_ARMS[arm]`."""
-    from embodia.memory.screen import ScreenMemory, ScreenMemoryConfig
+    from embodia.memory import ScreenMemory, ScreenMemoryConfig
     from embodia.policies.gui.screen_memory import ScreenMemoryPolicy
 
     def make(arm: str, stream: int = 0):

@@ -35,7 +35,8 @@ import math
 import re
 
 from embodia.devices import GuiAction, Policy, as_policy
-from embodia.memory.screen import ScreenMemory, ScreenRetrieval, canonical
+from embodia.memory.screen import ScreenMemory, ScreenRetrieval
+from embodia.memory.screen_refs import canonical
 
 MODES = ("replace", "rerank", "off")
 
