@@ -740,6 +740,19 @@ def mcp(transport: str = typer.Option("stdio", "--transport", help="stdio | http
         _fail(str(e))
 
 
+@app.command()
+def view(source: Path = typer.Argument(..., help="a GUI recording, a dataset, an eval report (.json), or a folder of "
+                                                 "GUI recordings (embodia mcp --record)"),
+         out: Optional[Path] = typer.Option(None, "--out", "-o", help="report folder (default: <source>-view)")):
+    """Write a self-contained HTML report (index.html + assets) to open in a browser."""
+    from embodia.agent.viewing import ViewError, build_view
+    try:
+        index = build_view(source, out)
+    except ViewError as e:
+        _fail(str(e))
+    console.print(f"open {index.resolve().as_uri()}", soft_wrap=True)
+
+
 def main():
     app()
 
