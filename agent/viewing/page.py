@@ -138,7 +138,7 @@ function renderGui(body, d) {
   const strip = el('div', {class: 'steps'});
   d.steps.forEach(s => strip.appendChild(stepCard(s, d.index)));
   if (d.final_image) {
-    const f = el('figure', {class: 'step final'}), sc = el('div', {class: 'screen'});
+    const f = el('figure', {class: 'step final', id: `ep-${d.index}-final`}), sc = el('div', {class: 'screen'});
     sc.appendChild(el('img', {loading: 'lazy', src: d.final_image.src, width: d.final_image.w, height: d.final_image.h, alt: 'final'}));
     f.appendChild(sc); f.appendChild(el('figcaption', {}, 'final screen')); strip.appendChild(f);
   }
@@ -211,7 +211,7 @@ def _summary(view: dict) -> str:
     eps = view["episodes"]
     verified = [e for e in eps if e["success"] is not None]
     ok = sum(bool(e["success"]) for e in verified)
-    parts = [f"<span>{len(eps)} episodes</span>"]
+    parts = [f"<span>{len(eps)} episodes</span>"] if eps or not view.get("report") else []
     if verified:
         parts.append(f"<span>success {ok}/{len(verified)} ({ok / len(verified):.0%})</span>")
     rep = view.get("report")
@@ -230,7 +230,8 @@ def _episode_row(e: dict) -> str:
     bits.append(f'<span class="muted">{e.get("steps") or 0} steps' + (f", seed {e['seed']}" if e.get("seed") is not None
                                                                       else "") + "</span>")
     if e.get("memory_steps"):
-        bits.append(f'<span class="memory">memory at {e["memory_steps"]} decisions</span>')
+        bits.append(f'<span class="memory">memory steered {e["memory_steered"]} of {e["memory_steps"]} '
+                    f'decisions</span>')
     if e.get("refused"):
         bits.append(f'<span class="gate">{e["refused"]} refused by the gate</span>')
     if e.get("error"):

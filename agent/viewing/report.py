@@ -119,6 +119,8 @@ def _gui_view(runs: list[Path], out: Path) -> dict:
                          "success": data["success"], "success_source": data["success_source"],
                          "steps": len(data["steps"]), "error": err, "file": file,
                          "memory_steps": sum(1 for s in data["steps"] if s.get("memory")),
+                         "memory_steered": sum(1 for s in data["steps"]
+                                               if (s.get("memory") or {}).get("source") in ("memory", "fused")),
                          "refused": sum(1 for s in data["steps"] if not s["executed"])})
     return {"kind": "gui", "title": f"{len(rows)} GUI episodes", "episodes": rows, "plots": []}
 
