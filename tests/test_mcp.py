@@ -217,3 +217,32 @@ def test_http_client_drives_the_desktop(xvfb, tk_form, http_server):
             assert done["safety"]["by"] == "user" and done["safety"]["allowed"] and len(yes.asked) == 1
             _json(await c.call_tool("close_device", {}))
     anyio.run(main)
+
+
+def test_run_task_reports_progress_and_stops_when_cancelled(tmp_path):
+    from embodia.agent.recording.dataset import LocalDataset
+
+    async def main():
+        async with Client(_stdio(tmp_path / "rec")) as c:
+            _json(await c.call_tool("open_device", {"uri": "sim:twogap-push", "seed": 0}))
+            second = anyio.Event()
+
+            async def on_progress(p, total, message):
+                if message.startswith("episode 2/"):
+                    second.set()
+            async with anyio.create_task_group() as tg:
+                async def call():
+                    await c.call_tool("run_task", {"policy": "expert", "episodes": 1000}, progress_callback=on_progress)
+                    raise AssertionError("1000 episodes ran: the cancel never arrived")
+                tg.start_soon(call)
+                with anyio.fail_after(20):
+                    await second.wait()
+                tg.cancel_scope.cancel()
+            # the server is free again (the episode loop stopped), and both episodes are on disk
+            with anyio.fail_after(10):
+                return _json(await c.call_tool("close_device", {}))
+    closed = anyio.run(main)
+    ds = LocalDataset(closed["record_dir"])
+    # cancelled during the second episode: it stops at its next step (a loaded machine may let it
+    # finish, or start one more), is saved, and nothing near the 1000 asked for ran
+    assert 2 <= ds.num_episodes <= 4 and ds.episodes[0]["success"] is True

@@ -239,7 +239,6 @@ class Hub:
 
     def open(self, key: str, uri: str, *, shift=None, size=None, seed=None) -> DeviceSession:
         from embodia.agent.loop.factory import make_device
-        from embodia.agent.evaluation.memory_eval import device_namespace   # noqa: F401 (fails early if broken)
         with self.lock:
             if key in self.sessions:
                 raise SessionError(f"this session already has {self.sessions[key].uri} open; close_device first")
