@@ -18,17 +18,20 @@ session may not know which body it is. ``allow`` is the unattended allow-list.
 >>> server.run("stdio")                                            # doctest: +SKIP
 """
 
+import asyncio
 import base64
 import io
 import json
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Optional, Union
 
 import anyio
+import anyio.lowlevel
 import numpy as np
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -50,11 +53,15 @@ class SessionError(ValueError):
 
 # -- one device session ----------------------------------------------------------------------------
 class DeviceSession:
-    """A device opened for one client, with its recorder and the episode of its manual steps."""
+    """A device opened for one client, with its recorder and the episode of its manual steps.
 
-    def __init__(self, key: str, uri: str, device, record_dir: Path | None, seed: int | None):
-        self.key, self.uri, self.device = key, uri, device
-        self.lock = threading.Lock()          # one call at a time drives the device
+    Every call on the device runs on the session's own thread (`executor`): a MuJoCo EGL context,
+    like most GUI toolkits, belongs to the thread that made it."""
+
+    def __init__(self, key: str, uri: str, device, record_dir: Path | None, seed: int | None,
+                 executor: ThreadPoolExecutor):
+        self.key, self.uri, self.device, self.executor = key, uri, device, executor
+        self.lock = threading.Lock()          # held while a call drives the device (idle reaping skips it)
         self.seed = seed
         self.obs = device.reset(seed)
         self.record_dir = record_dir
@@ -242,15 +249,23 @@ class Hub:
         with self.lock:
             if key in self.sessions:
                 raise SessionError(f"this session already has {self.sessions[key].uri} open; close_device first")
-        device = make_device(uri, shift=shift, size=size)
+        rec = None
+        if self.record_root is not None:
+            slug = "".join(c if c.isalnum() or c in "._-" else "-" for c in uri).strip("-")
+            rec = self.record_root / f"{slug}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        executor = ThreadPoolExecutor(1, thread_name_prefix="embodia-device")
+
+        def build():
+            device = make_device(uri, shift=shift, size=size)
+            try:
+                return DeviceSession(key, uri, device, rec, seed, executor)
+            except BaseException:
+                device.close()
+                raise
         try:
-            rec = None
-            if self.record_root is not None:
-                slug = "".join(c if c.isalnum() or c in "._-" else "-" for c in uri).strip("-")
-                rec = self.record_root / f"{slug}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-            s = DeviceSession(key, uri, device, rec, seed)
+            s = executor.submit(build).result()
         except BaseException:
-            device.close()
+            executor.shutdown(wait=False)
             raise
         with self.lock:
             self.sessions[key] = s
@@ -261,8 +276,14 @@ class Hub:
             s = self.sessions.pop(key, None)
         if s is None:
             raise SessionError("no device is open in this session")
-        with s.lock:
-            return s.close()
+
+        def close():
+            with s.lock:
+                return s.close()
+        try:
+            return s.executor.submit(close).result()
+        finally:
+            s.executor.shutdown(wait=False)
 
     def close_idle(self, idle_s: float) -> list[str]:
         now = time.monotonic()
@@ -281,6 +302,11 @@ class Hub:
                 self.close(k)
             except SessionError:
                 pass
+
+
+async def on_device(s: DeviceSession, fn):
+    """Run ``fn()`` on the session's device thread and wait for it without blocking the server."""
+    return await asyncio.wrap_future(s.executor.submit(fn))
 
 
 # -- asking the client -----------------------------------------------------------------------------
@@ -376,7 +402,7 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
         def work():
             with s.lock:
                 return observation_content(s, s.observe())
-        return await anyio.to_thread.run_sync(work)
+        return await on_device(s, work)
 
     async def ask(action: Union[str, dict, list], ctx: Context, session: Optional[str] = None):
         """The gate's question for a risky GUI action, when the client can answer one."""
@@ -413,7 +439,7 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
             with s.lock:
                 return s.act(a, gate)
         try:
-            return await anyio.to_thread.run_sync(work)
+            return await on_device(s, work)
         except RiskRefused as e:
             raise ToolError(f"refused, nothing executed: {e}") from None
         except (ActionError, ValueError) as e:
@@ -434,19 +460,20 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
         stop = threading.Event()
         done = threading.Event()
         can_ask = _can_elicit(ctx)
+        token = anyio.lowlevel.current_token()      # the device thread calls back into this event loop
 
         def confirm(decision: dict) -> bool:
             if not can_ask:
                 return False
             try:
-                ans = anyio.from_thread.run(ctx.elicit, _question(decision), Confirm)
+                ans = anyio.from_thread.run(ctx.elicit, _question(decision), Confirm, token=token)
             except Exception:        # no back-channel on this connection (2026-07-28), or it broke: No
                 return False
             return _accepted(ans)
 
         def progress(p, total, msg):
             try:
-                anyio.from_thread.run(ctx.report_progress, p, total, msg)
+                anyio.from_thread.run(ctx.report_progress, p, total, msg, token=token)
             except Exception:        # a client that went away does not stop the episode; cancel does
                 pass
 
@@ -458,7 +485,7 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
             finally:
                 done.set()
         try:
-            return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+            return await on_device(s, work)
         except anyio.get_cancelled_exc_class():
             stop.set()                # the loop stops at its next step and saves the episode
             with anyio.CancelScope(shield=True):
