@@ -153,3 +153,18 @@ def test_view_refuses_what_it_cannot_read(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ViewError, match="not a GUI recording"):
         build_view(tmp_path / "empty", tmp_path / "v2")
+
+
+def test_rerun_recording_of_a_gui_run(gui_run, tmp_path):
+    pytest.importorskip("rerun", reason="rerun-sdk is not installed (pip install 'embodia[rerun]')")
+    rrd = tmp_path / "run.rrd"
+    result = CliRunner().invoke(app, ["view", str(gui_run), "-o", str(tmp_path / "v"), "--rerun", str(rrd)])
+    assert result.exit_code == 0, result.output
+    rerun_cli = shutil.which("rerun")
+    if rerun_cli is None:
+        pytest.skip("no rerun command to read the file back")
+    assert subprocess.run([rerun_cli, "rrd", "verify", str(rrd)], capture_output=True).returncode == 0
+    printed = subprocess.run([rerun_cli, "rrd", "print", str(rrd)], capture_output=True, text=True).stdout
+    for i in range(3):
+        for entity in ("screen", "screen/action", "log"):
+            assert f"episode_{i:04d}/{entity}" in printed

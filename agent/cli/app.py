@@ -743,12 +743,17 @@ def mcp(transport: str = typer.Option("stdio", "--transport", help="stdio | http
 @app.command()
 def view(source: Path = typer.Argument(..., help="a GUI recording, a dataset, an eval report (.json), or a folder of "
                                                  "GUI recordings (embodia mcp --record)"),
-         out: Optional[Path] = typer.Option(None, "--out", "-o", help="report folder (default: <source>-view)")):
+         out: Optional[Path] = typer.Option(None, "--out", "-o", help="report folder (default: <source>-view)"),
+         rerun: Optional[Path] = typer.Option(None, "--rerun", help="also write a rerun recording (.rrd; needs "
+                                              "rerun-sdk) of a GUI recording or dataset")):
     """Write a self-contained HTML report (index.html + assets) to open in a browser."""
     from embodia.agent.viewing import ViewError, build_view
     try:
         index = build_view(source, out)
-    except ViewError as e:
+        if rerun:
+            from embodia.agent.viewing.rerun_log import log_to_rerun
+            console.print(f"{log_to_rerun(source, rerun)} episodes logged to {rerun} (open: rerun {rerun})")
+    except (ViewError, ValueError, ImportError) as e:
         _fail(str(e))
     console.print(f"open {index.resolve().as_uri()}", soft_wrap=True)
 
