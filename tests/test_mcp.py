@@ -246,3 +246,21 @@ def test_run_task_reports_progress_and_stops_when_cancelled(tmp_path):
     # cancelled during the second episode: it stops at its next step (a loaded machine may let it
     # finish, or start one more), is saved, and nothing near the 1000 asked for ran
     assert 2 <= ds.num_episodes <= 4 and ds.episodes[0]["success"] is True
+
+
+def test_robot_chunks_are_checked_before_they_run(tmp_path):
+    async def main():
+        async with Client(_stdio(tmp_path / "rec")) as c:
+            _json(await c.call_tool("open_device", {"uri": "sim:twogap-push", "seed": 0}))
+            obs = await c.call_tool("observe", {})
+            assert obs.content[0].type == "image" and len(json.loads(obs.content[-1].text)["state"]) == 10
+            for bad in ([[0.1, 0.2, 0.3]], [[0.1]], "[[0.1, NaN]]", "push left"):
+                r = await c.call_tool("act", {"action": bad})
+                assert r.is_error and "nothing executed" in r.content[0].text, bad
+            done = _json(await c.call_tool("act", {"action": [[0.5, 0.0], [5.0, -0.2]]}))   # 5.0 is clipped to 1
+            assert done["executed"] == 2 and done["steps"] == 2 and done["success"] is False
+            return _json(await c.call_tool("close_device", {}))
+    closed = anyio.run(main)
+    from embodia.agent.recording.dataset import LocalDataset
+    ep = LocalDataset(closed["record_dir"]).episode(0)
+    assert ep["action"].tolist() == [[0.5, 0.0], [1.0, pytest.approx(-0.2)]]
