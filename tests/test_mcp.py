@@ -264,3 +264,19 @@ def test_robot_chunks_are_checked_before_they_run(tmp_path):
     from embodia.agent.recording.dataset import LocalDataset
     ep = LocalDataset(closed["record_dir"]).episode(0)
     assert ep["action"].tolist() == [[0.5, 0.0], [1.0, pytest.approx(-0.2)]]
+
+
+def test_an_http_client_that_leaves_gets_its_device_closed_and_episode_saved(http_server, tmp_path):
+    async def main():
+        async with Client(http_server, mode="legacy") as c:
+            opened = _json(await c.call_tool("open_device", {"uri": "gui-sim:settings", "seed": 1}))
+            _json(await c.call_tool("act", {"action": {"type": "wait"}}))
+        return opened["record_dir"]
+    record_dir = anyio.run(main)
+    deadline = time.time() + 10                   # the session ends with the client's DELETE, not 15 min later
+    while time.time() < deadline:
+        eps = [read_gui_episode(p) for p in list_gui_episodes(record_dir)] if Path(record_dir).exists() else []
+        if eps and eps[0]["end"] is not None:
+            break
+        time.sleep(0.1)
+    assert len(eps) == 1 and eps[0]["end"] is not None and len(eps[0]["steps"]) == 1

@@ -4,8 +4,9 @@ Tools: ``list_devices``, ``open_device``, ``observe``, ``act``, ``run_task``, ``
 ``close_device``. Each client gets one device session: on stdio the process serves one client; over
 streamable HTTP the MCP session id names it, and a stateless connection (no session id; protocol
 2026-07-28) passes back the ``session`` that ``open_device`` returned. Everything the client does is
-recorded (a GUI step log or a LeRobot dataset under ``record_root``); closing the session, the
-client going away (stdio) or a session left idle (HTTP) closes the device and saves its episode.
+recorded (a GUI step log or a LeRobot dataset under ``record_root``); ``close_device``, the client
+going away (stdio EOF, an HTTP session's end) or a device left unused (stateless HTTP) closes the
+device and saves its episode.
 
 Actions are validated exactly as model replies are: a ``GuiAction`` dict, a model reply in any
 form `embodia.policies.gui.reply.parse_reply` reads, or a continuous chunk checked by
@@ -371,6 +372,23 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
         except SessionError as e:
             raise ToolError(str(e)) from None
 
+    def _close_with_connection(ctx, key: str, explicit: Optional[str]) -> None:
+        """An HTTP session's connection closing (the client's DELETE, the SDK's idle timeout) closes
+        its device and saves the episode. The SDK (2.3) gives MCPServer tools no public handle on
+        the connection's teardown stack, hence the guarded private attribute; without it, the idle
+        reaper does the same later."""
+        conn = getattr(getattr(ctx, "session", None), "_connection", None)
+        stack = getattr(conn, "exit_stack", None)
+        if explicit or stack is None or getattr(conn, "session_id", None) != key:
+            return
+
+        async def close():
+            try:
+                await anyio.to_thread.run_sync(hub.close, key)
+            except SessionError:
+                pass                    # closed by the client already
+        stack.push_async_callback(close)
+
     @server.tool()
     def list_devices() -> list[dict]:
         """Device schemes and the targets each can open (e.g. gui-sim apps, desktop displays, phones)."""
@@ -388,6 +406,7 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
             s = await anyio.to_thread.run_sync(lambda: hub.open(key, uri, shift=shift, size=size, seed=seed))
         except (SessionError, ValueError, FileNotFoundError, ImportError, OSError, RuntimeError) as e:
             raise ToolError(f"cannot open device {uri!r}: {e}") from None
+        _close_with_connection(ctx, key, session)
         return {"session": key, "device": uri, "embodiment": s.device.embodiment.prompt(),
                 "instruction": getattr(s.device, "instruction", "") or "",
                 "capabilities": sorted(s.device.capabilities),
