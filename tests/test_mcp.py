@@ -280,3 +280,18 @@ def test_an_http_client_that_leaves_gets_its_device_closed_and_episode_saved(htt
             break
         time.sleep(0.1)
     assert len(eps) == 1 and eps[0]["end"] is not None and len(eps[0]["steps"]) == 1
+
+
+def test_devices_left_unused_are_closed_and_saved(tmp_path):
+    from embodia.agent.serving.mcp import Hub
+    from embodia.agent.loop.safety import SafetyGate
+    from embodia.devices import GuiAction
+    hub = Hub(tmp_path / "rec", stateful=False)
+    old, fresh = hub.open("old", "gui-sim:settings", seed=0), hub.open("fresh", "gui-sim:settings", seed=1)
+    old.executor.submit(old.act, GuiAction("wait"), SafetyGate()).result()
+    old.used -= 3600
+    assert hub.close_idle(900) == ["old"] and list(hub.sessions) == ["fresh"]
+    eps = [read_gui_episode(p) for p in list_gui_episodes(old.record_dir)]
+    assert len(eps) == 1 and eps[0]["end"] is not None and len(eps[0]["steps"]) == 1
+    hub.close_all()
+    assert not hub.sessions
