@@ -35,8 +35,8 @@ def build_view(source, out=None) -> Path:
     if not src.exists():
         raise ViewError(f"{src}: no such file or directory")
     out = Path(out) if out else src.parent / f"{src.stem if src.is_file() else src.name}-view"
-    if out.resolve() == src.resolve() or src.resolve() in out.resolve().parents and src.is_file():
-        raise ViewError(f"choose an output folder outside {src}")
+    if out.resolve() == src.resolve():
+        raise ViewError(f"choose an output folder other than {src}")
     out.mkdir(parents=True, exist_ok=True)
     if src.is_file():
         view = _eval_view(src)
