@@ -168,3 +168,20 @@ def test_rerun_recording_of_a_gui_run(gui_run, tmp_path):
     for i in range(3):
         for entity in ("screen", "screen/action", "log"):
             assert f"episode_{i:04d}/{entity}" in printed
+
+
+@needs_chromium
+def test_a_folder_of_gui_runs_and_datasets(gui_run, tmp_path):
+    """What `embodia mcp --record` leaves: GUI recordings and robot datasets side by side."""
+    folder = tmp_path / "mcp"
+    shutil.copytree(gui_run, folder / "a-gui")
+    result = CliRunner().invoke(app, ["record", "-d", "sim:twogap-push", "-p", "expert", "-n", "2",
+                                      "-o", str(folder / "b-robot")])
+    assert result.exit_code == 0, result.output
+    dom = render(build_view(folder, tmp_path / "view"), "#open=all")
+    n_gui = len(list_gui_episodes(gui_run))
+    videos = [a for _, a, anc in dom.find("video") if any(x.get("id") in (f"ep-{n_gui}", f"ep-{n_gui + 1}")
+                                                          for _, x in anc)]
+    assert len(videos) == 2 and all(a["src"].endswith(".mp4") for a in videos)
+    assert len(dom.find("polyline", "channel")) == 2 * 2          # vx, vy per robot episode
+    assert {a["data-index"] for _, a, _ in dom.find("details", "episode")} == {str(i) for i in range(n_gui + 2)}

@@ -45,15 +45,25 @@ def build_view(source, out=None) -> Path:
     elif (src / "meta" / "info.json").exists():
         view = _dataset_view(src, out)
     else:
-        runs = sorted(p for p in src.iterdir() if p.is_dir() and is_gui_recording(p))
-        if not runs:
-            raise ViewError(f"{src}: not a GUI recording, a LeRobot dataset (meta/info.json), an eval report "
-                            f"(.json) or a folder of GUI recordings")
-        view = _gui_view(runs, out)
+        view = _folder_view(src, out)
     view["source"] = str(src)
     index = out / "index.html"
     index.write_text(page_html(view), encoding="utf-8")
     return index
+
+
+def _folder_view(src: Path, out: Path) -> dict:
+    """Every GUI recording and dataset directly under ``src`` (e.g. what `embodia mcp --record` saved)."""
+    rows: list = []
+    for p in sorted(p for p in src.iterdir() if p.is_dir()):
+        if is_gui_recording(p):
+            _gui_view([p], out, rows)
+        elif (p / "meta" / "info.json").exists():
+            _dataset_view(p, out, rows)
+    if not rows:
+        raise ViewError(f"{src}: not a GUI recording, a LeRobot dataset (meta/info.json), an eval report "
+                        f"(.json) or a folder of them")
+    return {"kind": "mixed", "title": f"{len(rows)} episodes from {src.name}", "episodes": rows, "plots": []}
 
 
 # -- assets ------------------------------------------------------------------------------------------
@@ -96,8 +106,8 @@ def _success_source(end: dict | None, meta: dict) -> str | None:
 
 
 # -- GUI recordings ------------------------------------------------------------------------------------
-def _gui_view(runs: list[Path], out: Path) -> dict:
-    rows = []
+def _gui_view(runs: list[Path], out: Path, rows: list | None = None) -> dict:
+    rows = [] if rows is None else rows
     for run in runs:
         for ep_dir in list_gui_episodes(run):
             i = len(rows)
@@ -164,7 +174,7 @@ def _reply_text(rec: dict) -> str | None:
 
 
 # -- LeRobot datasets (robot episodes) ------------------------------------------------------------------
-def _dataset_view(src: Path, out: Path) -> dict:
+def _dataset_view(src: Path, out: Path, rows: list | None = None) -> dict:
     from embodia.agent.recording.dataset import DatasetError, LocalDataset
     try:
         ds = LocalDataset(src)
@@ -174,9 +184,10 @@ def _dataset_view(src: Path, out: Path) -> dict:
     emb = ds.embodiment
     vkey = ds.video_keys[0] if ds.video_keys else None
     placed: dict[Path, str] = {}
-    rows = []
-    for i, row in enumerate(episodes):
-        ep = ds.episode(i)
+    rows = [] if rows is None else rows
+    for k, row in enumerate(episodes):
+        i = len(rows)                  # the report's numbering (several datasets: one after another)
+        ep = ds.episode(k)
         data = {"index": i, "kind": "robot", "task": ep["task"], "seed": ep["seed"], "success": ep["success"],
                 "success_source": _success_source({"success": ep["success"], "info": ep["info"]}, ep["meta"]),
                 "meta": ep["meta"], "end_info": ep["info"], "timing": ep["timing"], "fps": ds.fps,
@@ -186,12 +197,12 @@ def _dataset_view(src: Path, out: Path) -> dict:
             video = src / ds.info["video_path"].format(video_key=vkey, chunk_index=row[f"videos/{vkey}/chunk_index"],
                                                        file_index=row[f"videos/{vkey}/file_index"])
             if video not in placed:
-                placed[video] = f"assets/videos/{len(placed):06d}.mp4"
+                placed[video] = f"assets/videos/{i:06d}.mp4"
                 _place(video, out / placed[video])
             data["video"] = {"src": placed[video], "from": float(row.get(f"videos/{vkey}/from_timestamp") or 0.0),
                              "camera": vkey.rsplit(".", 1)[-1]}
         file = _write_episode(out, i, data)
-        rows.append({"index": i, "task": ep["task"], "seed": ep["seed"], "success": ep["success"],
+        rows.append({"index": i, "task": ep["task"], "seed": ep["seed"], "success": ep["success"], "run": src.name,
                      "success_source": data["success_source"], "steps": int(ep["length"]),
                      "error": (ep["info"] or {}).get("error"), "file": file})
     return {"kind": "robot", "title": f"{emb.name}: {len(rows)} episodes", "episodes": rows, "plots": []}
