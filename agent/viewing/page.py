@@ -175,8 +175,9 @@ function renderRobot(body, d) {
     read.textContent = `step ${t} (t=${(t / d.fps).toFixed(2)} s)\naction ${JSON.stringify(d.action[t])}\nstate  ${JSON.stringify(d.state[t])}`; };
   left.appendChild(scrubber(d.action.length, pick));
   row.appendChild(left); row.appendChild(right); body.appendChild(row);
-  const tm = d.timing || {};
-  body.appendChild(el('div', {class: 'timing muted'}, 'timing: ' + JSON.stringify(tm)));
+  const tm = d.timing || {}, ms = (k, x) => x && x.mean !== undefined ? `${k} ${x.mean.toFixed(2)} ms/step (p95 ${(x.p95 || 0).toFixed(2)})` : null;
+  const parts = [ms('policy', tm.policy_ms), ms('device', tm.device_ms), ms('between observations', tm.obs_interval_ms)].filter(Boolean);
+  body.appendChild(el('div', {class: 'timing muted'}, 'timing: ' + (parts.length ? parts.join(', ') : JSON.stringify(tm))));
   if (d.end_info && Object.keys(d.end_info).length) body.appendChild(el('div', {class: 'muted'}, 'info: ' + JSON.stringify(d.end_info)));
   pick(0);
 }
