@@ -214,3 +214,14 @@ def test_the_files_the_readme_names_exist():
     assert len(named) > 5
     missing = sorted(p for p in named if not (ROOT / p).exists())
     assert not missing, missing
+
+
+def test_every_package_folder_is_listed_in_pyproject():
+    """A wheel holds only the packages pyproject lists: a new subpackage must be added there."""
+    import tomllib
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {"embodia"}
+    for top in FOLDERS:
+        for init in (ROOT / top).rglob("__init__.py"):
+            found.add(".".join(["embodia", *init.parent.relative_to(ROOT).parts]))
+    assert found == listed, (sorted(found - listed), sorted(listed - found))

@@ -1,0 +1,27 @@
+"""`embodia view`: a self-contained HTML report of a run, a dataset or an eval report."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from embodia.agent.cli.app import app, console, fail
+
+
+@app.command()
+def view(source: Path = typer.Argument(..., help="a GUI recording, a dataset, an eval report (.json), or a folder of "
+                                                 "GUI recordings (embodia mcp --record)"),
+         out: Optional[Path] = typer.Option(None, "--out", "-o", help="report folder (default: <source>-view)"),
+         rerun: Optional[Path] = typer.Option(None, "--rerun", help="also write a rerun recording (.rrd; needs "
+                                              "rerun-sdk) of a GUI recording or dataset")):
+    """Write a self-contained HTML report (index.html + assets) to open in a browser."""
+    from embodia.agent.viewing import ViewError, build_view
+    try:
+        index = build_view(source, out)
+        if rerun:
+            from embodia.agent.viewing.rerun_log import log_to_rerun
+            console.print(f"{log_to_rerun(source, rerun)} episodes logged to {rerun} (open: rerun {rerun})")
+    except (ViewError, ValueError, ImportError) as e:
+        fail(str(e))
+    console.print(f"open {index.resolve().as_uri()}", soft_wrap=True)

@@ -1,0 +1,597 @@
+"""`embodia mcp`: devices and the agent as MCP tools (the official `mcp` SDK; stdio or streamable HTTP).
+
+Tools: ``list_devices``, ``open_device``, ``observe``, ``act``, ``run_task``, ``memory_stats``,
+``close_device``. Each client gets one device session: on stdio the process serves one client; over
+streamable HTTP the MCP session id names it, and a stateless connection (no session id; protocol
+2026-07-28) passes back the ``session`` that ``open_device`` returned. Everything the client does is
+recorded (a GUI step log or a LeRobot dataset under ``record_root``); ``close_device``, the client
+going away (stdio EOF, an HTTP session's end) or a device left unused (stateless HTTP) closes the
+device and saves its episode.
+
+Actions are validated exactly as model replies are: a ``GuiAction`` dict, a model reply in any
+form `embodia.policies.gui.reply.parse_reply` reads, or a continuous chunk checked by
+`check_chunk`; an invalid one is a tool error and nothing runs. GUI actions then pass the safety
+gate (`embodia.agent.loop.safety`): a risky one asks the client (MCP elicitation) when it can
+answer, and is refused otherwise. The gate here asks on simulators too: the client driving a
+session may not know which body it is. ``allow`` is the unattended allow-list.
+
+>>> server = build_server(allow=(), record_root="runs/mcp")       # doctest: +SKIP
+>>> server.run("stdio")                                            # doctest: +SKIP
+"""
+
+import asyncio
+import base64
+import io
+import json
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, Optional, Union
+
+import anyio
+import anyio.lowlevel
+import numpy as np
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.resolve import Elicit, Resolve
+from mcp.types import ImageContent, TextContent
+
+from embodia.agent.loop.safety import RiskRefused, SafetyGate, classify
+from embodia.devices import ActionError, GuiAction, as_policy, check_chunk
+
+MAX_REPLY_CHARS = 64 * 1024
+MAX_CHUNK_ROWS = 1024
+IDLE_CLOSE_S = 900.0             # an HTTP session unused this long is closed and saved
+
+
+class SessionError(ValueError):
+    """A tool call the session cannot serve (no device open, unknown session...)."""
+
+
+# -- one device session ----------------------------------------------------------------------------
+class DeviceSession:
+    """A device opened for one client, with its recorder and the episode of its manual steps.
+
+    Every call on the device runs on the session's own thread (`executor`): a MuJoCo EGL context,
+    like most GUI toolkits, belongs to the thread that made it."""
+
+    def __init__(self, key: str, uri: str, device, record_dir: Path | None, seed: int | None,
+                 executor: ThreadPoolExecutor):
+        self.key, self.uri, self.device, self.executor = key, uri, device, executor
+        self.lock = threading.Lock()          # held while a call drives the device (idle reaping skips it)
+        self.seed = seed
+        self.obs = device.reset(seed)
+        self.record_dir = record_dir
+        self.recorder = _recorder(record_dir, device) if record_dir else None
+        self.ep = None
+        self.steps = 0
+        self.used = time.monotonic()
+
+    @property
+    def gui(self) -> bool:
+        return self.device.embodiment.is_gui
+
+    def observe(self) -> "Any":
+        self.obs = self.device.observe()
+        return self.obs
+
+    def _episode(self):
+        if self.ep is None and self.recorder is not None:
+            self.ep = self.recorder.begin_episode(task=getattr(self.device, "instruction", "") or "",
+                                                  seed=self.seed, meta={"device": self.uri, "policy": "mcp"})
+        return self.ep
+
+    def act(self, action, gate: SafetyGate) -> dict:
+        """Run a validated action (a GuiAction, or a [H, D] chunk); the gate's refusal is recorded."""
+        obs = self.obs
+        if isinstance(action, GuiAction):
+            decision = gate.check(action, tree=obs.ui_tree, screen=obs.screen)
+            extra = {"safety": decision} if decision["risk"] is not None else None
+            if not decision["allowed"]:
+                ep = self._episode()
+                if ep is not None:
+                    ep.add_step(obs, action, {"policy_ms": 0.0}, {**extra, "executed": False})
+                raise RiskRefused(decision)
+            rows = [action]
+        else:
+            extra, rows = None, list(action)
+        for a in rows:
+            t0 = time.perf_counter()
+            executed = self.device.act(a)
+            next_obs = self.device.observe()
+            timing = {"policy_ms": 0.0, "device_ms": (time.perf_counter() - t0) * 1e3}
+            ep = self._episode()
+            if ep is not None:
+                ep.add_step(obs, executed, timing, extra) if self.gui else ep.add_step(obs, executed, timing)
+            obs = self.obs = next_obs
+            self.steps += 1
+        out = {"executed": len(rows), "steps": self.steps}
+        if isinstance(action, GuiAction) and extra:
+            out["safety"] = extra["safety"]
+        if "success" in self.device.capabilities:
+            out["success"] = bool(self.device.success())
+        if getattr(self.device, "done", False):
+            out["done"] = True
+        return out
+
+    def end_episode(self) -> int | None:
+        """Save the manual episode (if any step ran); returns its index in the recording."""
+        ep, self.ep = self.ep, None
+        if ep is None:
+            return None
+        ok = bool(self.device.success()) if "success" in self.device.capabilities else None
+        info = {"steps": ep.num_steps, "source": "mcp"}
+        if self.gui:
+            return self.recorder.end_episode(ep, success=ok, info=info, final_obs=self.obs)
+        return self.recorder.end_episode(ep, success=bool(ok), info=info,
+                                         final_state=np.asarray(self.obs.state, np.float32))
+
+    def close(self) -> dict:
+        index = None
+        try:
+            index = self.end_episode()
+        finally:
+            try:
+                if self.recorder is not None:
+                    self.recorder.close()
+            finally:
+                self.device.close()
+        return {"closed": self.uri, "saved_episode": index,
+                "record_dir": str(self.record_dir) if self.record_dir else None}
+
+
+def _recorder(path: Path, device):
+    from embodia.agent.recording.recorder import open_recorder
+    return open_recorder(path, device.embodiment)
+
+
+# -- validation: the same rules as model replies ---------------------------------------------------
+def parse_action(action: Union[str, dict, list], device) -> "GuiAction | np.ndarray":
+    """A tool's ``action`` argument -> a GuiAction (GUI bodies) or a checked float32[H, D] chunk.
+
+    >>> from embodia.devices import open_device
+    >>> with open_device("gui-sim:settings") as d:
+    ...     parse_action('{"type": "click", "point": [500, 500]}', d).type
+    'click'
+    """
+    emb = device.embodiment
+    if emb.is_gui:
+        from embodia.policies.gui.reply import ReplyParseError, parse_reply
+        if isinstance(action, dict):
+            try:
+                return GuiAction.from_dict(action)
+            except (ActionError, TypeError) as e:
+                raise ActionError(f"invalid GUI action: {e}") from None
+        if not isinstance(action, str):
+            raise ActionError(f"{emb.name} takes a GUI action (an object or a reply text), not {type(action).__name__}")
+        if len(action) > MAX_REPLY_CHARS:
+            raise ActionError(f"action text longer than {MAX_REPLY_CHARS} characters")
+        try:
+            return parse_reply(action, screen=getattr(device.observe(), "screen", None))
+        except ReplyParseError as e:
+            raise ActionError(f"invalid GUI action: {e}") from None
+    if isinstance(action, str):
+        try:
+            action = json.loads(action)
+        except ValueError:
+            raise ActionError(f"{emb.name} takes a continuous action chunk [[...], ...], got text") from None
+    if not isinstance(action, list) or len(action) > MAX_CHUNK_ROWS:
+        raise ActionError(f"{emb.name} takes a list of at most {MAX_CHUNK_ROWS} action rows of "
+                          f"{emb.action_dim} numbers")
+    try:
+        return check_chunk(action, emb)
+    except (TypeError, ValueError) as e:
+        raise ActionError(str(e)) from None
+
+
+# -- content ---------------------------------------------------------------------------------------
+def png_b64(img: np.ndarray) -> str:
+    from PIL import Image
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(img, dtype=np.uint8)).save(buf, "PNG", compress_level=1)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def observation_content(session: DeviceSession, obs) -> list:
+    """The observation as MCP content: each camera/screen as an image, then one JSON text block
+    (instruction, embodiment prompt, screen, UI tree, state)."""
+    dev = session.device
+    facts = {"session": session.key, "device": session.uri, "instruction": getattr(dev, "instruction", "") or "",
+             "embodiment_prompt": dev.embodiment.prompt(), "steps": session.steps}
+    if obs.screen is not None:
+        facts["screen"] = {"width": obs.screen.width, "height": obs.screen.height,
+                           "pixel_ratio": obs.screen.pixel_ratio, "coords": "0..1000"}
+    if obs.ui_tree is not None:
+        facts["ui_tree"] = obs.ui_tree
+    if obs.state is not None and len(obs.state):
+        facts["state"] = np.asarray(obs.state, np.float64).round(5).tolist()
+    blocks = [ImageContent(type="image", data=png_b64(img), mime_type="image/png") for img in obs.images.values()]
+    return blocks + [TextContent(type="text", text=json.dumps(facts, default=str))]
+
+
+# -- the sessions of all clients -------------------------------------------------------------------
+class Hub:
+    """Device sessions by client key; closing saves each episode."""
+
+    def __init__(self, record_root: Path | None, stateful: bool):
+        self.record_root = Path(record_root) if record_root else None
+        self.stateful = stateful          # stdio: the process serves exactly one client
+        self.sessions: dict[str, DeviceSession] = {}
+        self.lock = threading.Lock()
+
+    def key(self, ctx, session: str | None, *, new: bool = False) -> str:
+        if session:
+            return session
+        hdr = (getattr(ctx, "headers", None) or {}).get("mcp-session-id")
+        if hdr:
+            return hdr
+        if self.stateful:
+            return "stdio"
+        if new:
+            return uuid.uuid4().hex[:16]
+        raise SessionError("this connection has no MCP session (stateless HTTP): pass the `session` "
+                           "that open_device returned")
+
+    def get(self, key: str) -> DeviceSession:
+        with self.lock:
+            s = self.sessions.get(key)
+        if s is None:
+            raise SessionError("no device is open in this session; call open_device first")
+        s.used = time.monotonic()
+        return s
+
+    def open(self, key: str, uri: str, *, shift=None, size=None, seed=None) -> DeviceSession:
+        from embodia.agent.loop.factory import make_device
+        with self.lock:
+            if key in self.sessions:
+                raise SessionError(f"this session already has {self.sessions[key].uri} open; close_device first")
+        rec = None
+        if self.record_root is not None:
+            slug = "".join(c if c.isalnum() or c in "._-" else "-" for c in uri).strip("-")
+            rec = self.record_root / f"{slug}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        executor = ThreadPoolExecutor(1, thread_name_prefix="embodia-device")
+
+        def build():
+            device = make_device(uri, shift=shift, size=size)
+            try:
+                return DeviceSession(key, uri, device, rec, seed, executor)
+            except BaseException:
+                device.close()
+                raise
+        try:
+            s = executor.submit(build).result()
+        except BaseException:
+            executor.shutdown(wait=False)
+            raise
+        with self.lock:
+            self.sessions[key] = s
+        return s
+
+    def close(self, key: str) -> dict:
+        with self.lock:
+            s = self.sessions.pop(key, None)
+        if s is None:
+            raise SessionError("no device is open in this session")
+
+        def close():
+            with s.lock:
+                return s.close()
+        try:
+            return s.executor.submit(close).result()
+        finally:
+            s.executor.shutdown(wait=False)
+
+    def close_idle(self, idle_s: float) -> list[str]:
+        now = time.monotonic()
+        with self.lock:
+            stale = [k for k, s in self.sessions.items() if now - s.used > idle_s and not s.lock.locked()]
+        for k in stale:
+            try:
+                self.close(k)
+            except SessionError:
+                pass
+        return stale
+
+    def close_all(self) -> None:
+        for k in list(self.sessions):
+            try:
+                self.close(k)
+            except SessionError:
+                pass
+
+
+async def on_device(s: DeviceSession, fn):
+    """Run ``fn()`` on the session's device thread and wait for it without blocking the server."""
+    return await asyncio.wrap_future(s.executor.submit(fn))
+
+
+# -- asking the client -----------------------------------------------------------------------------
+def _can_elicit(ctx) -> bool:
+    caps = getattr(ctx, "client_capabilities", None)
+    return bool(caps is not None and getattr(caps, "elicitation", None) is not None)
+
+
+def _confirm_model():
+    from pydantic import BaseModel, Field
+
+    class Confirm(BaseModel):
+        confirm: bool = Field(description="execute this risky action?")
+    return Confirm
+
+
+def _question(decision: dict) -> str:
+    return (f"Risky action ({decision['risk']}): {decision['evidence']}. Action: "
+            f"{json.dumps(decision['action'])}. Execute it?")
+
+
+def _accepted(answer) -> bool:
+    data = getattr(answer, "data", answer)       # AcceptedElicitation or the unwrapped model
+    return getattr(answer, "action", "accept") == "accept" and bool(getattr(data, "confirm", False))
+
+
+# -- the server --------------------------------------------------------------------------------------
+def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: Optional[str] = None,
+                 stateful: bool = True, idle_close_s: float = IDLE_CLOSE_S):
+    """The MCPServer with embodia's tools. ``stateful``: the transport serves one client (stdio)."""
+    SafetyGate(allow)                      # an unknown class fails now, not at the first risky action
+    hub = Hub(record_root, stateful)
+    Confirm = _confirm_model()
+    server_memory = memory
+
+    @asynccontextmanager
+    async def lifespan(_server):
+        async with anyio.create_task_group() as tg:
+            async def reaper():
+                while True:
+                    await anyio.sleep(min(30.0, idle_close_s))
+                    await anyio.to_thread.run_sync(hub.close_idle, idle_close_s)
+            if not stateful:
+                tg.start_soon(reaper)
+            try:
+                yield {"hub": hub}
+            finally:
+                tg.cancel_scope.cancel()
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(hub.close_all)     # the client left: close and save
+
+    server = MCPServer("embodia", instructions=(
+        "Drive embodia devices: open_device (e.g. gui-sim:settings, desktop:, android:<serial>, "
+        "sim:twogap-push), observe, act (a GUI action object such as {\"type\": \"click\", \"point\": "
+        "[x, y]} with x, y in 0..1000 of the screen, or a model reply; robots: a chunk [[...], ...]), "
+        "run_task (a policy runs the episode), memory_stats, close_device."), lifespan=lifespan)
+    server.hub = hub
+
+    def _session(ctx, session):
+        try:
+            return hub.get(hub.key(ctx, session))
+        except SessionError as e:
+            raise ToolError(str(e)) from None
+
+    def _close_with_connection(ctx, key: str, explicit: Optional[str]) -> None:
+        """An HTTP session's connection closing (the client's DELETE, the SDK's idle timeout) closes
+        its device and saves the episode. The SDK (2.3) gives MCPServer tools no public handle on
+        the connection's teardown stack, hence the guarded private attribute; without it, the idle
+        reaper does the same later."""
+        conn = getattr(getattr(ctx, "session", None), "_connection", None)
+        stack = getattr(conn, "exit_stack", None)
+        if explicit or stack is None or getattr(conn, "session_id", None) != key:
+            return
+
+        async def close():
+            try:
+                await anyio.to_thread.run_sync(hub.close, key)
+            except SessionError:
+                pass                    # closed by the client already
+        stack.push_async_callback(close)
+
+    @server.tool()
+    def list_devices() -> list[dict]:
+        """Device schemes and the targets each can open (e.g. gui-sim apps, desktop displays, phones)."""
+        from embodia.devices import available
+        return [{"scheme": r["scheme"] + ":", "description": r["description"], "targets": r["targets"],
+                 "error": r["error"]} for r in available()]
+
+    @server.tool()
+    async def open_device(uri: str, ctx: Context, seed: Optional[int] = None, shift: Optional[str] = None,
+                          size: Optional[str] = None, session: Optional[str] = None) -> dict:
+        """Open a device by URI for this client (one at a time) and reset it; returns its embodiment,
+        the task instruction and the `session` (pass it back only on stateless HTTP connections)."""
+        key = hub.key(ctx, session, new=True)
+        try:
+            s = await anyio.to_thread.run_sync(lambda: hub.open(key, uri, shift=shift, size=size, seed=seed))
+        except (SessionError, ValueError, FileNotFoundError, ImportError, OSError, RuntimeError) as e:
+            raise ToolError(f"cannot open device {uri!r}: {e}") from None
+        _close_with_connection(ctx, key, session)
+        return {"session": key, "device": uri, "embodiment": s.device.embodiment.prompt(),
+                "instruction": getattr(s.device, "instruction", "") or "",
+                "capabilities": sorted(s.device.capabilities),
+                "record_dir": str(s.record_dir) if s.record_dir else None}
+
+    @server.tool()
+    async def observe(ctx: Context, session: Optional[str] = None) -> list:
+        """The current observation: the screen or camera images, then the UI tree, the embodiment
+        prompt and the instruction as JSON."""
+        s = _session(ctx, session)
+
+        def work():
+            with s.lock:
+                return observation_content(s, s.observe())
+        return await on_device(s, work)
+
+    async def ask(action: Union[str, dict, list], ctx: Context, session: Optional[str] = None):
+        """The gate's question for a risky GUI action, when the client can answer one."""
+        if not _can_elicit(ctx):
+            return None
+        try:
+            s = hub.get(hub.key(ctx, session))
+            a = parse_action(action, s.device)
+        except (SessionError, ActionError):
+            return None                       # the tool body reports it
+        if not isinstance(a, GuiAction):
+            return None
+        risk, evidence = classify(a, s.obs.ui_tree, s.obs.screen)
+        if risk is None or risk in SafetyGate(allow).allow:
+            return None
+        return Elicit(_question({"risk": risk, "evidence": evidence, "action": a.to_dict()}), Confirm)
+
+    @server.tool()
+    async def act(action: Union[dict, str, list[list[float]]], ctx: Context, session: Optional[str] = None,
+                  answer: Annotated[Optional[Any], Resolve(ask)] = None) -> dict:
+        """Execute one action. GUI bodies: a GuiAction object ({"type": "click", "point": [x, y]},
+        0..1000 of the screen; or "element": <ui_tree index>) or a model reply text in any form
+        embodia parses; robots: a chunk [[a1..aD], ...] within the channel limits. Invalid actions
+        are refused unexecuted; risky ones need the client's confirmation."""
+        s = _session(ctx, session)
+        try:
+            a = parse_action(action, s.device)
+        except ActionError as e:
+            raise ToolError(f"refused, nothing executed: {e}") from None
+        # the client's answer decides ("user"); no answer (it cannot elicit) is No ("default-no")
+        gate = SafetyGate(allow, confirm=(lambda d: _accepted(answer)) if answer is not None else None)
+
+        def work():
+            with s.lock:
+                return s.act(a, gate)
+        try:
+            return await on_device(s, work)
+        except RiskRefused as e:
+            raise ToolError(f"refused, nothing executed: {e}") from None
+        except (ActionError, ValueError) as e:
+            raise ToolError(f"the device refused the action: {e}") from None
+
+    @server.tool()
+    async def run_task(ctx: Context, policy: str = "expert", instruction: Optional[str] = None,
+                       episodes: int = 1, seed: Optional[int] = None, max_steps: Optional[int] = None,
+                       memory: Optional[str] = None, session: Optional[str] = None) -> dict:
+        """Let a policy run episodes on the open device (expert, embodia-tiny, a checkpoint path,
+        openai:<model>...), optionally steered by a success memory directory that learns from each
+        verified success. Progress comes as progress notifications; cancelling stops the episode
+        and saves it."""
+        s = _session(ctx, session)
+        memory = memory or server_memory
+        if not 1 <= episodes <= 1000:
+            raise ToolError("episodes must be in 1..1000")
+        stop = threading.Event()
+        done = threading.Event()
+        can_ask = _can_elicit(ctx)
+        token = anyio.lowlevel.current_token()      # the device thread calls back into this event loop
+
+        def confirm(decision: dict) -> bool:
+            if not can_ask:
+                return False
+            try:
+                ans = anyio.from_thread.run(ctx.elicit, _question(decision), Confirm, token=token)
+            except Exception:        # no back-channel on this connection (2026-07-28), or it broke: No
+                return False
+            return _accepted(ans)
+
+        def progress(p, total, msg):
+            try:
+                anyio.from_thread.run(ctx.report_progress, p, total, msg, token=token)
+            except Exception:        # a client that went away does not stop the episode; cancel does
+                pass
+
+        def work():
+            try:
+                with s.lock:
+                    return _run_task(s, policy, instruction, episodes, seed, max_steps, memory,
+                                     SafetyGate(allow, confirm=confirm), stop, progress)
+            finally:
+                done.set()
+        try:
+            return await on_device(s, work)
+        except anyio.get_cancelled_exc_class():
+            stop.set()                # the loop stops at its next step and saves the episode
+            with anyio.CancelScope(shield=True):
+                while not done.is_set():
+                    await anyio.sleep(0.02)
+            raise
+        except (ValueError, FileNotFoundError) as e:
+            raise ToolError(str(e)) from None
+
+    @server.tool()
+    def memory_stats(path: Optional[str] = None) -> dict:
+        """Entries, episodes, merges and deletions per namespace of a success-memory directory
+        (default: the server's --memory)."""
+        path = path or server_memory
+        if not path:
+            raise ToolError("no memory directory given (and the server has no --memory)")
+        try:
+            return {"path": path, "namespaces": load_memory_stats(Path(path))}
+        except (OSError, ValueError, KeyError) as e:
+            raise ToolError(f"cannot read memory {path}: {e}") from None
+
+    @server.tool()
+    async def close_device(ctx: Context, session: Optional[str] = None) -> dict:
+        """Close this session's device; its episode is saved."""
+        try:
+            key = hub.key(ctx, session)
+            return await anyio.to_thread.run_sync(hub.close, key)
+        except SessionError as e:
+            raise ToolError(str(e)) from None
+
+    return server
+
+
+def _run_task(s: DeviceSession, policy_spec, instruction, episodes, seed, max_steps, memory, gate, stop,
+              progress) -> dict:
+    """Episodes of a policy on the session's device (the manual episode is saved first)."""
+    from embodia.agent.loop.episode import run_episode
+    from embodia.agent.loop.factory import make_policy, with_memory
+    s.end_episode()
+    pol = make_policy(policy_spec, s.device)
+    steered = with_memory(pol, memory, s.uri, s.device) if memory else None
+    seed = s.seed if seed is None else seed
+    limit = max_steps or getattr(s.device, "max_steps", None) or 1000
+    rows = []
+    try:
+        for i in range(episodes):
+            def on_step(t, obs, action, next_obs, i=i):
+                progress(i * limit + t + 1, episodes * limit, f"episode {i + 1}/{episodes}, step {t + 1}")
+                return stop.is_set()
+            r = run_episode(s.device, steered or pol, seed=None if seed is None else seed + i,
+                            instruction=instruction, max_steps=max_steps, recorder=s.recorder,
+                            episode_meta={"device": s.uri, "policy": policy_spec}, gate=gate, on_step=on_step)
+            rows.append({"seed": r.seed, "success": r.success, "steps": r.steps, "error": r.error,
+                         "instruction": r.instruction, "episode_index": r.episode_index,
+                         "policy_ms": round(r.timing["policy_s"] * 1e3, 1),
+                         "device_ms": round(r.timing["device_s"] * 1e3, 1)})
+            if stop.is_set():
+                break
+    finally:
+        if steered is not None:
+            steered.memory.save(memory)
+        as_policy(pol).close()
+    s.obs = s.device.observe()
+    verified = [r for r in rows if r["success"] is not None]
+    return {"episodes": rows, "successes": sum(bool(r["success"]) for r in rows),
+            "verified": len(verified), "cancelled": stop.is_set(),
+            "record_dir": str(s.record_dir) if s.record_dir else None}
+
+
+def load_memory_stats(path: Path) -> dict:
+    """`stats()` of a memory directory, robot (SuccessMemory) or screen (ScreenMemory) alike."""
+    meta = json.loads((path / "meta.json").read_text())
+    if "encoder_id" in meta:
+        from embodia.memory import SuccessMemory
+        mem = SuccessMemory.load(path, encoder_id=meta["encoder_id"], normalizer_hash=meta["normalizer_hash"])
+    else:
+        from embodia.memory import ScreenMemory
+        mem = ScreenMemory.load(path)
+    return mem.stats()
+
+
+def serve(*, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765, allow=(),
+          record_root: Optional[str] = "runs/mcp", memory: Optional[str] = None) -> None:
+    """Run the server until the client leaves (stdio) or Ctrl-C (HTTP); every device is closed and saved."""
+    if transport not in ("stdio", "http"):
+        raise ValueError(f"transport must be stdio or http, got {transport!r}")
+    server = build_server(allow=allow, record_root=record_root, memory=memory, stateful=transport == "stdio")
+    if transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=host, port=port)
