@@ -1,4 +1,5 @@
-"""Every threshold of the screen memory in one dataclass, with the reason for each default (ARCHITECTURE.md section 5.10)."""
+"""Every threshold of the screen memory in one dataclass, with the reason for each default
+(ARCHITECTURE.md section 5.10)."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,4 +1,5 @@
-"""The screen memory's key: a hashing-trick featurizer of the instruction template, the visible elements and the page name."""
+"""The screen memory's key: a hashing-trick featurizer of the instruction template, the visible
+elements and the page name."""
 from __future__ import annotations
 
 import hashlib

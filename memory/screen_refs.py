@@ -1,4 +1,6 @@
-"""What a screen-memory entry remembers of an action: slot values abstracted to placeholders, the element as a reference (role, text, id) that survives layout changes, and the action's canonical form."""
+"""What a screen-memory entry remembers of an action: slot values abstracted to placeholders, the
+element as a reference (role, text, id) that survives layout changes, and the action's canonical
+form."""
 from __future__ import annotations
 
 import math

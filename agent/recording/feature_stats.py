@@ -1,4 +1,5 @@
-"""The statistics LeRobot keeps in meta/stats.json (min, max, mean, std, count and quantiles), per episode and pooled, and the timing summary of an episode."""
+"""The statistics LeRobot keeps in meta/stats.json (min, max, mean, std, count and quantiles), per
+episode and pooled, and the timing summary of an episode."""
 from __future__ import annotations
 
 import math

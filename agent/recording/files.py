@@ -1,4 +1,5 @@
-"""JSON without pickle, and atomic files: written to a temp file in the same folder, fsynced, then os.replace'd."""
+"""JSON without pickle, and atomic files: written to a temp file in the same folder, fsynced, then
+os.replace'd."""
 from __future__ import annotations
 
 import dataclasses

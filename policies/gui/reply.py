@@ -89,27 +89,24 @@ import math
 import re
 from typing import Iterable, NoReturn
 
-from embodia.devices.actions import GUI_ACTION_TYPES, SCROLL_DIRECTIONS, SYSTEM_BUTTONS, ActionError, GuiAction
+from embodia.devices.actions import ActionError, GuiAction
 from embodia.devices.coords import SPACES, convert
-
-MAX_REPLY_CHARS = 64 * 1024
-CENTRE = (500.0, 500.0)        # where a scroll without a point happens
-MAX_ACTIONS = 8                # candidate actions in one reply before we stop reading
-_MAX_ARGS = 8
-_MAX_KEYS = 8
-_MAX_INDEX = 1_000_000
-_MAX_SECONDS = 60.0            # GuiAction.duration_ms allows up to 60 s
-
-
-class ReplyParseError(ValueError):
-    """A model reply that yields no executable `GuiAction`.
-
-    ``problem`` says what was wrong, ``excerpt`` quotes the part of the reply it was found in.
-    """
-
-    def __init__(self, problem: str, excerpt: str = ""):
-        self.problem, self.excerpt = problem, excerpt
-        super().__init__(f"{problem}; reply: {excerpt!r}" if excerpt else problem)
+from embodia.policies.gui.reply_calls import CallForms
+from embodia.policies.gui.reply_common import (
+    _MAX_KEYS,
+    _TAGGED,
+    _VERB,
+    _WS,
+    MAX_ACTIONS,
+    MAX_REPLY_CHARS,
+    ReplyParseError,
+    _brief,
+    _excerpt,
+    _fmt,
+    _show,
+    _size_ok,
+)
+from embodia.policies.gui.reply_json import _DECODER, JsonForms
 
 
 def parse_reply(text: str, *, coords: str = "norm1000", screen=None, image=None) -> GuiAction:
@@ -130,7 +127,7 @@ def parse_reply(text: str, *, coords: str = "norm1000", screen=None, image=None)
     >>> parse_reply("Action: click(start_box='(1200,40)')")
     Traceback (most recent call last):
     ...
-    embodia.policies.gui.reply.ReplyParseError: point (1200, 40) is outside the 0..1000 screen; reply: "click(start_box='(1200,40)')"
+    embodia.policies.gui.reply_common.ReplyParseError: point (1200, 40) is outside the 0..1000 screen; reply: "click(start_box='(1200,40)')"
     """
     return _Reader(coords, screen, image).parse(text)
 
@@ -152,44 +149,9 @@ def parse_replies(texts: Iterable[str], *, coords: str = "norm1000", screen=None
     return out
 
 
-# -- vocabularies ------------------------------------------------------------------------------------
-_MOBILE_USE = frozenset({"key", "click", "long_press", "swipe", "type", "answer", "system_button",
-                         "open", "wait", "terminate"})
-_COMPUTER_USE = frozenset({"key", "type", "left_click", "left_click_drag", "right_click",
-                           "double_click", "scroll", "hscroll", "wait", "terminate", "answer"})
-_TOOLS = {"mobile_use": _MOBILE_USE, "computer_use": _COMPUTER_USE}
-_NOT_EXPRESSIBLE = {   # names in the schemas above that no GuiAction means; refused, never approximated
-    "mouse_move": "it only moves the pointer", "hover": "it only moves the pointer",
-    "middle_click": "GuiAction has no middle button", "triple_click": "GuiAction has no triple click",
-    "interact": "it asks the user, which is not a device action",
-    "call_user": "it asks the user, which is not a device action",
-    "keydown": "GuiAction presses whole key combinations", "keyup": "GuiAction presses whole key combinations",
-}
-_CALLS = {   # UI-TARS verb -> (GuiAction type, argument roles in positional order)
-    "click": ("click", ("point",)), "left_single": ("click", ("point",)),
-    "left_double": ("double_click", ("point",)), "right_single": ("right_click", ("point",)),
-    "long_press": ("long_press", ("point",)), "drag": ("drag", ("point", "end")),
-    "hotkey": ("key", ("key",)), "press": ("key", ("key",)), "type": ("type", ("content",)),
-    "scroll": ("scroll", ("point", "direction")), "wait": ("wait", ()),
-    "finished": ("terminate", ("content",)), "open_app": ("open_app", ("app_name",)),
-    "press_home": ("system_button", ()), "press_back": ("system_button", ()),
-}
-_ROLES = {"point": "point", "start_box": "point", "start_point": "point", "end_box": "end",
-          "end_point": "end", "content": "content", "key": "key", "direction": "direction",
-          "app_name": "app_name"}
-_OPTIONAL_ROLES = {("scroll", "point"), ("finished", "content")}
-_OPPOSITE = {"up": "down", "down": "up", "left": "right", "right": "left"}
-_OUR_FIELDS = tuple(f for f in GuiAction.__dataclass_fields__ if f != "type")
-
 # -- lexical pieces (ASCII digits only: float() would also take '١٢' and '1_000') ----------------------
 _NUM = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_WS = re.compile(r"\s*")
 _SEP = re.compile(r"\s*,\s*|\s+")
-_VERB = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)[ \t]*(?=[(<])")
-_KEYWORD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)")
-_TAGGED = re.compile(r"(?:<point>|<bbox>|<\|box_start\|>)([^<]{0,200})(?:</point>|</bbox>|<\|box_end\|>)")
-_QUOTED = {"'": re.compile(r"[^'\\]*"), '"': re.compile(r'[^"\\]*')}
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"'}
 _TOOL_OPEN = re.compile(r"<tool_call>", re.I)
 _TOOL_CLOSE = re.compile(r"</tool_call>", re.I)
 _THINK_OPEN = re.compile(r"<(?:think|thinking)>", re.I)
@@ -199,68 +161,6 @@ _FENCE_HEAD = re.compile(r"[A-Za-z0-9_+-]*[ \t]*(?:\n|(?=[{\[]))")
 _HEADED = re.compile(r"^[ \t]*#{2,}[ \t]*Action[ \t]*#*[ \t]*$", re.M | re.I)
 _NEXT_HEADER = re.compile(r"^[ \t]*#{2,}", re.M)
 _ACTION_LINE = re.compile(r"^[ \t]*[#*>]*[ \t]*Action[ \t]*\**[ \t]*:[ \t]*\**", re.M)
-
-
-class _JsonBad(ValueError):
-    pass
-
-
-def _json_float(s: str) -> float:
-    v = float(s)
-    if not math.isfinite(v):
-        raise _JsonBad(f"number {s[:24]} is out of range")
-    return v
-
-
-def _json_int(s: str) -> int:
-    if len(s) > 30:     # int('9' * 5000) is slow and then too large for any screen anyway
-        raise _JsonBad(f"number {s[:24]}... has {len(s)} digits")
-    return int(s)
-
-
-def _json_constant(name: str):
-    raise _JsonBad(f"{name} is not a finite number")
-
-
-def _json_pairs(pairs):
-    d = {}
-    for k, v in pairs:
-        if k in d:
-            raise _JsonBad(f"key {k!r} given twice")
-        d[k] = v
-    return d
-
-
-_DECODER = json.JSONDecoder(parse_float=_json_float, parse_int=_json_int,
-                            parse_constant=_json_constant, object_pairs_hook=_json_pairs)
-
-
-def _excerpt(s: str, limit: int = 80) -> str:
-    s = " ".join(s[: limit * 4].split())
-    return s if len(s) <= limit else s[: limit - 1] + "…"
-
-
-def _show(v) -> str:
-    if isinstance(v, (list, dict)):
-        return f"a {type(v).__name__} of {len(v)}"
-    r = repr(v)
-    return r if len(r) <= 40 else r[:39] + "…"
-
-
-def _brief(a: GuiAction) -> str:
-    return a.type + "".join(f" {_fmt(p)}" for p in (a.point, a.end) if p is not None)
-
-
-def _fmt(p) -> str:
-    return "(" + ", ".join(f"{c:g}" for c in p) + ")"
-
-
-def _size_ok(v) -> bool:
-    try:
-        w, h = (v.width, v.height) if hasattr(v, "width") else v
-        return float(w) >= 1 and float(h) >= 1
-    except (TypeError, ValueError):
-        return False
 
 
 def _strip_end_tokens(s: str) -> str:
@@ -295,77 +195,7 @@ def _fence(s: str, i: int) -> tuple[str, int]:
     return (s[start:], len(s)) if end < 0 else (s[start:end], end + 3)
 
 
-class _Fields:
-    """One JSON object read field by field; fields left unread but not empty are refused."""
-
-    def __init__(self, reader: "_Reader", obj: dict, form: str, where: str):
-        self.r, self.obj, self.form, self.where, self.seen = reader, obj, form, where, set()
-        self.action = ""
-
-    def has(self, k) -> bool:
-        return self.obj.get(k) is not None
-
-    def get(self, k, required=True):
-        self.seen.add(k)
-        v = self.obj.get(k)
-        if v is None and required:
-            what = f"{self.form} action {self.action!r}" if self.action else self.form
-            self.r.fail(f"{what} needs {k!r}", self.where)
-        return v
-
-    def text(self, k, required=True, strip=False):
-        v = self.get(k, required)
-        return None if v is None else self.r.text(v, f"{k!r}", self.where, strip=strip)
-
-    def number(self, k, required=True):
-        v = self.get(k, required)
-        return None if v is None else self.r.number(v, f"{k!r}", self.where)
-
-    def point(self, k, required=True, space=None):
-        v = self.get(k, required)
-        if v is None:
-            return None
-        if not isinstance(v, list) or len(v) != 2:
-            self.r.fail(f"{k!r} must be [x, y], got {_show(v)}", self.where)
-        return self.r.point([self.r.number(c, f"{k!r}", self.where) for c in v], k, self.where, space)
-
-    def choice(self, k, options, required=True):
-        v = self.text(k, required, strip=True)
-        return None if v is None else self.r.choice(v, k, options, self.where)
-
-    def index(self, k):
-        v = self.get(k)
-        if isinstance(v, str) and re.fullmatch(r"[0-9]{1,9}", v.strip()):
-            v = int(v.strip())      # AndroidWorld's own JSONAction takes "3" too
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < _MAX_INDEX:
-            self.r.fail(f"{k!r} must be an element index 0..{_MAX_INDEX - 1}, got {_show(v)}", self.where)
-        return v
-
-    def millis(self, k, required=False, unit=1000.0):
-        v = self.number(k, required)
-        if v is None:
-            return None
-        ms = v * unit
-        if not 0 <= ms <= _MAX_SECONDS * 1000:
-            self.r.fail(f"{k!r} {v:g} is out of range (0..{_MAX_SECONDS:g} s)", self.where)
-        if unit == 1.0 and ms != int(ms):
-            self.r.fail(f"{k!r} must be whole milliseconds, got {v:g}", self.where)
-        return int(round(ms))
-
-    def keys(self, k="keys"):
-        v = self.get(k)
-        if not isinstance(v, list) or not 1 <= len(v) <= _MAX_KEYS:
-            self.r.fail(f"{k!r} must be a list of 1..{_MAX_KEYS} key names, got {_show(v)}", self.where)
-        return tuple(self.r.text(x, f"key in {k!r}", self.where, strip=True) for x in v)
-
-    def done(self) -> None:
-        for k, v in self.obj.items():
-            if k not in self.seen and v not in (None, "", [], {}):
-                what = f"{self.form} action {self.action!r}" if self.action else self.form
-                self.r.fail(f"field {k!r} means nothing to {what}", self.where)
-
-
-class _Reader:
+class _Reader(JsonForms, CallForms):
     def __init__(self, coords: str, screen, image):
         if coords not in SPACES:
             raise ValueError(f"unknown coordinate space {coords!r}; known: {SPACES}")
@@ -520,293 +350,6 @@ class _Reader:
             if len(out) >= MAX_ACTIONS:
                 self.fail(f"more than {MAX_ACTIONS} actions in one reply")
 
-    def from_json(self, obj, where: str) -> GuiAction:
-        if not isinstance(obj, dict):
-            self.fail(f"expected a JSON object holding the action, got {_show(obj)}", where)
-        kinds = [k for k in ("name", "action_type", "action", "type") if k in obj]
-        if not kinds:
-            self.fail("JSON action has none of 'action', 'action_type', 'type' or a tool call's 'name'", where)
-        if len(kinds) > 1:
-            self.fail(f"ambiguous JSON action: it has both {kinds[0]!r} and {kinds[1]!r}", where)
-        kind = kinds[0]
-        if kind == "name":
-            f = _Fields(self, obj, "tool call", where)
-            name = f.text("name", strip=True)
-            args = f.get("arguments")
-            if isinstance(args, str) and args.strip().startswith("{"):
-                args, end = self._decode(args.strip())    # OpenAI-style: the arguments as a JSON string
-                if not isinstance(args, dict) or f.obj["arguments"].strip()[end:].strip():
-                    self.fail("tool call 'arguments' string must hold exactly one JSON object", where)
-            if not isinstance(args, dict):
-                self.fail(f"tool call 'arguments' must be a JSON object, got {_show(args)}", where)
-            f.done()
-            if name not in _TOOLS:
-                self.fail(f"unknown tool {name!r}; expected one of {sorted(_TOOLS)}", where)
-            return self._tool(_Fields(self, args, name, where), _TOOLS[name])
-        if kind == "action":
-            return self._tool(_Fields(self, obj, "JSON", where), _MOBILE_USE | _COMPUTER_USE)
-        if kind == "action_type":
-            return self._androidworld(_Fields(self, obj, "AndroidWorld", where))
-        return self._ours(_Fields(self, obj, "GuiAction", where))
-
-    def _tool(self, f: _Fields, allowed) -> GuiAction:
-        act = f.text("action", strip=True)
-        f.action = act
-        if act in _NOT_EXPRESSIBLE:
-            self.fail(f"{f.form} action {act!r} cannot be expressed as a GuiAction ({_NOT_EXPRESSIBLE[act]})",
-                      f.where)
-        if act not in allowed:
-            self.fail(f"unknown {f.form} action {act!r}; known: {', '.join(sorted(allowed))}", f.where)
-        if act in ("click", "left_click"):
-            out = dict(type="click", point=f.point("coordinate"))
-        elif act in ("double_click", "right_click"):
-            out = dict(type=act, point=f.point("coordinate"))
-        elif act == "long_press":
-            out = dict(type="long_press", point=f.point("coordinate"), duration_ms=f.millis("time"))
-        elif act == "swipe":
-            out = dict(type="swipe", point=f.point("coordinate"), end=f.point("coordinate2"))
-        elif act == "left_click_drag":
-            if not f.has("coordinate2"):
-                self.fail("left_click_drag with one coordinate drags from wherever the pointer is, which "
-                          "a GuiAction cannot express; give coordinate (start) and coordinate2 (end)", f.where)
-            out = dict(type="drag", point=f.point("coordinate"), end=f.point("coordinate2"))
-        elif act in ("type", "answer"):
-            out = dict(type=act, text=f.text("text"))
-        elif act == "open":
-            out = dict(type="open_app", app=f.text("text", strip=True))
-        elif act == "key":
-            if f.has("keys") == f.has("text"):
-                self.fail("key action needs either 'keys' (a list) or 'text' (one key), not "
-                          + ("both" if f.has("keys") else "neither"), f.where)
-            keys = f.keys() if f.has("keys") else (f.text("text", strip=True),)
-            f.seen.update(("keys", "text"))
-            out = dict(type="key", keys=keys)
-        elif act == "system_button":
-            out = dict(type="system_button", button=f.choice("button", SYSTEM_BUTTONS))
-        elif act == "wait":
-            out = dict(type="wait", duration_ms=f.millis("time"))
-        elif act == "terminate":
-            out = dict(type="terminate", status=f.choice("status", ("success", "failure")))
-        else:   # scroll, hscroll: the sign says the direction; GuiAction keeps no amount
-            pixels = f.number("pixels")
-            if pixels == 0:
-                self.fail(f"{act} by 0 pixels has no direction", f.where)
-            if act == "scroll":
-                direction = "up" if pixels > 0 else "down"
-            else:
-                direction = "right" if pixels > 0 else "left"
-            out = dict(type="scroll", point=f.point("coordinate", required=False) or CENTRE,
-                       direction=direction)
-        f.done()
-        return self.make(out, f.where)
-
-    def _androidworld(self, f: _Fields) -> GuiAction:
-        act = f.text("action_type", strip=True).lower()
-        f.action = act
-
-        def target(required: bool) -> dict:
-            f.seen.update(("index", "x", "y"))
-            has_x, has_y = f.has("x"), f.has("y")
-            if f.has("index") and (has_x or has_y):
-                self.fail("AndroidWorld actions take an index or x/y, never both", f.where)
-            if f.has("index"):
-                return {"element": f.index("index")}
-            if has_x and has_y:
-                return {"point": self.point((f.number("x"), f.number("y")), "x/y", f.where)}
-            if has_x or has_y:
-                self.fail(f"AndroidWorld {act!r} gives only one of x and y", f.where)
-            if required:
-                self.fail(f"AndroidWorld {act!r} needs an 'index' or both 'x' and 'y'", f.where)
-            return {}
-
-        taps = {"click": "click", "double_tap": "double_click", "long_press": "long_press"}
-        buttons = {"keyboard_enter": "enter", "navigate_back": "back", "navigate_home": "home"}
-        if act in taps:
-            out = dict(type=taps[act], **target(True))
-        elif act == "input_text":
-            out = dict(type="type", text=f.text("text"), **target(False))
-        elif act in buttons:
-            out = dict(type="system_button", button=buttons[act])
-        elif act in ("scroll", "swipe"):
-            direction = f.choice("direction", SCROLL_DIRECTIONS)
-            out = dict(type="scroll", direction=direction if act == "scroll" else _OPPOSITE[direction],
-                       **(target(False) or {"point": CENTRE}))
-        elif act == "open_app":
-            out = dict(type="open_app", app=f.text("app_name", strip=True))
-        elif act == "wait":
-            out = dict(type="wait")
-        elif act == "answer":
-            out = dict(type="answer", text=f.text("text"))
-        elif act == "status":
-            status = f.choice("goal_status", {"complete": "success", "infeasible": "failure"})
-            out = dict(type="terminate", status=status)
-        elif act == "unknown":
-            self.fail("AndroidWorld action 'unknown': the model chose no action", f.where)
-        else:
-            self.fail(f"unknown AndroidWorld action_type {act!r}", f.where)
-        f.done()
-        return self.make(out, f.where)
-
-    def _ours(self, f: _Fields) -> GuiAction:
-        kind = f.text("type", strip=True)
-        f.action = kind
-        if kind not in GUI_ACTION_TYPES:
-            self.fail(f"unknown GuiAction type {kind!r}; known: {', '.join(sorted(GUI_ACTION_TYPES))}", f.where)
-        out = {"type": kind}
-        for k in _OUR_FIELDS:
-            if not f.has(k):
-                f.seen.add(k)
-            elif k in ("point", "end"):
-                out[k] = f.point(k, space="norm1000")
-            elif k in ("text", "app"):
-                out[k] = f.text(k, strip=(k == "app"))
-            elif k == "keys":
-                out[k] = f.keys()
-            elif k in ("button", "direction", "status"):
-                options = {"button": SYSTEM_BUTTONS, "direction": SCROLL_DIRECTIONS,
-                           "status": ("success", "failure")}[k]
-                out[k] = f.choice(k, options)
-            elif k == "duration_ms":
-                out[k] = f.millis(k, unit=1.0)
-            elif k == "element":
-                out[k] = f.index(k)
-            else:       # a field GuiAction gained after this parser was written
-                self.fail(f"GuiAction field {k!r} is not understood by the reply parser", f.where)
-        f.done()
-        return self.make(out, f.where)
-
-    # -- UI-TARS calls -----------------------------------------------------------------------------
-    def _call(self, s: str, pos: int):
-        """One ``verb(args)`` or ``verb <point>x y</point>`` at ``pos``; returns (action, end)."""
-        m = _VERB.match(s, pos)
-        if not m:
-            self.fail("expected an action call such as click(start_box='(x,y)')", s[pos:])
-        verb, pos = m.group(1), m.end()
-        if s[pos] == "(":
-            args, pos = self._args(s, pos + 1, verb, m.start())
-        else:
-            t = _TAGGED.match(s, pos)
-            if not t:
-                self.fail(f"expected '(' or <point>x y</point> after {verb!r}", s[m.start():])
-            args, pos = [(None, t.group(0), False)], t.end()
-        return self._from_call(verb, args, s[m.start():pos]), pos
-
-    def _args(self, s: str, pos: int, verb: str, start: int):
-        args = []
-        while True:
-            pos = _WS.match(s, pos).end()
-            if pos >= len(s):
-                self.fail(f"{verb}( is never closed", s[start:])
-            if s[pos] == ")":
-                return args, pos + 1
-            if len(args) >= _MAX_ARGS:
-                self.fail(f"{verb}() has more than {_MAX_ARGS} arguments", s[start:])
-            name = None
-            if kw := _KEYWORD.match(s, pos):
-                name, pos = kw.group(1), _WS.match(s, kw.end()).end()
-            if pos < len(s) and s[pos] in _QUOTED:
-                value, pos = self._quoted(s, pos, verb)
-                args.append((name, value, True))
-            else:
-                value, pos = self._bare(s, pos, verb)
-                args.append((name, value, False))
-            pos = _WS.match(s, pos).end()
-            if pos < len(s) and s[pos] == ",":
-                pos += 1
-            elif pos < len(s) and s[pos] != ")":
-                self.fail(f"expected ',' or ')' in the arguments of {verb}()", s[start:])
-
-    def _quoted(self, s: str, pos: int, verb: str):
-        q, i, parts = s[pos], pos + 1, []
-        body = _QUOTED[q]
-        while True:
-            m = body.match(s, i)
-            parts.append(m.group())
-            i = m.end()
-            if i >= len(s) or s[i] == "\\" and i + 1 >= len(s):
-                self.fail(f"unterminated string in {verb}()", s[pos:])
-            if s[i] == q:
-                return "".join(parts), i + 1
-            parts.append(_ESCAPES.get(s[i + 1], "\\" + s[i + 1]))
-            i += 2
-
-    def _bare(self, s: str, pos: int, verb: str):
-        depth, i = 0, pos
-        while i < len(s) and i - pos <= 200:
-            c = s[i]
-            if c in "([":
-                depth += 1
-            elif c in ")]":
-                if depth == 0:
-                    break
-                depth -= 1
-            elif c == "," and depth == 0:
-                break
-            elif c in "'\"":
-                self.fail(f"stray quote in an argument of {verb}()", s[pos:])
-            i += 1
-        if i - pos > 200:
-            self.fail(f"unquoted argument of {verb}() is too long", s[pos:])
-        value = s[pos:i].strip()
-        if not value:
-            self.fail(f"missing argument value in {verb}()", s[pos:])
-        return value, i
-
-    def _from_call(self, verb: str, args: list, where: str) -> GuiAction:
-        name = verb.lower()
-        if name in _NOT_EXPRESSIBLE:
-            self.fail(f"{verb}() cannot be expressed as a GuiAction ({_NOT_EXPRESSIBLE[name]})", where)
-        if name not in _CALLS:
-            self.fail(f"unknown action {verb}(); known: {', '.join(sorted(_CALLS))}", where)
-        gtype, roles = _CALLS[name]
-        vals: dict = {}
-        for i, (key, value, quoted) in enumerate(args):
-            if key is None:
-                if any(k is not None for k, _, _ in args[:i]):
-                    self.fail(f"positional argument after a keyword in {verb}()", where)
-                if i >= len(roles):
-                    self.fail(f"{verb}() takes {len(roles)} argument(s), got {len(args)}", where)
-                role = roles[i]
-            else:
-                role = _ROLES.get(key.lower())
-                if role not in roles:
-                    self.fail(f"{verb}() has no argument {key!r}", where)
-            if role in vals:
-                self.fail(f"{verb}() got its {role} twice", where)
-            vals[role] = (value, quoted)
-        for role in roles:
-            if role not in vals and (name, role) not in _OPTIONAL_ROLES:
-                self.fail(f"{verb}() needs its {role} argument", where)
-
-        def text(role, allow_empty=False, strip=False):
-            value, quoted = vals[role]
-            if not quoted:
-                self.fail(f"{verb}() {role} must be a quoted string", where)
-            if allow_empty and not value.strip():
-                return None
-            return self.text(value, role, where, strip=strip)
-
-        out: dict = {"type": gtype}
-        for role in ("point", "end"):
-            if role in vals:
-                out[role] = self.literal_point(vals[role][0], role, where)
-        if gtype == "scroll" and "point" not in out:
-            out["point"] = CENTRE
-        if "direction" in vals:
-            out["direction"] = self.choice(vals["direction"][0].strip(), "direction", SCROLL_DIRECTIONS, where)
-        if "key" in vals:
-            out["keys"] = self.split_keys(vals["key"][0], where)
-        if "app_name" in vals:
-            out["app"] = text("app_name", strip=True)
-        if name == "type":
-            out["text"] = text("content")
-        elif name == "finished":
-            out.update(status="success", text=text("content", allow_empty=True) if "content" in vals else None)
-        elif name == "wait":
-            out["duration_ms"] = 5000
-        elif name in ("press_home", "press_back"):
-            out["button"] = name[len("press_"):]
-        return self.make(out, where)
 
     # -- values ------------------------------------------------------------------------------------
     def make(self, fields: dict, where: str) -> GuiAction:
