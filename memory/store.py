@@ -499,80 +499,108 @@ class SuccessMemory:
         if ns is None or ns.n == 0:
             return self._empty(namespace, t0, "empty namespace")
         ns.queries += 1
-        q = self._prep_keys(np.asarray(key, dtype=np.float32).reshape(1, -1))
-        score, ids = ns.index.search(q, min(cfg.k, ns.n))
-        ok = ids[0] >= 0
-        score, ids = score[0][ok], ids[0][ok]
-        rows = ns.rows_of(ids)
-        good = rows >= 0
-        score, rows = score[good], rows[good]
-        n_ret = int(rows.size)
-        if n_ret == 0:
+        rows, score = self._neighbours(ns, key)
+        if rows.size == 0:
             return self._empty(namespace, t0, "no neighbours")
-        sigma = None
-        if cfg.metric == "l2":
-            if cfg.sigma is None:
-                ns.sigma_hist.append(float(score[min(cfg.sigma_rank, n_ret) - 1]))
-            sigma = self._sigma(ns)
-            sim = np.exp(-(score.astype(np.float64) ** 2) / (2.0 * sigma * sigma))
-        else:
-            sim = np.clip(score.astype(np.float64), -1.0, 1.0)
-        C = ns.cols
-        # progress estimate (ARCHITECTURE.md 5.2)
-        p_hat = None
-        if progress is not None:
-            p_hat = float(progress)
-        elif t is not None and ns.success_lengths:
-            p_hat = min(1.0, float(t) / float(np.median(ns.success_lengths)))
-            if n_ret >= cfg.p_knn_k:
-                top = np.argsort(-sim, kind="stable")[: cfg.p_knn_k]
-                p_hat = min(p_hat, float(np.median(C["progress"][rows[top]])) + cfg.p_knn_margin)
-        kw = dict(n_retrieved=n_ret, progress_hat=p_hat, sigma=sigma)
-        min_similarity = cfg.min_similarity_value
-        keep = sim >= min_similarity
-        n_cand = int(keep.sum())
-        kw["n_candidates"] = n_cand
-        if n_cand == 0:
+        sim, sigma = self._similarities(ns, score)
+        p_hat = self._progress_estimate(ns, rows, sim, t, progress)
+        kw = dict(n_retrieved=int(rows.size), progress_hat=p_hat, sigma=sigma)
+        keep = sim >= cfg.min_similarity_value
+        kw["n_candidates"] = int(keep.sum())
+        if not keep.any():
             return self._empty(namespace, t0, "no candidate above min_similarity", **kw)
         rows, sim = rows[keep], sim[keep]
         reason = "filtered out"
         if cfg.consistency:
-            keep = np.ones(rows.size, bool)
-            if hist is not None and self.hist_len > 0:
-                keep &= self._history_ok(ns, rows, hist)
-                if not keep.any():
-                    reason = "history mismatch"
-            if p_hat is not None and keep.any():
-                keep &= np.abs(C["progress"][rows] - p_hat) <= cfg.progress_tolerance
-                if not keep.any():
-                    reason = "progress mismatch"
-            if prev_tail is not None and keep.any():
-                tail = self._actions_arg(prev_tail, ns, "prev_tail")[: self.horizon]
-                if tail.shape[0]:
-                    err = np.sqrt(((C["chunks"][rows, : tail.shape[0]] - tail[None]) ** 2).mean(axis=(1, 2)))
-                    keep &= err <= cfg.continuity_tolerance
-                    if not keep.any():
-                        reason = "tail mismatch"
+            keep, reason = self._consistent(ns, rows, hist, p_hat, prev_tail)
             rows, sim = rows[keep], sim[keep]
-        n_kept = int(rows.size)
-        kw["n_kept"] = n_kept
-        if n_kept == 0:
+        kw["n_kept"] = int(rows.size)
+        if rows.size == 0:
             return self._empty(namespace, t0, reason, **kw)
-        chunks = C["chunks"][rows]                                              # [n, H, D]
         # a merged (deduplicated) entry counts as n_support identical entries everywhere below
-        mass = sim * C["n_support"][rows]
-        # mode selection: the densest chunk and its neighbours within mode_radius (never two modes)
-        if cfg.mode_selection and n_kept > 1:
-            flat = chunks.reshape(n_kept, -1).astype(np.float64)
-            sq = (flat * flat).sum(1)
-            d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * flat @ flat.T, 0.0) / flat.shape[1]
-            dens = (np.exp(-d2 / (2.0 * cfg.chunk_kernel_width ** 2)) * mass[None, :]).sum(1)
-            mrow = int(np.argmax(dens))
-            elite = np.sqrt(d2[mrow]) <= cfg.mode_radius
-        else:
-            elite = np.ones(n_kept, bool)
-        e_rows, e_sim, e_chunks = rows[elite], sim[elite], chunks[elite].astype(np.float64)
-        # elite weights (ARCHITECTURE.md 5.5)
+        mass = sim * ns.cols["n_support"][rows]
+        elite = self._one_mode(ns.cols["chunks"][rows], mass)
+        w, prior, std, valid, conf, kw["components"] = self._elite_prior(ns, rows[elite], sim[elite], mass, elite)
+        return Retrieval(namespace, ns.cols["ids"][rows[elite]].copy(), w.astype(np.float32),
+                         sim[elite].astype(np.float32), prior.astype(np.float32), std.astype(np.float32),
+                         valid.copy(), float(min(1.0, max(0.0, conf))), reason="ok",
+                         timing_ms=(time.perf_counter() - t0) * 1e3, **kw)
+
+    # -- the steps of a query (ARCHITECTURE.md 5.2 - 5.5) -----------------------------------------
+    def _neighbours(self, ns: _Namespace, key) -> Tuple[np.ndarray, np.ndarray]:
+        """Rows and FAISS scores of the k nearest stored keys (section 5.3)."""
+        q = self._prep_keys(np.asarray(key, dtype=np.float32).reshape(1, -1))
+        score, ids = ns.index.search(q, min(self.config.k, ns.n))
+        ok = ids[0] >= 0
+        score, ids = score[0][ok], ids[0][ok]
+        rows = ns.rows_of(ids)
+        good = rows >= 0
+        return rows[good], score[good]
+
+    def _similarities(self, ns: _Namespace, score: np.ndarray) -> Tuple[np.ndarray, Optional[float]]:
+        """Similarities in (0, 1] and the sigma used (L2: a kernel on distances, sigma calibrated on
+        this query's distance to its sigma_rank-th neighbour); cosine scores as they are."""
+        cfg = self.config
+        if cfg.metric != "l2":
+            return np.clip(score.astype(np.float64), -1.0, 1.0), None
+        if cfg.sigma is None:
+            ns.sigma_hist.append(float(score[min(cfg.sigma_rank, score.size) - 1]))
+        sigma = self._sigma(ns)
+        return np.exp(-(score.astype(np.float64) ** 2) / (2.0 * sigma * sigma)), sigma
+
+    def _progress_estimate(self, ns: _Namespace, rows, sim, t, progress) -> Optional[float]:
+        """p_hat (section 5.2): the caller's progress, else t over the median success length capped
+        by the neighbours' progress; None without either."""
+        cfg = self.config
+        if progress is not None:
+            return float(progress)
+        if t is None or not ns.success_lengths:
+            return None
+        p_hat = min(1.0, float(t) / float(np.median(ns.success_lengths)))
+        if rows.size >= cfg.p_knn_k:
+            top = np.argsort(-sim, kind="stable")[: cfg.p_knn_k]
+            p_hat = min(p_hat, float(np.median(ns.cols["progress"][rows[top]])) + cfg.p_knn_margin)
+        return p_hat
+
+    def _consistent(self, ns: _Namespace, rows, hist, p_hat, prev_tail) -> Tuple[np.ndarray, str]:
+        """The trajectory-level filter (section 5.4): same recent actions, same phase, continuing the
+        current chunk's tail. Returns the mask and, when it keeps nothing, which test failed last."""
+        cfg, C = self.config, ns.cols
+        keep, reason = np.ones(rows.size, bool), "filtered out"
+        if hist is not None and self.hist_len > 0:
+            keep &= self._history_ok(ns, rows, hist)
+            if not keep.any():
+                reason = "history mismatch"
+        if p_hat is not None and keep.any():
+            keep &= np.abs(C["progress"][rows] - p_hat) <= cfg.progress_tolerance
+            if not keep.any():
+                reason = "progress mismatch"
+        if prev_tail is not None and keep.any():
+            tail = self._actions_arg(prev_tail, ns, "prev_tail")[: self.horizon]
+            if tail.shape[0]:
+                err = np.sqrt(((C["chunks"][rows, : tail.shape[0]] - tail[None]) ** 2).mean(axis=(1, 2)))
+                keep &= err <= cfg.continuity_tolerance
+                if not keep.any():
+                    reason = "tail mismatch"
+        return keep, reason
+
+    def _one_mode(self, chunks: np.ndarray, mass: np.ndarray) -> np.ndarray:
+        """The elite mask (section 5.4): the densest chunk and those within mode_radius of it, so a
+        left and a right path are never averaged; everything when mode selection is off."""
+        cfg, n = self.config, chunks.shape[0]
+        if not cfg.mode_selection or n <= 1:
+            return np.ones(n, bool)
+        flat = chunks.reshape(n, -1).astype(np.float64)
+        sq = (flat * flat).sum(1)
+        d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * flat @ flat.T, 0.0) / flat.shape[1]
+        dens = (np.exp(-d2 / (2.0 * cfg.chunk_kernel_width ** 2)) * mass[None, :]).sum(1)
+        return np.sqrt(d2[int(np.argmax(dens))]) <= cfg.mode_radius
+
+    def _elite_prior(self, ns: _Namespace, e_rows, e_sim, mass, elite):
+        """Elite weights, the prior (their weighted mean chunk), its spread, the valid horizon and
+        the confidence c_sim x c_agree x c_n with its components (section 5.5)."""
+        cfg, C = self.config, ns.cols
+        e_chunks = C["chunks"][e_rows].astype(np.float64)
         e_sup = C["n_support"][e_rows].astype(np.float64)
         w = np.exp((e_sim - e_sim.max()) / cfg.elite_temperature) * e_sup
         if cfg.efficiency_exponent:
@@ -586,8 +614,8 @@ class SuccessMemory:
         prior = np.tensordot(w, e_chunks, axes=1)                               # [H, D]
         std = np.sqrt(np.maximum(np.tensordot(w, (e_chunks - prior[None]) ** 2, axes=1), 0.0))
         valid = C["chunk_mask"][e_rows].any(axis=0)
-        # confidence: similarity x agreement x count
-        c_sim = float(np.clip(((w * e_sim).sum() - min_similarity) / max(1.0 - min_similarity, _TINY), 0.0, 1.0))
+        s_min = cfg.min_similarity_value
+        c_sim = float(np.clip(((w * e_sim).sum() - s_min) / max(1.0 - s_min, _TINY), 0.0, 1.0))
         # spread: RMS deviation of the elite chunks from the prior (chunk-RMSE units, like mode_radius)
         var = std[valid] ** 2 if valid.any() else std ** 2
         spread = float(np.sqrt(var.mean()))
@@ -597,12 +625,9 @@ class SuccessMemory:
         conf = c_sim * c_agree * c_n
         if cfg.fixed_confidence is not None:
             conf = float(cfg.fixed_confidence)
-        kw["components"] = {"c_sim": float(c_sim), "c_agree": float(c_agree), "c_n": float(c_n),
-                            "spread": spread, "share": share}
-        return Retrieval(namespace, C["ids"][e_rows].copy(), w.astype(np.float32),
-                         e_sim.astype(np.float32), prior.astype(np.float32), std.astype(np.float32),
-                         valid.copy(), float(min(1.0, max(0.0, conf))), reason="ok",
-                         timing_ms=(time.perf_counter() - t0) * 1e3, **kw)
+        components = {"c_sim": float(c_sim), "c_agree": float(c_agree), "c_n": float(c_n), "spread": spread,
+                      "share": share}
+        return w, prior, std, valid, conf, components
 
     @staticmethod
     def _actions_arg(x, ns: _Namespace, what: str) -> np.ndarray:
