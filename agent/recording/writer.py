@@ -219,6 +219,34 @@ def _fps_value(fps: float):
 
 
 # -- the writer ----------------------------------------------------------------------------------------
+class _Log:
+    """One step log as read for its commit: header, steps, end, and the videos being encoded."""
+
+    def __init__(self, emb: Embodiment):
+        self.header: dict | None = None
+        self.end: dict | None = None
+        self.states, self.actions, self.obs_times, self.timings = [], [], [], []
+        self.encoders: dict[str, _VideoEncoder] = {}
+        self.pngs: dict[str, list[bytes]] = {c.name: [] for c in emb.cameras}
+        self.img_stats = {c.name: _ImageStats(c.height, c.width) for c in emb.cameras}
+        self.state_dim = emb.state_dim
+
+    @property
+    def length(self) -> int:
+        return len(self.states)
+
+    def finish(self) -> None:
+        for enc in self.encoders.values():
+            enc.finish()
+        self.state = (np.stack(self.states).astype(np.float32) if self.state_dim
+                      else np.zeros((self.length, 0), np.float32))
+        self.action = np.stack(self.actions).astype(np.float32)
+
+    def abort(self) -> None:
+        for enc in self.encoders.values():
+            enc.abort()
+
+
 class DatasetWriter:
     """Creates or resumes a LeRobotDataset v3.0 directory and turns step logs into its episodes.
 
@@ -587,85 +615,99 @@ class DatasetWriter:
         return self._arrays
 
     def _commit_log(self, path: Path) -> int | None:
-        """Convert one step log into the next episode (streaming; images never all in memory)."""
-        import pyarrow as pa
-        emb = self.embodiment
+        """Convert one step log into the next episode (streaming; images never all in memory):
+        frames and videos, the episode's row, then the metadata with info.json last."""
         n = int(self._info["total_episodes"])
         chunk, file = divmod(n, int(self._info.get("chunks_size", CHUNKS_SIZE)))
-        header = end = None
-        states, actions, obs_times, timings = [], [], [], []
-        encoders: dict[str, _VideoEncoder] = {}
-        pngs: dict[str, list[bytes]] = {c.name: [] for c in emb.cameras}
-        img_stats = {c.name: _ImageStats(c.height, c.width) for c in emb.cameras}
+        log = self._read_log(path, chunk, file)
+        if log is None:
+            path.unlink(missing_ok=True)
+            return None
+        task = log.header.get("task", "")
+        tasks = self._tasks + ([task] if task not in self._tasks else [])
+        start = int(self._info["total_frames"])
+        self._write_frames(log, n, chunk, file, tasks.index(task), start)
+        episodes = self._episodes + [self._episode_row(log, n, chunk, file, task, start)]
+        # global stats (exact for state/action: every frame is kept in memory, float32)
+        arrays = self._load_arrays()
+        new_arrays = {STATE: arrays[STATE] + [log.state], ACTION: arrays[ACTION] + [log.action]}
+        info = json.loads(json.dumps(self._info))
+        info["total_episodes"] = n + 1
+        info["total_frames"] = start + log.length
+        info["total_tasks"] = len(tasks)
+        info["splits"] = {"train": f"0:{n + 1}"}
+        self._write_metadata(episodes, tasks, info, new_arrays)
+
+        self._episodes, self._tasks, self._info, self._arrays = episodes, tasks, info, new_arrays
+        path.unlink(missing_ok=True)
+        _fsync_dir(path.parent)
+        return n
+
+    def _read_log(self, path: Path, chunk: int, file: int) -> "_Log | None":
+        """Read a step log, encoding its frames into the episode's videos as they come; None for a
+        log already committed (a crash after its commit) or with no step."""
+        log = _Log(self.embodiment)
         committed_ids = {r.get(f"{EMBODIA}/episode_id") for r in self._episodes}
         try:
             for rec in iter_steplog(path):
-                kind = rec["type"]
-                if kind == "header":
-                    header = rec
-                    if header.get("episode_id") in committed_ids:   # crashed after its commit
-                        path.unlink(missing_ok=True)
+                if rec["type"] == "header":
+                    if rec.get("episode_id") in committed_ids:
+                        log.abort()
                         return None
-                    if _normalized(header.get("embodiment")) != self._emb_dict:
+                    if _normalized(rec.get("embodiment")) != self._emb_dict:
                         raise _BadLog(f"{path}: recorded with another embodiment "
-                                      f"({(header.get('embodiment') or {}).get('name')!r})")
-                elif kind == "step":
-                    if len(rec["state"]) != emb.state_dim or len(rec["action"]) != emb.action_dim:
-                        raise _BadLog(f"{path}: frame {rec['frame_index']}: state/action sizes "
-                                      f"{len(rec['state'])}/{len(rec['action'])} do not match {emb.name!r}")
-                    states.append(rec["state"])
-                    actions.append(rec["action"])
-                    obs_times.append(rec.get("obs_time"))
-                    timings.append(rec.get("timing") or {})
-                    for cam in emb.cameras:
-                        img = rec["images"].get(cam.name)
-                        if img is None or img.shape != (cam.height, cam.width, 3):
-                            raise _BadLog(f"{path}: frame {rec['frame_index']}: camera {cam.name!r} missing "
-                                          "or of the wrong size")
-                        img_stats[cam.name].add(img)
-                        if self.video:
-                            enc = encoders.get(cam.name)
-                            if enc is None:
-                                enc = encoders[cam.name] = _VideoEncoder(
-                                    self._video_path(image_key(cam.name), chunk, file), cam.width,
-                                    cam.height, self._fps_frac, self._encoder, self._pix_fmts[cam.name],
-                                    self._video_options)
-                            enc.add(img)
-                        else:
-                            pngs[cam.name].append(encode_png(img))
+                                      f"({(rec.get('embodiment') or {}).get('name')!r})")
+                    log.header = rec
+                elif rec["type"] == "step":
+                    self._read_step(log, rec, path, chunk, file)
                 else:
-                    end = rec
-            length = len(states)
-            if header is None or length == 0:     # nothing was recorded
-                for enc in encoders.values():
-                    enc.abort()
-                path.unlink(missing_ok=True)
+                    log.end = rec
+            if log.header is None or not log.states:     # nothing was recorded
+                log.abort()
                 return None
-            for enc in encoders.values():
-                enc.finish()
+            log.finish()
         except BaseException:
-            for enc in encoders.values():
-                enc.abort()
+            log.abort()
             raise
+        return log
 
-        state = np.stack(states).astype(np.float32) if emb.state_dim else np.zeros((length, 0), np.float32)
-        action = np.stack(actions).astype(np.float32)
-        task = header.get("task", "")
-        tasks = list(self._tasks)
-        if task not in tasks:
-            tasks.append(task)
-        task_index = tasks.index(task)
-        start = int(self._info["total_frames"])
+    def _read_step(self, log: "_Log", rec: dict, path: Path, chunk: int, file: int) -> None:
+        emb = self.embodiment
+        if len(rec["state"]) != emb.state_dim or len(rec["action"]) != emb.action_dim:
+            raise _BadLog(f"{path}: frame {rec['frame_index']}: state/action sizes "
+                          f"{len(rec['state'])}/{len(rec['action'])} do not match {emb.name!r}")
+        log.states.append(rec["state"])
+        log.actions.append(rec["action"])
+        log.obs_times.append(rec.get("obs_time"))
+        log.timings.append(rec.get("timing") or {})
+        for cam in emb.cameras:
+            img = rec["images"].get(cam.name)
+            if img is None or img.shape != (cam.height, cam.width, 3):
+                raise _BadLog(f"{path}: frame {rec['frame_index']}: camera {cam.name!r} missing "
+                              "or of the wrong size")
+            log.img_stats[cam.name].add(img)
+            if not self.video:
+                log.pngs[cam.name].append(encode_png(img))
+                continue
+            enc = log.encoders.get(cam.name)
+            if enc is None:
+                enc = log.encoders[cam.name] = _VideoEncoder(
+                    self._video_path(image_key(cam.name), chunk, file), cam.width, cam.height, self._fps_frac,
+                    self._encoder, self._pix_fmts[cam.name], self._video_options)
+            enc.add(img)
 
-        # data file
+    def _write_frames(self, log: "_Log", n: int, chunk: int, file: int, task_index: int, start: int) -> None:
+        """The episode's data file: state, action, images (without video), indices."""
+        import pyarrow as pa
+        emb, length = self.embodiment, log.length
         cols = {}
         if emb.state_dim:
-            cols[STATE] = pa.FixedSizeListArray.from_arrays(pa.array(state.ravel(), pa.float32()), emb.state_dim)
-        cols[ACTION] = pa.FixedSizeListArray.from_arrays(pa.array(action.ravel(), pa.float32()), emb.action_dim)
+            cols[STATE] = pa.FixedSizeListArray.from_arrays(pa.array(log.state.ravel(), pa.float32()), emb.state_dim)
+        cols[ACTION] = pa.FixedSizeListArray.from_arrays(pa.array(log.action.ravel(), pa.float32()), emb.action_dim)
         if not self.video:
             img_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
             for cam in emb.cameras:
-                cols[image_key(cam.name)] = pa.array([{"bytes": b, "path": None} for b in pngs[cam.name]],
+                cols[image_key(cam.name)] = pa.array([{"bytes": b, "path": None} for b in log.pngs[cam.name]],
                                                      type=img_type)
         frame_index = np.arange(length, dtype=np.int64)
         cols["timestamp"] = pa.array((frame_index / self.fps).astype(np.float32))
@@ -675,7 +717,9 @@ class DatasetWriter:
         cols["task_index"] = pa.array(np.full(length, task_index, np.int64))
         _write_parquet(self._data_path(chunk, file), pa.table(cols))
 
-        # episode row
+    def _episode_row(self, log: "_Log", n: int, chunk: int, file: int, task: str, start: int) -> dict:
+        """The episode's row of meta/episodes: LeRobot's columns, its statistics, and ours."""
+        length, header, end = log.length, log.header, log.end
         interrupted = end is None
         success = False if interrupted else end.get("success")
         ep_info = {"interrupted": True} if interrupted else (end.get("info") or {})
@@ -689,12 +733,12 @@ class DatasetWriter:
             row.update({f"videos/{key}/chunk_index": chunk, f"videos/{key}/file_index": file,
                         f"videos/{key}/from_timestamp": 0.0, f"videos/{key}/to_timestamp": length / self.fps})
         row.update({"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0})
-        for key, x in ((STATE, state), (ACTION, action)):
+        for key, x in ((STATE, log.state), (ACTION, log.action)):
             if key in self._info["features"]:
                 for s, v in vector_stats(x).items():
                     row[f"stats/{key}/{s}"] = np.asarray(v).tolist()
-        for cam in emb.cameras:
-            for s, v in img_stats[cam.name].result().items():
+        for cam in self.embodiment.cameras:
+            for s, v in log.img_stats[cam.name].result().items():
                 row[f"stats/{image_key(cam.name)}/{s}"] = v.tolist() if s == "count" else _c11(v)
         row.update({
             f"{EMBODIA}/episode_id": header.get("episode_id"),
@@ -704,25 +748,10 @@ class DatasetWriter:
             f"{EMBODIA}/final_state": None if final_state is None else np.asarray(final_state, np.float32).tolist(),
             f"{EMBODIA}/info": _dumps(ep_info),
             f"{EMBODIA}/meta": _dumps(header.get("meta") or {}),
-            f"{EMBODIA}/timing": _dumps(_timing_summary(timings, [t for t in obs_times if t is not None])),
+            f"{EMBODIA}/timing": _dumps(_timing_summary(log.timings, [t for t in log.obs_times if t is not None])),
             f"{EMBODIA}/start_time": header.get("start_time"),
         })
-        episodes = self._episodes + [row]
-
-        # global stats (exact for state/action: every frame is kept in memory, float32)
-        arrays = self._load_arrays()
-        new_arrays = {STATE: arrays[STATE] + [state], ACTION: arrays[ACTION] + [action]}
-        info = json.loads(json.dumps(self._info))
-        info["total_episodes"] = n + 1
-        info["total_frames"] = start + length
-        info["total_tasks"] = len(tasks)
-        info["splits"] = {"train": f"0:{n + 1}"}
-        self._write_metadata(episodes, tasks, info, new_arrays)
-
-        self._episodes, self._tasks, self._info, self._arrays = episodes, tasks, info, new_arrays
-        path.unlink(missing_ok=True)
-        _fsync_dir(path.parent)
-        return n
+        return row
 
     def _episodes_schema(self):
         import pyarrow as pa
