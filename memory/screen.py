@@ -370,6 +370,18 @@ class ScreenMemory:
         out.n_candidates = len(cand)
         if not cand:
             return done("no neighbour above min_similarity")
+        bound, hist_w, reason = self._consistent(s, cand, elements, slots, screen, t, history, out)
+        if not bound:
+            return done(reason)
+        out.n_kept = len(bound)
+        self._vote(s, bound, hist_w, history, out)
+        return done("ok")
+
+    def _consistent(self, s, cand, elements, slots, screen, t, history, out):
+        """The candidates whose precondition holds (bound to this screen), in the task's phase, after
+        the same previous action (a filter, or a vote weight when preferred), and of this
+        instance's slot values when those are enough: (bound, history weights, reason if none)."""
+        cfg = self.config
         # consistency 1: the precondition (the element is on this screen, every slot binds)
         bound = []
         for r, sc in cand:
@@ -377,7 +389,7 @@ class ScreenMemory:
             if b is not None:
                 bound.append((r, sc, b))
         if not bound:
-            return done("no precondition holds")
+            return bound, None, "no precondition holds"
         # consistency 2: progress
         if t is not None and s.success_lengths:
             p_hat = min(1.0, float(t) / float(np.median(s.success_lengths)))
@@ -387,7 +399,7 @@ class ScreenMemory:
             out.progress_hat = p_hat
             bound = [x for x in bound if abs(float(s.num["progress"][x[0]]) - p_hat) <= cfg.progress_tolerance]
             if not bound:
-                return done("progress mismatch")
+                return bound, None, "progress mismatch"
         # consistency 3: history (a filter when strict, a vote weight when preferred)
         hist_w = np.ones(len(bound))
         if history is not None and cfg.history != "off":
@@ -397,7 +409,7 @@ class ScreenMemory:
                 bound = [x for x, m in zip(bound, match) if m]
                 hist_w = np.ones(len(bound))
                 if not bound:
-                    return done("history mismatch")
+                    return bound, None, "history mismatch"
             else:
                 hist_w = np.where(match, 1.0, cfg.history_miss)
         # the instance's own slot values: vote among their candidates when they are enough
@@ -407,8 +419,12 @@ class ScreenMemory:
             if same and sum(int(s.num["n_support"][bound[i][0]]) for i in same) >= cfg.min_support:
                 bound, hist_w = [bound[i] for i in same], hist_w[same]
                 out.values_matched = True
-        out.n_kept = len(bound)
-        # weighted majority vote on the resolved canonical form
+        return bound, hist_w, "ok"
+
+    def _vote(self, s, bound, hist_w, history, out) -> None:
+        """Weighted majority vote on the resolved canonical form; the winner, bound to this screen,
+        with its confidence share x c_sim x c_n and where it was stored, goes into ``out``."""
+        cfg = self.config
         sims = np.array([x[1] for x in bound])
         sup = np.array([s.num["n_support"][x[0]] for x in bound], np.float64)
         nu = np.array([s.num["n_used"][x[0]] for x in bound], np.float64)
@@ -447,7 +463,6 @@ class ScreenMemory:
             if v.get("centre") is not None and b_best["action"].get("point") is not None:
                 moved = moved or max(abs(a - b) for a, b in zip(v["centre"], b_best["action"]["point"])) > 1.0
             out.moved = bool(moved)
-        return done("ok")
 
     def _bind(self, value: dict, elements, slots, screen) -> Optional[dict]:
         """The stored action bound to the current tree, or None when its precondition fails: the
