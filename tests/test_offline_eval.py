@@ -123,8 +123,8 @@ def test_memory_from_other_episodes_steers_a_random_clicker(tmp_path):
     assert rep["memory"]["step_success"]["n"] == rep["overall"]["step_success"]["n"]
     assert rep["memory_replaced_steps"] > 0
     assert rep["memory"]["step_success"]["k"] > rep["overall"]["step_success"]["k"] + 2
-    # scoring one episode, the memory still holds the other nine (and never episode 3 itself)
-    one = score_gui(tmp_path / "rec", RandomClickPolicy(seed=3), memory=True, episodes=[3])
+    # scoring one episode, the memory still holds the other nine (and never episode 9 itself)
+    one = score_gui(tmp_path / "rec", RandomClickPolicy(seed=3), memory=True, episodes=[9])
     assert one["episodes"] == 1 and one["memory_replaced_steps"] > 0
 
 
