@@ -59,7 +59,7 @@ class RecordedPolicy:
     across the episode's steps first: the same numbers at the wrong times, which a scorer must punish.
 
     >>> from embodia.devices.embodiment import Embodiment, Channel
-    >>> p = RecordedPolicy(Embodiment("p", "pusher", actions=(Channel("vx"),), chunk=2))
+    >>> p = RecordedPolicy(Embodiment("p", "pusher", actions=(Channel("vx"),), chunk=2, exec_horizon=1))
     >>> p.cue({"action": np.arange(3, dtype=np.float32)[:, None]}, 1); p.act(None, "").ravel().tolist()
     [1.0, 2.0]
     """
