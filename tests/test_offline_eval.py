@@ -143,3 +143,21 @@ def test_rank_agreement():
     assert kendall([1, 2, 3], [1, 2, 3]) == 1.0
     assert spearman([1, 1, 1], [1, 2, 3]) is None
     assert np.isclose(kendall([1, 2, 3, 4], [1, 2, 4, 3]), 2 / 3)
+
+
+def test_cli_eval_offline_writes_the_report(pusher, phone, tmp_path):
+    from typer.testing import CliRunner
+
+    from embodia.agent.cli.app import app
+    runner = CliRunner()
+    out = tmp_path / "r.json"
+    res = runner.invoke(app, ["eval-offline", str(pusher), "-p", "shuffled", "--episodes", "0-1",
+                              "--plots", str(tmp_path / "png"), "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(out.read_text())
+    assert rep["episodes"] == 2 and rep["policy"] == "shuffled" and rep["overall"]["first"]["nmae_mean"] > 0.05
+    assert len(list((tmp_path / "png").glob("*.png"))) == 2
+    res = runner.invoke(app, ["eval-offline", str(phone), "-p", "random-click"])
+    assert res.exit_code == 0 and "chance" in res.output and "step_success" in res.output
+    res = runner.invoke(app, ["eval-offline", str(pusher), "-p", "random-click"])
+    assert res.exit_code == 2 and "random-click is a GUI policy" in res.output

@@ -285,7 +285,10 @@ def _steered_robot(ds, policy, scored: int, ep: dict):
 def plot_robot_episode(path, ep: dict, trace: list, names: list[str], *, title: str = "") -> Path:
     """A PNG with one panel per action channel: the recorded actions over the episode, each
     scored step's predicted chunk (thin line) and its first action (dot)."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError("plots need matplotlib: pip install 'embodia[plots]'") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     path = Path(path)
@@ -623,6 +626,23 @@ def score(path, policy, **kw) -> dict:
         return score_gui(path, policy, **kw)
     from embodia.agent.recording.dataset import LocalDataset
     return score_robot(LocalDataset(path), policy, **kw)
+
+
+def parse_episodes(text: str | None) -> list[int] | None:
+    """Episode indices from ``"0-4,7"``; None (all) for an empty string.
+
+    >>> parse_episodes("0-2,7"), parse_episodes(None)
+    ([0, 1, 2, 7], None)
+    """
+    if not text:
+        return None
+    out = []
+    for part in text.split(","):
+        a, _, b = part.strip().partition("-")
+        if not a.isdigit() or (b and not b.isdigit()):
+            raise ValueError(f"episodes must look like 0-9,12; got {text!r}")
+        out.extend(range(int(a), int(b or a) + 1))
+    return out
 
 
 def summary_lines(rep: dict) -> list[str]:
