@@ -161,3 +161,19 @@ def test_cli_eval_offline_writes_the_report(pusher, phone, tmp_path):
     assert res.exit_code == 0 and "chance" in res.output and "step_success" in res.output
     res = runner.invoke(app, ["eval-offline", str(pusher), "-p", "random-click"])
     assert res.exit_code == 2 and "random-click is a GUI policy" in res.output
+
+
+LEROBOT_FIXTURE = __import__("pathlib").Path(__file__).parent / "data" / "lerobot_pusher"
+
+
+def test_a_dataset_written_by_lerobot_scores_with_an_embodiment_rebuilt_from_its_features():
+    """tests/data/lerobot_pusher was written by LeRobot 0.4.4's own LeRobotDataset (see
+    tests/data/make_lerobot_fixture.py): no embodia section, images as PNG in parquet."""
+    ds = LocalDataset(LEROBOT_FIXTURE)
+    assert "embodia" not in ds.info and ds.embodiment.kind == "lerobot dataset"
+    assert [c.name for c in ds.embodiment.actions] == ["vx", "vy"] and ds.embodiment.state_dim == 10
+    exact = score(LEROBOT_FIXTURE, offline_policy("recorded", LEROBOT_FIXTURE))
+    assert exact["overall"]["first"]["nmae_mean"] == 0.0 and exact["overall"]["first"]["n"] == 48
+    wrong = score(LEROBOT_FIXTURE, offline_policy("shuffled", LEROBOT_FIXTURE))
+    assert wrong["overall"]["first"]["nmae_mean"] > 0.2
+    assert set(wrong["scale"]) == {"vx", "vy"} and all(v > 0 for v in wrong["scale"].values())
