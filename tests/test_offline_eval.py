@@ -177,3 +177,16 @@ def test_a_dataset_written_by_lerobot_scores_with_an_embodiment_rebuilt_from_its
     wrong = score(LEROBOT_FIXTURE, offline_policy("shuffled", LEROBOT_FIXTURE))
     assert wrong["overall"]["first"]["nmae_mean"] > 0.2
     assert set(wrong["scale"]) == {"vx", "vy"} and all(v > 0 for v in wrong["scale"].values())
+
+
+def test_training_scores_a_heldout_set_at_each_save(pusher, tmp_path):
+    from embodia.agent.training.train import TrainConfig, heldout_log, train
+    saves = []
+    out = train(TrainConfig(data=[str(pusher)], out=str(tmp_path / "ck"), steps=8, batch_size=8, save_every=4,
+                            threads=1, freeze_backbone_after=None, hidden=32, heads=2,
+                            head=dict(dim=32, depth=2, heads=2), heldout=str(pusher), heldout_episodes=1,
+                            heldout_stride=20),
+                progress=False, log=lambda *_: None, on_save=lambda step, path: saves.append(step))
+    rows = [json.loads(line) for line in heldout_log(out).read_text().splitlines()]
+    assert [r["step"] for r in rows] == saves == [4, 8]
+    assert all(r["episodes"] == 1 and r["decisions"] >= 3 and 0 < r["first_nmae"] < 10 for r in rows)

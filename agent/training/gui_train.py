@@ -80,8 +80,10 @@ def build_samples(steps, builder, backbone, *, batch: int = 32, log=print) -> li
     return out
 
 
-def fit(head, samples: list[dict], cfg: GuiTrainConfig, *, log=print, progress: bool = True):
-    """Train `head` on cached samples; returns it holding the EMA weights."""
+def fit(head, samples: list[dict], cfg: GuiTrainConfig, *, log=print, progress: bool = True,
+        on_save=None, save_every: int | None = None):
+    """Train `head` on cached samples; returns it holding the EMA weights. ``on_save(step, head)``
+    runs every ``save_every`` steps with the EMA weights swapped in (e.g. to save or score them)."""
     from embodia.policies.gui.head import ACTIONS, collate
 
     from embodia.agent.training.train import ema_update, warmup_cosine
@@ -124,6 +126,12 @@ def fit(head, samples: list[dict], cfg: GuiTrainConfig, *, log=print, progress: 
                 recent = {k: round(float(np.mean(v)), 4) for k in ("type", "pointer", "span", "cell", "point")
                           if (v := [h[k] for h in hist[-500:] if k in h])}
                 log(f"step {step + 1}: {recent}")
+            if on_save is not None and save_every and (step + 1) % save_every == 0:
+                live = {k: v.detach().clone() for k, v in head.state_dict().items()}
+                head.load_state_dict(ema)
+                on_save(step + 1, head.eval())
+                head.load_state_dict(live)
+                head.train()
     head.load_state_dict(ema)
     return head.eval()
 
