@@ -136,8 +136,10 @@ def fit(head, samples: list[dict], cfg: GuiTrainConfig, *, log=print, progress: 
     return head.eval()
 
 
-def train_gui_head(cfg: GuiTrainConfig, *, log=print, progress: bool = True):
-    """Record demos, cache backbone features, train, save into ``cfg.out``; returns the head."""
+def train_gui_head(cfg: GuiTrainConfig, *, log=print, progress: bool = True, on_save=None,
+                   save_every: int | None = None):
+    """Record demos, cache backbone features, train, save into ``cfg.out``; returns the head.
+    ``on_save(step, head)`` / ``save_every``: see `fit`."""
     from embodia.policies.backbone import Backbone
     from embodia.policies.gui.head import GuiHead, GuiHeadConfig, SequenceBuilder, save_gui_head
 
@@ -156,7 +158,7 @@ def train_gui_head(cfg: GuiTrainConfig, *, log=print, progress: bool = True):
     log(f"{cfg.episodes} teacher episodes recorded and encoded in {t2 - t0:.0f} s")
     head = GuiHead(hcfg, backbone.hidden_size)
     log(f"GUI head: {sum(p.numel() for p in head.parameters()) / 1e3:.0f}k parameters")
-    fit(head, samples, cfg, log=log, progress=progress)
+    fit(head, samples, cfg, log=log, progress=progress, on_save=on_save, save_every=save_every)
     t3 = time.perf_counter()
     save_gui_head(head, out, extra={"trained_steps": cfg.steps, "samples": len(samples),
                                     "train_config": asdict(cfg),
