@@ -190,3 +190,19 @@ def test_training_scores_a_heldout_set_at_each_save(pusher, tmp_path):
     rows = [json.loads(line) for line in heldout_log(out).read_text().splitlines()]
     assert [r["step"] for r in rows] == saves == [4, 8]
     assert all(r["episodes"] == 1 and r["decisions"] >= 3 and 0 < r["first_nmae"] < 10 for r in rows)
+
+
+def test_gui_head_training_scores_a_heldout_recording_at_each_save(phone, tmp_path):
+    import shutil
+
+    from embodia.agent.loop.factory import BUNDLED
+    from embodia.agent.training.gui_train import GuiTrainConfig, train_gui_head
+    from embodia.agent.training.train import heldout_log
+    ck = tmp_path / "ck"
+    shutil.copytree(BUNDLED["embodia-tiny"], ck, ignore=shutil.ignore_patterns("gui_head.*"))
+    train_gui_head(GuiTrainConfig(out=str(ck), episodes=6, steps=6, batch_size=8, save_every=3, heldout=str(phone)),
+                   log=lambda *_: None, progress=False)
+    rows = [json.loads(line) for line in heldout_log(ck).read_text().splitlines()]
+    assert [r["step"] for r in rows] == [3, 6] and all(r["head"] == "gui" for r in rows)
+    assert all(r["steps"] >= 30 and 0 <= r["step_success"] <= 1 for r in rows)
+    assert (ck / "gui_head.safetensors").exists()
