@@ -177,6 +177,9 @@ def test_a_dataset_written_by_lerobot_scores_with_an_embodiment_rebuilt_from_its
     wrong = score(LEROBOT_FIXTURE, offline_policy("shuffled", LEROBOT_FIXTURE))
     assert wrong["overall"]["first"]["nmae_mean"] > 0.2
     assert set(wrong["scale"]) == {"vx", "vy"} and all(v > 0 for v in wrong["scale"].values())
+    # a trained VLA binds to the rebuilt embodiment (same robot_type and dims) and is scored on it
+    vla = score(LEROBOT_FIXTURE, offline_policy("embodia-tiny", LEROBOT_FIXTURE, threads=1), episodes=[0], stride=4)
+    assert vla["overall"]["first"]["n"] == 4 and 0 < vla["overall"]["first"]["nmae_mean"] < 2
 
 
 def test_training_scores_a_heldout_set_at_each_save(pusher, tmp_path):
