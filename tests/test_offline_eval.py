@@ -161,6 +161,8 @@ def test_cli_eval_offline_writes_the_report(pusher, phone, tmp_path):
     assert res.exit_code == 0 and "chance" in res.output and "step_success" in res.output
     res = runner.invoke(app, ["eval-offline", str(pusher), "-p", "random-click"])
     assert res.exit_code == 2 and "random-click is a GUI policy" in res.output
+    res = runner.invoke(app, ["eval-offline", str(pusher), "-p", "recorded", "--episodes", "2-9"])
+    assert res.exit_code == 2 and "episodes [4, 5, 6, 7, 8, 9] out of range" in res.output
 
 
 LEROBOT_FIXTURE = __import__("pathlib").Path(__file__).parent / "data" / "lerobot_pusher"

@@ -757,8 +757,8 @@ def eval_offline(dataset: Path = typer.Argument(..., help="LeRobot v3 dataset di
             rep = offline.score(dataset, pol, episodes=offline.parse_episodes(episodes), stride=stride, seed=seed,
                                 memory=memory, plot_dir=plots, plot_episodes=plot_episodes,
                                 progress=lambda done, total: bar.update(task, completed=done, total=total))
-    except (PolicyError, DatasetError, ValueError, OSError) as e:
-        _fail(f"{dataset}: {e}")
+    except (PolicyError, DatasetError, ValueError, IndexError, OSError) as e:
+        _fail(str(e))
     rep.update(policy=policy)
     Console(soft_wrap=True).print("\n".join(offline.summary_lines(rep)), markup=False)
     if json_out:

@@ -177,7 +177,7 @@ def score_robot(ds, policy, *, episodes: list[int] | None = None, stride: int | 
         raise ValueError(f"{ds.root}: no action feature to score against")
     names = [c.name for c in emb.actions]
     stride = max(1, int(stride or emb.exec_horizon or 1))
-    eps = list(range(ds.num_episodes)) if episodes is None else list(episodes)
+    eps = list(range(ds.num_episodes)) if episodes is None else _check_episodes(episodes, ds.num_episodes, ds.root)
     scale = action_scale(ds)
     mean_action = np.asarray(ds.stats.get("action", {}).get("mean", np.zeros(emb.action_dim)), np.float64)
     arms = {"off": policy}
@@ -240,6 +240,13 @@ def score_robot(ds, policy, *, episodes: list[int] | None = None, stride: int | 
         out["memory_effect"] = {k: out["memory"][k]["nmae_mean"] - out["overall"][k]["nmae_mean"]
                                 for k in ("first", "chunk")}
     return out
+
+
+def _check_episodes(episodes, n: int, root) -> list[int]:
+    bad = [i for i in episodes if not 0 <= int(i) < n]
+    if bad:
+        raise IndexError(f"episodes {bad} out of range: {root} has {n} (0..{n - 1})")
+    return [int(i) for i in episodes]
 
 
 def _robot_overall(acc: dict, offs: list, scale, names) -> dict:
@@ -450,7 +457,7 @@ def read_gui_episodes(root, episodes: list[int] | None = None) -> list[dict]:
     step lines with screenshots loaded), ``task``, ``app``, ``index``, ``success`` and ``info``."""
     from embodia.agent.recording.gui_log import executed_steps, list_gui_episodes, read_gui_episode
     paths = list_gui_episodes(root)
-    idx = range(len(paths)) if episodes is None else episodes
+    idx = range(len(paths)) if episodes is None else _check_episodes(episodes, len(paths), root)
     out = []
     for i in idx:
         ep = read_gui_episode(paths[i], load_images=True)
