@@ -528,7 +528,7 @@ class SuccessMemory:
 
     # -- the steps of a query (ARCHITECTURE.md 5.2 - 5.5) -----------------------------------------
     def _neighbours(self, ns: _Namespace, key) -> Tuple[np.ndarray, np.ndarray]:
-        """Rows and FAISS scores of the k nearest stored keys (section 5.3)."""
+        """Rows and FAISS scores of the k nearest stored keys (ARCHITECTURE.md 5.3)."""
         q = self._prep_keys(np.asarray(key, dtype=np.float32).reshape(1, -1))
         score, ids = ns.index.search(q, min(self.config.k, ns.n))
         ok = ids[0] >= 0
@@ -549,7 +549,7 @@ class SuccessMemory:
         return np.exp(-(score.astype(np.float64) ** 2) / (2.0 * sigma * sigma)), sigma
 
     def _progress_estimate(self, ns: _Namespace, rows, sim, t, progress) -> Optional[float]:
-        """p_hat (section 5.2): the caller's progress, else t over the median success length capped
+        """p_hat (ARCHITECTURE.md 5.2): the caller's progress, else t over the median success length capped
         by the neighbours' progress; None without either."""
         cfg = self.config
         if progress is not None:
@@ -563,7 +563,7 @@ class SuccessMemory:
         return p_hat
 
     def _consistent(self, ns: _Namespace, rows, hist, p_hat, prev_tail) -> Tuple[np.ndarray, str]:
-        """The trajectory-level filter (section 5.4): same recent actions, same phase, continuing the
+        """The trajectory-level filter (ARCHITECTURE.md 5.4): same recent actions, same phase, continuing the
         current chunk's tail. Returns the mask and, when it keeps nothing, which test failed last."""
         cfg, C = self.config, ns.cols
         keep, reason = np.ones(rows.size, bool), "filtered out"
@@ -585,7 +585,7 @@ class SuccessMemory:
         return keep, reason
 
     def _one_mode(self, chunks: np.ndarray, mass: np.ndarray) -> np.ndarray:
-        """The elite mask (section 5.4): the densest chunk and those within mode_radius of it, so a
+        """The elite mask (ARCHITECTURE.md 5.4): the densest chunk and those within mode_radius of it, so a
         left and a right path are never averaged; everything when mode selection is off."""
         cfg, n = self.config, chunks.shape[0]
         if not cfg.mode_selection or n <= 1:
@@ -598,7 +598,7 @@ class SuccessMemory:
 
     def _elite_prior(self, ns: _Namespace, e_rows, e_sim, mass, elite):
         """Elite weights, the prior (their weighted mean chunk), its spread, the valid horizon and
-        the confidence c_sim x c_agree x c_n with its components (section 5.5)."""
+        the confidence c_sim x c_agree x c_n with its components (ARCHITECTURE.md 5.5)."""
         cfg, C = self.config, ns.cols
         e_chunks = C["chunks"][e_rows].astype(np.float64)
         e_sup = C["n_support"][e_rows].astype(np.float64)

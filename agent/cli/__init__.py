@@ -5,7 +5,7 @@ One module per verb (``run`` holds run and record; ``evaluate``, ``replay``, ``t
 ``embodia``; nothing imports it.
 """
 # the verbs register in this order, the order `embodia --help` lists them
-from embodia.agent.cli import run, evaluate, replay, train, memory, serve, mcp, view, devices  # noqa: F401, I001
+from embodia.agent.cli import run, evaluate, offline, replay, train, memory, serve, mcp, view, devices  # noqa: F401, I001
 from embodia.agent.cli.app import app
 
 

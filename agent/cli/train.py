@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -16,13 +17,16 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
           save_every: int = typer.Option(1000, "--save-every"), threads: int = typer.Option(2, "--threads"),
           hidden: int = typer.Option(64, "--hidden", help="backbone width of a fresh model"),
           layers: int = typer.Option(2, "--layers", help="backbone text layers of a fresh model"),
-          resume: bool = typer.Option(False, "--resume", help="continue the run saved in --out")):
+          resume: bool = typer.Option(False, "--resume", help="continue the run saved in --out"),
+          heldout: Optional[Path] = typer.Option(None, "--heldout", help="a recorded dataset scored offline "
+                                                 "at each save (first episodes; OUT.heldout.jsonl)")):
     """Train the VLA (backbone + DiT head) on recorded datasets; EMA checkpoints, resumable."""
     from embodia.agent.recording.dataset import DatasetError
     from embodia.agent.training.train import TrainConfig
     from embodia.agent.training.train import train as run_training
     cfg = TrainConfig(data=[str(d) for d in data], out=str(out), steps=steps, batch_size=batch_size, lr=lr,
-                      seed=seed, save_every=save_every, threads=threads, hidden=hidden, layers=layers)
+                      seed=seed, save_every=save_every, threads=threads, hidden=hidden, layers=layers,
+                      heldout=str(heldout) if heldout else None)
     try:
         run_training(cfg, resume=resume, log=console.print)
     except (DatasetError, FileNotFoundError) as e:

@@ -17,6 +17,7 @@ The run is deterministic: the same command writes the same weights.
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -46,6 +47,8 @@ class GuiTrainConfig:
     ema: float = 0.999
     threads: int = 1
     point_weight: float = 3.0         # how much more often a click on an absent icon is drawn
+    save_every: int | None = None     # also save (and score on `heldout`) the EMA head every N steps
+    heldout: str | None = None        # a GUI recording scored offline at each save (<out>.heldout.jsonl)
     head: dict = field(default_factory=dict)       # GuiHeadConfig overrides
 
 
@@ -80,8 +83,10 @@ def build_samples(steps, builder, backbone, *, batch: int = 32, log=print) -> li
     return out
 
 
-def fit(head, samples: list[dict], cfg: GuiTrainConfig, *, log=print, progress: bool = True):
-    """Train `head` on cached samples; returns it holding the EMA weights."""
+def fit(head, samples: list[dict], cfg: GuiTrainConfig, *, log=print, progress: bool = True,
+        on_save=None, save_every: int | None = None):
+    """Train `head` on cached samples; returns it holding the EMA weights. ``on_save(step, head)``
+    runs every ``save_every`` steps with the EMA weights swapped in (e.g. to save or score them)."""
     from embodia.agent.training.train import ema_update, warmup_cosine
     from embodia.policies.gui.head import ACTIONS, collate
 
@@ -123,12 +128,20 @@ def fit(head, samples: list[dict], cfg: GuiTrainConfig, *, log=print, progress: 
                 recent = {k: round(float(np.mean(v)), 4) for k in ("type", "pointer", "span", "cell", "point")
                           if (v := [h[k] for h in hist[-500:] if k in h])}
                 log(f"step {step + 1}: {recent}")
+            if on_save is not None and save_every and (step + 1) % save_every == 0:
+                live = {k: v.detach().clone() for k, v in head.state_dict().items()}
+                head.load_state_dict(ema)
+                on_save(step + 1, head.eval())
+                head.load_state_dict(live)
+                head.train()
     head.load_state_dict(ema)
     return head.eval()
 
 
-def train_gui_head(cfg: GuiTrainConfig, *, log=print, progress: bool = True):
-    """Record demos, cache backbone features, train, save into ``cfg.out``; returns the head."""
+def train_gui_head(cfg: GuiTrainConfig, *, log=print, progress: bool = True, on_save=None,
+                   save_every: int | None = None):
+    """Record demos, cache backbone features, train, save into ``cfg.out``; returns the head.
+    ``on_save(step, head)`` / ``save_every``: see `fit`."""
     from embodia.agent.training.gui_data import iter_gui_demos
     from embodia.policies.backbone import Backbone
     from embodia.policies.gui.head import GuiHead, GuiHeadConfig, SequenceBuilder, save_gui_head
@@ -146,7 +159,16 @@ def train_gui_head(cfg: GuiTrainConfig, *, log=print, progress: bool = True):
     log(f"{cfg.episodes} teacher episodes recorded and encoded in {t2 - t0:.0f} s")
     head = GuiHead(hcfg, backbone.hidden_size)
     log(f"GUI head: {sum(p.numel() for p in head.parameters()) / 1e3:.0f}k parameters")
-    fit(head, samples, cfg, log=log, progress=progress)
+    def saved(step, h):
+        if cfg.save_every and step % cfg.save_every == 0:
+            save_gui_head(h, out, extra={"trained_steps": step, "train_config": asdict(cfg)})
+            if cfg.heldout:
+                score_gui_heldout(h, backbone, cfg, out, step, log=log)
+        if on_save is not None and save_every and step % save_every == 0:
+            on_save(step, h)
+    every = [n for n in (cfg.save_every, save_every) if n]
+    fit(head, samples, cfg, log=log, progress=progress, on_save=saved if every else None,
+        save_every=math.gcd(*every) if every else None)
     t3 = time.perf_counter()
     save_gui_head(head, out, extra={"trained_steps": cfg.steps, "samples": len(samples),
                                     "train_config": asdict(cfg),
@@ -155,18 +177,41 @@ def train_gui_head(cfg: GuiTrainConfig, *, log=print, progress: bool = True):
     return head
 
 
+def score_gui_heldout(head, backbone, cfg: GuiTrainConfig, out: Path, step: int, log=print) -> dict:
+    """Score the head (EMA weights) offline on the GUI recording ``cfg.heldout`` and append one
+    line to ``<out>.heldout.jsonl`` (`embodia.agent.training.train.heldout_log`)."""
+    import json
+
+    from embodia.agent.evaluation.offline import embodiment_of, score_gui
+    from embodia.agent.training.train import heldout_log
+    from embodia.policies.gui.head import GuiHeadPolicy
+    t0 = time.perf_counter()
+    policy = GuiHeadPolicy(head, backbone).bind(embodiment_of(cfg.heldout))
+    rep = score_gui(cfg.heldout, policy, seed=cfg.seed)
+    head.eval()
+    row = {"step": step, "head": "gui", "dataset": str(cfg.heldout), "episodes": rep["episodes"],
+           "steps": rep["steps"], **{m: rep["overall"][m]["rate"] for m in ("type", "grounding", "text", "step_success")},
+           "seconds": round(time.perf_counter() - t0, 2)}
+    with open(heldout_log(out), "a") as f:
+        f.write(json.dumps(row) + "\n")
+    log(f"held-out at step {step}: step success {row['step_success']:.3f} ({rep['steps']} steps)")
+    return row
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="train the GUI head of a checkpoint on gui-sim demonstrations")
     ap.add_argument("--out", type=Path, default=BUNDLE, help="checkpoint directory (its backbone is read, "
                     "gui_head.* written)")
     defaults = GuiTrainConfig(out="")
     for name, kind in (("episodes", int), ("steps", int), ("batch_size", int), ("seed", int), ("threads", int),
-                       ("lr", float), ("noise", float), ("target", str), ("template", str)):
+                       ("lr", float), ("noise", float), ("target", str), ("template", str), ("save_every", int),
+                       ("heldout", str)):
         ap.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(defaults, name))
     args = ap.parse_args(argv)
     train_gui_head(GuiTrainConfig(out=str(args.out), episodes=args.episodes, steps=args.steps,
                                   batch_size=args.batch_size, seed=args.seed, threads=args.threads, lr=args.lr,
-                                  noise=args.noise, target=args.target, template=args.template))
+                                  noise=args.noise, target=args.target, template=args.template,
+                                  save_every=args.save_every, heldout=args.heldout))
 
 
 if __name__ == "__main__":

@@ -48,6 +48,9 @@ class TrainConfig:
     freeze_backbone_after: int | None = 1000   # then cache its context and train the head alone
     frozen_batch_size: int = 128      # head-only steps are cheap: more distinct states per step
     frozen_repeats: int = 2
+    heldout: str | None = None        # a dataset scored offline at each checkpoint save (heldout.jsonl)
+    heldout_episodes: int = 8         # its first N episodes
+    heldout_stride: int = 4           # every Nth step of each
     balance: str = "frames"           # sample bodies by their share of frames, or "bodies": equally
     # architecture of a fresh model (ignored when --init/--resume give one)
     hidden: int = 64
@@ -263,7 +266,37 @@ def build_model(cfg: TrainConfig, datasets: list[LocalDataset]) -> VLAModel:
     return VLAModel(backbone, vcfg)
 
 
-def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=print) -> Path:
+def heldout_log(out) -> Path:
+    """``<out>.heldout.jsonl``, beside the checkpoint directory (each save replaces the directory)."""
+    out = Path(out)
+    return out.with_name(out.name + ".heldout.jsonl")
+
+
+def score_heldout(cfg: TrainConfig, out: Path, step: int, log=print) -> dict:
+    """Score the checkpoint just saved in ``out`` on ``cfg.heldout`` (offline: recorded observations,
+    predicted vs recorded actions) and append one line to `heldout_log` (``<out>.heldout.jsonl``)."""
+    from embodia.agent.evaluation.offline import score_robot
+    from embodia.policies.robot.vla import VLAPolicy
+    ds = LocalDataset(cfg.heldout)
+    policy = VLAPolicy.from_pretrained(out).bind(ds.embodiment)
+    t0 = time.perf_counter()
+    rep = score_robot(ds, policy, episodes=list(range(min(cfg.heldout_episodes, ds.num_episodes))),
+                      stride=cfg.heldout_stride, seed=cfg.seed)
+    row = {"step": step, "dataset": str(cfg.heldout), "episodes": rep["episodes"],
+           "decisions": rep["overall"]["first"]["n"], "first_nmae": rep["overall"]["first"]["nmae_mean"],
+           "chunk_nmae": rep["overall"]["chunk"]["nmae_mean"], "first_mae": rep["overall"]["first"]["mae_mean"],
+           "chunk_mae": rep["overall"]["chunk"]["mae_mean"],
+           "baseline_first_nmae": rep["baseline_mean_action"]["first"]["nmae_mean"],
+           "seconds": round(time.perf_counter() - t0, 2)}
+    with open(heldout_log(out), "a") as f:
+        f.write(json.dumps(row) + "\n")
+    log(f"held-out at step {step}: first-action error {row['first_nmae']:.4f}, chunk {row['chunk_nmae']:.4f} "
+        f"(normalized; mean-action baseline {row['baseline_first_nmae']:.4f})")
+    return row
+
+
+def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=print, on_save=None) -> Path:
+    """Train; ``on_save(step, out)`` runs after each checkpoint save (after the held-out score)."""
     torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
     datasets = [LocalDataset(d) for d in cfg.data]
@@ -340,4 +373,9 @@ def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=
                 checkpoint(step)
                 log(f"step {step}: loss {np.mean(losses[-cfg.save_every:]):.4f} (mean since the last "
                     f"checkpoint), saved {out}")
+                if cfg.heldout:
+                    score_heldout(cfg, out, step, log=log)
+                    torch.set_num_threads(cfg.threads)
+                if on_save is not None:
+                    on_save(step, out)
     return out

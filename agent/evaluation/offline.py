@@ -1,0 +1,725 @@
+"""Offline evaluation: run a policy on recorded observations and score its actions against the recorded ones.
+
+No device is opened. The policy reads each recorded observation with the recorded instruction and
+embodiment, and its prediction is compared with what was recorded (teacher forcing: whatever it
+predicted, the next step shows it the recorded next observation, and policies that keep a history
+are told the recorded action).
+
+Robots (LeRobot v3 datasets, ours or LeRobot's): at every ``stride``-th step the predicted chunk
+is compared with the recorded actions from that step on: the first action (what a loop executes
+first) and the whole chunk (against as many recorded future actions as the episode still has).
+Errors are mean absolute errors per action channel, in the embodiment's units and normalized by
+the channel's half range (q01..q99 of the dataset's stats, the range the VLA normalizes to
+[-1, 1]), per episode and overall, beside a baseline that always predicts the dataset's mean action.
+
+>>> from embodia.agent.recording.dataset import LocalDataset                     # doctest: +SKIP
+>>> ds = LocalDataset("runs/pusher")                                            # doctest: +SKIP
+>>> rep = score_robot(ds, RecordedPolicy(ds.embodiment))                        # doctest: +SKIP
+>>> rep["overall"]["first"]["nmae"], rep["overall"]["chunk"]["nmae"]            # doctest: +SKIP
+(0.0, 0.0)
+
+Screens (our GUI step logs): per executed step, action-type accuracy, grounding accuracy (the
+predicted point, or the centre of the predicted element, falls inside the recorded target element:
+the element the recorded action names, else the smallest clickable element under its point, else
+a box of +-50/1000 around it), typed-text exact match and step success (type, location, text and
+the remaining arguments all right), each with a Wilson interval, split by app and by recorded
+action type, beside the rates a uniformly random click would get on the same steps (``chance``).
+
+>>> rep = score_gui("runs/phone", RecordedGuiPolicy())                          # doctest: +SKIP
+>>> rep["overall"]["step_success"]["rate"], rep["chance"]["step_success"]       # doctest: +SKIP
+(1.0, 0.013)
+
+Memory (``memory=True``): each episode is scored twice, by the policy alone and by the policy
+steered by a success memory built from the OTHER successful episodes of the data (leave one
+out), so the memory's effect is measured on the same steps; robots need a VLA policy (the memory
+keys are its normalized states), screens any GUI policy (`ScreenMemoryPolicy`, replace mode).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from embodia.agent.evaluation.stats import wilson
+from embodia.devices import GuiAction, Observation
+from embodia.devices.embodiment import Screen
+
+NEAR = 50.0           # grounding box half-size (0..1000 units) around a recorded point no element holds
+LOCATED = ("click", "double_click", "long_press", "right_click", "scroll", "type", "swipe", "drag")
+GUI_METRICS = ("type", "grounding", "text", "step_success")
+
+
+# -- policies that need no model: the scorer's own sanity checks --------------------------------------
+class RecordedPolicy:
+    """The recorded actions as a robot policy: at step t it returns ``action[t:t+chunk]`` of the
+    episode being scored (told by the scorer through ``cue``). ``shuffle=True`` permutes the actions
+    across the episode's steps first: the same numbers at the wrong times, which a scorer must punish.
+
+    >>> from embodia.devices.embodiment import Embodiment, Channel
+    >>> p = RecordedPolicy(Embodiment("p", "pusher", actions=(Channel("vx"),), chunk=2, exec_horizon=1))
+    >>> p.cue({"action": np.arange(3, dtype=np.float32)[:, None]}, 1); p.act(None, "").ravel().tolist()
+    [1.0, 2.0]
+    """
+
+    def __init__(self, embodiment, *, shuffle: bool = False, seed: int = 0):
+        self.embodiment, self.shuffle, self.seed = embodiment, shuffle, seed
+        self.actions, self.t = np.zeros((0, embodiment.action_dim), np.float32), 0
+
+    def reset(self, seed: int | None = None) -> None:
+        self.t = 0
+
+    def cue(self, episode: dict, t: int) -> None:
+        if t == 0 or len(self.actions) != len(episode["action"]):
+            a = np.asarray(episode["action"], np.float32)
+            if self.shuffle:
+                a = a[np.random.default_rng(self.seed + episode.get("episode_index", 0)).permutation(len(a))]
+            self.actions = a
+        self.t = t
+
+    def act(self, obs, instruction: str) -> np.ndarray:
+        return self.actions[self.t:self.t + max(1, self.embodiment.chunk)]
+
+
+class RecordedGuiPolicy:
+    """The recorded GUI actions as a policy (``cue`` says which step); ``shuffle=True`` rotates
+    them by a random offset, so each step of a multi-step episode gets another step's action."""
+
+    def __init__(self, *, shuffle: bool = False, seed: int = 0):
+        self.shuffle, self.seed = shuffle, seed
+        self.actions: list[GuiAction] = []
+        self.t = 0
+
+    def reset(self, seed: int | None = None) -> None:
+        self.t = 0
+
+    def cue(self, episode: dict, t: int) -> None:
+        if t == 0:
+            acts = list(episode["actions"])
+            if self.shuffle and len(acts) > 1:   # a rotation: every step gets another step's action
+                k = int(np.random.default_rng(self.seed + int(episode.get("index", 0))).integers(1, len(acts)))
+                acts = acts[k:] + acts[:k]
+            self.actions = acts
+        self.t = t
+
+    def act(self, obs, instruction: str) -> GuiAction:
+        return self.actions[self.t]
+
+
+class RandomClickPolicy:
+    """A click at a uniformly random point of the screen: the agent the GUI report's ``chance``
+    column describes."""
+
+    def __init__(self, seed: int = 0):
+        self.rng = np.random.default_rng(seed)
+
+    def reset(self, seed: int | None = None) -> None:
+        pass        # one stream of draws over the whole recording
+
+    def act(self, obs, instruction: str) -> GuiAction:
+        x, y = self.rng.uniform(0.0, 1000.0, 2)
+        return GuiAction("click", point=(float(x), float(y)))
+
+
+# -- robots -----------------------------------------------------------------------------------------
+def action_scale(ds) -> np.ndarray:
+    """Per-channel half range of the recorded actions (q01..q99, else min..max, else the
+    embodiment's limits, else 1), the unit of normalized errors."""
+    st = ds.stats.get("action", {})
+    d = ds.embodiment.action_dim
+    for lo, hi in (("q01", "q99"), ("min", "max")):
+        if lo in st and hi in st and np.shape(st[lo]) == (d,):
+            half = (np.asarray(st[hi], np.float64) - np.asarray(st[lo], np.float64)) / 2
+            break
+    else:
+        low, high = ds.embodiment.action_bounds()
+        half = np.where(np.isfinite(high - low), (high - low) / 2, 1.0)
+    return np.where(half > 1e-8, half, 1.0)
+
+
+def _robot_obs(ds, ep: dict, frames: dict, t: int) -> Observation:
+    return Observation(images={c: f[t] for c, f in frames.items()}, state=ep["state"][t],
+                       timestamp=float(t) / ds.fps)
+
+
+class _Acc:
+    """Running sums of absolute errors per channel."""
+
+    def __init__(self, d: int):
+        self.sum, self.n = np.zeros(d), 0
+
+    def add(self, err: np.ndarray) -> None:
+        err = np.abs(np.atleast_2d(err))
+        self.sum += err.sum(0)
+        self.n += len(err)
+
+    def report(self, scale: np.ndarray, names: list[str]) -> dict:
+        mae = self.sum / max(self.n, 1)
+        nmae = mae / scale
+        return {"n": self.n, "mae": dict(zip(names, mae.round(6).tolist())),
+                "nmae": dict(zip(names, nmae.round(6).tolist())), "mae_mean": float(mae.mean()),
+                "nmae_mean": float(nmae.mean()) if self.n else None}
+
+
+def score_robot(ds, policy, *, episodes: list[int] | None = None, stride: int | None = None,
+                seed: int = 0, plot_dir=None, plot_episodes: int = 3, memory: bool = False,
+                progress: Callable[[int, int], None] | None = None) -> dict:
+    """Score ``policy`` on the recorded episodes of a `LocalDataset` (see the module doc).
+
+    ``stride``: score every stride-th step (default: the embodiment's exec_horizon, the steps at
+    which a loop asks for a new chunk). ``plot_dir``: PNGs of predicted against recorded actions per
+    channel for the first ``plot_episodes`` episodes. ``progress(done, total)``: after each episode.
+    """
+    emb = ds.embodiment
+    if emb.action_dim == 0:
+        raise ValueError(f"{ds.root}: no action feature to score against")
+    names = [c.name for c in emb.actions]
+    stride = max(1, int(stride or emb.exec_horizon or 1))
+    eps = list(range(ds.num_episodes)) if episodes is None else _check_episodes(episodes, ds.num_episodes, ds.root)
+    scale = action_scale(ds)
+    mean_action = np.asarray(ds.stats.get("action", {}).get("mean", np.zeros(emb.action_dim)), np.float64)
+    arms = {"off": policy}
+    if memory:
+        arms["memory"] = None          # built per episode, leave one out
+    overall = {arm: {"first": _Acc(emb.action_dim), "chunk": _Acc(emb.action_dim)} for arm in arms}
+    by_offset: dict[str, list[_Acc]] = {arm: [] for arm in arms}
+    baseline = _Acc(emb.action_dim)
+    rows, plots = [], []
+    for k, i in enumerate(eps):
+        ep = ds.episode(i)
+        T = len(ep["action"])
+        frames = {c.name: ds.frames(i, c.name) for c in emb.cameras}
+        row = {"episode": i, "task": ep["task"], "length": T, "success": ep["success"]}
+        for arm in arms:
+            pol = policy if arm == "off" else _steered_robot(ds, policy, i, ep)
+            first, chunk = _Acc(emb.action_dim), _Acc(emb.action_dim)
+            trace = []
+            pol.reset(seed + i)
+            for t in range(T):
+                obs = _robot_obs(ds, ep, frames, t)
+                if t % stride == 0:
+                    _cue(pol, ep, t)
+                    pred = np.asarray(pol.act(obs, ep["task"]), np.float64).reshape(-1, emb.action_dim)
+                    if len(pred) == 0:
+                        raise ValueError(f"policy returned an empty chunk at episode {i} step {t}")
+                    n = min(len(pred), T - t)
+                    err = pred[:n] - ep["action"][t:t + n]
+                    first.add(err[0])
+                    chunk.add(err)
+                    overall[arm]["first"].add(err[0])
+                    overall[arm]["chunk"].add(err)
+                    offs = by_offset[arm]
+                    while len(offs) < n:
+                        offs.append(_Acc(emb.action_dim))
+                    for j in range(n):
+                        offs[j].add(err[j])
+                    trace.append((t, pred))
+                observe = getattr(pol, "observe", None)
+                if callable(observe):   # a steered policy's history holds what was executed: the record
+                    observe(obs, ep["action"][t])
+            row[arm] = {"first": first.report(scale, names), "chunk": chunk.report(scale, names)}
+            if arm == "memory":
+                row[arm]["memory"] = _info(pol)
+            if arm == "off" and plot_dir is not None and k < plot_episodes:
+                plots.append(str(plot_robot_episode(Path(plot_dir) / f"episode_{i:04d}.png", ep, trace, names,
+                                                    title=f"episode {i}: {ep['task']}")))
+        baseline.add(ep["action"][::stride] - mean_action)
+        rows.append(row)
+        if progress:
+            progress(k + 1, len(eps))
+    out = {"kind": "robot", "dataset": str(ds.root), "embodiment": emb.name, "episodes": len(eps),
+           "stride": stride, "channels": names, "scale": dict(zip(names, scale.round(6).tolist())),
+           "units": {c.name: c.unit for c in emb.actions},
+           "overall": _robot_overall(overall["off"], by_offset["off"], scale, names),
+           "baseline_mean_action": {"first": baseline.report(scale, names)},
+           "per_episode": rows, "plots": plots}
+    if memory:
+        out["memory"] = _robot_overall(overall["memory"], by_offset["memory"], scale, names)
+        out["memory_effect"] = {k: out["memory"][k]["nmae_mean"] - out["overall"][k]["nmae_mean"]
+                                for k in ("first", "chunk")}
+    return out
+
+
+def _check_episodes(episodes, n: int, root) -> list[int]:
+    bad = [i for i in episodes if not 0 <= int(i) < n]
+    if bad:
+        raise IndexError(f"episodes {bad} out of range: {root} has {n} (0..{n - 1})")
+    return [int(i) for i in episodes]
+
+
+def _robot_overall(acc: dict, offs: list, scale, names) -> dict:
+    rep = {k: a.report(scale, names) for k, a in acc.items()}
+    rep["chunk_nmae_by_offset"] = [round(float((a.sum / max(a.n, 1) / scale).mean()), 6) for a in offs]
+    return rep
+
+
+def _cue(policy, episode: dict, t: int) -> None:
+    """Oracle policies (recorded actions) are told which recorded step comes next; a steered
+    policy passes the cue to its base policy."""
+    for p in (policy, getattr(policy, "policy", None)):
+        cue = getattr(p, "cue", None)
+        if callable(cue):
+            cue(episode, t)
+            return
+
+
+def _info(policy) -> dict:
+    fn = getattr(policy, "info", None)
+    return dict(fn()) if callable(fn) else {}
+
+
+def _steered_robot(ds, policy, scored: int, ep: dict):
+    """The VLA steered by a frozen memory of every other successful episode of ``ds``."""
+    if not hasattr(policy, "norms"):
+        raise ValueError("memory=True on a robot dataset needs a VLA policy (embodia-tiny or a checkpoint)")
+    from embodia.agent.evaluation.memory_eval import device_namespace
+    from embodia.policies.robot.steered import SteeredPolicy, memory_for
+    ns = device_namespace((ep.get("meta") or {}).get("device") or "dataset:task", ds.embodiment)
+    steered = SteeredPolicy(policy, memory_for(policy), namespace=ns, learn=False)
+    for j, row in enumerate(ds.episodes):
+        if j == scored or not row.get("success"):
+            continue
+        other = ds.episode(j)
+        steered.namespace = device_namespace((other.get("meta") or {}).get("device") or "dataset:task", ds.embodiment)
+        steered.remember(other["state"], other["action"], episode_id=j)
+    steered.namespace = ns
+    return steered
+
+
+def plot_robot_episode(path, ep: dict, trace: list, names: list[str], *, title: str = "") -> Path:
+    """A PNG with one panel per action channel: the recorded actions over the episode, each
+    scored step's predicted chunk (thin line) and its first action (dot)."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError("plots need matplotlib: pip install 'embodia[plots]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    d = len(names)
+    fig, axes = plt.subplots(d, 1, figsize=(7, 1.8 * d + 0.6), sharex=True, squeeze=False)
+    T = len(ep["action"])
+    for c, ax in enumerate(axes[:, 0]):
+        ax.plot(np.arange(T), ep["action"][:, c], color="black", lw=1.5, label="recorded")
+        for t, pred in trace:
+            n = min(len(pred), T - t)
+            ax.plot(np.arange(t, t + n), pred[:n, c], color="tab:orange", lw=0.6, alpha=0.5)
+        ax.scatter([t for t, _ in trace], [p[0, c] for _, p in trace], s=6, color="tab:red",
+                   label="predicted (first action)", zorder=3)
+        ax.set_ylabel(names[c])
+    axes[0, 0].legend(loc="upper right", fontsize=7)
+    axes[-1, 0].set_xlabel("step")
+    fig.suptitle(title[:90], fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path
+
+
+# -- screens ----------------------------------------------------------------------------------------
+def _norm_bounds(bounds, screen: Screen) -> tuple[float, float, float, float]:
+    x0, y0, x1, y1 = (float(v) for v in bounds)
+    return (x0 * 1000 / screen.width, y0 * 1000 / screen.height, x1 * 1000 / screen.width, y1 * 1000 / screen.height)
+
+
+def target_box(action: GuiAction, tree: list | None, screen: Screen):
+    """The recorded action's target as 0..1000 bounds (x0, y0, x1, y1), or None if it has no location:
+    its element, else the smallest clickable element under its point, else the smallest element
+    under it, else a box of +-`NEAR` around the point (clipped to the screen).
+
+    >>> s = Screen(100, 100)
+    >>> tree = [{"index": 0, "bounds": [0, 0, 100, 50], "clickable": True}]
+    >>> target_box(GuiAction("click", point=(500, 200)), tree, s)
+    (0.0, 0.0, 1000.0, 500.0)
+    >>> target_box(GuiAction("click", point=(500, 900)), tree, s)
+    (450.0, 850.0, 550.0, 950.0)
+    """
+    tree = tree or []
+    if action.element is not None:
+        for e in tree:
+            if e.get("index") == action.element and e.get("bounds"):
+                return _norm_bounds(e["bounds"], screen)
+    if action.point is None:
+        return None
+    x, y = action.point
+    under = [(_norm_bounds(e["bounds"], screen), bool(e.get("clickable"))) for e in tree if e.get("bounds")]
+    under = [(b, c) for b, c in under if b[0] <= x < b[2] and b[1] <= y < b[3] and b[2] > b[0] and b[3] > b[1]]
+    for pick in ([b for b, c in under if c], [b for b, _ in under]):
+        if pick:
+            return min(pick, key=lambda b: (b[2] - b[0]) * (b[3] - b[1]))
+    return (max(0.0, x - NEAR), max(0.0, y - NEAR), min(1000.0, x + NEAR), min(1000.0, y + NEAR))
+
+
+def _location(action: GuiAction, tree: list | None, screen: Screen):
+    """Where a predicted action acts, 0..1000: its point, else its element's centre."""
+    if action.point is not None:
+        return action.point
+    if action.element is not None:
+        for e in tree or []:
+            if e.get("index") == action.element and e.get("bounds"):
+                x0, y0, x1, y1 = _norm_bounds(e["bounds"], screen)
+                return ((x0 + x1) / 2, (y0 + y1) / 2)
+    return None
+
+
+def _args_match(pred: GuiAction, rec: GuiAction) -> bool:
+    """The arguments besides location and text that decide what an action does."""
+    if rec.type == "scroll" and pred.direction != rec.direction:
+        return False
+    if rec.type == "key" and tuple(k.lower() for k in pred.keys) != tuple(k.lower() for k in rec.keys):
+        return False
+    if rec.type == "system_button" and pred.button != rec.button:
+        return False
+    if rec.type == "open_app" and (pred.app or "").strip().lower() != (rec.app or "").strip().lower():
+        return False
+    if rec.type == "terminate" and pred.status != rec.status:
+        return False
+    return True
+
+
+def judge_step(pred: GuiAction | None, rec: GuiAction, tree: list | None, screen: Screen) -> dict:
+    """One step's verdicts: type, grounding (None: the recorded action has no location), text
+    (None: it types nothing), step_success, plus the recorded target and the chance of a uniform
+    random click for each.
+
+    >>> s = Screen(100, 100); tree = [{"index": 3, "bounds": [0, 0, 100, 50], "clickable": True}]
+    >>> v = judge_step(GuiAction("click", element=3), GuiAction("click", point=(10, 10)), tree, s)
+    >>> v["type"], v["grounding"], v["step_success"], v["chance"]["grounding"]
+    (True, True, True, 0.5)
+    """
+    box = target_box(rec, tree, screen) if rec.type in LOCATED else None
+    has_text = rec.text is not None and rec.type in ("type", "answer")
+    type_ok = pred is not None and pred.type == rec.type
+    grounding = None
+    if box is not None:
+        if pred is not None and rec.element is not None and pred.element == rec.element and pred.point is None:
+            grounding = True
+        else:
+            loc = _location(pred, tree, screen) if pred is not None else None
+            grounding = loc is not None and box[0] <= loc[0] < box[2] and box[1] <= loc[1] < box[3]
+    text = None if not has_text else (pred is not None and (pred.text or "").strip() == rec.text.strip())
+    success = bool(type_ok and grounding is not False and text is not False and _args_match(pred, rec))
+    area = 0.0 if box is None else (box[2] - box[0]) * (box[3] - box[1]) / 1e6
+    click = rec.type == "click"
+    chance = {"type": float(click), "grounding": None if box is None else area,
+              "text": None if not has_text else 0.0,
+              "step_success": area if (click and box is not None) else 0.0}
+    return {"type": bool(type_ok), "grounding": grounding, "text": text, "step_success": success,
+            "chance": chance}
+
+
+def _rate(k: int, n: int) -> dict:
+    lo, hi = wilson(k, n)
+    return {"k": k, "n": n, "rate": (k / n) if n else None, "ci95": [round(lo, 4), round(hi, 4)]}
+
+
+def _gui_table(verdicts: list[dict]) -> dict:
+    out = {}
+    for m in GUI_METRICS:
+        vals = [v[m] for v in verdicts if v[m] is not None]
+        out[m] = _rate(int(sum(vals)), len(vals))
+    return out
+
+
+def _gui_chance(verdicts: list[dict]) -> dict:
+    out = {}
+    for m in GUI_METRICS:
+        vals = [v["chance"][m] for v in verdicts if v["chance"][m] is not None]
+        out[m] = round(float(np.mean(vals)), 4) if vals else None
+    return out
+
+
+def gui_app(header: dict, end: dict | None) -> str:
+    """The app an episode ran in: named by its meta or end info (``app``, or an ``app`` slot), else
+    by the device URI's target, else (gui-sim over all apps) the app family of its task template."""
+    meta = header.get("meta") or {}
+    info = (end or {}).get("info") or {}
+    for v in (meta.get("app"), info.get("app"), (info.get("slots") or {}).get("app")):
+        if isinstance(v, str) and v:
+            return v.lower()
+    dev = meta.get("device")
+    if not isinstance(dev, str) or ":" not in dev:
+        return "unknown"
+    scheme, target = dev.split(":", 1)[0], dev.split(":", 1)[1].split("?")[0]
+    if scheme == "gui-sim" and target in ("", "all"):
+        from embodia.sim.gui.tasks import TEMPLATES
+        tpl = TEMPLATES.get(info.get("task"))
+        return tpl.apps[0] if tpl else "unknown"
+    return target or scheme
+
+
+def read_gui_episodes(root, episodes: list[int] | None = None) -> list[dict]:
+    """The recording's episodes, each with ``actions`` (the executed GuiActions), ``steps`` (their
+    step lines with screenshots loaded), ``task``, ``app``, ``index``, ``success`` and ``info``."""
+    from embodia.agent.recording.gui_log import executed_steps, list_gui_episodes, read_gui_episode
+    paths = list_gui_episodes(root)
+    idx = range(len(paths)) if episodes is None else _check_episodes(episodes, len(paths), root)
+    out = []
+    for i in idx:
+        ep = read_gui_episode(paths[i], load_images=True)
+        steps, actions = executed_steps(ep)
+        end = ep["end"]
+        out.append({"index": i, "steps": steps, "actions": actions, "task": ep["header"].get("task", ""),
+                    "app": gui_app(ep["header"], end), "success": (end or {}).get("success"),
+                    "info": (end or {}).get("info") or {}, "embodiment": ep["header"].get("embodiment")})
+    return out
+
+
+def _gui_obs(step: dict) -> Observation:
+    s = step.get("screen") or {}
+    img = step.get("screenshot")
+    if not s and img is not None:
+        s = {"width": img.shape[1], "height": img.shape[0]}
+    screen = Screen(int(s.get("width", 1000)), int(s.get("height", 1000)), float(s.get("pixel_ratio", 1.0)))
+    return Observation(images={} if img is None else {"screen": img}, screen=screen, ui_tree=step.get("ui_tree"))
+
+
+def _teacher_force(policy, executed: GuiAction, obs: Observation) -> None:
+    """Make the policy's history hold the recorded action instead of its own prediction: through
+    ``observe`` where it has one; a GUI head's word history is rewritten in place."""
+    observe = getattr(policy, "observe", None)
+    if callable(observe):
+        observe(obs, executed)
+        return
+    hist = getattr(policy, "history", None)
+    if isinstance(hist, list) and hist and all(isinstance(h, str) for h in hist):
+        from embodia.policies.gui.head import describe
+        hist[-1] = describe(executed, obs.ui_tree)
+
+
+class _RecordedInfo:
+    """What a ScreenMemoryPolicy asks a device for (task id and slots), from the episode's end line."""
+
+    def __init__(self, info: dict, embodiment=None):
+        self._info = {k: v for k, v in info.items() if k != "page"}
+        self.embodiment = embodiment
+
+    def info(self) -> dict:
+        return self._info
+
+
+def _screen_memory(policy, episodes: list[dict], scored: dict, embodiment):
+    """``policy`` wrapped with a frozen screen memory of every successful episode but ``scored``."""
+    from embodia.memory import ScreenMemory
+    from embodia.policies.gui.screen_memory import ScreenMemoryPolicy, default_namespace
+    mem = ScreenMemory()
+    name = getattr(embodiment, "name", None)
+    for ep in episodes:
+        if ep["index"] == scored["index"] or not ep["success"]:
+            continue
+        slots = ep["info"].get("slots")
+        ns = default_namespace(name, ep["info"], ep["task"])
+        steps = []
+        for s, a in zip(ep["steps"], ep["actions"]):
+            screen = _gui_obs(s).screen
+            steps.append({"elements": list(s.get("ui_tree") or []), "instruction": ep["task"],
+                          "action": a.to_dict(), "screen": (screen.width, screen.height)})
+        mem.add_episode(ns, steps, True, episode_id=ep["index"], slots=slots if isinstance(slots, dict) else None)
+    return ScreenMemoryPolicy(policy, mem, learn=False, device=_RecordedInfo(scored["info"], embodiment))
+
+
+def score_gui(root, policy, *, episodes: list[int] | None = None, seed: int = 0, memory: bool = False,
+              progress: Callable[[int, int], None] | None = None) -> dict:
+    """Score a GUI ``policy`` step by step on a GUI recording (see the module doc)."""
+    from embodia.devices.embodiment import Embodiment
+    eps = read_gui_episodes(root, episodes)
+    emb = None
+    if eps and eps[0]["embodiment"]:
+        emb = Embodiment.from_dict(eps[0]["embodiment"])
+    arms = ["off", "memory"] if memory else ["off"]
+    pool = (read_gui_episodes(root) if episodes is not None else eps) if memory else []   # the memory's source
+    verdicts: dict[str, list[dict]] = {a: [] for a in arms}
+    rows, mem_info = [], []
+    for k, ep in enumerate(eps):
+        row = {"episode": ep["index"], "task": ep["task"], "app": ep["app"], "steps": len(ep["steps"])}
+        for arm in arms:
+            pol = policy if arm == "off" else _screen_memory(policy, pool, ep, emb)
+            pol.reset(seed + ep["index"])
+            mine = []
+            for t, (step, rec) in enumerate(zip(ep["steps"], ep["actions"])):
+                obs = _gui_obs(step)
+                _cue(pol, ep, t)
+                pred = pol.act(obs, ep["task"])
+                if pred is not None and not isinstance(pred, GuiAction):
+                    raise ValueError(f"a GUI policy must return a GuiAction, got {type(pred).__name__}")
+                v = judge_step(pred, rec, obs.ui_tree, obs.screen)
+                v.update(app=ep["app"], action=rec.type, episode=ep["index"], t=t,
+                         predicted=None if pred is None else pred.to_dict())
+                mine.append(v)
+                _teacher_force(pol, rec, obs)
+            verdicts[arm].extend(mine)
+            row[arm] = {m: sum(bool(v[m]) for v in mine if v[m] is not None) for m in GUI_METRICS}
+            if arm == "memory":
+                mem_info.append(_info(pol))
+        rows.append(row)
+        if progress:
+            progress(k + 1, len(eps))
+    off = verdicts["off"]
+    out = {"kind": "gui", "recording": str(root), "episodes": len(eps), "steps": len(off),
+           "overall": _gui_table(off), "chance": _gui_chance(off),
+           "by_app": {a: _gui_table([v for v in off if v["app"] == a]) for a in sorted({v["app"] for v in off})},
+           "by_action": {a: _gui_table([v for v in off if v["action"] == a])
+                         for a in sorted({v["action"] for v in off})},
+           "per_episode": rows}
+    if memory:
+        out["memory"] = _gui_table(verdicts["memory"])
+        out["memory_effect"] = {m: _diff(out["memory"][m], out["overall"][m]) for m in GUI_METRICS}
+        out["memory_replaced_steps"] = int(sum(i.get("memory_replaced", 0) for i in mem_info))
+    return out
+
+
+def _diff(a: dict, b: dict):
+    return None if a["rate"] is None or b["rate"] is None else round(a["rate"] - b["rate"], 4)
+
+
+# -- one entry point --------------------------------------------------------------------------------
+def is_gui(path) -> bool:
+    from embodia.agent.recording.gui_log import is_gui_recording
+    return is_gui_recording(path)
+
+
+class _Body:
+    """What `make_policy` needs of a device to bind a policy: the embodiment and capabilities."""
+
+    def __init__(self, embodiment, capabilities=()):
+        self.embodiment, self.capabilities = embodiment, frozenset(capabilities)
+
+
+OFFLINE_POLICIES = {
+    "recorded": "the recorded actions themselves (the scorer's ceiling: zero error, accuracy 1.0)",
+    "shuffled": "the recorded actions permuted across each episode's steps (a scorer must punish it)",
+    "random-click": "screens: a click at a uniformly random point (the report's chance column)",
+}
+
+
+def embodiment_of(path):
+    """The embodiment a dataset or GUI recording was made with."""
+    if is_gui(path):
+        import json
+
+        from embodia.devices.embodiment import Embodiment
+        info = json.loads((Path(path) / "info.json").read_text())
+        return Embodiment.from_dict(info["embodiment"])
+    from embodia.agent.recording.dataset import LocalDataset
+    return LocalDataset(path).embodiment
+
+
+def offline_policy(spec: str, path, *, seed: int = 0, threads: int | None = None, **policy_kw):
+    """A policy for ``spec`` bound to the recording's embodiment: one of `OFFLINE_POLICIES`, or any
+    `embodia.agent.loop.factory.make_policy` spec that needs no live device (a checkpoint, random,
+    openai:<model>, hf:<path>)."""
+    emb = embodiment_of(path)
+    gui = is_gui(path)
+    if spec in ("recorded", "shuffled"):
+        return RecordedGuiPolicy(shuffle=spec == "shuffled", seed=seed) if gui else \
+            RecordedPolicy(emb, shuffle=spec == "shuffled", seed=seed)
+    if spec == "random-click":
+        if not gui:
+            raise ValueError("random-click is a GUI policy; on a robot dataset use --policy random")
+        return RandomClickPolicy(seed)
+    from embodia.agent.loop.factory import make_policy
+    caps = ("ui_tree", "screenshot") if gui else ()
+    return make_policy(spec, _Body(emb, caps), threads=threads, **policy_kw)
+
+
+def score(path, policy, **kw) -> dict:
+    """`score_gui` for a GUI recording, else `score_robot` on the `LocalDataset` at ``path``."""
+    if is_gui(path):
+        kw = {k: v for k, v in kw.items() if k not in ("stride", "plot_dir", "plot_episodes")}
+        return score_gui(path, policy, **kw)
+    from embodia.agent.recording.dataset import LocalDataset
+    return score_robot(LocalDataset(path), policy, **kw)
+
+
+def parse_episodes(text: str | None) -> list[int] | None:
+    """Episode indices from ``"0-4,7"``; None (all) for an empty string.
+
+    >>> parse_episodes("0-2,7"), parse_episodes(None)
+    ([0, 1, 2, 7], None)
+    """
+    if not text:
+        return None
+    out = []
+    for part in text.split(","):
+        a, _, b = part.strip().partition("-")
+        if not a.isdigit() or (b and not b.isdigit()):
+            raise ValueError(f"episodes must look like 0-9,12; got {text!r}")
+        out.extend(range(int(a), int(b or a) + 1))
+    return out
+
+
+def summary_lines(rep: dict) -> list[str]:
+    """The report in a few lines of text."""
+    if rep["kind"] == "robot":
+        o, b = rep["overall"], rep["baseline_mean_action"]["first"]
+        lines = [f"{rep['episodes']} episodes of {rep['embodiment']}, every {rep['stride']} steps "
+                 f"({o['first']['n']} decisions)",
+                 f"first action: MAE {o['first']['mae_mean']:.4f} (units), normalized {o['first']['nmae_mean']:.4f}"
+                 f"  [mean-action baseline {b['nmae_mean']:.4f}]",
+                 f"whole chunk : MAE {o['chunk']['mae_mean']:.4f} (units), normalized {o['chunk']['nmae_mean']:.4f}"]
+        lines += [f"  {c}: first {o['first']['nmae'][c]:.4f}, chunk {o['chunk']['nmae'][c]:.4f} "
+                  f"(normalized; scale {rep['scale'][c]:g} {rep['units'].get(c, '')})".rstrip() for c in rep["channels"]]
+        if "memory" in rep:
+            m = rep["memory"]
+            lines.append(f"with memory (leave one out): first {m['first']['nmae_mean']:.4f}, chunk "
+                         f"{m['chunk']['nmae_mean']:.4f} (normalized; change {rep['memory_effect']['first']:+.4f}, "
+                         f"{rep['memory_effect']['chunk']:+.4f})")
+        lines += [f"plot: {p}" for p in rep["plots"]]
+        return lines
+
+    def row(name, t, chance=None):
+        r = t[name]
+        rate = "n/a" if r["rate"] is None else f"{r['rate']:.3f} [{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]"
+        ch = "" if chance is None or chance.get(name) is None else f"   chance {chance[name]:.3f}"
+        return f"{name:>12}: {rate} ({r['k']}/{r['n']}){ch}"
+    lines = [f"{rep['episodes']} episodes, {rep['steps']} steps"]
+    lines += [row(m, rep["overall"], rep["chance"]) for m in GUI_METRICS]
+    for split in ("by_app", "by_action"):
+        for key, t in rep[split].items():
+            lines.append(f"  {split[3:]} {key}: " + ", ".join(
+                f"{m} {t[m]['k']}/{t[m]['n']}" for m in GUI_METRICS if t[m]["n"]))
+    if "memory" in rep:
+        lines.append("with memory (leave one out): " + ", ".join(
+            f"{m} {rep['memory'][m]['rate']:.3f} ({rep['memory_effect'][m]:+.3f})" for m in GUI_METRICS
+            if rep["memory"][m]["rate"] is not None) + f"; {rep['memory_replaced_steps']} steps decided by the memory")
+    return lines
+
+
+def spearman(a, b) -> float | None:
+    """Spearman's rank correlation (average ranks for ties); None when either side is constant.
+
+    >>> spearman([1, 2, 3], [10, 20, 30]), spearman([1, 2, 3], [3, 2, 1])
+    (1.0, -1.0)
+    """
+    ra, rb = _ranks(a), _ranks(b)
+    if np.std(ra) == 0 or np.std(rb) == 0:
+        return None
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def kendall(a, b) -> float | None:
+    """Kendall's tau-b; None when either side is constant.
+
+    >>> kendall([1, 2, 3], [1, 3, 2])
+    0.3333333333333333
+    """
+    n, conc, ta, tb = len(a), 0, 0, 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            da, db = np.sign(a[i] - a[j]), np.sign(b[i] - b[j])
+            conc += da * db
+            ta += da != 0
+            tb += db != 0
+    return None if ta == 0 or tb == 0 else float(conc / math.sqrt(ta * tb))
+
+
+def _ranks(x) -> np.ndarray:
+    x = np.asarray(x, np.float64)
+    order = np.argsort(x, kind="stable")
+    r = np.empty(len(x))
+    r[order] = np.arange(len(x), dtype=np.float64)
+    for v in np.unique(x):           # ties share their mean rank
+        r[x == v] = r[x == v].mean()
+    return r
