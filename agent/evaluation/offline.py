@@ -43,7 +43,7 @@ from typing import Callable
 import numpy as np
 
 from embodia.agent.evaluation.stats import wilson
-from embodia.devices import GuiAction, Observation
+from embodia.devices import GuiAction, Observation, as_policy
 from embodia.devices.embodiment import Screen
 
 NEAR = 50.0           # grounding box half-size (0..1000 units) around a recorded point no element holds
@@ -215,9 +215,7 @@ def score_robot(ds, policy, *, episodes: list[int] | None = None, stride: int | 
                     for j in range(n):
                         offs[j].add(err[j])
                     trace.append((t, pred))
-                observe = getattr(pol, "observe", None)
-                if callable(observe):   # a steered policy's history holds what was executed: the record
-                    observe(obs, ep["action"][t])
+                as_policy(pol).observe(obs, ep["action"][t])   # a steered policy's history: the record
             row[arm] = {"first": first.report(scale, names), "chunk": chunk.report(scale, names)}
             if arm == "memory":
                 row[arm]["memory"] = _info(pol)
@@ -265,16 +263,16 @@ def _cue(policy, episode: dict, t: int) -> None:
 
 
 def _info(policy) -> dict:
-    fn = getattr(policy, "info", None)
-    return dict(fn()) if callable(fn) else {}
+    return dict(as_policy(policy).info())
 
 
 def _steered_robot(ds, policy, scored: int, ep: dict):
     """The VLA steered by a frozen memory of every other successful episode of ``ds``."""
-    if not hasattr(policy, "norms"):
-        raise ValueError("memory=True on a robot dataset needs a VLA policy (embodia-tiny or a checkpoint)")
-    from embodia.agent.evaluation.memory_eval import device_namespace
+    from embodia.agent.loop.factory import device_namespace
     from embodia.policies.robot.steered import SteeredPolicy, memory_for
+    from embodia.policies.robot.vla import VLAPolicy
+    if not isinstance(policy, VLAPolicy):
+        raise ValueError("memory=True on a robot dataset needs a VLA policy (embodia-tiny or a checkpoint)")
     ns = device_namespace((ep.get("meta") or {}).get("device") or "dataset:task", ds.embodiment)
     steered = SteeredPolicy(policy, memory_for(policy), namespace=ns, learn=False)
     for j, row in enumerate(ds.episodes):
@@ -479,14 +477,12 @@ def _gui_obs(step: dict) -> Observation:
 def _teacher_force(policy, executed: GuiAction, obs: Observation) -> None:
     """Make the policy's history hold the recorded action instead of its own prediction: through
     ``observe`` where it has one; a GUI head's word history is rewritten in place."""
-    observe = getattr(policy, "observe", None)
-    if callable(observe):
-        observe(obs, executed)
+    from embodia.policies.gui.head import GuiHeadPolicy, describe
+    if isinstance(policy, GuiHeadPolicy):
+        if policy.history:
+            policy.history[-1] = describe(executed, obs.ui_tree)
         return
-    hist = getattr(policy, "history", None)
-    if isinstance(hist, list) and hist and all(isinstance(h, str) for h in hist):
-        from embodia.policies.gui.head import describe
-        hist[-1] = describe(executed, obs.ui_tree)
+    as_policy(policy).observe(obs, executed)
 
 
 class _RecordedInfo:
