@@ -209,8 +209,9 @@ def test_the_wheel_holds_only_the_embodia_package(tmp_path):
 
 
 def test_the_files_the_readme_names_exist():
-    text = (ROOT / "README.md").read_text() + (ROOT / "ARCHITECTURE.md").read_text()
+    text = "".join((ROOT / f).read_text() for f in ("README.md", "ARCHITECTURE.md", "BENCHMARKS.md"))
     named = set(re.findall(r"`((?:agent|devices|memory|policies|sim|action_heads|benchmarks|tests)/[\w/.-]*)", text))
+    named |= {m.replace(".", "/") + ".py" for m in re.findall(r"python -m embodia\.((?:agent|sim|policies)\.[\w.]+)", text)}
     assert len(named) > 5
     missing = sorted(p for p in named if not (ROOT / p).exists())
     assert not missing, missing
