@@ -384,7 +384,9 @@ def _with_memory(pol, path: str, device_uri: str, dev=None):
             mem = ScreenMemory.load(path, missing_ok=True)
         except (MemoryFileError, MemoryMismatch) as e:
             _fail(f"{e} (move the file away to start from an empty memory)")
-        return ScreenMemoryPolicy(pol, mem, device=dev)
+        steered = ScreenMemoryPolicy(pol, mem, device=dev)
+        steered.autosave = path         # saved after every episode: a kill loses at most the one in flight
+        return steered
     if not hasattr(pol, "norms"):
         _fail("--memory needs a VLA policy (embodia-tiny or a checkpoint)")
     fresh = memory_for(pol)
@@ -396,7 +398,9 @@ def _with_memory(pol, path: str, device_uri: str, dev=None):
         _fail(f"{e} (move the file away to start from an empty memory)")
     import faiss       # one search per decision on a small index: OpenMP threads only contend
     faiss.omp_set_num_threads(1)   # (measured under load: 15 ms a search with 2 threads, 0.13 ms with 1)
-    return SteeredPolicy(pol, mem, namespace=device_namespace(device_uri, pol.embodiment))
+    steered = SteeredPolicy(pol, mem, namespace=device_namespace(device_uri, pol.embodiment))
+    steered.autosave = path             # saved after every episode: a kill loses at most the one in flight
+    return steered
 
 
 def _eval_memory_streams(dev, pol, device_uri, *, episodes, seed, streams, ablations, plot, jobs=1, spec=None,
