@@ -693,7 +693,9 @@ def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "-
     with _session(device, policy, None, size, threads=threads) as (dev, pol):
         steered = _with_memory(pol, memory, device) if memory else None
         try:
+            from embodia.agent.serving.server import MEMORY_TOKEN_ENV
             server = PolicyServer(pol, dev.embodiment, spec=policy, api_key=key, memory_path=memory,
+                                  memory_token=os.environ.get(MEMORY_TOKEN_ENV),
                                   memory=steered.memory if steered else None,
                                   namespace=steered.namespace if steered else None,
                                   max_message_bytes=int(max_message_mb * 2 ** 20))
