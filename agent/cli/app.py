@@ -55,8 +55,17 @@ RayAddressOpt = typer.Option(None, "--ray-address", help="with --workers: join t
 
 
 def _fail(msg: str, code: int = 2):
-    console.print(f"[red]error:[/red] {msg}")
+    console.print(f"[red]error:[/red] {msg}", soft_wrap=True, markup=True, highlight=False)
     raise typer.Exit(code)
+
+
+def _check_inputs(opts: dict) -> None:
+    """Every option checked before any work (`embodia.agent.cli.validate`); a bad one exits 2."""
+    from embodia.agent.cli.validate import InputError, check
+    try:
+        check(opts)
+    except InputError as e:
+        _fail(str(e))
 
 
 @contextmanager
@@ -228,6 +237,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
                                                   "(default: the device's own, for simulated tasks)")):
     """Run a policy on a device, recording every episode (LeRobotDataset v3 layout; GUI devices:
     step log + screenshots + JSON actions)."""
+    _check_inputs(locals())
     out = None if no_record else (record or Path("runs") / _slug(device))
     with _session(device, policy, shift, size, base_url=base_url, api_key_env=api_key_env,
                   coords=coords, samples=samples, select=select) as (dev, pol):
@@ -261,6 +271,7 @@ def record(out: Path = typer.Option(..., "--out", "-o", help="dataset directory 
            size: Optional[str] = SizeOpt, workers: Optional[int] = WorkersOpt,
            ray_address: Optional[str] = RayAddressOpt):
     """Record episodes into a LeRobotDataset v3 directory."""
+    _check_inputs(locals())
     from embodia.agent.evaluation.evaluate import summarize
     fleet = None
     with _session(device, policy, shift, size) as (dev, pol):
@@ -300,6 +311,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
           select: str = SelectOpt, workers: Optional[int] = WorkersOpt, ray_address: Optional[str] = RayAddressOpt,
           async_exec: bool = AsyncOpt, smooth: str = SmoothOpt):
     """Evaluate a policy: success rate with a 95% Wilson interval, splits, timing; JSON report."""
+    _check_inputs(locals())
     from embodia.agent.evaluation.evaluate import write_json
     if async_exec and (memory == "online" or workers):
         _fail("--async runs the episodes in this process: it does not combine with --memory online or --workers")
@@ -500,6 +512,7 @@ def replay(dataset: Path = typer.Argument(..., help="dataset directory, GUI reco
            allow: Optional[list[str]] = AllowOpt,
            json_out: Optional[Path] = typer.Option(None, "--json")):
     """Re-execute recorded actions open loop; report final-state difference and outcome."""
+    _check_inputs(locals())
     from embodia.agent.evaluation.evaluate import write_json
     from embodia.agent.recording.gui_log import is_gui_recording
     if dataset.is_file() or is_gui_recording(dataset):
@@ -511,6 +524,8 @@ def replay(dataset: Path = typer.Argument(..., help="dataset directory, GUI reco
     except (ValueError, FileNotFoundError) as e:
         _fail(str(e))
     indices = range(ds.num_episodes) if episode == "all" else [int(episode)]
+    if not indices:
+        _fail(f"{dataset}: no episodes to replay (the dataset holds none)", code=1)
     rows = []
     for i in indices:
         if not 0 <= i < ds.num_episodes:
@@ -536,6 +551,8 @@ def _replay_gui(source: Path, episode: str, device: Optional[str], stop: Optiona
     from embodia.agent.loop.replay import replay_gui
     n = len(list_gui_episodes(source)) if is_gui_recording(source) else 1
     indices = range(n) if episode == "all" else [int(episode)]
+    if not indices:
+        _fail(f"{source}: no episodes to replay (the recording holds none)", code=1)
     rows = []
     for i in indices:
         try:
@@ -563,6 +580,7 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
           layers: int = typer.Option(2, "--layers", help="backbone text layers of a fresh model"),
           resume: bool = typer.Option(False, "--resume", help="continue the run saved in --out")):
     """Train the VLA (backbone + DiT head) on recorded datasets; EMA checkpoints, resumable."""
+    _check_inputs(locals())
     from embodia.agent.recording.dataset import DatasetError
     from embodia.agent.training.train import TrainConfig
     from embodia.agent.training.train import train as run_training
@@ -611,6 +629,7 @@ def memory_ingest(path: Path = typer.Argument(..., help="memory directory (creat
                   device: Optional[str] = typer.Option(None, "--device", help="namespace's device "
                                                        "(default: the one each episode names)")):
     """Build (or extend) a memory from the successful episodes of a recorded dataset."""
+    _check_inputs(locals())
     from embodia.agent.recording.dataset import DatasetError, LocalDataset
     from embodia.agent.loop.factory import make_policy
     from embodia.agent.evaluation.memory_eval import device_namespace
@@ -646,6 +665,7 @@ def memory_prune(path: Path = typer.Argument(..., help="memory directory"),
                  max_fail_ratio: float = typer.Option(0.5, "--max-fail-ratio"),
                  min_fail: int = typer.Option(1, "--min-fail")):
     """Delete entries that steered failures (or a whole namespace with --drop)."""
+    _check_inputs(locals())
     mem = _load_memory_as_saved(path)
     if drop:
         if not namespace:
@@ -673,6 +693,7 @@ def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "-
           threads: int = typer.Option(2, "--threads", min=1, help="torch CPU threads (calls run one at a time)"),
           size: Optional[str] = SizeOpt):
     """Serve a robot policy over websocket + msgpack (openpi's protocol; `openpi-client` works as is)."""
+    _check_inputs(locals())
     import asyncio
     import logging
     import os
