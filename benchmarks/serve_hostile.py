@@ -37,11 +37,13 @@ from embodia.policies.ws_policy import packb, unpackb
 PROMPT = "push the puck onto the goal"
 
 
+# bare connections, closed by hand (not in a with block): websockets asks for a with block
+warnings.filterwarnings("ignore", message=r"connect\(\) must be used", category=DeprecationWarning)
+
+
 def _connect(url):
-    with warnings.catch_warnings():      # a bare connection, closed by hand (not a with block)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        ws = connect(url, max_size=None, open_timeout=10, close_timeout=2)
-        unpackb(ws.recv(timeout=10))
+    ws = connect(url, max_size=None, open_timeout=10, close_timeout=2)
+    unpackb(ws.recv(timeout=10))
     return ws
 
 
@@ -69,7 +71,67 @@ def hostile_messages(good: dict, emb) -> list[tuple[str, object]]:
     ]
 
 
+def attack(url: str, seconds: float, flooders: int, big_frames: int) -> dict:
+    """The hostile load, from its own process (as an attacker would be): returns the tally."""
+    dev = make_device("sim:twogap-push")
+    emb = dev.embodiment
+    good = {**dev.reset(0).features(), "prompt": PROMPT}
+    dev.close()
+    stop, tally, lock = threading.Event(), {"error": 0, "closed": 0, "other": 0, "flood": 0}, threading.Lock()
+
+    def count(k):
+        with lock:
+            tally[k] += 1
+
+    def attacker():
+        msgs = hostile_messages(good, emb)
+        while not stop.is_set():
+            ws = _connect(url)
+            for name, m in msgs:
+                ws.send(packb(m))
+                r = unpackb(ws.recv(timeout=60))
+                count("error" if "error" in r else "other")
+                if "error" not in r:
+                    print("NOT REFUSED:", name, r, flush=True)
+            ws.close()
+
+    def big_frame():
+        blob = packb({**good, "observation.images.top": np.zeros((50 * 2 ** 20,), np.uint8)})   # 50 MB
+        while not stop.is_set():
+            ws = _connect(url)
+            try:
+                ws.send(blob)
+                ws.recv(timeout=60)
+                count("other")
+            except ConnectionClosed as e:
+                count("closed" if e.rcvd and e.rcvd.code == 1009 else "other")
+            time.sleep(0.2)
+
+    def flooder():
+        ws = _connect(url)
+        heavy = {**good, "prompt": "p" * Limits().max_prompt_chars}
+        while not stop.is_set():
+            ws.send(packb(heavy))
+            r = unpackb(ws.recv(timeout=60))
+            count("flood" if "actions" in r or "busy" in r.get("error", "") else "other")
+        ws.close()
+
+    threads = [threading.Thread(target=attacker)] + [threading.Thread(target=big_frame) for _ in range(big_frames)] \
+        + [threading.Thread(target=flooder) for _ in range(flooders)]
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join(120)
+    return tally
+
+
 def run(requests: int = 300, flooders: int = 4, big_frames: int = 2, token: str = "TOKEN") -> dict:
+    """Serve the tiny policy here; measure a good client alone, then under the hostile load of a
+    second process (`attack`) started against the same server."""
+    import subprocess
+    import sys
     dev = make_device("sim:twogap-push")
     pol = make_policy("embodia-tiny", dev)
     emb = dev.embodiment
@@ -78,7 +140,7 @@ def run(requests: int = 300, flooders: int = 4, big_frames: int = 2, token: str 
     server = PolicyServer(pol, emb, spec="embodia-tiny", memory=mem, memory_path=tmp, memory_token=token,
                           namespace=device_namespace("sim:twogap-push", emb), limits=Limits())
     good = {**dev.reset(0).features(), "prompt": PROMPT}
-    out = {"bench": "serve_hostile", "requests": requests, "flooders": flooders}
+    out = {"bench": "serve_hostile", "requests": requests, "flooders": flooders, "big_frames": big_frames}
     with server.running() as url:
         def good_client(n):
             ws, lat = _connect(url), []
@@ -92,54 +154,16 @@ def run(requests: int = 300, flooders: int = 4, big_frames: int = 2, token: str 
             return np.array(lat)
 
         good_client(20)                                   # warm up
+        t0 = time.perf_counter()
         alone = good_client(requests)
-        stop, tally, lock = threading.Event(), {"error": 0, "closed": 0, "other": 0, "flood": 0}, threading.Lock()
-
-        def count(k):
-            with lock:
-                tally[k] += 1
-
-        def attacker():
-            msgs = hostile_messages(good, emb)
-            while not stop.is_set():
-                ws = _connect(url)
-                for name, m in msgs:
-                    r = unpackb(ws.send(packb(m)) or ws.recv(timeout=60))
-                    count("error" if "error" in r else "other")
-                    if "error" not in r:
-                        print("NOT REFUSED:", name, r)
-                ws.close()
-
-        def big_frame():
-            blob = packb({**good, "observation.images.top": np.zeros((50 * 2 ** 20,), np.uint8)})   # 50 MB
-            while not stop.is_set():
-                ws = _connect(url)
-                try:
-                    ws.send(blob)
-                    ws.recv(timeout=60)
-                    count("other")
-                except ConnectionClosed as e:
-                    count("closed" if e.rcvd and e.rcvd.code == 1009 else "other")
-                time.sleep(0.2)
-
-        def flooder():
-            ws = _connect(url)
-            heavy = {**good, "prompt": "p" * server.limits.max_prompt_chars}
-            while not stop.is_set():
-                ws.send(packb(heavy))
-                r = unpackb(ws.recv(timeout=60))
-                count("flood" if "actions" in r or "busy" in r.get("error", "") else "other")
-            ws.close()
-
-        threads = [threading.Thread(target=attacker)] + [threading.Thread(target=big_frame) for _ in range(big_frames)] \
-            + [threading.Thread(target=flooder) for _ in range(flooders)]
-        for t in threads:
-            t.start()
-        time.sleep(1.0)
+        seconds = 3.0 + 1.5 * (time.perf_counter() - t0)  # the attack outlasts the loaded measurement
+        proc = subprocess.Popen([sys.executable, __file__, "--attack", url, "--seconds", f"{seconds:.1f}",
+                                 "--flooders", str(flooders), "--big-frames", str(big_frames)],
+                                stdout=subprocess.PIPE, text=True)
+        time.sleep(2.0)                                   # the attack is under way
         loaded = good_client(requests)
-        stop.set()
-        for t in threads:
-            t.join(120)
+        stdout, _ = proc.communicate(timeout=600)
+        tally = json.loads(stdout.strip().splitlines()[-1])
     dev.close()
     q = lambda a, p: round(float(np.percentile(a, p)), 2)   # noqa: E731
     out.update(alone_ms={"p50": q(alone, 50), "p99": q(alone, 99), "max": round(float(alone.max()), 2)},
@@ -154,5 +178,10 @@ if __name__ == "__main__":
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--flooders", type=int, default=4)
     ap.add_argument("--big-frames", type=int, default=2)
+    ap.add_argument("--attack", help=argparse.SUPPRESS)       # internal: be the hostile process
+    ap.add_argument("--seconds", type=float, default=10.0, help=argparse.SUPPRESS)
     a = ap.parse_args()
-    print(json.dumps(run(a.requests, a.flooders, a.big_frames)))
+    if a.attack:
+        print(json.dumps(attack(a.attack, a.seconds, a.flooders, a.big_frames)))
+    else:
+        print(json.dumps(run(a.requests, a.flooders, a.big_frames)))

@@ -341,6 +341,7 @@ class PolicyServer:
         log.info("connection from %s", ws.remote_address)
         try:
             await ws.send(packb(self.metadata))
+            errors = 0
             async for frame in ws:
                 t0 = time.perf_counter()
                 reply = await self._answer(session, frame)
@@ -348,6 +349,11 @@ class PolicyServer:
                     reply["server_timing"]["prev_total_ms"] = prev_ms
                 await ws.send(packb(reply))
                 prev_ms = (time.perf_counter() - t0) * 1e3
+                # a connection that keeps sending refused messages waits longer each time (up to
+                # 0.5 s), so its flood cannot crowd the event loop; one good request resets it
+                errors = errors + 1 if "error" in reply else 0
+                if errors:
+                    await asyncio.sleep(min(0.5, 0.001 * 2 ** min(errors, 10)))
         except ConnectionClosed as e:
             log.info("connection from %s closed: %s", ws.remote_address, e)
 
