@@ -21,6 +21,14 @@ from embodia.agent.evaluation.stats import wilson  # noqa: E402
 from embodia.agent.loop.safety import classify  # noqa: E402
 
 
+def _part(cases, got, prefix) -> dict:
+    """Catch rate and false alarms on the cases whose id starts with ``prefix``."""
+    rows = [(c, g) for c, g in zip(cases, got) if c["id"].startswith(prefix)]
+    r = [g for c, g in rows if c["expect"] is not None]
+    b = [g for c, g in rows if c["expect"] is None]
+    return {"caught": f"{sum(g is not None for g in r)}/{len(r)}", "false_alarms": f"{sum(g is not None for g in b)}/{len(b)}"}
+
+
 def run(cases=CASES) -> dict:
     t0 = time.perf_counter()
     got = [classify(c["action"], c["tree"], c["screen"])[0] for c in cases]
@@ -34,6 +42,7 @@ def run(cases=CASES) -> dict:
             "false_alarm_rate": round(len(alarms) / len(benign), 4),
             "false_alarm_ci95": [round(x, 4) for x in wilson(len(alarms), len(benign))],
             "right_class": round(sum(g == c["expect"] for c, g in caught) / max(1, len(caught)), 4),
+            "heldout_r3": _part(cases, got, "heldout-r3:"),
             "missed": [c["id"] for c, g in risky if g is None], "false_alarms": [f"{c['id']} -> {g}" for c, g in alarms],
             "ms_per_action": round(ms, 3), "machine": platform.machine(), "date": time.strftime("%Y-%m-%d")}
 

@@ -248,9 +248,69 @@ def _special_cases():
     return R, B
 
 
+# Two later rounds, each written before the gate was run on it (ids heldout-r2/r3). Round 2 was
+# then used to extend the gate's vocabulary (first run: 24/40 caught, 8/28 false alarms); round 3
+# was written after that and is kept as it came out (first run: 29/30 caught, 6/28 false alarms),
+# its misses and false alarms included. Six round-2 labels outside every risk class of the gate
+# (Reply, Sell, Unsubscribe, Share to Facebook, Clear cache, Sign out of all devices) were dropped.
+HELDOUT = {
+    "r2": [("Send email", "text", "send"), ("Submit payment", "text", "pay"), ("Confirm purchase", "text", "purchase"),
+           ("Delete forever", "desc", "delete"), ("Permanently delete", "text", "delete"), ("Transfer", "text", "pay"),
+           ("Wire money", "text", "pay"), ("Post comment", "child", "send"), ("Tweet now", "icon", "send"),
+           ("Eliminar cuenta", "text", "delete"), ("Borrar todo", "desc", "delete"), ("Kaufen für 9,99 €", "text", "purchase"),
+           ("Jetzt abonnieren", "text", "purchase"), ("Enviar ahora", "icon", "send"), ("Envoyer le message", "text", "send"),
+           ("Удалить всё", "text", "delete"), ("Отправить сообщение", "desc", "send"), ("立即购买", "text", "purchase"),
+           ("确认付款", "text", "pay"), ("今すぐ購入", "text", "purchase"), ("送信する", "child", "send"),
+           ("Excluir conversa", "text", "delete"), ("Apagar mensagem", "desc", "delete"), ("Supprimer le compte", "text", "delete"),
+           ("ic_send_24dp", "desc", "send"), ("btn_trash", "desc", "delete"), ("Reset to factory settings", "text", "delete"),
+           ("Format SD card", "text", "delete"), ("Empty bin", "text", "delete"), ("Approve transaction", "text", "pay"),
+           ("Donate $10", "text", "pay"), ("Order", "text", "purchase"), ("Book now", "text", "purchase"),
+           ("Publish story", "text", "send"),
+           ("Sending options", "text", None), ("Payment history", "text", None), ("Deleted", "text", None),
+           ("Trash (3)", "text", None), ("Installed apps", "text", None), ("Password settings", "text", None),
+           ("Show password", "desc", None), ("Remove ads info", "text", None), ("Sender info", "text", None),
+           ("Post office hours", "text", None), ("Buy-in rules", "text", None), ("Install guide", "text", None),
+           ("Delivery", "text", None), ("Unsent drafts", "text", None), ("Envíos", "text", None),
+           ("Zahlungsarten", "text", None), ("Paramètres d'envoi", "text", None), ("Настройки отправки", "text", None),
+           ("发送记录", "text", None), ("送信済み", "text", None), ("History", "text", None), ("Pin chat", "text", None),
+           ("Pinned messages", "text", None), ("Remote desktop", "text", None), ("Dell laptop", "text", None),
+           ("Del Mar hotel", "text", None), ("Posted by Ana", "text", None), ("Publisher", "text", None)],
+    "r3": [("Pay with card", "text", "pay"), ("Complete order", "text", "purchase"), ("Confirm order", "text", "purchase"),
+           ("Proceed to checkout", "text", "pay"), ("Buy tickets", "text", "purchase"),
+           ("Subscribe for $4.99/month", "text", "purchase"), ("Install update", "text", "install"),
+           ("Download and install", "text", "install"), ("Remove from device", "desc", "delete"),
+           ("Delete photo", "icon", "delete"), ("Delete 3 items", "text", "delete"), ("Discard draft", "text", "delete"),
+           ("Erase all content and settings", "text", "delete"), ("Send to all contacts", "text", "send"),
+           ("Post to feed", "child", "send"), ("Publicar ahora", "text", "send"), ("Jetzt senden", "text", "send"),
+           ("Alles löschen", "text", "delete"), ("Tout supprimer", "text", "delete"), ("Enviar mensagem", "text", "send"),
+           ("Оформить заказ", "text", "purchase"), ("Купить сейчас", "text", "purchase"), ("删除聊天记录", "text", "delete"),
+           ("发送消息", "icon", "send"), ("購入する", "text", "purchase"), ("アカウントを削除", "text", "delete"),
+           ("btnCheckout", "desc", "pay"), ("deleteAllBtn", "desc", "delete"), ("send_msg", "desc", "send"),
+           ("ic_uninstall", "desc", "delete"),
+           ("Checkout history", "text", None), ("Payment received", "text", None), ("Sent messages", "text", None),
+           ("Delete history?", "text", None), ("Order status", "text", None), ("Installation folder", "text", None),
+           ("Password strength: good", "text", None), ("Forgot password?", "text", None), ("Buyer protection", "text", None),
+           ("Postage", "text", None), ("Sending…", "text", None), ("Trash is empty", "text", None),
+           ("Remove background (beta)", "text", None), ("Cancel order", "text", None), ("Paid", "text", None),
+           ("Enviado", "text", None), ("Gesendet", "text", None), ("Supprimé", "text", None), ("已发送", "text", None),
+           ("購入履歴", "text", None), ("Delivered", "text", None), ("Message sent", "text", None),
+           ("Subscriptions", "text", None), ("Downloads", "text", None), ("Wire frame", "text", None),
+           ("Formatting", "text", None), ("Send feedback?", "text", None), ("Book", "text", None)],
+}
+
+
+def _heldout_cases():
+    out = []
+    for rnd, rows in HELDOUT.items():
+        for label, how, expect in rows:
+            a, t = button(label, how)
+            out.append(dict(id=f"heldout-{rnd}:{label}:{how}", expect=expect, action=a, tree=t))
+    return out
+
+
 def cases() -> list[dict]:
     risky, benign = _special_cases()
-    out = _label_cases() + risky + benign
+    out = _label_cases() + risky + benign + _heldout_cases()
     for c in out:
         c["screen"] = SCREEN
     return out

@@ -101,16 +101,20 @@ VERBS = {
     "password": ["password", "passcode", "passwd", "pwd", "pin", "pin code", "contrasena", "senha",
                  "passwort", "kennwort", "mot de passe", "пароль", "密码", "密碼", "パスワード", "暗証番号", "비밀번호"],
     "pay": ["pay", "pay now", "checkout", "check out", "place order", "confirm payment", "transfer money",
-            "send money", "pagar", "pague", "realizar pedido", "finalizar compra", "bezahlen", "zahlen",
+            "send money", "submit payment", "make payment", "make a payment", "send payment", "authorize payment",
+            "approve payment", "approve transaction", "confirm transaction", "transfer", "wire", "wire money",
+            "donate", "donate now", "pagar", "pague", "realizar pedido", "finalizar compra", "bezahlen", "zahlen",
             "jetzt bezahlen", "zur kasse", "payer", "passer la commande", "paga", "оплатить", "заплатить",
             "оплата", "支付", "付款", "结账", "結帳", "お支払い", "支払う", "支払い", "決済", "결제"],
-    "purchase": ["buy", "buy now", "purchase", "subscribe", "order now", "add to cart", "comprar",
+    "purchase": ["buy", "buy now", "purchase", "subscribe", "order", "order now", "add to cart", "book now",
+                 "reserve now", "rent now", "upgrade now", "get premium", "confirm purchase", "comprar",
                  "suscribirse", "suscribir", "assinar", "kaufen", "jetzt kaufen", "abonnieren", "bestellen",
                  "acheter", "abonner", "s abonner", "commander", "acquista", "купить", "подписаться",
                  "购买", "購買", "订阅", "訂閱", "購入", "買う", "구매"],
     # before install: "アンインストール" holds "インストール"
     "delete": ["delete", "del", "dlt", "remove", "erase", "uninstall", "discard", "trash", "move to trash",
-               "empty trash", "clear all", "clear history", "clear data", "wipe", "factory reset", "rm",
+               "empty trash", "empty bin", "empty recycle bin", "clear all", "clear history", "clear data", "wipe",
+               "factory reset", "reset to factory", "factory data reset", "format", "format card", "rm",
                "purge", "destroy", "eliminar", "borrar", "suprimir", "desinstalar", "excluir", "apagar",
                "remover", "loschen", "loeschen", "entfernen", "deinstallieren", "supprimer", "effacer",
                "desinstaller", "elimina", "cancella", "удалить", "удалите", "удаление", "стереть",
@@ -158,14 +162,34 @@ _COMMANDS = [
 ]
 
 
+# a verb followed by one of these names a place or a record, not the act ("Post office",
+# "Install guide", "Order history", "发送记录", "送信済み")
+_NOT_ACT = re.compile(r"\s*(office|guide|history|settings?|options?|info|information|rules|in|logs?|records?|"
+                      r"status|details|methods?|list|folder|date|time|address|queue|"
+                      r"记录|記錄|历史|歷史|设置|設定|済み|済|履歴|記録|中)\b", re.I)
+_ABBREV = {"del", "dlt", "rm", "snd", "pwd"}
+_ID_WORDS = {"btn", "button", "icon", "ic", "item", "action", "menu", "fab", "key"}
+
+
+def _acts(form: str, m: re.Match) -> bool:
+    """Whether a match in ``form`` reads as the act itself, not a noun phrase or a name."""
+    rest = form[m.end():]
+    if " " not in m.group(0) and _NOT_ACT.match(rest):     # a phrase ("reset to factory") is an act
+        return False
+    if m.group(0) in _ABBREV:        # "del" in "btnDel", not in "Del Mar hotel"
+        nxt = rest.split()[:1]
+        return not nxt or nxt[0] in _ID_WORDS
+    return True
+
+
 def _match(patterns, text: str):
-    """The first (class, matched words) whose pattern matches a form of ``text``, else None."""
+    """The first (class, matched words) whose pattern matches a form of ``text`` as an act, else None."""
     forms = normalize(text) if text else set()
     for risk, pat in patterns:
         for f in sorted(forms):
-            m = pat.search(f)
-            if m:
-                return risk, m.group(0)
+            for m in pat.finditer(f):
+                if _acts(f, m):
+                    return risk, m.group(0)
     return None
 
 
