@@ -80,6 +80,22 @@ def test_int_options(opt, value, tmp_path_factory):
     invoke(argv(INT_OPTS[opt], opt, value, tmp_path_factory.getbasetemp()))
 
 
+@pytest.mark.parametrize("opt", sorted(INT_OPTS) + sorted(FLOAT_OPTS))
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(value=st.text(st.characters(whitelist_categories=("L", "P", "Zs")), min_size=1, max_size=12))
+def test_values_that_are_not_numbers_exit_2_in_one_line(opt, value, tmp_path_factory):
+    cmd = INT_OPTS.get(opt) or FLOAT_OPTS[opt]
+    r = invoke(argv(cmd, opt, value, tmp_path_factory.getbasetemp()))
+    if not value.strip().lower().lstrip("+-").replace(".", "", 1).isdigit() and value.strip().lower() not in (
+            "nan", "inf", "infinity", "-inf", "+inf", "-infinity", "+infinity"):
+        assert bad(r) and len(r.output.strip().splitlines()) == 1, (opt, value, r.output)
+
+
+def test_unknown_options_exit_2_in_one_line():
+    r = invoke(["run", "--sed", "1"])
+    assert bad(r) and "No such option: --sed" in r.output and len(r.output.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("opt", sorted(FLOAT_OPTS))
 @SETTINGS
 @given(value=floats)

@@ -12,7 +12,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+from embodia.agent.cli.validate import OneLineErrors  # noqa: E402  (usage errors in one line)
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, cls=OneLineErrors,
                   help="One agent runtime for many bodies: MuJoCo robots, desktops and phones.")
 console = Console(stderr=True)
 

@@ -172,3 +172,39 @@ def check(opts: dict) -> None:
             seed(v, opts.get("episodes") or 1)
         elif name in _CHECKS:
             _CHECKS[name](v)
+
+
+def _one_line_group():
+    """A typer group whose usage errors (a value that is not a number, an unknown option) print as
+    one line, ``error: embodia run: ... (see embodia run --help)``, exit 2 as before; help for no
+    arguments, --help and everything else is unchanged."""
+    import sys
+
+    import typer
+    from typer.core import TyperGroup
+    exc = sys.modules[typer.BadParameter.__module__]     # the click typer uses (it vendors its own)
+    no_args = getattr(exc, "NoArgsIsHelpError", ())
+
+    class OneLineErrors(TyperGroup):
+        def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+            if not standalone_mode:
+                return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            try:
+                rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            except no_args as e:
+                e.show()
+                sys.exit(e.exit_code)
+            except exc.ClickException as e:
+                where = e.ctx.command_path if getattr(e, "ctx", None) is not None else "embodia"
+                msg = " ".join(e.format_message().split())
+                typer.echo(f"error: {where}: {msg} (see {where} --help)", err=True)
+                sys.exit(e.exit_code)
+            except typer.Abort:
+                typer.echo("Aborted!", err=True)
+                sys.exit(1)
+            sys.exit(rv if isinstance(rv, int) else 0)
+
+    return OneLineErrors
+
+
+OneLineErrors = _one_line_group()
