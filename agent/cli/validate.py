@@ -15,8 +15,6 @@ import os
 from pathlib import Path
 
 MAX_SEED = 2 ** 32 - 1           # numpy's legacy seeding and most simulators take 32-bit seeds
-CHOICES = {"coords": ("norm1000", "image_px", "screen_px", "unit"), "select": ("vote", "judge"),
-           "smooth": ("none", "inpaint", "ensemble")}
 
 
 class InputError(ValueError):
@@ -64,9 +62,24 @@ def device(v, name: str = "device") -> None:
         raise InputError(f"{_opt(name)} {v!r}: {e}") from None
 
 
+_NOUNS = {"coords": "coordinate convention", "select": "selection", "smooth": "smoothing"}
+
+
+def _choices(name: str) -> tuple:
+    """The accepted values, from the modules that define them."""
+    if name == "coords":
+        from embodia.devices.coords import SPACES
+        return tuple(SPACES)
+    if name == "select":
+        from embodia.policies.gui.prompt import SELECTIONS
+        return tuple(SELECTIONS)
+    from embodia.agent.loop.asynchronous import SMOOTHING
+    return tuple(SMOOTHING)
+
+
 def choice(name: str, v) -> None:
-    if v is not None and v not in CHOICES[name]:
-        raise InputError(f"{_opt(name)} {v!r}: expected one of {', '.join(CHOICES[name])}")
+    if v is not None and v not in _choices(name):
+        raise InputError(f"{_opt(name)}: unknown {_NOUNS[name]} {v!r}; known: {', '.join(_choices(name))}")
 
 
 def allow(v) -> None:
