@@ -98,3 +98,19 @@ def test_memory_writes_are_off_without_a_token(body, tmp_path):
         ws.send(packb({"__ctrl__": "episode_end"}))              # no outcome: fine
         assert unpackb(ws.recv(timeout=10))["__ack__"] == "episode_end"
     assert len(server.memory) == 0
+
+
+def test_connections_beyond_the_per_peer_limit_are_refused_at_the_handshake(body):
+    from websockets.exceptions import InvalidStatus
+    server = PolicyServer(make_policy("embodia-tiny", body), body.embodiment,
+                          limits=Limits(max_connections_per_peer=2))
+    with server.running() as url:
+        with connect(url, max_size=None) as a, connect(url, max_size=None) as b:
+            a.recv(timeout=10), b.recv(timeout=10)
+            with pytest.raises(InvalidStatus) as refused:
+                with connect(url, max_size=None):
+                    pass
+            assert refused.value.response.status_code == 503
+        time.sleep(0.3)                                  # both closed: a new one is welcome
+        with connect(url, max_size=None) as c:
+            assert unpackb(c.recv(timeout=10))["server"] == "embodia"

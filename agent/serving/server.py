@@ -48,7 +48,9 @@ Each connection is a session of its own (sampler seed, executed-step history, me
 one shared model. Model calls and memory updates run one at a time on one worker thread, in arrival
 order; a connection has at most one request in flight, so a client waits at most one bounded
 decision per other connection ahead of it (fair round robin), and with more than
-``Limits.max_queue`` calls waiting a request is refused ("busy") instead of queued.
+``Limits.max_queue`` calls waiting a request is refused ("busy") instead of queued. Connections
+beyond ``Limits.max_connections`` (``max_connections_per_peer`` from one address) are refused at
+the handshake (503), and a connection that keeps sending refused messages is slowed down.
 
 >>> server = PolicyServer(policy, device.embodiment)           # doctest: +SKIP
 >>> with server.running() as url:                               # doctest: +SKIP
@@ -89,12 +91,16 @@ class Limits:
     ``max_prompt_chars``: instruction length (a 1 MB prompt held the model for minutes);
     ``max_abs``: the bound on a state or action value where the embodiment gives none;
     ``max_steps``: executed steps an episode_end may carry; ``max_queue``: model calls waiting
-    before new ones are refused; ``stall_s``: a model call running longer makes /healthz fail."""
+    before new ones are refused; ``stall_s``: a model call running longer makes /healthz fail;
+    ``max_connections`` (``_per_peer``: from one address): more are refused at the handshake (503),
+    since every connection gets its turn at the model."""
     max_prompt_chars: int = 2000
     max_abs: float = 1e4
     max_steps: int = 10_000
     max_queue: int = 64
     stall_s: float = 30.0
+    max_connections: int = 256
+    max_connections_per_peer: int = 32
 
 
 def _bounds(channels, max_abs: float):
@@ -253,6 +259,7 @@ class PolicyServer:
         # one worker thread runs every model call and memory update, first come first served
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embodia-model")
         self._queued = 0                   # calls submitted and not finished (event-loop thread only)
+        self._conns: dict[str, int] = {}   # open connections per peer address (event-loop thread only)
         self._busy_since: float | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -327,6 +334,11 @@ class PolicyServer:
                                           f"stalled: a model call has run for {time.monotonic() - busy:.0f} s "
                                           f"(limit {self.limits.stall_s:g} s)\n")
             return connection.respond(HTTPStatus.OK, "OK\n")
+        peer = connection.remote_address[0] if connection.remote_address else "?"
+        if sum(self._conns.values()) >= self.limits.max_connections or \
+                self._conns.get(peer, 0) >= self.limits.max_connections_per_peer:
+            log.warning("refused %s: too many connections", connection.remote_address)
+            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections; retry later\n")
         if self.api_key is not None:
             sent = request.headers.get("Authorization", "")
             if not hmac.compare_digest(sent.encode(), f"Api-Key {self.api_key}".encode()):
@@ -338,6 +350,8 @@ class PolicyServer:
     async def _handle(self, ws) -> None:
         session, prev_ms = _Session(self), None
         session.peer = "%s:%s" % tuple(ws.remote_address[:2]) if ws.remote_address else "?"
+        host = ws.remote_address[0] if ws.remote_address else "?"
+        self._conns[host] = self._conns.get(host, 0) + 1
         log.info("connection from %s", ws.remote_address)
         try:
             await ws.send(packb(self.metadata))
@@ -356,6 +370,10 @@ class PolicyServer:
                     await asyncio.sleep(min(0.5, 0.001 * 2 ** min(errors, 10)))
         except ConnectionClosed as e:
             log.info("connection from %s closed: %s", ws.remote_address, e)
+        finally:
+            self._conns[host] -= 1
+            if not self._conns[host]:
+                del self._conns[host]
 
     async def _answer(self, session: _Session, frame) -> dict:
         try:
