@@ -730,7 +730,10 @@ def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "-
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, s.stop)
             console.print(f"serving {policy} for {dev.embodiment.name} on ws://{host}:{s.port} "
                           f"(health: http://{host}:{s.port}/healthz; "
-                          + ("API key required" if key else "no API key") + "); Ctrl-C stops", soft_wrap=True)
+                          + ("API key required" if key else "no API key")
+                          + ("" if not memory else "; memory writes " + ("need the memory token" if s.memory_token
+                             else f"off (set ${MEMORY_TOKEN_ENV} to accept outcomes)"))
+                          + "); Ctrl-C stops", soft_wrap=True)
         try:
             asyncio.run(server.serve(host, port, on_ready=ready))
         except OSError as e:
