@@ -51,6 +51,18 @@ def parse_size(size) -> tuple[int, int]:
     return w, h
 
 
+def parse_flag(value, name: str = "render") -> bool:
+    """A yes/no URI parameter: 1/0, true/false, yes/no (any case); ValueError otherwise.
+
+    >>> parse_flag("0"), parse_flag("Yes")
+    (False, True)
+    """
+    v = str(value).strip().lower()
+    if v not in ("0", "1", "true", "false", "yes", "no"):
+        raise ValueError(f"{name} {value!r}: expected 1 or 0 (true/false, yes/no)")
+    return v in ("1", "true", "yes")
+
+
 def check_query(hz=None, size="96x96", cameras=None, state="auto", render="1", shift=None) -> dict:
     """Validate a ``mujoco:`` URI's parameters before the scene is loaded; one-line ValueError.
 
@@ -73,8 +85,7 @@ def check_query(hz=None, size="96x96", cameras=None, state="auto", render="1", s
             raise ValueError(f"cameras {cameras!r}: expected comma-separated camera names")
     if state not in ("auto", "sensors", "joints"):
         raise ValueError(f"state {state!r}: expected auto, sensors or joints")
-    if str(render).lower() not in ("0", "1", "true", "false", "yes", "no"):
-        raise ValueError(f"render {render!r}: expected 1 or 0 (true/false, yes/no)")
+    parse_flag(render)
     if shift:
         raise ValueError(f"mujoco: scenes have no named shifts (got shift={shift!r}); "
                          "edit the MJCF or use a sim: task")
@@ -203,4 +214,4 @@ def open_mujoco(target: str, hz=None, size="96x96", cameras=None, state="auto", 
     model = load_model(target)
     cams = [c.strip() for c in cameras.split(",")] if isinstance(cameras, str) and cameras else cameras
     return MujocoDevice(model, name=Path(target).stem, hz=rate, cameras=cams,
-                        size=size, state_source=state, render=str(render).lower() not in ("0", "false", "no"))
+                        size=size, state_source=state, render=parse_flag(render))

@@ -120,6 +120,17 @@ def stored_files(path: Path) -> list:
                   if any(p.fullmatch(f.name) for p in _FILES.values()))
 
 
+def check_not_orphaned(path) -> None:
+    """Raise MemoryFileError when ``path`` holds namespace files but no meta.json: a memory whose
+    commit record is gone (deleted, or a first save cut short), never to be read as empty.
+
+    >>> check_not_orphaned("/nonexistent")
+    """
+    path = Path(path)
+    if not (path / META).is_file() and stored_files(path):
+        raise _orphans_error(path, "missing")
+
+
 def _orphans_error(path: Path, reason: str) -> MemoryFileError:
     files = stored_files(path)
     return MemoryFileError(path / META, f"{reason}, but {path / 'ns'} holds {len(files)} file(s) of a saved memory; "

@@ -168,3 +168,18 @@ def test_replay_of_an_empty_dataset_says_so_and_fails(tmp_path, monkeypatch):
         DatasetWriter(tmp_path / "ds", dev.embodiment).close()
     r = CliRunner().invoke(cli.app, ["replay", str(tmp_path / "ds"), "--episode", "all"])
     assert r.exit_code == 1 and "no episodes to replay" in r.output
+
+
+@settings(max_examples=30, deadline=None)
+@given(params=st.lists(st.tuples(st.sampled_from(["shift", "size", "render", "colour"]),
+                                 st.one_of(texts, sizes, st.sampled_from(["blocked-left", "none", "0", "yes"]))),
+                       max_size=3))
+def test_sim_uri_parameters_open_or_refuse_in_one_line(params):
+    from urllib.parse import urlencode
+    uri = "sim:twogap-push" + ("?" + urlencode(params) if params else "")
+    try:
+        dev = open_device(uri)
+    except ValueError as e:
+        assert "\n" not in str(e) and str(e)
+        return
+    dev.close()

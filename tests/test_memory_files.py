@@ -145,3 +145,16 @@ def test_kill_9_during_eval_memory_loses_at_most_the_episode_in_flight(tmp_path)
     assert meta["generation"] >= gens[-1]          # at most the episode after the last save seen is lost
     eps = sum(back.stats()[ns]["episodes"] for ns in back.namespaces())
     assert eps >= 1 and len(back) > 0
+
+
+def test_cli_gui_run_refuses_a_screen_memory_folder_without_meta(tmp_path):
+    from typer.testing import CliRunner
+
+    from embodia.agent.cli.app import app
+    p = tmp_path / "screens"
+    (p / "ns" / "messages-0123abcd").mkdir(parents=True)
+    (p / "ns" / "messages-0123abcd" / "entries-1a.npz").write_bytes(b"saved entries")
+    r = CliRunner().invoke(app, ["run", "--device", "gui-sim:messages", "--policy", "embodia-tiny",
+                                 "--memory", str(p), "--no-record"])
+    assert r.exit_code == 2 and "refusing" in " ".join(r.output.split())
+    assert (p / "ns" / "messages-0123abcd" / "entries-1a.npz").read_bytes() == b"saved entries"

@@ -391,6 +391,11 @@ def _with_memory(pol, path: str, device_uri: str, dev=None):
     from embodia.policies.robot.steered import KEY_ENCODER, SteeredPolicy, memory_for, normalizer_hash
 
     from embodia.agent.evaluation.memory_eval import device_namespace
+    from embodia.memory.persist import check_not_orphaned
+    try:
+        check_not_orphaned(path)       # a deleted meta.json never becomes an empty memory saved over the old
+    except MemoryFileError as e:
+        _fail(str(e))
     if dev is not None and dev.embodiment.is_gui:
         from embodia.memory import ScreenMemory
         from embodia.policies.gui.screen_memory import ScreenMemoryPolicy
