@@ -60,8 +60,8 @@ class RiskRefused(RuntimeError):
 # -- reading labels ---------------------------------------------------------------------------------
 # letters from other scripts that render like Latin ones (the common homoglyph attacks)
 _CONFUSABLE = str.maketrans({
-    **dict(zip("АВЕЅІЈКМНОРСТХУаеѕіјкмнорсухԁԛԝһӏ", "ABESIJKMHOPCTXYaesijkmhopcyxdqwhl")),
-    **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαεικνορτυχ", "ABEZHIKMNOPTYXaeikvoptux")),
+    **dict(zip("АВЕЅІЈКМНОРСТХУаеѕіјкмнорсухԁԛԝһӏ", "ABESIJKMHOPCTXYaesijkmhopcyxdqwhl", strict=True)),
+    **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαεικνορτυχ", "ABEZHIKMNOPTYXaeikvoptux", strict=True)),
     "ı": "i", "ɡ": "g", "ℓ": "l"})
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])")
 _SEPARATORS = re.compile(r"[_\-./:#@\\|+=,;()\[\]{}<>\"'`*~!?]+|\s+")
