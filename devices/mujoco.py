@@ -23,13 +23,73 @@ def _name(model, objtype, i, prefix):
     return mujoco.mj_id2name(model, objtype, i) or f"{prefix}{i}"
 
 
+MAX_SIZE = 4096          # px per side: a 99999x99999 camera would ask for 28 GB a frame
+MAX_HZ = 1000.0
+
+
 def parse_size(size) -> tuple[int, int]:
-    if isinstance(size, str):
-        w, _, h = size.lower().partition("x")
-        return int(w), int(h or w)
-    if isinstance(size, int):
-        return size, size
-    return int(size[0]), int(size[1])
+    """A camera size ``"WxH"`` (or ``"N"``, an int, a pair) as (w, h), each 1..4096; ValueError otherwise.
+
+    >>> parse_size("64x48"), parse_size(32)
+    ((64, 48), (32, 32))
+    >>> parse_size("-5x3")
+    Traceback (most recent call last):
+    ValueError: size '-5x3': width and height must be whole numbers 1..4096 (WxH, e.g. 96x96)
+    """
+    try:
+        if isinstance(size, str):
+            w, _, h = size.strip().lower().partition("x")
+            w, h = int(w), int(h or w)
+        elif isinstance(size, int) and not isinstance(size, bool):
+            w = h = size
+        else:
+            w, h = int(size[0]), int(size[1])
+    except (TypeError, ValueError, IndexError):
+        w = h = -1
+    if not (1 <= w <= MAX_SIZE and 1 <= h <= MAX_SIZE):
+        raise ValueError(f"size {size!r}: width and height must be whole numbers 1..{MAX_SIZE} (WxH, e.g. 96x96)")
+    return w, h
+
+
+def parse_flag(value, name: str = "render") -> bool:
+    """A yes/no URI parameter: 1/0, true/false, yes/no (any case); ValueError otherwise.
+
+    >>> parse_flag("0"), parse_flag("Yes")
+    (False, True)
+    """
+    v = str(value).strip().lower()
+    if v not in ("0", "1", "true", "false", "yes", "no"):
+        raise ValueError(f"{name} {value!r}: expected 1 or 0 (true/false, yes/no)")
+    return v in ("1", "true", "yes")
+
+
+def check_query(hz=None, size="96x96", cameras=None, state="auto", render="1", shift=None) -> dict:
+    """Validate a ``mujoco:`` URI's parameters before the scene is loaded; one-line ValueError.
+
+    >>> check_query(hz="20", size="64x64")["hz"]
+    20.0
+    >>> check_query(hz="0")
+    Traceback (most recent call last):
+    ValueError: hz '0': expected a control rate in (0, 1000] Hz
+    """
+    try:
+        rate = None if hz in (None, "") else float(hz)
+    except (TypeError, ValueError):
+        rate = float("nan")
+    if rate is not None and not (0 < rate <= MAX_HZ):      # NaN fails too
+        raise ValueError(f"hz {hz!r}: expected a control rate in (0, {MAX_HZ:g}] Hz")
+    parse_size(size)
+    if cameras is not None and not isinstance(cameras, (list, tuple)):
+        names = str(cameras).split(",")
+        if not all(n.strip() for n in names):
+            raise ValueError(f"cameras {cameras!r}: expected comma-separated camera names")
+    if state not in ("auto", "sensors", "joints"):
+        raise ValueError(f"state {state!r}: expected auto, sensors or joints")
+    parse_flag(render)
+    if shift:
+        raise ValueError(f"mujoco: scenes have no named shifts (got shift={shift!r}); "
+                         "edit the MJCF or use a sim: task")
+    return {"hz": rate}
 
 
 def derive_embodiment(model, *, name: str, hz: float, cameras: tuple[Camera, ...],
@@ -150,10 +210,8 @@ def load_model(source: str | Path) -> "mujoco.MjModel":
 def open_mujoco(target: str, hz=None, size="96x96", cameras=None, state="auto", render="1",
                 shift=None) -> MujocoDevice:
     """Factory for `mujoco:path/to/scene.xml?hz=20&size=96x96&cameras=top,side&state=joints`."""
-    if shift:
-        raise ValueError(f"mujoco: scenes have no named shifts (got shift={shift!r}); "
-                         "edit the MJCF or use a sim: task")
+    rate = check_query(hz, size, cameras, state, render, shift)["hz"]
     model = load_model(target)
-    cams = cameras.split(",") if isinstance(cameras, str) and cameras else cameras
-    return MujocoDevice(model, name=Path(target).stem, hz=float(hz) if hz else None, cameras=cams,
-                        size=size, state_source=state, render=str(render) not in ("0", "false", "no"))
+    cams = [c.strip() for c in cameras.split(",")] if isinstance(cameras, str) and cameras else cameras
+    return MujocoDevice(model, name=Path(target).stem, hz=rate, cameras=cams,
+                        size=size, state_source=state, render=parse_flag(render))

@@ -50,7 +50,37 @@ def open_device(uri: str, **options):
     module, _, fn = SCHEMES[scheme][0].partition(":")
     factory = getattr(importlib.import_module(module), fn)
     query.update({k: v for k, v in options.items() if v is not None})
-    return factory(target, **query)
+    try:
+        return factory(target, **query)
+    except TypeError as e:      # a query key the factory does not take: the user's typo, not a bug
+        if "unexpected keyword argument" not in str(e):
+            raise
+        bad = str(e).rsplit("argument", 1)[-1].strip(" '\"")
+        raise UnknownDevice(f"{scheme}: unknown parameter {bad!r} in {uri!r}") from None
+
+
+def check_uri(uri: str) -> None:
+    """Check a device URI up front (scheme known; for ``mujoco:`` every parameter's value), without
+    opening anything; raises ValueError (UnknownDevice) in one line.
+
+    >>> check_uri("mujoco:scene.xml?size=0x0")
+    Traceback (most recent call last):
+    ValueError: size '0x0': width and height must be whole numbers 1..4096 (WxH, e.g. 96x96)
+    """
+    scheme, target, query = parse_uri(uri)
+    if scheme not in SCHEMES:
+        raise UnknownDevice(f"unknown device scheme {scheme!r} in {uri!r}; known: "
+                            f"{', '.join(s + ':' for s in SCHEMES)}")
+    if scheme == "mujoco":
+        from embodia.devices.mujoco import check_query
+        import inspect
+        known = set(inspect.signature(check_query).parameters)
+        unknown = sorted(set(query) - known)
+        if unknown:
+            raise UnknownDevice(f"mujoco: unknown parameter(s) {unknown} in {uri!r}; known: {', '.join(sorted(known))}")
+        if not target:
+            raise UnknownDevice(f"mujoco: no scene in {uri!r}; expected mujoco:path/to/scene.xml")
+        check_query(**query)
 
 
 def available() -> list[dict]:

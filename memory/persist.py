@@ -11,6 +11,13 @@ namespace its file names, byte sizes and sha256. Files are written under tempora
 and renamed; meta.json is renamed last, then files of older generations are removed. Loading
 checks size and sha256 before ``np.load(allow_pickle=False)``, so a truncated or corrupted file is
 reported by name (``MemoryFileError``) instead of failing somewhere inside numpy.
+
+meta.json carries ``meta_sha256``, the SHA-256 of its own canonical JSON without that field, so an
+edited config (``capacity: 1`` would evict all but one entry), file name or count is reported
+instead of obeyed. File names in meta.json must be the ones ``save`` writes (``ns/<slug>-<hash8>``,
+``entries-<gen>.npz``) and resolve inside the memory folder. A folder whose meta.json is missing or
+unreadable but which still holds namespace files is an error for ``load`` and for ``save``: it is
+never read as an empty memory whose next save would delete what is there.
 """
 from __future__ import annotations
 
@@ -79,6 +86,58 @@ def _ns_dirname(name: str) -> str:
     return f"{slug}-{hashlib.sha1(name.encode('utf-8')).hexdigest()[:8]}"
 
 
+_DIR = re.compile(r"ns/[A-Za-z0-9_.-]{1,48}-[0-9a-f]{8}")
+_FILES = {"entries": re.compile(r"entries-[0-9a-f]{1,32}\.npz"), "index": re.compile(r"index-[0-9a-f]{1,32}\.faiss")}
+
+
+def meta_checksum(meta: dict) -> str:
+    """SHA-256 of meta.json's canonical JSON without its own ``meta_sha256`` field."""
+    body = {k: v for k, v in meta.items() if k != "meta_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def _inside(path: Path, rec: dict, field: str) -> Path:
+    """The file a namespace record names, refused unless it is a name ``save`` writes and it
+    resolves inside the memory folder (no ``..``, no absolute path, no symlink out)."""
+    d, name = rec.get("dir"), rec.get(field)
+    if not (isinstance(d, str) and _DIR.fullmatch(d) and ".." not in d):
+        raise MemoryFileError(path / META, f"namespace dir {d!r} is not a folder this memory writes (ns/<name>-<hash>)")
+    if not (isinstance(name, str) and _FILES[field].fullmatch(name)):
+        raise MemoryFileError(path / META, f"{field} file {name!r} is not a name this memory writes")
+    f = path / d / name
+    root = path.resolve()
+    if not f.resolve().is_relative_to(root):
+        raise MemoryFileError(f, f"resolves outside the memory folder {root}")
+    return f
+
+
+def stored_files(path: Path) -> list:
+    """Namespace files (entries/index, any generation) under ``path/ns``: a saved memory's data."""
+    root = path / "ns"
+    if not root.is_dir():
+        return []
+    return sorted(f for d in root.iterdir() if d.is_dir() for f in d.iterdir()
+                  if any(p.fullmatch(f.name) for p in _FILES.values()))
+
+
+def check_not_orphaned(path) -> None:
+    """Raise MemoryFileError when ``path`` holds namespace files but no meta.json: a memory whose
+    commit record is gone (deleted, or a first save cut short), never to be read as empty.
+
+    >>> check_not_orphaned("/nonexistent")
+    """
+    path = Path(path)
+    if not (path / META).is_file() and stored_files(path):
+        raise _orphans_error(path, "missing")
+
+
+def _orphans_error(path: Path, reason: str) -> MemoryFileError:
+    files = stored_files(path)
+    return MemoryFileError(path / META, f"{reason}, but {path / 'ns'} holds {len(files)} file(s) of a saved memory; "
+                           "refusing to treat it as empty (its next save would delete them): restore meta.json, "
+                           "or move the folder away to start afresh")
+
+
 def sha256_file(path) -> str:
     """The SHA-256 hex digest of a file, read in 1 MB blocks."""
     h = hashlib.sha256()
@@ -119,6 +178,8 @@ def write_atomic(path, write) -> None:
 
 def save(mem, path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
+    if not (path / META).is_file() and stored_files(path):
+        raise _orphans_error(path, "missing")
     gen = f"{time.time_ns():x}"
     nss = []
     for name in mem.namespaces():
@@ -154,6 +215,7 @@ def save(mem, path: Path) -> Path:
         "hist_len": mem.hist_len, "config": mem.config.to_dict(), "generation": gen,
         "saved_at": time.time(), "namespaces": nss,
     }
+    meta["meta_sha256"] = meta_checksum(meta)
     text = json.dumps(meta, indent=1, sort_keys=True).encode("utf-8")
     write_atomic(path / META, lambda f: f.write(text))
     _fsync_dir(path)
@@ -196,14 +258,21 @@ def _read_meta(path: Path) -> dict:
               "config", "namespaces"):
         if k not in meta:
             raise MemoryFileError(mp, f"field {k!r} missing")
+    if "meta_sha256" not in meta:
+        warnings.warn(f"{mp}: written before meta.json had a checksum; its config and file list are taken "
+                      "as they are (the next save adds one)", RuntimeWarning)
+    elif meta["meta_sha256"] != meta_checksum(meta):
+        raise MemoryFileError(mp, "edited outside embodia: its checksum does not match its content (config, "
+                              "dims or file list changed); pass the config you want at load time instead")
+    if not isinstance(meta["namespaces"], list):
+        raise MemoryFileError(mp, "namespaces is not a list")
     return meta
 
 
 def _load_namespace(mem, path: Path, rec: dict):
-    try:
-        f = path / rec["dir"] / rec["entries"]
-    except (KeyError, TypeError) as e:
-        raise MemoryFileError(path / META, f"bad namespace record {rec!r}") from e
+    if not isinstance(rec, dict):
+        raise MemoryFileError(path / META, f"bad namespace record {rec!r}")
+    f = _inside(path, rec, "entries")
     if not f.is_file():
         raise MemoryFileError(f, "missing")
     size = f.stat().st_size
@@ -252,7 +321,7 @@ def _load_namespace(mem, path: Path, rec: dict):
     # FAISS: the cache when it is intact, else rebuild from the keys (the source of truth)
     loaded = False
     if rec.get("index") and n:
-        fi = path / rec["dir"] / rec["index"]
+        fi = _inside(path, rec, "index")
         try:
             if fi.is_file() and sha256_file(fi) == rec.get("index_sha256"):
                 ns.index.load_serialized(np.fromfile(fi, dtype=np.uint8), rec.get("index_kind", "ivf"),
@@ -295,6 +364,8 @@ def load(cls, path: Path, *, encoder_id: str, normalizer_hash: str, on_error: st
     try:
         meta = _read_meta(path)
     except MemoryFileError as e:
+        if stored_files(path):      # a deleted or broken meta.json: never an empty memory over real data
+            raise _orphans_error(path, e.reason) from e
         if missing_ok and not (path / META).exists():
             return empty(e, warn=False)
         if on_error == "empty":
@@ -310,12 +381,17 @@ def load(cls, path: Path, *, encoder_id: str, normalizer_hash: str, on_error: st
         if v is not None and int(meta[k]) != int(v):
             raise MemoryMismatch(f"{path / META}: {k} = {meta[k]}, expected {v}")
     try:
-        cfg = config if config is not None else MemoryConfig.from_dict(meta["config"])
+        stored = MemoryConfig.from_dict(meta["config"])
+        cfg = config if config is not None else stored
     except (TypeError, ValueError) as e:
         err = MemoryFileError(path / META, f"invalid config ({e})")
         if on_error == "empty":
             return empty(err)
         raise err from e
+    changed = sorted(k for k, v in cfg.to_dict().items() if stored.to_dict().get(k) != v)
+    if changed:
+        warnings.warn(f"{path / META}: loading with another config than the stored one ({', '.join(changed)}); "
+                      "the next save stores it", RuntimeWarning)
     mem = cls(cfg, int(meta["key_dim"]), int(meta["horizon"]), int(meta["action_dim"]),
               int(meta["hist_len"]), encoder_id=encoder_id, normalizer_hash=normalizer_hash)
     try:

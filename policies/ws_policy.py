@@ -29,6 +29,7 @@ from websockets.sync.client import connect
 from embodia.devices import Embodiment, Observation, Policy
 
 DEFAULT_KEY_ENV = "EMBODIA_API_KEY"
+MEMORY_TOKEN_ENV = "EMBODIA_MEMORY_TOKEN"     # what a server with a memory needs for an outcome
 _KINDS = frozenset("biuf")      # bool, signed, unsigned, float
 
 
@@ -140,9 +141,15 @@ class WebsocketPolicy(Policy):
         self._actions.append(np.asarray(action, np.float32))
 
     def end_episode(self, success: bool) -> None:
-        msg = {"__ctrl__": "episode_end", "__success__": bool(success)}
-        if self.metadata.get("memory") and self._actions:     # what ran, instead of the server's guess
-            msg |= {"observation.state": np.stack(self._states), "action": np.stack(self._actions)}
+        """Tell the server the episode ended; where it keeps a memory open to writes, with the outcome,
+        the executed steps and the memory token from ``$EMBODIA_MEMORY_TOKEN``."""
+        msg = {"__ctrl__": "episode_end"}
+        token = os.environ.get(MEMORY_TOKEN_ENV)
+        # the outcome feeds the server's memory: only where it takes writes, with its token
+        if self.metadata.get("memory_writes", "token" if self.metadata.get("memory") else "off") == "token":
+            msg |= {"__success__": bool(success)} | ({"__token__": token} if token else {})
+            if self._actions:     # what ran, instead of the server's guess
+                msg |= {"observation.state": np.stack(self._states), "action": np.stack(self._actions)}
         self._call(msg)
 
     def info(self) -> dict:

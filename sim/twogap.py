@@ -21,7 +21,7 @@ import numpy as np
 
 from embodia.devices.base import Policy
 from embodia.devices.embodiment import Channel
-from embodia.devices.mujoco import MujocoDevice, load_model, parse_size
+from embodia.devices.mujoco import MujocoDevice, load_model, parse_flag, parse_size
 
 # -- nominal scene constants (metres); the expert may know these, never the shift -----------------
 TIMESTEP = 0.01
@@ -332,5 +332,4 @@ def open_twogap(shift: str | None = None, size="96x96", render="1") -> TwoGapPus
     """Factory for `sim:twogap-push[?shift=blocked-left&size=96x96&render=0]`."""
     if isinstance(shift, str) and shift.strip().lower() in ("", "none"):
         shift = None
-    return TwoGapPush(shift=shift, size=parse_size(size),
-                      render=str(render).lower() not in ("0", "false", "no"))
+    return TwoGapPush(shift=shift, size=parse_size(size), render=parse_flag(render))

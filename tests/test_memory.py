@@ -495,10 +495,10 @@ def test_corrupted_meta_json_is_named(tmp_path):
     assert "meta.json" in str(ei.value)
     with pytest.raises(MemoryFileError):                             # dims unknown: cannot start empty
         SuccessMemory.load(p, encoder_id="enc-v1", normalizer_hash="norm-v1", on_error="empty")
-    with pytest.warns(RuntimeWarning, match="meta.json"):
-        m = SuccessMemory.load(p, encoder_id="enc-v1", normalizer_hash="norm-v1", on_error="empty",
-                               key_dim=DK, horizon=H, action_dim=D)
-    assert len(m) == 0
+    # the folder still holds entries: a broken meta.json is never an empty memory (issue 22)
+    with pytest.raises(MemoryFileError, match="refusing to treat it as empty"):
+        SuccessMemory.load(p, encoder_id="enc-v1", normalizer_hash="norm-v1", on_error="empty",
+                           key_dim=DK, horizon=H, action_dim=D)
     # a fresh directory: missing_ok gives an empty memory without a warning
     with warnings.catch_warnings():
         warnings.simplefilter("error")

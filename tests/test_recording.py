@@ -362,10 +362,13 @@ def test_crash_during_commit_rolls_back_then_recovers(tmp_path, monkeypatch):
         record(w, 8, seed=2, task="b")
     monkeypatch.setattr(rec, "_write_json", real)
     w.close()
-    # the uncommitted episode's files exist, but readers trust info.json
+    # the uncommitted episode's files exist, but readers trust info.json; the episode itself (its
+    # step log has the end record) is read from the step log, after the committed one (issue 22)
     assert (root / "data/chunk-000/file-001.parquet").exists()
     assert pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet").num_rows == 2
-    assert LocalDataset(root).num_episodes == 1 and len(LocalDataset(root).episodes) == 1
+    seen = LocalDataset(root)
+    assert seen.committed_episodes == 1 and seen.num_episodes == 2 and len(seen.episodes) == 2
+    assert seen.episodes[1]["success"] is True and seen.episode(1)["task"] == "b" and seen.episode(1)["length"] == 8
     w = DatasetWriter(root, make_embodiment(), recover=False)     # rolls back the leftovers
     assert pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet").num_rows == 1
     assert not (root / "data/chunk-000/file-001.parquet").exists()

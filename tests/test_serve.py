@@ -20,9 +20,8 @@ from websockets.sync.client import connect
 
 from embodia.agent.cli.app import app
 from embodia.agent.evaluation.evaluate import evaluate
-from embodia.agent.loop.factory import device_namespace
 from embodia.agent.loop.episode import run_episode
-from embodia.agent.loop.factory import make_device, make_policy
+from embodia.agent.loop.factory import device_namespace, make_device, make_policy
 from embodia.agent.serving.server import PolicyServer
 from embodia.devices import Observation
 from embodia.memory import SuccessMemory
@@ -175,11 +174,12 @@ def test_the_api_key_is_checked_at_the_handshake_and_healthz_needs_none(tiny, bo
         pol.close()
 
 
-def test_episode_end_stores_successes_in_the_saved_memory_and_not_failures(tiny, body, tmp_path):
+def test_episode_end_stores_successes_in_the_saved_memory_and_not_failures(tiny, body, tmp_path, monkeypatch):
     path, emb = tmp_path / "mem", body.embodiment
     mem = memory_for(tiny)
-    server = PolicyServer(tiny, emb, memory=mem, memory_path=path,
+    server = PolicyServer(tiny, emb, memory=mem, memory_path=path, memory_token="t0ken",
                           namespace=device_namespace("sim:twogap-push", emb))
+    monkeypatch.setenv("EMBODIA_MEMORY_TOKEN", "t0ken")      # what --policy remote: sends
 
     def saved() -> int:
         return len(SuccessMemory.load(path, encoder_id=KEY_ENCODER, normalizer_hash=normalizer_hash(tiny)))
@@ -190,7 +190,7 @@ def test_episode_end_stores_successes_in_the_saved_memory_and_not_failures(tiny,
             chunk = call(ws, {**obs.features(), "prompt": PROMPT})["actions"]
             body.act(chunk[0])
             obs = body.observe()
-        return call(ws, {"__ctrl__": "episode_end", "__success__": success, **steps})
+        return call(ws, {"__ctrl__": "episode_end", "__success__": success, "__token__": "t0ken", **steps})
 
     with server.running() as url:
         with raw(url) as (ws, meta):

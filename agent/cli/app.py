@@ -14,7 +14,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+from embodia.agent.cli.validate import InputError, OneLineErrors, check
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, cls=OneLineErrors,   # usage errors in one line
                   help="One agent runtime for many bodies: MuJoCo robots, desktops and phones.")
 console = Console(stderr=True)
 
@@ -58,8 +60,16 @@ RayAddressOpt = typer.Option(None, "--ray-address", help="with --workers: join t
 
 def fail(msg: str, code: int = 2):
     """One line on stderr and exit ``code`` (2: bad input)."""
-    console.print(f"[red]error:[/red] {escape(str(msg))}")
+    console.print(f"[red]error:[/red] {escape(str(msg))}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
+
+
+def check_inputs(opts: dict) -> None:
+    """Every option checked before any work (`embodia.agent.cli.validate`); a bad one exits 2."""
+    try:
+        check(opts)
+    except InputError as e:
+        fail(str(e))
 
 
 def policy_options(base_url=None, api_key_env="OPENAI_API_KEY", coords="norm1000", samples=1, select="vote") -> dict:

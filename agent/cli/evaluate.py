@@ -22,6 +22,7 @@ from embodia.agent.cli.app import (
     SmoothOpt,
     WorkersOpt,
     app,
+    check_inputs,
     console,
     fail,
     lost_exit,
@@ -55,6 +56,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
           select: str = SelectOpt, workers: Optional[int] = WorkersOpt, ray_address: Optional[str] = RayAddressOpt,
           async_exec: bool = AsyncOpt, smooth: str = SmoothOpt):
     """Evaluate a policy: success rate with a 95% Wilson interval, splits, timing; JSON report."""
+    check_inputs(locals())
     from embodia.agent.evaluation.evaluate import async_summary, summarize, write_json
     from embodia.agent.fleet.dispatch import check_execution
     try:

@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from embodia.agent.cli.app import AllowOpt, app, fail
+from embodia.agent.cli.app import AllowOpt, app, check_inputs, fail
 
 
 @app.command()
@@ -15,6 +15,7 @@ def mcp(transport: str = typer.Option("stdio", "--transport", help="stdio | http
         record: Optional[str] = typer.Option("runs/mcp", "--record", help="where each session's episodes are saved"),
         memory: Optional[str] = typer.Option(None, "--memory", help="default success memory of run_task / memory_stats")):
     """Serve devices and the agent as MCP tools (stdio for editors and chat apps; streamable HTTP)."""
+    check_inputs(locals())
     from embodia.agent.serving.mcp import serve as serve_mcp
     try:
         serve_mcp(transport=transport, host=host, port=port, allow=allow or (), record_root=record, memory=memory)

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from embodia.agent.cli.app import DEFAULT_POLICY, app, console, fail
+from embodia.agent.cli.app import DEFAULT_POLICY, app, check_inputs, console, fail
 
 memory_app = typer.Typer(help="Inspect, build and prune success-memory files.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
@@ -45,6 +45,7 @@ def memory_ingest(path: Path = typer.Argument(..., help="memory directory (creat
                   device: Optional[str] = typer.Option(None, "--device", help="namespace's device "
                                                        "(default: the one each episode names)")):
     """Build (or extend) a memory from the successful episodes of a recorded dataset."""
+    check_inputs(locals())
     from embodia.agent.training.ingest import ingest_dataset
     try:
         episodes, added = ingest_dataset(path, data, policy, device)
@@ -60,6 +61,7 @@ def memory_prune(path: Path = typer.Argument(..., help="memory directory"),
                  max_fail_ratio: float = typer.Option(0.5, "--max-fail-ratio"),
                  min_fail: int = typer.Option(1, "--min-fail")):
     """Delete entries that steered failures (or a whole namespace with --drop)."""
+    check_inputs(locals())
     mem = load_as_saved(path)
     if drop:
         if not namespace:

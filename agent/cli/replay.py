@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from embodia.agent.cli.app import AllowOpt, app, console, fail, gate
+from embodia.agent.cli.app import AllowOpt, app, check_inputs, console, fail, gate
 
 
 @app.command()
@@ -21,6 +21,7 @@ def replay(dataset: Path = typer.Argument(..., help="dataset directory, GUI reco
            allow: Optional[list[str]] = AllowOpt,
            json_out: Optional[Path] = typer.Option(None, "--json")):
     """Re-execute recorded actions open loop; report final-state difference and outcome."""
+    check_inputs(locals())
     from embodia.agent.evaluation.evaluate import write_json
     from embodia.agent.loop.replay import replay_episode
     from embodia.agent.recording.dataset import LocalDataset
@@ -47,7 +48,10 @@ def replay(dataset: Path = typer.Argument(..., help="dataset directory, GUI reco
 
 
 def episode_indices(episode: str, n: int, source) -> list[int]:
-    """'all' or one index of the n episodes in ``source``, or a one-line error."""
+    """'all' or one index of the n episodes in ``source``, or a one-line error (exit 1 when the
+    source holds none: nothing was replayed)."""
+    if n == 0:
+        fail(f"{source}: no episodes to replay (it holds none)", code=1)
     if episode == "all":
         return list(range(n))
     try:

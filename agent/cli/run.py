@@ -23,6 +23,7 @@ from embodia.agent.cli.app import (
     SmoothOpt,
     WorkersOpt,
     app,
+    check_inputs,
     console,
     fail,
     gate,
@@ -128,6 +129,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
                                                   "(default: the device's own, for simulated tasks)")):
     """Run a policy on a device, recording every episode (LeRobotDataset v3 layout; GUI devices:
     step log + screenshots + JSON actions)."""
+    check_inputs(locals())
     out = None if no_record else (record or Path("runs") / slug(device))
     with session(device, policy, shift, size, **policy_options(base_url, api_key_env, coords, samples,
                                                                select)) as (dev, pol):
@@ -161,6 +163,7 @@ def record(out: Path = typer.Option(..., "--out", "-o", help="dataset directory 
            size: Optional[str] = SizeOpt, workers: Optional[int] = WorkersOpt,
            ray_address: Optional[str] = RayAddressOpt):
     """Record episodes into a LeRobotDataset v3 directory."""
+    check_inputs(locals())
     from embodia.agent.evaluation.evaluate import summarize
     fleet = None
     if only_success and workers:

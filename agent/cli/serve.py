@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from embodia.agent.cli.app import DEFAULT_DEVICE, PolicyOpt, SizeOpt, app, console, fail, session
+from embodia.agent.cli.app import DEFAULT_DEVICE, PolicyOpt, SizeOpt, app, check_inputs, console, fail, session
 from embodia.agent.cli.run import steered_by
 
 
@@ -23,11 +23,12 @@ def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "-
           threads: int = typer.Option(2, "--threads", min=1, help="torch CPU threads (calls run one at a time)"),
           size: Optional[str] = SizeOpt):
     """Serve a robot policy over websocket + msgpack (openpi's protocol; `openpi-client` works as is)."""
+    check_inputs(locals())
     import asyncio
     import os
     import signal
 
-    from embodia.agent.serving.server import PolicyServer
+    from embodia.agent.serving.server import MEMORY_TOKEN_ENV, PolicyServer
     from embodia.policies.ws_policy import DEFAULT_KEY_ENV
     key = os.environ.get(api_key_env or DEFAULT_KEY_ENV)
     if api_key_env and not key:
@@ -37,6 +38,7 @@ def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "-
         steered = steered_by(pol, memory, device, None)
         try:
             server = PolicyServer(pol, dev.embodiment, spec=policy, api_key=key, memory_path=memory,
+                                  memory_token=os.environ.get(MEMORY_TOKEN_ENV),
                                   memory=steered.memory if memory else None,
                                   namespace=steered.namespace if memory else None,
                                   max_message_bytes=int(max_message_mb * 2 ** 20))
@@ -48,7 +50,10 @@ def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "-
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, s.stop)
             console.print(f"serving {policy} for {dev.embodiment.name} on ws://{host}:{s.port} "
                           f"(health: http://{host}:{s.port}/healthz; "
-                          + ("API key required" if key else "no API key") + "); Ctrl-C stops", soft_wrap=True)
+                          + ("API key required" if key else "no API key")
+                          + ("" if not memory else "; memory writes " + ("need the memory token" if s.memory_token
+                             else f"off (set ${MEMORY_TOKEN_ENV} to accept outcomes)"))
+                          + "); Ctrl-C stops", soft_wrap=True)
         try:
             asyncio.run(server.serve(host, port, on_ready=ready))
         except OSError as e:

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from embodia.agent.cli.app import app, console, fail
+from embodia.agent.cli.app import app, check_inputs, console, fail
 
 
 @app.command()
@@ -21,6 +21,7 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
           heldout: Optional[Path] = typer.Option(None, "--heldout", help="a recorded dataset scored offline "
                                                  "at each save (first episodes; OUT.heldout.jsonl)")):
     """Train the VLA (backbone + DiT head) on recorded datasets; EMA checkpoints, resumable."""
+    check_inputs(locals())
     from embodia.agent.recording.dataset import DatasetError
     from embodia.agent.training.train import TrainConfig
     from embodia.agent.training.train import train as run_training

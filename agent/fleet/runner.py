@@ -21,8 +21,8 @@ directory must be on a filesystem every worker sees (local runs, or a shared mou
 
 With `--memory PATH` the workers share ONE success memory: a `MemoryHost` actor owns it (actor calls
 run one at a time, so writes are serialized), keeps each worker's episode bookkeeping apart, gives
-every stored episode a fresh id, and saves atomically every `save_every` stored successes and at the
-end. Each worker's `SteeredPolicy` talks to it through a `MemoryProxy` with the memory's methods.
+every stored episode a fresh id, and saves atomically after every stored success (`save_every`) and at
+the end. Each worker's `SteeredPolicy` talks to it through a `MemoryProxy` with the memory's methods.
 Episodes then see each other's successes, so outcomes depend on timing (unlike the paired runs).
 
 Ray is imported here only, and lazily: without `--workers` nothing imports it.
@@ -261,7 +261,7 @@ class MemoryHost:
     that bookkeeping per client (worker) and lends it for the client's calls
     (`SuccessMemory.lend_episode`), so one worker's failure never credits entries another used."""
 
-    def __init__(self, path: str, load: dict, save_every: int = 20):
+    def __init__(self, path: str, load: dict, save_every: int = 1):   # 1: a kill loses one episode
         from embodia.memory import SuccessMemory
         one_thread()
         self.path, self.save_every = str(path), max(1, int(save_every))
@@ -391,7 +391,7 @@ class Fleet:
     retries: int = 2
     memory: Optional[str] = None           # a memory file shared by every worker (MemoryHost)
     memory_load: dict = field(default_factory=dict)
-    save_every: int = 20
+    save_every: int = 1              # memory saved after every stored success
     on_unit: Optional[Callable[["Fleet", UnitEvent], None]] = None
 
     def __enter__(self) -> "Fleet":

@@ -146,17 +146,25 @@ def device_namespace(device_uri: str, embodiment) -> str:
 
 
 def with_memory(policy, path: str, device_uri: str, device=None):
-    """``policy`` steered by the persistent memory at ``path`` (created empty when absent): a VLA
-    gets a SuccessMemory; on a GUI device any GUI policy gets a ScreenMemory (replace mode).
+    """``policy`` steered by the persistent memory at ``path`` (created empty when absent; saved after
+    every episode): a VLA gets a SuccessMemory; on a GUI device any GUI policy gets a ScreenMemory
+    (replace mode).
     Raises PolicyError for a policy that cannot use one or a memory file that does not fit."""
     from embodia.memory import MemoryFileError, MemoryMismatch
+    from embodia.memory.persist import check_not_orphaned
+    try:
+        check_not_orphaned(path)       # a deleted meta.json never becomes an empty memory saved over the old
+    except MemoryFileError as e:
+        raise PolicyError(str(e)) from None
     if device is not None and device.embodiment.is_gui:
         from embodia.memory import ScreenMemory
         from embodia.policies.gui.screen_memory import ScreenMemoryPolicy
         try:
-            return ScreenMemoryPolicy(policy, ScreenMemory.load(path, missing_ok=True), device=device)
+            steered = ScreenMemoryPolicy(policy, ScreenMemory.load(path, missing_ok=True), device=device)
         except (MemoryFileError, MemoryMismatch) as e:
             raise PolicyError(f"{e} (move the file away to start from an empty memory)") from None
+        steered.autosave = path         # saved after every episode: a kill loses at most the one in flight
+        return steered
     from embodia.memory import SuccessMemory
     from embodia.policies.robot.steered import KEY_ENCODER, SteeredPolicy, memory_for, normalizer_hash
     from embodia.policies.robot.vla import VLAPolicy
@@ -171,4 +179,6 @@ def with_memory(policy, path: str, device_uri: str, device=None):
         raise PolicyError(f"{e} (move the file away to start from an empty memory)") from None
     import faiss  # one search per decision on a small index: OpenMP threads only contend
     faiss.omp_set_num_threads(1)   # (measured under load: 15 ms a search with 2 threads, 0.13 ms with 1)
-    return SteeredPolicy(policy, mem, namespace=device_namespace(device_uri, policy.embodiment))
+    steered = SteeredPolicy(policy, mem, namespace=device_namespace(device_uri, policy.embodiment))
+    steered.autosave = path             # saved after every episode: a kill loses at most the one in flight
+    return steered

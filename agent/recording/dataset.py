@@ -174,7 +174,20 @@ class LocalDataset:
 
     @property
     def num_episodes(self) -> int:
+        return self.committed_episodes + len(self.pending)
+
+    @property
+    def committed_episodes(self) -> int:
         return int(self.info["total_episodes"])
+
+    @property
+    def pending(self) -> list[dict]:
+        """Episodes a killed writer left in step logs, after the committed ones (`pending`)."""
+        if getattr(self, "_pending", None) is None:
+            from embodia.agent.recording.pending import complete_logs
+            ids = {r.get(f"{EMBODIA}/episode_id") for r in self._committed_rows()}
+            self._pending = complete_logs(self.root, ids, self.embodiment)
+        return self._pending
 
     @property
     def num_frames(self) -> int:
@@ -193,7 +206,7 @@ class LocalDataset:
         """Task strings by task_index."""
         if self._tasks is None:
             path = self.root / TASKS_PATH
-            if not path.exists() and self.num_episodes == 0:
+            if not path.exists() and self.committed_episodes == 0:
                 self._tasks = []
             else:
                 t = read_table(path)
@@ -211,11 +224,17 @@ class LocalDataset:
         """One dict per episode (episodes parquet rows), with decoded convenience keys:
         task, seed, success, interrupted, final_state (float32 array or None), info, meta, timing."""
         if self._episodes is None:
-            self._episodes = self._load_episodes()
+            self._episodes = self._committed_rows() + [dict(r, episode_index=self.committed_episodes + k)
+                                                       for k, r in enumerate(self.pending)]
         return self._episodes
 
+    def _committed_rows(self) -> list[dict]:
+        if getattr(self, "_committed", None) is None:
+            self._committed = self._load_episodes()
+        return self._committed
+
     def _load_episodes(self) -> list[dict]:
-        n = self.num_episodes
+        n = self.committed_episodes
         files = sorted((self.root / EPISODES_DIR).glob("chunk-*/file-*.parquet"))
         if not files:
             if n:
@@ -243,7 +262,7 @@ class LocalDataset:
         """meta/stats.json as {feature: {stat: array}} ({} for an empty dataset)."""
         if self._stats is None:
             path = self.root / STATS_PATH
-            if not path.exists() and self.num_episodes == 0:
+            if not path.exists() and self.committed_episodes == 0:
                 self._stats = {}
             else:
                 raw = load_json(path)
@@ -281,6 +300,9 @@ class LocalDataset:
         frame_index, index, task, seed, success, interrupted, final_state, info, meta, length."""
         i = self._check_index(i)
         row = self.episodes[i]
+        if "steplog" in row:                  # left by a killed writer (`pending`)
+            from embodia.agent.recording.pending import episode_from_log
+            return episode_from_log(row, i)
         path, sub = self._episode_rows(i)
         out = {"episode_index": i, "length": int(row["length"]), "task": row["task"], "seed": row["seed"],
                "success": row["success"], "interrupted": row["interrupted"],
@@ -308,6 +330,9 @@ class LocalDataset:
         i = self._check_index(i)
         key = self._camera_key(camera)
         row = self.episodes[i]
+        if "steplog" in row:                  # left by a killed writer (`pending`)
+            from embodia.agent.recording.pending import frames_from_log
+            return frames_from_log(row, key)
         length = int(row["length"])
         if self.features[key]["dtype"] == "image":
             import cv2

@@ -20,9 +20,13 @@ Messages are msgpack maps, numpy arrays encoded as openpi-client encodes them (`
   and is answered by ``{"actions": float32 [H, D], "server_timing": {"infer_ms", "queue_ms",
   "prev_total_ms"}}`` (plus ``"policy_info"`` when the policy reports something).
 * ``{"__ctrl__": "episode_start"}``: the next request starts a new episode. ``{"__ctrl__":
-  "episode_end", "__success__": bool}``: the episode's verified outcome; the next request starts a
-  new episode. With ``--memory`` a success is stored in the success memory (saved at once) and a
-  failure credits the entries that steered it; without ``__success__`` the memory is left alone.
+  "episode_end", "__success__": bool, "__token__": str}``: the episode's verified outcome; the next
+  request starts a new episode. With ``--memory`` a success is stored in the success memory (saved
+  at once) and a failure credits the entries that steered it; without ``__success__`` the memory is
+  left alone. Such a write changes what every later client gets, so it needs the server's memory
+  token (``$EMBODIA_MEMORY_TOKEN``; without one memory writes are off, metadata ``memory_writes``
+  says which), its steps are range-checked, and each write is logged with the client that made it
+  (``writes.jsonl`` in the memory folder; ``"__client__"`` may name the client).
   Both are answered by ``{"__ack__": ...}``, other controls by ``{"__ack__": "ignored"}`` (as
   openpi's server does).
 * What ran: the server only sees the states it was sent and the chunks it returned, and assumes the
@@ -30,14 +34,23 @@ Messages are msgpack maps, numpy arrays encoded as openpi-client encodes them (`
   chunk but the last of an episode run by `embodia.agent.loop.episode`). A client that knows better sends the
   executed steps with ``episode_end``: ``"observation.state"`` [T, S] and ``"action"`` [T, D]
   (``--policy remote:`` does).
-* A malformed or refused request (not msgpack, not a map, a missing key, a wrong dtype or shape,
-  NaN) is answered by ``{"error": "..."}`` and the connection stays open; a message over
-  ``--max-message-mb`` closes the connection (code 1009). Neither affects other connections.
-* ``GET /healthz`` on the same port answers 200 (plain HTTP, no key). With an API key, a websocket
+* Bounds checked before any model work (`Limits`): prompt length, the state's shape, dtype and range
+  (finite, within the embodiment's limits or ``max_abs`` where a channel is unbounded), every
+  camera's exact uint8 shape, episode_end's step count and ranges (actions within the action
+  limits). A malformed or refused request (not msgpack, not a map, a missing key, a wrong dtype or
+  shape, NaN, 1e300) is answered by ``{"error": "..."}`` and the connection stays open; a message
+  over ``--max-message-mb`` closes the connection (code 1009). Neither affects other connections.
+* ``GET /healthz`` on the same port answers 200 ``OK``, or 503 when a model
+  call has run longer than ``Limits.stall_s`` (plain HTTP, no key). With an API key, a websocket
   handshake without ``Authorization: Api-Key <key>`` (as openpi-client sends it) gets HTTP 401.
 
 Each connection is a session of its own (sampler seed, executed-step history, memory credit) over
-one shared model; model calls and memory updates run one at a time under one lock, off the event loop.
+one shared model. Model calls and memory updates run one at a time on one worker thread, in arrival
+order; a connection has at most one request in flight, so a client waits at most one bounded
+decision per other connection ahead of it (fair round robin), and with more than
+``Limits.max_queue`` calls waiting a request is refused ("busy") instead of queued. Connections
+beyond ``Limits.max_connections`` (``max_connections_per_peer`` from one address) are refused at
+the handshake (503), and a connection that keeps sending refused messages is slowed down.
 
 >>> server = PolicyServer(policy, device.embodiment)           # doctest: +SKIP
 >>> with server.running() as url:                               # doctest: +SKIP
@@ -48,11 +61,16 @@ from __future__ import annotations
 import asyncio
 import copy
 import hmac
+import json
 import logging
+import math
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from http import HTTPStatus
+from pathlib import Path
 
 import numpy as np
 from websockets.asyncio.server import serve
@@ -60,36 +78,105 @@ from websockets.exceptions import ConnectionClosed
 
 from embodia.devices import Embodiment, Observation, as_policy
 from embodia.devices.observation import ACTION, STATE, image_key
-from embodia.policies.ws_policy import packb, unpackb
+from embodia.policies.ws_policy import MEMORY_TOKEN_ENV, packb, unpackb
 
 log = logging.getLogger("embodia.serve")
 MAX_MESSAGE_MB = 16.0
 
 
-def read_observation(msg: dict, emb: Embodiment) -> tuple[Observation, str, dict]:
-    """The observation, instruction and episode fields of one request; ValueError naming the key."""
-    state = _array(msg, STATE)
-    images = {c.name: _array(msg, image_key(c.name)) for c in emb.cameras}
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask of the server; everything is checked before the model runs.
+
+    ``max_prompt_chars``: instruction length (a 1 MB prompt held the model for minutes);
+    ``max_abs``: the bound on a state or action value where the embodiment gives none;
+    ``max_steps``: executed steps an episode_end may carry; ``max_queue``: model calls waiting
+    before new ones are refused; ``stall_s``: a model call running longer makes /healthz fail;
+    ``max_connections`` (``_per_peer``: from one address): more are refused at the handshake (503),
+    since every connection gets its turn at the model."""
+    max_prompt_chars: int = 2000
+    max_abs: float = 1e4
+    max_steps: int = 10_000
+    max_queue: int = 64
+    stall_s: float = 30.0
+    max_connections: int = 256
+    max_connections_per_peer: int = 32
+
+
+def _bounds(channels, max_abs: float):
+    low = np.array([c.low if math.isfinite(c.low) else -max_abs for c in channels], np.float64)
+    high = np.array([c.high if math.isfinite(c.high) else max_abs for c in channels], np.float64)
+    return low, high
+
+
+def _in_range(name: str, a: np.ndarray, channels, max_abs: float, slack: float) -> None:
+    """Refuse values outside the channels' limits (widened by ``slack`` of their span; a measured
+    state may overshoot a little, an executed action was clipped to them)."""
+    low, high = _bounds(channels, max_abs)
+    span = np.where(np.isfinite(high - low), high - low, 0.0) * slack
+    bad = np.flatnonzero(((a < low - span) | (a > high + span)).reshape(-1, len(channels)).any(axis=0))
+    if bad.size:
+        c = channels[int(bad[0])]
+        raise ValueError(f"{name}: channel {c.name!r} out of range [{low[bad[0]]:g}, {high[bad[0]]:g}] "
+                         f"(got {float(np.max(np.abs(a.reshape(-1, len(channels))[:, bad[0]]))):g})")
+
+
+def _float_array(msg: dict, key: str) -> np.ndarray:
+    a = _array(msg, key)
+    if a.dtype.kind not in "iuf":
+        raise ValueError(f"{key}: expected numbers, got {a.dtype}")
+    return a
+
+
+def read_observation(msg: dict, emb: Embodiment, limits: Limits = Limits()) -> tuple[Observation, str, dict]:
+    """The observation, instruction and episode fields of one request; ValueError naming the key.
+
+    >>> from embodia.devices import Channel
+    >>> e = Embodiment("p", "pusher", actions=(Channel("vx", -1, 1),), state=(Channel("x"),))
+    >>> read_observation({"observation.state": np.array([1e300]), "prompt": "go"}, e)
+    Traceback (most recent call last):
+    ValueError: observation.state: channel 'x' out of range [-10000, 10000] (got 1e+300)
+    """
     prompt = msg.get("prompt", msg.get("task"))
     if not isinstance(prompt, str):
         raise ValueError(f"'prompt': expected the instruction as a string, got {type(prompt).__name__}")
+    if len(prompt) > limits.max_prompt_chars:
+        raise ValueError(f"'prompt': {len(prompt)} characters, the limit is {limits.max_prompt_chars}")
+    state = _float_array(msg, STATE)
+    if state.shape != (emb.state_dim,):
+        raise ValueError(f"{STATE}: expected shape ({emb.state_dim},) for embodiment {emb.name!r}, "
+                         f"got {tuple(state.shape)}")
+    images = {}
+    for c in emb.cameras:
+        img = _array(msg, image_key(c.name))
+        if img.dtype != np.uint8 or img.shape != (c.height, c.width, 3):
+            raise ValueError(f"{image_key(c.name)}: expected uint8 ({c.height}, {c.width}, 3), "
+                             f"got {img.dtype} {tuple(img.shape)}")
+        images[c.name] = img
     seed, reset = msg.get("seed"), msg.get("reset", False)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
         raise ValueError(f"'seed': expected an int, got {type(seed).__name__}")
+    if seed is not None and not 0 <= int(seed) < 2 ** 63:
+        raise ValueError(f"'seed': expected 0 <= seed < 2**63, got {seed}")
     if not isinstance(reset, bool):
         raise ValueError(f"'reset': expected true or false, got {type(reset).__name__}")
-    obs = Observation(images=images, state=state).validate(emb)
+    obs = Observation(images=images, state=state).validate(emb)        # NaN/inf named by channel
+    _in_range(STATE, obs.state, emb.state, limits.max_abs, 1.0)
     return obs, prompt, {"reset": reset or seed is not None, "seed": None if seed is None else int(seed)}
 
 
-def read_steps(msg: dict, emb: Embodiment) -> tuple[np.ndarray, np.ndarray]:
-    """The executed states [T, S] and actions [T, D] an episode_end may carry."""
-    states, actions = _array(msg, STATE), _array(msg, ACTION)
+def read_steps(msg: dict, emb: Embodiment, limits: Limits = Limits()) -> tuple[np.ndarray, np.ndarray]:
+    """The executed states [T, S] and actions [T, D] an episode_end may carry, range-checked."""
+    states, actions = _float_array(msg, STATE), _float_array(msg, ACTION)
     if states.ndim != 2 or states.shape[1] != emb.state_dim or actions.shape != (len(states), emb.action_dim):
         raise ValueError(f"episode_end: expected {STATE} [T, {emb.state_dim}] and {ACTION} [T, {emb.action_dim}], "
                          f"got {list(states.shape)} and {list(actions.shape)}")
-    if len(states) == 0 or not (np.all(np.isfinite(states)) and np.all(np.isfinite(actions))):
+    if not 1 <= len(states) <= limits.max_steps:
+        raise ValueError(f"episode_end: {len(states)} executed steps, expected 1..{limits.max_steps}")
+    if not (np.all(np.isfinite(states)) and np.all(np.isfinite(actions))):
         raise ValueError("episode_end: executed steps must be non-empty and finite")
+    _in_range(f"episode_end {STATE}", states, emb.state, limits.max_abs, 1.0)
+    _in_range(f"episode_end {ACTION}", actions, emb.actions, limits.max_abs, 1e-3)
     return states, actions
 
 
@@ -115,6 +202,7 @@ class _Session:
             from embodia.policies.robot.steered import SteeredPolicy
             self.policy = SteeredPolicy(self.policy, server.memory, namespace=server.namespace)
         self.credit: dict = {}      # SuccessMemory.lend_episode's bookkeeping for this connection
+        self.peer = "?"
         self.fresh = True           # the next request starts an episode
 
     def act(self, obs: Observation, prompt: str, begin: dict) -> np.ndarray:
@@ -153,8 +241,8 @@ class PolicyServer:
     episode_end and when the server stops."""
 
     def __init__(self, policy, embodiment: Embodiment, *, spec: str = "", memory=None, memory_path=None,
-                 namespace: str | None = None, api_key: str | None = None,
-                 max_message_bytes: int = int(MAX_MESSAGE_MB * 2 ** 20)):
+                 namespace: str | None = None, api_key: str | None = None, memory_token: str | None = None,
+                 max_message_bytes: int = int(MAX_MESSAGE_MB * 2 ** 20), limits: Limits = Limits()):
         if embodiment.is_gui:
             raise ValueError(f"embodia serve serves robot policies; {embodiment.name!r} is a GUI body")
         if memory is not None and (memory_path is None or namespace is None):
@@ -162,9 +250,16 @@ class PolicyServer:
         self.policy, self.embodiment = policy, embodiment
         self.memory, self.memory_path, self.namespace = memory, memory_path, namespace
         self.api_key = api_key or None
+        self.memory_token = memory_token or None      # None: memory writes from clients are off
+        self.limits = limits
         self.max_message_bytes = int(max_message_bytes)
         self.port: int | None = None
         self._lock = threading.Lock()
+        # one worker thread runs every model call and memory update, first come first served
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embodia-model")
+        self._queued = 0                   # calls submitted and not finished (event-loop thread only)
+        self._conns: dict[str, int] = {}   # open connections per peer address (event-loop thread only)
+        self._busy_since: float | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         horizon = getattr(getattr(policy, "cfg", None), "horizon", embodiment.chunk)
@@ -177,7 +272,9 @@ class PolicyServer:
                          "action_dim": embodiment.action_dim, "action_horizon": horizon,
                          "exec_horizon": embodiment.exec_horizon, "hz": embodiment.hz,
                          "observation": observation, "memory": memory is not None,
-                         "max_message_bytes": self.max_message_bytes}
+                         "memory_writes": "token" if memory is not None and self.memory_token else "off",
+                         "max_message_bytes": self.max_message_bytes,
+                         "max_prompt_chars": limits.max_prompt_chars, "max_steps": limits.max_steps}
 
     # -- running ------------------------------------------------------------------------------------
     async def serve(self, host: str = "127.0.0.1", port: int = 8000, *, on_ready=None) -> None:
@@ -230,7 +327,17 @@ class PolicyServer:
     def _http(self, connection, request):
         """/healthz, and the API key check of every websocket handshake."""
         if request.path.split("?")[0] == "/healthz":
+            busy = self._busy_since
+            if busy is not None and time.monotonic() - busy > self.limits.stall_s:
+                return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE,
+                                          f"stalled: a model call has run for {time.monotonic() - busy:.0f} s "
+                                          f"(limit {self.limits.stall_s:g} s)\n")
             return connection.respond(HTTPStatus.OK, "OK\n")
+        peer = connection.remote_address[0] if connection.remote_address else "?"
+        if sum(self._conns.values()) >= self.limits.max_connections or \
+                self._conns.get(peer, 0) >= self.limits.max_connections_per_peer:
+            log.warning("refused %s: too many connections", connection.remote_address)
+            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections; retry later\n")
         if self.api_key is not None:
             sent = request.headers.get("Authorization", "")
             if not hmac.compare_digest(sent.encode(), f"Api-Key {self.api_key}".encode()):
@@ -241,9 +348,13 @@ class PolicyServer:
 
     async def _handle(self, ws) -> None:
         session, prev_ms = _Session(self), None
+        session.peer = "%s:%s" % tuple(ws.remote_address[:2]) if ws.remote_address else "?"
+        host = ws.remote_address[0] if ws.remote_address else "?"
+        self._conns[host] = self._conns.get(host, 0) + 1
         log.info("connection from %s", ws.remote_address)
         try:
             await ws.send(packb(self.metadata))
+            errors = 0
             async for frame in ws:
                 t0 = time.perf_counter()
                 reply = await self._answer(session, frame)
@@ -251,8 +362,17 @@ class PolicyServer:
                     reply["server_timing"]["prev_total_ms"] = prev_ms
                 await ws.send(packb(reply))
                 prev_ms = (time.perf_counter() - t0) * 1e3
+                # a connection that keeps sending refused messages waits longer each time (up to
+                # 0.5 s), so its flood cannot crowd the event loop; one good request resets it
+                errors = errors + 1 if "error" in reply else 0
+                if errors:
+                    await asyncio.sleep(min(0.5, 0.001 * 2 ** min(errors, 10)))
         except ConnectionClosed as e:
             log.info("connection from %s closed: %s", ws.remote_address, e)
+        finally:
+            self._conns[host] -= 1
+            if not self._conns[host]:
+                del self._conns[host]
 
     async def _answer(self, session: _Session, frame) -> dict:
         try:
@@ -263,8 +383,8 @@ class PolicyServer:
                 raise ValueError(f"expected a map (an observation or a control), got a {type(msg).__name__}")
             if "__ctrl__" in msg:
                 return await self._control(session, msg)
-            obs, prompt, begin = read_observation(msg, self.embodiment)
-            chunk, timing = await asyncio.to_thread(self._locked, session.act, obs, prompt, begin)
+            obs, prompt, begin = read_observation(msg, self.embodiment, self.limits)
+            chunk, timing = await self._run(session.act, obs, prompt, begin)
             info = dict(getattr(session.policy, "info", dict)())
             return {"actions": chunk, "server_timing": timing} | ({"policy_info": info} if info else {})
         except ValueError as e:         # a refused request: the client can fix it and go on
@@ -283,14 +403,56 @@ class PolicyServer:
         success = msg.get("__success__")        # absent: an outcome nobody verified, learned from by no one
         if success is not None and not isinstance(success, bool):
             raise ValueError(f"episode_end: '__success__' must be true or false, got {success!r}")
-        steps = read_steps(msg, self.embodiment) if STATE in msg or ACTION in msg else None
-        entries, timing = await asyncio.to_thread(self._locked, session.end, success, steps)
+        if success is not None and self.memory is not None:
+            self._check_token(msg.get("__token__"))
+        steps = read_steps(msg, self.embodiment, self.limits) if STATE in msg or ACTION in msg else None
+        client = msg.get("__client__")
+        client = client[:64] if isinstance(client, str) else None
+        before = len(self.memory) if self.memory is not None else None
+        entries, timing = await self._run(session.end, success, steps)
+        if success is not None and self.memory is not None:
+            self._log_write(session, client, success, steps, before, entries)
         return {"__ack__": "episode_end", "memory_entries": entries, "server_timing": timing}
 
-    def _locked(self, fn, *args):
-        """``fn(*args)`` holding the model's lock, and how long it waited and ran."""
-        t0 = time.perf_counter()
-        with self._lock:
-            t1 = time.perf_counter()
-            out = fn(*args)
+    def _check_token(self, token) -> None:
+        if self.memory_token is None:
+            raise ValueError(f"episode_end: memory writes are off on this server (start it with "
+                             f"${MEMORY_TOKEN_ENV} set to accept outcomes); send no '__success__'")
+        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self.memory_token.encode()):
+            log.warning("refused a memory write: missing or wrong memory token")
+            raise ValueError("episode_end: missing or wrong '__token__' (memory writes need the server's "
+                             "memory token)")
+
+    def _log_write(self, session, client, success, steps, before, after) -> None:
+        """One line per memory write in ``writes.jsonl`` beside the memory: who, when, what."""
+        rec = {"t": time.time(), "peer": session.peer, "client": client, "success": success,
+               "steps": None if steps is None else len(steps[0]), "entries_before": before, "entries_after": after}
+        log.info("memory write %s", rec)
+        try:
+            path = Path(self.memory_path) / "writes.jsonl"
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(rec) + "\n")
+        except OSError as e:
+            log.warning("could not log the memory write: %s", e)
+
+    async def _run(self, fn, *args):
+        """``fn(*args)`` on the model's worker thread (calls run one at a time, in arrival order), and
+        how long it waited and ran; refused when too many calls are waiting already."""
+        if self._queued >= self.limits.max_queue:
+            raise ValueError(f"busy: {self._queued} requests are waiting for the model; retry later")
+        self._queued += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._worker, self._timed, time.perf_counter(),
+                                                                    fn, *args)
+        finally:
+            self._queued -= 1
+
+    def _timed(self, t0, fn, *args):
+        t1 = time.perf_counter()
+        self._busy_since = time.monotonic()
+        try:
+            with self._lock:
+                out = fn(*args)
+        finally:
+            self._busy_since = None
         return out, {"infer_ms": (time.perf_counter() - t1) * 1e3, "queue_ms": (t1 - t0) * 1e3}

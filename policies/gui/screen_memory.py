@@ -214,6 +214,8 @@ class ScreenMemoryPolicy(Policy):
         tot["deleted"] += out["deleted"]
         if success and self._steps:
             tot["stored"] += self.memory.add_episode(self.namespace, self._steps, True, slots=self.slots)
+        if getattr(self, "autosave", None) is not None:   # a folder: saved after every episode
+            self.memory.save(self.autosave)
 
     # -- reporting -------------------------------------------------------------------------------
     def step_record(self) -> dict:

@@ -38,6 +38,7 @@ class SteeredPolicy(Policy):
     def __init__(self, policy: VLAPolicy, memory: SuccessMemory, *, namespace: str, learn: bool = True):
         self.policy, self.memory, self.namespace = policy, memory, namespace
         self.learn = learn        # store successes and credit failures (off: a frozen memory)
+        self.autosave = None      # a folder: save the memory there after every episode (a kill loses one)
         emb = policy.embodiment
         self._snorm = policy.norms[emb.name]["state"]
         self._anorm = policy.norms[emb.name]["action"]
@@ -104,6 +105,8 @@ class SteeredPolicy(Policy):
         self.memory.end_episode(bool(success), namespace=self.namespace)
         if success and self.actions:
             self.remember(np.stack(self.states), np.stack(self.actions), self.episodes)
+        if self.autosave is not None:
+            self.memory.save(self.autosave)
 
     def info(self) -> dict:
         return {"memory_steered": self.steered, "memory_decisions": self.decisions,

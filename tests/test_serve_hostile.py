@@ -1,0 +1,115 @@
+"""The policy server under hostile clients (issue 22): every hostile message gets an error (or, over
+the size limit, a closed connection), fabricated memory writes change nothing, a well-formed client
+keeps answering meanwhile, /healthz reports a stalled model, and a full queue refuses."""
+import importlib.util
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from websockets.sync.client import connect
+
+from embodia.agent.loop.factory import make_device, make_policy
+from embodia.agent.serving.server import Limits, PolicyServer
+from embodia.policies.ws_policy import packb, unpackb
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("serve_hostile_bench", ROOT / "benchmarks" / "serve_hostile.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_hostile_clients_are_refused_and_a_good_client_keeps_answering():
+    r = _bench().run(requests=40, flooders=2, big_frames=1)
+    h = r["hostile"]
+    assert h["other"] == 0 and h["error"] >= 13 and h["closed"] >= 1 and h["flood"] > 0, r
+    assert r["memory_entries_after"] == 0 and not r["memory_writes_logged"]
+    assert r["hostile_ms"]["max"] < 5000, r          # generous: one shared 2-core machine
+
+
+class Slow:
+    """A policy whose decision takes ``delay`` seconds (a stalled model)."""
+
+    def __init__(self, inner, delay):
+        self.inner, self.delay = inner, delay
+
+    def reset(self, seed=None):
+        self.inner.reset(seed)
+
+    def act(self, obs, instruction):
+        time.sleep(self.delay)
+        return self.inner.act(obs, instruction)
+
+
+@pytest.fixture(scope="module")
+def body():
+    dev = make_device("sim:twogap-push")
+    yield dev
+    dev.close()
+
+
+def test_healthz_reports_a_stalled_model_and_a_full_queue_refuses(body):
+    pol = Slow(make_policy("embodia-tiny", body), 1.5)
+    server = PolicyServer(pol, body.embodiment, limits=Limits(stall_s=0.5, max_queue=1))
+    good = {**body.reset(0).features(), "prompt": "push"}
+    with server.running() as url:
+        health = url.replace("ws://", "http://") + "/healthz"
+        with urllib.request.urlopen(health, timeout=5) as r:
+            assert r.status == 200
+        replies = []
+
+        def one():
+            with connect(url, max_size=None) as ws:
+                ws.recv(timeout=10)
+                ws.send(packb(good))
+                replies.append(unpackb(ws.recv(timeout=30)))
+        t = threading.Thread(target=one)
+        t.start()
+        time.sleep(1.0)                              # the first call is running past stall_s
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(health, timeout=5)
+        assert e.value.code == 503 and b"stalled" in e.value.read()
+        one()                                         # the queue is full: refused, not queued
+        t.join(30)
+        assert sorted("actions" in r for r in replies) == [False, True]
+        assert any("busy" in r.get("error", "") for r in replies)
+        with urllib.request.urlopen(health, timeout=5) as r:
+            assert r.status == 200
+
+
+def test_memory_writes_are_off_without_a_token(body, tmp_path):
+    from embodia.agent.evaluation.memory_eval import device_namespace
+    from embodia.policies.robot.steered import memory_for
+    pol = make_policy("embodia-tiny", body)
+    server = PolicyServer(pol, body.embodiment, memory=memory_for(pol), memory_path=tmp_path / "m",
+                          namespace=device_namespace("sim:twogap-push", body.embodiment))
+    with server.running() as url, connect(url, max_size=None) as ws:
+        meta = unpackb(ws.recv(timeout=10))
+        assert meta["memory"] is True and meta["memory_writes"] == "off"
+        ws.send(packb({"__ctrl__": "episode_end", "__success__": True, "__token__": "anything"}))
+        assert "memory writes are off" in unpackb(ws.recv(timeout=10))["error"]
+        ws.send(packb({"__ctrl__": "episode_end"}))              # no outcome: fine
+        assert unpackb(ws.recv(timeout=10))["__ack__"] == "episode_end"
+    assert len(server.memory) == 0
+
+
+def test_connections_beyond_the_per_peer_limit_are_refused_at_the_handshake(body):
+    from websockets.exceptions import InvalidStatus
+    server = PolicyServer(make_policy("embodia-tiny", body), body.embodiment,
+                          limits=Limits(max_connections_per_peer=2))
+    with server.running() as url:
+        with connect(url, max_size=None) as a, connect(url, max_size=None) as b:
+            a.recv(timeout=10), b.recv(timeout=10)
+            with pytest.raises(InvalidStatus) as refused:
+                with connect(url, max_size=None):
+                    pass
+            assert refused.value.response.status_code == 503
+        time.sleep(0.3)                                  # both closed: a new one is welcome
+        with connect(url, max_size=None) as c:
+            assert unpackb(c.recv(timeout=10))["server"] == "embodia"
