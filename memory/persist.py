@@ -147,7 +147,8 @@ def sha256_file(path) -> str:
     return h.hexdigest()
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a folder's entries (a rename, a new file) durable; a no-op where the OS cannot."""
     try:
         fd = os.open(str(path), os.O_RDONLY)
     except OSError:
@@ -206,7 +207,7 @@ def save(mem, path: Path) -> Path:
             write_atomic(f_index, lambda f: f.write(buf.tobytes()))
             rec.update(index=f_index.name, index_sha256=sha256_file(f_index), index_kind=ns.index.kind,
                        index_n_trained=ns.index.n_trained)
-        _fsync_dir(d)
+        fsync_dir(d)
         nss.append(rec)
     meta = {
         "format": "embodia.success_memory", "schema_version": SCHEMA_VERSION,
@@ -218,7 +219,7 @@ def save(mem, path: Path) -> Path:
     meta["meta_sha256"] = meta_checksum(meta)
     text = json.dumps(meta, indent=1, sort_keys=True).encode("utf-8")
     write_atomic(path / META, lambda f: f.write(text))
-    _fsync_dir(path)
+    fsync_dir(path)
     # the new generation is committed: remove older files (only names this module writes)
     keep = {(r["dir"], r["entries"]) for r in nss} | {(r["dir"], r.get("index")) for r in nss}
     root = path / "ns"

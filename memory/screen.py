@@ -579,7 +579,7 @@ class ScreenMemory:
         numeric columns) and ``values-<gen>.json``, then ``meta.json`` (schema, featurizer id,
         config, file sizes and sha256) by atomic rename: the commit point. Older generations are
         removed afterwards; a crash leaves the old memory or the new one, never a mix."""
-        from embodia.memory.persist import _fsync_dir, _ns_dirname, sha256_file, write_atomic
+        from embodia.memory.persist import _ns_dirname, fsync_dir, sha256_file, write_atomic
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         gen = f"{time.time_ns():x}"
@@ -597,7 +597,7 @@ class ScreenMemory:
             write_atomic(f_np, lambda f: np.savez(f, **arrays))
             text = json.dumps({"name": name, "values": s.values}, sort_keys=True).encode("utf-8")
             write_atomic(f_js, lambda f: f.write(text))
-            _fsync_dir(d)
+            fsync_dir(d)
             recs.append({"name": name, "dir": f"ns/{d.name}", "n": s.n,
                          "files": {fn.name: {"bytes": fn.stat().st_size, "sha256": sha256_file(fn)}
                                    for fn in (f_np, f_js)},
@@ -607,7 +607,7 @@ class ScreenMemory:
                 "next_episode": self.next_episode, "saved_at": time.time(), "namespaces": recs}
         text = json.dumps(meta, indent=1, sort_keys=True).encode("utf-8")
         write_atomic(path / "meta.json", lambda f: f.write(text))
-        _fsync_dir(path)
+        fsync_dir(path)
         keep = {(r["dir"], f) for r in recs for f in r["files"]}
         root = path / "ns"
         for d in (root.iterdir() if root.is_dir() else ()):

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from embodia.memory.persist import fsync_dir as _fsync_dir  # one implementation for every folder
+
 
 # -- JSON and atomic files ---------------------------------------------------------------------------
 def _jsonable(o):
@@ -36,19 +38,6 @@ def _dumps(obj, **kw) -> str:
 def _normalized(d) -> Any:
     """The JSON round trip of d (tuples -> lists, numpy -> Python), for comparisons."""
     return json.loads(_dumps(d))
-
-
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _fsync_file(p: Path) -> None:
