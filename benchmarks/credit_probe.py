@@ -56,7 +56,7 @@ def main() -> None:
     pol = make_policy(args.policy, dev, threads=1)
     noisy = arm_factory(pol, device_namespace(args.device, dev.embodiment))(args.arm, 0)
     assert isinstance(noisy, NoisyLabels)
-    noisy.horizon, noisy.device = args.episodes, dev
+    noisy.stream_length, noisy.device = args.episodes, dev
     mem = noisy.policy.memory
     weight = defaultdict(float)            # source episode -> weight in the current target episode
     record_use = mem.record_use

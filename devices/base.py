@@ -91,9 +91,10 @@ class Policy:
     - ``info()``: facts about the episode for reports (e.g. the expert's chosen mode).
     - ``close()``: release what it holds (a connection, a process).
 
-    Capabilities the loop asks about: ``ensemble`` (not None: the policy blends its own chunks into
-    single actions, which asynchronous execution must not do again) and ``accepts_prefix`` (its
-    ``predict_chunk(obs, instruction, prefix=, prefix_weights=)`` continues an unexecuted plan).
+    Capabilities the runtime asks about: ``ensemble`` (not None: the policy blends its own chunks into
+    single actions, which asynchronous execution must not do again), ``accepts_prefix`` (its
+    ``predict_chunk(obs, instruction, prefix=, prefix_weights=)`` continues an unexecuted plan) and
+    ``horizon`` (the length of the chunks it returns; None: the embodiment's chunk).
 
     >>> class Still(Policy):
     ...     def act(self, obs, instruction):
@@ -104,6 +105,7 @@ class Policy:
 
     ensemble: float | None = None
     accepts_prefix: bool = False
+    horizon: int | None = None
 
     def reset(self, seed: int | None = None) -> None:
         pass
@@ -145,6 +147,7 @@ class _Adapted(Policy):
         self.act = inner.act
         self.ensemble = getattr(inner, "ensemble", None)
         self.accepts_prefix = bool(getattr(inner, "accepts_prefix", False))
+        self.horizon = getattr(inner, "horizon", None)
 
     def __getattr__(self, name: str):      # what else the object offers (e.g. a chat policy's propose)
         return getattr(self.inner, name)

@@ -167,7 +167,7 @@ def test_faulty_detectors_flip_the_failures_their_schedule_says(monkeypatch, sch
     from embodia.agent.evaluation.memory_eval import NoisyLabels
     pol, dev = _Recorder(), _Gap()
     noisy = NoisyLabels(pol, 0.1, schedule, which)
-    noisy.horizon, noisy.device = 20, dev
+    noisy.stream_length, noisy.device = 20, dev
     monkeypatch.setattr(NoisyLabels, "_poisoned_in_memory", lambda self, ids, used_only=False: 0)
     for i in range(20):                                  # every episode fails
         dev.gap = None if i % 3 == 2 else "right"

@@ -57,14 +57,14 @@ class NoisyLabels:
     """A faulty success detector: it reports failed episodes as successes (see `NOISY` for the
     `schedule` and `which` failures) until `rate` of the episodes carry a false label. It counts the
     entries those false successes put into the memory, so the report can show how many failure
-    credit removed. `horizon` (episodes in the stream, for "burst") and `device` (read for "stuck")
+    credit removed. `stream_length` (episodes in the stream, for "burst") and `device` (read for "stuck")
     are set by `run_stream`."""
 
     def __init__(self, policy, rate: float, schedule: str = "spread", which: str = "any"):
         if schedule not in ("spread", "burst") or which not in ("any", "stuck"):
             raise ValueError(f"unknown detector {schedule!r}/{which!r}")
         self.policy, self.rate, self.schedule, self.which = policy, rate, schedule, which
-        self.horizon = None
+        self.stream_length = None
         self.device = None
         self.episodes = 0
         self.poisoned: list[dict] = []     # per false success: id, entries stored, what the device measured
@@ -91,9 +91,9 @@ class NoisyLabels:
 
     def end_episode(self, success: bool) -> None:
         self.episodes += 1
-        if self.schedule == "burst" and not self.horizon:
-            raise ValueError("a burst detector needs the stream's length (horizon)")
-        budget = self.rate * (self.horizon if self.schedule == "burst" else self.episodes)
+        if self.schedule == "burst" and not self.stream_length:
+            raise ValueError("a burst detector needs the stream's length (stream_length)")
+        budget = self.rate * (self.stream_length if self.schedule == "burst" else self.episodes)
         flipped = not success and self.false_positives < round(budget, 9) and self._mislabels()
         self.policy.end_episode(success or flipped)
         self._flipped = flipped
@@ -194,7 +194,7 @@ def run_stream(device, make_arm_policy: Callable[..., object], arm: str, stream:
     "steered" (decisions per episode), "steps", "memory_stats", "poison"} (JSON-able)."""
     policy = make_arm_policy(arm, stream)
     if isinstance(policy, NoisyLabels):
-        policy.horizon, policy.device = episodes, device
+        policy.stream_length, policy.device = episodes, device
     outcomes, steered, steps = [], [], []
     for i in range(episodes):
         dev = drift[1] if drift is not None and i >= drift[0] else device

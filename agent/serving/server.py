@@ -262,7 +262,7 @@ class PolicyServer:
         self._busy_since: float | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
-        horizon = getattr(getattr(policy, "cfg", None), "horizon", embodiment.chunk)
+        horizon = as_policy(policy).horizon or embodiment.chunk
         observation = {STATE: {"dtype": "float32", "shape": [embodiment.state_dim]},
                        **{image_key(c.name): {"dtype": "uint8", "shape": [c.height, c.width, 3]}
                           for c in embodiment.cameras},
@@ -385,7 +385,7 @@ class PolicyServer:
                 return await self._control(session, msg)
             obs, prompt, begin = read_observation(msg, self.embodiment, self.limits)
             chunk, timing = await self._run(session.act, obs, prompt, begin)
-            info = dict(getattr(session.policy, "info", dict)())
+            info = dict(session.policy.info())
             return {"actions": chunk, "server_timing": timing} | ({"policy_info": info} if info else {})
         except ValueError as e:         # a refused request: the client can fix it and go on
             return {"error": str(e)}

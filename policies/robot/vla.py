@@ -89,9 +89,13 @@ def _read_json(path: Path) -> dict:
 
 
 class VLAPolicy(Policy):
+    """Policy protocol over a VLAModel: validates observations, normalizes, samples, unnormalizes."""
+
     accepts_prefix = True      # predict_chunk(prefix=...) continues an unexecuted plan (--smooth inpaint)
 
-    """Policy protocol over a VLAModel: validates observations, normalizes, samples, unnormalizes."""
+    @property
+    def horizon(self) -> int:
+        return self.cfg.horizon
 
     def __init__(self, model: VLAModel, norms: dict[str, dict], *, embodiment: Embodiment | None = None,
                  steps: int | None = None, ensemble: float | None = None, threads: int | None = None):
