@@ -175,7 +175,7 @@ def test_faulty_detectors_flip_the_failures_their_schedule_says(monkeypatch, sch
     assert pol.labels == expect
     assert noisy.false_positives == sum(expect)
     assert [p["id"] for p in noisy.poisoned] == [i + 1 for i, x in enumerate(expect) if x]
-    with pytest.raises(ValueError, match="horizon"):
+    with pytest.raises(ValueError, match="stream_length"):
         late = NoisyLabels(_Recorder(), 0.1, "burst")
         late.end_episode(False)
 
