@@ -183,3 +183,58 @@ def test_sim_uri_parameters_open_or_refuse_in_one_line(params):
         assert "\n" not in str(e) and str(e)
         return
     dev.close()
+
+
+def _every_option():
+    """(command, option) for every option of every verb of the installed `embodia` app, read from
+    the app itself, so a verb or option added later is covered without editing this list."""
+    import typer.main
+    out = []
+
+    def walk(cmd, path):
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, [*path, name])
+        for p in getattr(cmd, "params", ()) if not hasattr(cmd, "commands") else ():
+            if p.param_type_name == "option" and "--help" not in p.opts:     # (typer vendors its own click)
+                out.append((" ".join(path), max(p.opts, key=len), p.is_flag))
+    walk(typer.main.get_command(cli.app), [])
+    return out
+
+
+EVERY = _every_option()
+POSITIONAL = {"replay": ["{tmp}/nothing"], "view": ["{tmp}/nothing"], "eval-offline": ["{tmp}/nothing"],
+              "memory stats": ["{tmp}/mem"], "memory prune": ["{tmp}/mem"], "memory ingest": ["{tmp}/mem"]}
+REQUIRED = {"train": ["--data", "{tmp}", "--out", "{tmp}/ck"], "record": ["--out", "{tmp}/ds"],
+            "memory ingest": ["--data", "{tmp}/nothing"]}
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Past their checks, the verbs that would start a server, train, score or write stop here."""
+    import embodia.agent.evaluation.offline as offline
+    import embodia.agent.serving.mcp as mcp
+    import embodia.agent.training.ingest as ingest
+    import embodia.agent.viewing as viewing
+
+    def reached(*a, **k):
+        raise Reached()
+    for mod, name in ((mcp, "serve"), (viewing, "build_view"), (offline, "offline_policy"),
+                      (ingest, "ingest_dataset")):
+        monkeypatch.setattr(mod, name, reached)
+
+
+def test_the_option_list_is_read_from_the_app():
+    names = {(c, o) for c, o, _ in EVERY}
+    assert len(EVERY) > 60 and ("mcp", "--port") in names and ("eval-offline", "--stride") in names
+    assert ("view", "--out") in names and ("memory prune", "--max-fail-ratio") in names
+
+
+@pytest.mark.parametrize("cmd,opt,flag", EVERY, ids=[f"{c}:{o}" for c, o, _ in EVERY])
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(value=st.one_of(texts, ints.map(str), floats.map(str), st.sampled_from(["", "-1", "0", "1e400", "nan"])))
+def test_every_option_of_every_verb(cmd, opt, flag, value, tmp_path_factory, no_work):
+    """Random and boundary values for each option of each verb: no traceback; a refusal is one line
+    with exit 2 (a flag takes no value: passing it once must not break either)."""
+    tmp = str(tmp_path_factory.getbasetemp())
+    fill = [a.format(tmp=tmp) for a in POSITIONAL.get(cmd, []) + REQUIRED.get(cmd, [])]
+    invoke([*cmd.split(), *fill, opt] + ([] if flag else [value]))
