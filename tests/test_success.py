@@ -267,5 +267,19 @@ def test_judge_feeds_memory_from_the_cli(fake_openai, tmp_path):
     assert r.exit_code == 0, r.output
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["verified_episodes"] == 1 and rep["unverified_episodes"] == 1 and rep["successes"] == 1
+    assert "1 of 2 episodes unverified" in " ".join(r.output.split())
     from embodia.memory import ScreenMemory
     assert len(ScreenMemory.load(mem)) > 0
+
+
+def test_check_feeds_the_robot_success_memory(tmp_path):
+    """A MuJoCo body with a VLA (embodia-tiny binds planar_pusher, so sim:twogap-push's scene): the
+    success comes from the check on the named state, and the memory stores it."""
+    mem = tmp_path / "mem"
+    r = CliRunner().invoke(cli.app, ["run", "-d", "sim:twogap-push", "-p", "embodia-tiny", "--memory", str(mem),
+                                     "--no-record", "--max-steps", "8", "--success",
+                                     "check:state.puck_y > -100 and not (state.goal_x != state.goal_x)"])
+    assert r.exit_code == 0, r.output
+    assert "label success by check (verified" in " ".join(r.output.split())
+    r = CliRunner().invoke(cli.app, ["memory", "stats", str(mem)])
+    assert "planar_pusher/twogap-push: entries=8," in " ".join(r.output.split()), r.output

@@ -94,6 +94,9 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
                     steered.memory.save(memory)
             rep = summarize(results, seed=seed, embodiment=dev.embodiment.name, **header)
             print_report(rep)
+            if rep["unverified_episodes"]:
+                console.print(f"{rep['unverified_episodes']} of {rep['episodes']} episodes unverified (--success "
+                              f"{success}): not counted in the rate, not stored in a memory")
             if async_exec:
                 rep["async"] = async_summary(results, smooth)
                 print_async(rep["async"])
