@@ -208,8 +208,8 @@ def test_ask_without_a_terminal_stores_nothing_and_says_so_once(tmp_path):
 
 def test_check_feeds_the_screen_memory(tmp_path):
     mem = tmp_path / "mem"
-    r = CliRunner().invoke(cli.app, ["run", "-d", "gui-sim:settings", "-p", "expert", "-n", "2", "--no-record",
-                                     "--memory", str(mem), "--success",
+    r = CliRunner().invoke(cli.app, ["run", "-d", "gui-sim:settings", "-p", "expert", "-n", "2",
+                                     "--record", str(tmp_path / "rec"), "--memory", str(mem), "--success",
                                      'check:element(role=Switch, text="Mobile data", checked=true)'])
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())
@@ -219,6 +219,11 @@ def test_check_feeds_the_screen_memory(tmp_path):
     assert text.count("label success by check (verified") == 1 and text.count("label failure by check (verified") == 1
     from embodia.memory import ScreenMemory
     assert len(ScreenMemory.load(mem)) > 0
+    from embodia.agent.recording.gui_log import list_gui_episodes, read_gui_episode
+    ends = [read_gui_episode(p)["end"] for p in list_gui_episodes(tmp_path / "rec")]     # the step log's end line
+    assert [e["success"] for e in ends] == [True, False]
+    assert [e["info"]["success_label"]["source"] for e in ends] == ["check", "check"]
+    assert all(e["info"]["success_label"]["claimed_done"] is False for e in ends)
 
 
 def test_check_on_mujoco_is_recorded_with_its_source(tmp_path):
