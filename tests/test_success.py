@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # -- the parser never runs anything -------------------------------------------------------------------
 
-GRAMMAR_BITS = ["element", "(", ")", "role", "=", "~", "!=", "==", "<", ">=", "state", ".", "[", "]", "0", "1.5",
+GRAMMAR_BITS = ["element", "body", "x", "puck", "(", ")", "role", "=", "~", "!=", "==", "<", ">=", "state", ".", "[", "]", "0", "1.5",
                 "-2", "'x'", '"Bluetooth"', "and", "or", "not", ",", "true", "false", "qpos", " ", "__import__",
                 "\\", '"', "e9", "1e999", "#", "os.system", ";"]
 
@@ -89,7 +89,7 @@ def test_malformed_predicate_is_one_line_before_any_episode(tmp_path):
     r = CliRunner().invoke(cli.app, ["run", "-d", "sim:twogap-push", "-p", "random", "--no-record",
                                      "--success", "check:state.puck_y >"])
     assert r.exit_code == 2
-    assert "expected a number or state.NAME at column" in r.output and "Traceback" not in r.output
+    assert "expected a number, state.NAME or body.NAME.x at column" in r.output and "Traceback" not in r.output
     r = CliRunner().invoke(cli.app, ["run", "-d", CHEETAH, "-p", "random", "--no-record",
                                      "--success", "check:state.puck_y > 1"])
     assert r.exit_code == 2 and "has no state channel 'puck_y'" in r.output     # named before it runs
@@ -125,6 +125,22 @@ def test_state_atoms_on_a_mujoco_scene():
         assert CheckLabeler(f"state.qpos[1] < {z - 1}", dev)(dev, obs, obs, "", 0).success is False
         with pytest.raises(PredicateError, match="does not give"):
             CheckLabeler('element(text="x")', dev)
+
+
+def test_body_positions_of_a_mujoco_scene():
+    """body.NAME.x|y|z reads the scene's bodies at the episode's end (the puck starts at y = -0.3)."""
+    with open_device("sim:twogap-push") as dev:
+        obs = dev.reset(0)
+        y = float(dev.data.xpos[2, 1])
+        assert CheckLabeler(f"body.puck.y > {y - 0.01} and body.puck.y < {y + 0.01}", dev)(dev, obs, obs, "", 0).success
+        assert CheckLabeler(f"body.puck.y >= {y + 0.01}", dev)(dev, obs, obs, "", 0).success is False
+        with pytest.raises(PredicateError, match="no body 'goal'; it has: world, pusher, puck"):
+            CheckLabeler("body.goal.x > 0", dev)
+        with pytest.raises(PredicateError, match="expected .x, .y or .z"):
+            parse_predicate("body.puck.w > 0")
+    with open_device("gui-sim:settings") as dev:
+        with pytest.raises(PredicateError, match="is not a MuJoCo scene"):
+            CheckLabeler("body.puck.x > 0", dev)
 
 
 def test_check_label_matches_the_gui_sim_oracle():

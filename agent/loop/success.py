@@ -32,13 +32,14 @@ Python's eval, exec or ast)::
                OP: "=" or "==" (equal; text fields exactly, booleans and numbers by value),
                    "!=" (not equal, or absent), "~" (text contains, any case)
                value: "quoted text" | 'quoted text' | number | true | false | BareWord
-    compare := operand CMP operand      CMP: < <= > >= == !=   (at least one side a state channel)
-    operand := number | state.NAME | state.NAME[INDEX] | state["any name"]
+    compare := operand CMP operand      CMP: < <= > >= == !=   (at least one side not a number)
+    operand := number | state.NAME | state.NAME[INDEX] | state["any name"] | body.NAME.(x|y|z)
 
 ``element(...)`` is true when some element of the final UI tree matches every field (fields are
 the tree's keys: role, text, desc, id, checked, clickable, focused, ...; an element without the
 field does not match ``=``). ``state.NAME`` is the named state channel of the embodiment
-(``sim:twogap-push``: ``state.puck_y``; a ``mujoco:`` scene: ``state.qpos[1]`` or a sensor's name).
+(``sim:twogap-push``: ``state.puck_y``; a ``mujoco:`` scene: ``state.qpos[1]`` or a sensor's name);
+``body.NAME.x`` (``.y``, ``.z``) is a MuJoCo body's world position at the episode's end (``body.puck.y``).
 
 >>> p = parse_predicate('element(role=Switch, text="Bluetooth", checked=false) and not element(text~"error")')
 >>> tree = [{"role": "Switch", "text": "Bluetooth", "checked": False}]
@@ -49,7 +50,7 @@ True
 True
 >>> parse_predicate("state.x > ")
 Traceback (most recent call last):
-embodia.agent.loop.success.PredicateError: predicate: expected a number or state.NAME at column 11, found the end
+embodia.agent.loop.success.PredicateError: predicate: expected a number, state.NAME or body.NAME.x at column 11, found the end
 """
 from __future__ import annotations
 
@@ -196,7 +197,7 @@ def _string(src: str, i: int) -> tuple[str, int]:
 
 # -- predicate parser: a tree of tuples --------------------------------------------------------------
 # ("or", a, b) ("and", a, b) ("not", a) ("element", ((field, op, value), ...))
-# ("cmp", op, left, right) where an operand is ("num", float) or ("state", name)
+# ("cmp", op, left, right) where an operand is ("num", float), ("state", name) or ("body", "name.axis")
 
 _CMP = ("<", "<=", ">", ">=", "==", "!=")
 _FIELD_OPS = ("=", "==", "!=", "~")
@@ -297,13 +298,22 @@ class _Parser:
         op = self.take("op").text
         right = self.operand()
         if left[0] == "num" and right[0] == "num":
-            raise PredicateError(f"predicate: a comparison needs a state channel on one side "
+            raise PredicateError(f"predicate: a comparison needs a state channel or a body on one side "
                                  f"(column {self.toks[self.i - 1].col})")
         return ("cmp", op, left, right)
 
     def operand(self):
         if self.at("number"):
             return ("num", self.take("number").value)
+        if self.at("name", "body"):
+            self.i += 1
+            self.take("op", ".", "'.' after body")
+            name = self.take("name", expected="a body name").text
+            self.take("op", ".", "'.x', '.y' or '.z' after the body name")
+            axis = self.take("name", expected="x, y or z").text
+            if axis not in ("x", "y", "z"):
+                raise PredicateError(f"predicate: body.{name}.{axis}: expected .x, .y or .z")
+            return ("body", f"{name}.{axis}")
         if self.at("name", "state"):
             self.i += 1
             if self.at("op", "["):
@@ -321,7 +331,7 @@ class _Parser:
                 self.take("op", "]", "']'")
                 name = f"{name}[{int(t.value)}]"
             return ("state", name)
-        self.error("a number or state.NAME")
+        self.error("a number, state.NAME or body.NAME.x")
 
 
 def parse_predicate(src: str):
@@ -337,14 +347,21 @@ def atoms(node) -> list:
         return atoms(node[1])
     if node[0] == "element":
         return [node]
-    return [o for o in node[2:] if o[0] == "state"]
+    return [o for o in node[2:] if o[0] in ("state", "body")]
 
 
-def check_predicate(node, embodiment, capabilities=()) -> None:
-    """PredicateError when the predicate names a state channel the body does not have, or looks at
-    a UI tree the device does not give: found before the episode starts."""
+def check_predicate(node, embodiment, capabilities=(), bodies: list | None = None) -> None:
+    """PredicateError when the predicate names a state channel the body does not have, a MuJoCo body
+    the scene does not have (``bodies``: the scene's body names, None for no MuJoCo scene), or looks
+    at a UI tree the device does not give: found before the episode starts."""
     names = [c.name for c in embodiment.state]
     for a in atoms(node):
+        if a[0] == "body":
+            body = a[1].rsplit(".", 1)[0]
+            if bodies is None:
+                raise PredicateError(f"predicate: body.{a[1]}: {embodiment.name!r} is not a MuJoCo scene")
+            if body not in bodies:
+                raise PredicateError(f"predicate: the scene has no body {body!r}; it has: {', '.join(bodies[:12])}")
         if a[0] == "state" and a[1] not in names:
             shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
             raise PredicateError(f"predicate: {embodiment.name!r} has no state channel {a[1]!r}; "
@@ -359,27 +376,33 @@ class Unavailable(Exception):
     """The final observation lacks what the predicate reads (no UI tree): the label is unknown."""
 
 
-def evaluate(node, *, ui_tree: list | None = None, state: dict | None = None) -> bool:
-    """The predicate's truth on a UI tree (a list of element dicts) and named state values."""
+def evaluate(node, *, ui_tree: list | None = None, state: dict | None = None, bodies: dict | None = None) -> bool:
+    """The predicate's truth on a UI tree (a list of element dicts), named state values and body
+    positions (``{"puck.y": 0.3, ...}``)."""
     kind = node[0]
+    kw = {"ui_tree": ui_tree, "state": state, "bodies": bodies}
     if kind == "or":
-        return evaluate(node[1], ui_tree=ui_tree, state=state) or evaluate(node[2], ui_tree=ui_tree, state=state)
+        return evaluate(node[1], **kw) or evaluate(node[2], **kw)
     if kind == "and":
-        return evaluate(node[1], ui_tree=ui_tree, state=state) and evaluate(node[2], ui_tree=ui_tree, state=state)
+        return evaluate(node[1], **kw) and evaluate(node[2], **kw)
     if kind == "not":
-        return not evaluate(node[1], ui_tree=ui_tree, state=state)
+        return not evaluate(node[1], **kw)
     if kind == "element":
         if ui_tree is None:
             raise Unavailable("the final observation has no UI tree")
         return any(all(_field_ok(el, f, op, v) for f, op, v in node[1]) for el in ui_tree)
     _, op, left, right = node
-    a, b = _operand(left, state), _operand(right, state)
+    a, b = _operand(left, state, bodies), _operand(right, state, bodies)
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[op]
 
 
-def _operand(o, state: dict | None) -> float:
+def _operand(o, state: dict | None, bodies: dict | None = None) -> float:
     if o[0] == "num":
         return o[1]
+    if o[0] == "body":
+        if not bodies or o[1] not in bodies:
+            raise Unavailable(f"no body position {o[1]!r} at the episode's end")
+        return float(bodies[o[1]])
     if not state or o[1] not in state:
         raise Unavailable(f"no state channel {o[1]!r} in the final observation")
     return float(state[o[1]])
@@ -400,6 +423,28 @@ def _same(got, want) -> bool:
     if isinstance(want, float):
         return isinstance(got, (int, float)) and float(got) == want
     return isinstance(got, str) and got == want
+
+
+def scene_bodies(device) -> list | None:
+    """The body names of a MuJoCo device's scene (None for any other device)."""
+    try:
+        import mujoco
+        from embodia.devices.mujoco import MujocoDevice
+    except ImportError:
+        return None
+    if not isinstance(device, MujocoDevice):
+        return None
+    return [mujoco.mj_id2name(device.model, mujoco.mjtObj.mjOBJ_BODY, i) or f"body{i}"
+            for i in range(device.model.nbody)]
+
+
+def body_positions(device) -> dict | None:
+    """``{"NAME.x": ..., "NAME.y": ..., "NAME.z": ...}``: each body's world position now (None: no MuJoCo scene)."""
+    names = scene_bodies(device)
+    if names is None:
+        return None
+    xpos = np.asarray(device.data.xpos, dtype=np.float64)
+    return {f"{n}.{ax}": float(xpos[i, k]) for i, n in enumerate(names) for k, ax in enumerate("xyz")}
 
 
 def named_state(obs, embodiment) -> dict:
@@ -427,11 +472,14 @@ class CheckLabeler:
     def __init__(self, src: str, device):
         self.src = src
         self.node = parse_predicate(src)
-        check_predicate(self.node, device.embodiment, device.capabilities)
+        self.uses_bodies = any(a[0] == "body" for a in atoms(self.node))
+        check_predicate(self.node, device.embodiment, device.capabilities,
+                        scene_bodies(device) if self.uses_bodies else None)
 
     def __call__(self, device, first, final, instruction, seed) -> Label:
-        try:
-            ok = evaluate(self.node, ui_tree=final.ui_tree, state=named_state(final, device.embodiment))
+        try:        # called at the episode's end: the scene's bodies are where the final observation saw them
+            ok = evaluate(self.node, ui_tree=final.ui_tree, state=named_state(final, device.embodiment),
+                          bodies=body_positions(device) if self.uses_bodies else None)
         except Unavailable as e:
             return Label(None, "check", None, False, str(e), {"predicate": self.src, **claimed_done(device)})
         return Label(ok, "check", 1.0, True, extra={"predicate": self.src, **claimed_done(device)})
