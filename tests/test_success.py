@@ -220,6 +220,40 @@ def test_ask_without_a_terminal_stores_nothing_and_says_so_once(tmp_path):
     assert len(ScreenMemory.load(mem, missing_ok=True)) == 0
 
 
+def test_ask_on_a_real_terminal_stores_what_the_person_confirms(tmp_path):
+    """A pseudo-terminal stands in for the person's terminal: the question is asked at each
+    episode's end (not drawn over by the progress bar), 'yes' stores, 'no' does not."""
+    import pty
+    import select
+    import time
+    mem = tmp_path / "mem"
+    master, slave = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "embodia", "run", "-d", "gui-sim:settings", "-p", "expert", "-n", "2",
+                          "--no-record", "--memory", str(mem), "--success", "ask"], stdin=slave, stdout=slave,
+                         stderr=slave, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path)
+    os.close(slave)
+    out, answers, deadline = b"", [b"yes\n", b"no\n"], time.time() + 90
+    try:
+        while time.time() < deadline and p.poll() is None:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    out += os.read(master, 65536)
+                except OSError:         # the child closed the terminal
+                    break
+            if answers and out.count(b"[yes/no/skip]") > 2 - len(answers):
+                os.write(master, answers.pop(0))
+    finally:
+        if p.poll() is None:
+            p.kill()
+        os.close(master)
+    text = " ".join(out.decode(errors="replace").split())
+    assert p.wait(10) == 0 and not answers, text[-2000:]
+    assert "label success by ask" in text and "label failure by ask" in text, text[-2000:]
+    assert len(list(Path("/tmp").glob(f"embodia-ask-{p.pid}/final-seed0-*.png"))) == 1
+    from embodia.memory import ScreenMemory
+    assert len(ScreenMemory.load(mem)) > 0
+
+
 # -- check: feeds the memory --------------------------------------------------------------------------
 
 def test_check_feeds_the_screen_memory(tmp_path):

@@ -79,8 +79,13 @@ def episodes_with_progress(device, policy, *, episodes: int, seed: int, label: s
             check_async(device, policy, run_kw.get("smooth", "none"))
         except ValueError as e:
             fail(f"--async: {e}")
+    from embodia.agent.loop.success import AskLabeler
+    lab = run_kw.get("labeler")
+    asking = isinstance(lab, AskLabeler) and lab.interactive
     done: list = []
     with progress() as bar:
+        if asking:
+            bar.stop()      # a live bar would redraw over the question and the person's answer
         task = bar.add_task(label, total=episodes, status="")
 
         def on_episode(i, r):
