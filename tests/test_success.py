@@ -25,6 +25,7 @@ from embodia.agent.loop.success import (
     JudgeLabeler,
     Label,
     PredicateError,
+    Unavailable,
     evaluate,
     make_labeler,
     parse_judgement,
@@ -75,7 +76,14 @@ def _parse_or_documented_error(src):
 @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 @given(src=st.one_of(st.text(max_size=80), st.lists(st.sampled_from(GRAMMAR_BITS), max_size=30).map("".join)))
 def test_parser_only_raises_its_documented_error(src):
-    _parse_or_documented_error(src)
+    tree = _parse_or_documented_error(src)
+    if tree is not None:        # what parses also evaluates, to a bool or "cannot be read here"
+        try:
+            with no_eval():
+                assert evaluate(tree, ui_tree=[{"role": "x", "text": "1", "checked": True}],
+                                state={"x": 1.0, "qpos[0]": 0.0}, bodies={"puck.x": 0.0}) in (True, False)
+        except Unavailable:
+            pass
 
 
 def test_deep_nesting_and_python_are_errors_not_crashes(tmp_path):
@@ -287,6 +295,16 @@ def test_check_on_mujoco_is_recorded_with_its_source(tmp_path):
     labels = [e["info"]["success_label"] for e in LocalDataset(out).episodes]
     assert len(labels) == 2 and all(lab["source"] == "check" and lab["verified"] for lab in labels)
     assert labels[0]["predicate"] == "state.qpos[1] > -100"
+
+
+def test_record_with_a_check_counts_its_successes(tmp_path):
+    r = CliRunner().invoke(cli.app, ["record", "-o", str(tmp_path / "ds"), "-d", CHEETAH, "-p", "random", "-n", "2",
+                                     "--success", "check:state.qpos[1] > -100"])
+    assert r.exit_code == 0, r.output
+    assert "recorded 2 episodes (2 successful, rate 1.00)" in " ".join(r.output.split())
+    r = CliRunner().invoke(cli.app, ["record", "-o", str(tmp_path / "ds2"), "-d", CHEETAH, "-p", "random", "-n", "2",
+                                     "--success", "ask"])      # CliRunner's stdin is no terminal
+    assert r.exit_code == 0 and "recorded 2 episodes (0 successful, rate n/a)" in " ".join(r.output.split())
 
 
 # -- judge --------------------------------------------------------------------------------------------
