@@ -10,8 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
 
+import fakeadb
 import gymnasium
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -35,6 +35,7 @@ from embodia.devices import Policy, open_device
 from embodia.policies import RandomPolicy
 
 pytest_plugins = ("fake_openai",)
+fake_adb, new_fake_adb = fakeadb.fake_adb, fakeadb.new_fake_adb      # fixtures
 cli = importlib.import_module("embodia.agent.cli.app")
 SCENE = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets" / "half_cheetah.xml"
 CHEETAH = f"mujoco:{SCENE}?render=0"
@@ -146,9 +147,8 @@ def test_body_positions_of_a_mujoco_scene():
             CheckLabeler("body.goal.x > 0", dev)
         with pytest.raises(PredicateError, match="expected .x, .y or .z"):
             parse_predicate("body.puck.w > 0")
-    with open_device("gui-sim:settings") as dev:
-        with pytest.raises(PredicateError, match="is not a MuJoCo scene"):
-            CheckLabeler("body.puck.x > 0", dev)
+    with open_device("gui-sim:settings") as dev, pytest.raises(PredicateError, match="is not a MuJoCo scene"):
+        CheckLabeler("body.puck.x > 0", dev)
 
 
 def test_check_label_matches_the_gui_sim_oracle():
@@ -167,6 +167,21 @@ class _Stop(Policy):
 
     def act(self, obs, instruction):
         return None
+
+
+def test_check_on_a_phone_tree_through_adb(new_fake_adb):
+    """android: through adbutils and our fake adb server: the check reads the phone's UI dump; a
+    phone whose dump fails gives no tree, so the label is unknown (unverified), never a success."""
+    from fakeadb import FakePhone
+
+    from embodia.devices.android import open_android
+    for xml, want in ((fakeadb.UI_XML, (True, True)), (None, (None, False))):
+        server = new_fake_adb(FakePhone(ui_xml=xml))
+        with open_android("emulator-5554", host="127.0.0.1", port=server.port) as dev:
+            lab = make_labeler('check:element(role="android.widget.Button", text="OK", clickable=true) '
+                               'and not element(text~"error")', dev)
+            r = run_episode(dev, _Stop(), seed=0, labeler=lab, instruction="press OK", max_steps=1)
+        assert (r.success, r.info["success_label"]["verified"]) == want, r.info
 
 
 # -- what the loop does with a label ------------------------------------------------------------------
@@ -220,7 +235,8 @@ def test_ask_without_a_terminal_stores_nothing_and_says_so_once(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.run([sys.executable, "-m", "embodia", "run", "-d", "gui-sim:settings", "-p", "expert", "-n", "3",
                         "--no-record", "--memory", str(mem), "--success", "ask"],
-                       stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+                       check=False)
     assert p.returncode == 0, p.stderr
     assert p.stderr.count("stdin is not a tty") == 1, p.stderr       # the notice: once, not per episode
     assert " ".join(p.stderr.split()).count("label unknown by ask (unverified, not stored") == 3

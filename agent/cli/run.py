@@ -38,7 +38,6 @@ from embodia.agent.cli.app import (
     slug,
 )
 
-
 SuccessOpt = typer.Option(None, "--success", help="who says an episode succeeded: oracle (the simulator's "
                           "check; default where there is one) | ask (a person, on the terminal) | "
                           "check:<predicate> (e.g. 'element(role=Switch, text=\"Wi-Fi\", checked=true)' or "

@@ -64,9 +64,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -429,6 +429,7 @@ def scene_bodies(device) -> list | None:
     """The body names of a MuJoCo device's scene (None for any other device)."""
     try:
         import mujoco
+
         from embodia.devices.mujoco import MujocoDevice
     except ImportError:
         return None
@@ -560,7 +561,7 @@ def parse_judgement(text) -> tuple[bool, float, str] | None:
     s = text.strip()
     if s.startswith("```"):
         s = s[3:]
-        s = s[4:] if s.startswith("json") else s
+        s = s.removeprefix("json")
         if not s.rstrip().endswith("```"):
             return None
         s = s.rstrip()[:-3]
