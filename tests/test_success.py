@@ -346,6 +346,21 @@ def test_judge_through_a_loopback_openai_server(fake_openai):
     assert "Turn on Mobile data" in " ".join(req.texts()) and len(req.image_sizes()) == 2
 
 
+def test_judge_sees_a_few_frames_in_between(fake_openai):
+    """Through the loop's on_step the judge keeps a bounded, evenly thinned set of frames: first +
+    up to 3 in between + final, in time order."""
+    fake_openai.script(*['{"success": false, "confidence": 1, "reason": "no"}'] * 3)
+    judge = JudgeLabeler("test", fake_openai.url, api_key_env=None)
+    with open_device("sim:twogap-push?size=32x32") as dev:
+        for steps, images in ((40, 5), (2, 3), (1, 2)):
+            r = run_episode(dev, RandomPolicy(dev.embodiment), seed=0, max_steps=steps, labeler=judge,
+                            on_step=judge.on_step)
+            assert r.steps == steps and r.success is False      # a sure "no" is a verified failure
+            assert len(fake_openai.chats[-1].image_sizes()) == images
+            assert len(judge._kept) == 0        # nothing carried into the next episode
+    assert "The 5 images" in fake_openai.chats[0].texts()[0]
+
+
 def test_judge_feeds_memory_from_the_cli(fake_openai, tmp_path):
     fake_openai.script('{"success": true, "confidence": 0.95, "reason": "done"}',
                        '{"success": true, "confidence": 0.3, "reason": "unsure"}')

@@ -78,9 +78,11 @@ def episodes_with_progress(device, policy, *, episodes: int, seed: int, label: s
             check_async(device, policy, run_kw.get("smooth", "none"))
         except ValueError as e:
             fail(f"--async: {e}")
-    from embodia.agent.loop.success import AskLabeler
+    from embodia.agent.loop.success import AskLabeler, JudgeLabeler
     lab = run_kw.get("labeler")
     asking = isinstance(lab, AskLabeler) and lab.interactive
+    if isinstance(lab, JudgeLabeler):
+        run_kw["on_step"] = lab.on_step        # it keeps a few frames in between for the judge
     done: list = []
     with progress() as bar:
         if asking:

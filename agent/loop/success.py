@@ -11,8 +11,8 @@ episode's info (``info["success_label"]``: the result, the recording's end line,
   saved to a PNG whose path is printed. With no terminal (stdin is not a tty, as in CI) every
   answer is "unknown", never "yes";
 - ``check:<predicate>``: a declarative check on the final observation (grammar below);
-- ``judge:openai:<model>`` (with ``--base-url``): a vision-language model shown the instruction and
-  the first and final screens or frames, replying ``{"success": true|false, "confidence": 0..1,
+- ``judge:openai:<model>`` (with ``--base-url``): a vision-language model shown the instruction, the
+  first and final screens or frames and up to 3 evenly spaced ones in between, replying ``{"success": true|false, "confidence": 0..1,
   "reason": "..."}``, parsed strictly; anything else is "unknown".
 
 What the memory does with a label: a *verified* label (oracle, check, a person's yes or no, or a
@@ -542,9 +542,10 @@ class AskLabeler:
 
 
 JUDGE_PROMPT = (
-    "You judge whether an agent completed a task. The task: {instruction!r}. The first image is the "
-    "screen or camera frame at the start of the episode, the second at its end. Reply with only a JSON "
-    'object: {{"success": true or false, "confidence": a number from 0 to 1, "reason": "one sentence"}}.')
+    "You judge whether an agent completed a task. The task: {instruction!r}. The {n} images are screens "
+    "or camera frames of the episode in time order: the first at its start, the last at its end. Reply "
+    'with only a JSON object: {{"success": true or false, "confidence": a number from 0 to 1, '
+    '"reason": "one sentence"}}.')
 
 
 def parse_judgement(text) -> tuple[bool, float, str] | None:
@@ -579,23 +580,47 @@ def parse_judgement(text) -> tuple[bool, float, str] | None:
 
 
 class JudgeLabeler:
-    """``judge:openai:<model>``: a VLM behind an OpenAI-compatible endpoint, shown the instruction and
-    the first and final frames; verified at confidence >= ``threshold``."""
+    """``judge:openai:<model>``: a VLM behind an OpenAI-compatible endpoint, shown the instruction, the
+    first and final frames and up to ``middle`` evenly spaced frames in between (kept by ``on_step``,
+    which the loop calls after every step; without it the judge sees the first and final frames);
+    verified at confidence >= ``threshold``."""
 
     def __init__(self, model: str, base_url: str, *, api_key_env: str | None = "OPENAI_API_KEY",
-                 threshold: float = JUDGE_THRESHOLD, timeout_s: float = 60.0):
-        self.model, self.threshold, self.timeout_s = model, threshold, timeout_s
+                 threshold: float = JUDGE_THRESHOLD, timeout_s: float = 60.0, middle: int = 3):
+        self.model, self.threshold, self.timeout_s, self.middle = model, threshold, timeout_s, middle
+        self._kept: list = []       # frames after steps stride-1, 2*stride-1, ... (at most 2 * middle + 1)
+        self._stride = 1
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.key = os.environ.get(api_key_env) if api_key_env else None
         self.source = f"judge:openai:{model}"
 
-    def request(self, instruction: str, first, final) -> dict:
-        parts = [{"type": "text", "text": JUDGE_PROMPT.format(instruction=instruction)}]
-        for obs in (first, final):
-            img = frame(obs)
+    def on_step(self, t, obs, action, next_obs) -> bool:
+        """Keep a bounded, evenly thinned set of the episode's frames (halved, stride doubled, when it
+        outgrows 2 * middle + 1); never stops the episode."""
+        if t == 0:
+            self._kept, self._stride = [], 1
+        if self.middle and (t + 1) % self._stride == 0:
+            img = frame(next_obs)
             if img is not None:
-                url = "data:image/png;base64," + base64.b64encode(png_bytes(img)).decode()
-                parts.append({"type": "image_url", "image_url": {"url": url}})
+                self._kept.append(np.array(img))        # a copy: a device may reuse its buffer
+            if len(self._kept) > 2 * self.middle + 1:
+                self._kept, self._stride = self._kept[1::2], self._stride * 2
+        return False
+
+    def between(self) -> list:
+        """Up to ``middle`` kept frames, evenly spaced, the last one (the final frame) left out."""
+        kept = self._kept[:-1]
+        if len(kept) <= self.middle:
+            return kept
+        return [kept[round(i * (len(kept) - 1) / (self.middle - 1))] for i in range(self.middle)] \
+            if self.middle > 1 else [kept[len(kept) // 2]]
+
+    def request(self, instruction: str, first, final, between=()) -> dict:
+        images = [img for img in (frame(first), *between, frame(final)) if img is not None]
+        parts = [{"type": "text", "text": JUDGE_PROMPT.format(instruction=instruction, n=len(images))}]
+        for img in images:
+            url = "data:image/png;base64," + base64.b64encode(png_bytes(img)).decode()
+            parts.append({"type": "image_url", "image_url": {"url": url}})
         return {"model": self.model, "temperature": 0, "messages": [{"role": "user", "content": parts}]}
 
     def ask(self, body: dict) -> str | None:
@@ -613,7 +638,8 @@ class JudgeLabeler:
         return content if isinstance(content, str) else None
 
     def __call__(self, device, first, final, instruction, seed) -> Label:
-        text = self.ask(self.request(instruction, first, final))
+        between, self._kept = self.between(), []
+        text = self.ask(self.request(instruction, first, final, between))
         got = parse_judgement(text)
         if got is None:
             why = "no reply from the judge" if text is None else f"unparsable reply: {text[:200]!r}"
