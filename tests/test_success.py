@@ -107,6 +107,16 @@ def test_malformed_predicate_is_one_line_before_any_episode(tmp_path):
     assert r.exit_code == 2 and "judge:openai:<model>" in r.output
 
 
+def test_oracle_is_recorded_where_there_is_one_and_refused_elsewhere(tmp_path):
+    r = CliRunner().invoke(cli.app, ["eval", "-d", "gui-sim:settings", "-p", "expert", "-n", "2", "--success", "oracle",
+                                     "--json", str(tmp_path / "r.json")])
+    assert r.exit_code == 0, r.output
+    rows = json.loads((tmp_path / "r.json").read_text())["per_episode"]
+    assert [(e["success"], e["info"]["success_label"]["source"]) for e in rows] == [(True, "oracle")] * 2
+    r = CliRunner().invoke(cli.app, ["run", "-d", CHEETAH, "-p", "random", "--no-record", "--success", "oracle"])
+    assert r.exit_code == 2 and "has no simulator check" in r.output
+
+
 # -- semantics on a real UI tree and a real MuJoCo state ----------------------------------------------
 
 def test_element_atoms_on_gui_sim_settings_tree():
