@@ -5,7 +5,6 @@ import contextlib
 import os
 from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
 
 from embodia.devices.embodiment import Embodiment
 from embodia.devices.observation import Observation
@@ -96,6 +95,7 @@ class Policy:
     ``predict_chunk(obs, instruction, prefix=, prefix_weights=)`` continues an unexecuted plan) and
     ``horizon`` (the length of the chunks it returns; None: the embodiment's chunk).
 
+    >>> import numpy as np
     >>> class Still(Policy):
     ...     def act(self, obs, instruction):
     ...         return np.zeros((1, 2), np.float32)

@@ -34,7 +34,7 @@ from embodia.agent.cli.app import (
     run_meta,
     session,
 )
-from embodia.agent.cli.run import episodes_with_progress, fleet_with_progress, steered_by
+from embodia.agent.cli.run import SuccessOpt, episodes_with_progress, fleet_with_progress, labeler_for, steered_by
 
 
 @app.command("eval")
@@ -54,7 +54,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
           size: Optional[str] = SizeOpt, base_url: Optional[str] = BaseUrlOpt,
           api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt, samples: int = SamplesOpt,
           select: str = SelectOpt, workers: Optional[int] = WorkersOpt, ray_address: Optional[str] = RayAddressOpt,
-          async_exec: bool = AsyncOpt, smooth: str = SmoothOpt):
+          async_exec: bool = AsyncOpt, smooth: str = SmoothOpt, success: Optional[str] = SuccessOpt):
     """Evaluate a policy: success rate with a 95% Wilson interval, splits, timing; JSON report."""
     check_inputs(locals())
     from embodia.agent.evaluation.evaluate import async_summary, summarize, write_json
@@ -63,6 +63,8 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
         check_execution(async_exec=async_exec, memory_online=memory == "online", workers=workers, jobs=jobs)
     except ValueError as e:
         fail(str(e))
+    if success and (memory == "online" or workers):
+        fail("--success labels episodes in this process; it does not combine with --memory online or --workers")
     opts = policy_options(base_url, api_key_env, coords, samples, select)
     header = dict(device=device, policy=policy, shift=shift)
     with session(device, policy, shift, size, **opts) as (dev, pol):
@@ -80,9 +82,11 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
             rep = fleet_summary(results, fleet, seed=seed, embodiment=dev.embodiment.name, **header)
             print_report(rep)
         else:
+            labeler = labeler_for(success, dev, base_url, api_key_env)
             steered = steered_by(pol, None if memory == "off" else memory, device, dev)
             try:
                 results = episodes_with_progress(dev, steered, episodes=episodes, seed=seed, label="eval",
+                                                 labeler=labeler,
                                                  writer=recorder(record, dev), async_exec=async_exec, smooth=smooth,
                                                  episode_meta=run_meta(device, shift, size, policy))
             finally:
@@ -90,6 +94,9 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
                     steered.memory.save(memory)
             rep = summarize(results, seed=seed, embodiment=dev.embodiment.name, **header)
             print_report(rep)
+            if rep["unverified_episodes"]:
+                console.print(f"{rep['unverified_episodes']} of {rep['episodes']} episodes unverified (--success "
+                              f"{success}): not counted in the rate, not stored in a memory")
             if async_exec:
                 rep["async"] = async_summary(results, smooth)
                 print_async(rep["async"])

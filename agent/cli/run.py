@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from embodia.agent.cli.app import (
     AllowOpt,
@@ -37,6 +38,33 @@ from embodia.agent.cli.app import (
     slug,
 )
 
+SuccessOpt = typer.Option(None, "--success", help="who says an episode succeeded: oracle (the simulator's "
+                          "check; default where there is one) | ask (a person, on the terminal) | "
+                          "check:<predicate> (e.g. 'element(role=Switch, text=\"Wi-Fi\", checked=true)' or "
+                          "'state.puck_y > 0.3') | judge:openai:<model> (with --base-url). Only verified labels "
+                          "teach --memory")
+
+
+def labeler_for(spec: Optional[str], device, base_url: Optional[str] = None, api_key_env: str = "OPENAI_API_KEY"):
+    """The episode labeler for ``--success`` (`embodia.agent.loop.success`), or a one-line error."""
+    from embodia.agent.loop.success import SuccessSourceError, make_labeler
+    try:
+        return make_labeler(spec, device, base_url=base_url, api_key_env=api_key_env,
+                            say=lambda m: console.print(f"[yellow]{escape(m)}[/yellow]", soft_wrap=True))
+    except SuccessSourceError as e:
+        fail(str(e))
+
+
+def label_note(r) -> str:
+    """How an episode's success was labelled, in words (empty when no label was made)."""
+    lab = r.info.get("success_label")
+    if not lab:
+        return ""
+    conf = f", confidence {lab['confidence']:.2f}" if lab.get("confidence") is not None else ""
+    state = "verified" if lab["verified"] else "unverified, not stored"
+    said = {True: "success", False: "failure", None: "unknown"}[lab["success"]]
+    return f"; label {said} by {lab['source']} ({state}{conf}{': ' + lab['reason'] if lab.get('reason') else ''})"
+
 
 def episodes_with_progress(device, policy, *, episodes: int, seed: int, label: str, writer=None, **run_kw):
     """``run_episodes`` with a progress bar showing the running success rate; errors and Ctrl-C
@@ -50,8 +78,15 @@ def episodes_with_progress(device, policy, *, episodes: int, seed: int, label: s
             check_async(device, policy, run_kw.get("smooth", "none"))
         except ValueError as e:
             fail(f"--async: {e}")
+    from embodia.agent.loop.success import AskLabeler, JudgeLabeler
+    lab = run_kw.get("labeler")
+    asking = isinstance(lab, AskLabeler) and lab.interactive
+    if isinstance(lab, JudgeLabeler):
+        run_kw["on_step"] = lab.on_step        # it keeps a few frames in between for the judge
     done: list = []
     with progress() as bar:
+        if asking:
+            bar.stop()      # a live bar would redraw over the question and the person's answer
         task = bar.add_task(label, total=episodes, status="")
 
         def on_episode(i, r):
@@ -125,6 +160,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         allow: Optional[list[str]] = AllowOpt, base_url: Optional[str] = BaseUrlOpt,
         api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt, samples: int = SamplesOpt,
         select: str = SelectOpt, async_exec: bool = AsyncOpt, smooth: str = SmoothOpt,
+        success: Optional[str] = SuccessOpt,
         instruction: Optional[str] = typer.Option(None, "--instruction", "-i", help="the task in words "
                                                   "(default: the device's own, for simulated tasks)")):
     """Run a policy on a device, recording every episode (LeRobotDataset v3 layout; GUI devices:
@@ -134,10 +170,11 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
     with session(device, policy, shift, size, **policy_options(base_url, api_key_env, coords, samples,
                                                                select)) as (dev, pol):
         writer = recorder(out, dev)
+        labeler = labeler_for(success, dev, base_url, api_key_env)
         steered = steered_by(pol, memory, device, dev)
         try:
             results = episodes_with_progress(
-                dev, steered, episodes=episodes, seed=seed, label="run", writer=writer,
+                dev, steered, episodes=episodes, seed=seed, label="run", writer=writer, labeler=labeler,
                 episode_meta=run_meta(device, shift, size, policy), max_steps=max_steps, instruction=instruction,
                 async_exec=async_exec, smooth=smooth, gate=gate(allow, dev) if dev.embodiment.is_gui else None)
         finally:
@@ -147,7 +184,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         outcome = {True: "[green]success[/green]", False: "[red]failure[/red]", None: "done"}[r.success]
         console.print(f"seed {r.seed}: {outcome} in {r.steps} steps; {r.instruction!r}; "
                       f"policy {r.timing['policy_s'] * 1e3:.0f} ms, device {r.timing['device_s'] * 1e3:.0f} ms"
-                      + async_note(r.timing.get("async"))
+                      + async_note(r.timing.get("async")) + label_note(r)
                       + (f"; recorded as episode {r.episode_index} in {out}" if writer else ""))
     if any(r.error for r in results):
         raise typer.Exit(1)
@@ -161,13 +198,15 @@ def record(out: Path = typer.Option(..., "--out", "-o", help="dataset directory 
                                              "episodes succeeded (at most 10x as many tries; failures are "
                                              "recorded too, marked as such)"),
            size: Optional[str] = SizeOpt, workers: Optional[int] = WorkersOpt,
-           ray_address: Optional[str] = RayAddressOpt):
+           ray_address: Optional[str] = RayAddressOpt, success: Optional[str] = SuccessOpt):
     """Record episodes into a LeRobotDataset v3 directory."""
     check_inputs(locals())
     from embodia.agent.evaluation.evaluate import summarize
     fleet = None
     if only_success and workers:
         fail("--only-success records in this process; it does not combine with --workers")
+    if success and workers:
+        fail("--success labels episodes in this process; it does not combine with --workers")
     with session(device, policy, shift, size) as (dev, pol):
         writer = recorder(out, dev)
         meta = run_meta(device, shift, size, policy)
@@ -179,6 +218,7 @@ def record(out: Path = typer.Option(..., "--out", "-o", help="dataset directory 
         else:
             results = episodes_with_progress(dev, pol, episodes=10 * episodes if only_success else episodes,
                                              seed=seed, writer=writer, episode_meta=meta, label="record",
+                                             labeler=labeler_for(success, dev),
                                              until_successes=episodes if only_success else None)
         writer.close()
     rep = summarize(results)

@@ -150,6 +150,14 @@ def base_url(v) -> None:
         raise InputError(f"--base-url {v!r}: expected an http:// or https:// URL")
 
 
+def success(v) -> None:
+    from embodia.agent.loop.success import SuccessSourceError, check_source
+    try:
+        check_source(v)
+    except SuccessSourceError as e:
+        raise InputError(str(e)) from None
+
+
 def text(name: str, v, limit: int = 2000) -> None:
     if v is not None and (not v.strip() or len(v) > limit or "\x00" in v):
         raise InputError(f"{_opt(name)}: expected 1..{limit} characters of text")
@@ -158,7 +166,7 @@ def text(name: str, v, limit: int = 2000) -> None:
 # option name -> its check (options of several commands share a name and a meaning)
 _CHECKS = {
     "device": device, "size": size, "allow": allow, "memory": memory, "episode": episode,
-    "ablations": ablations, "base_url": base_url,
+    "ablations": ablations, "base_url": base_url, "success": success,
     "coords": lambda v: choice("coords", v), "select": lambda v: choice("select", v),
     "smooth": lambda v: choice("smooth", v),
     "episodes": lambda v: count("episodes", v, 1, 10 ** 7), "max_steps": lambda v: count("max_steps", v, 1, 10 ** 7),

@@ -17,6 +17,8 @@ def _categorical(info: dict, prefix: str = "") -> dict[str, str]:
     """Flatten string-valued facts (e.g. gap=left, policy.mode=right) for the per-category split."""
     out = {}
     for k, v in info.items():
+        if k == "success_label" and not prefix:      # its source and reason are no split of the task
+            continue
         if isinstance(v, dict):
             out.update(_categorical(v, f"{prefix}{k}."))
         elif isinstance(v, str):
@@ -54,6 +56,7 @@ def summarize(results: list[EpisodeResult], **header) -> dict:
         **header,
         "episodes": len(results),
         "verified_episodes": n,
+        "unverified_episodes": sum(1 for r in results if (r.info.get("success_label") or {}).get("verified") is False),
         "successes": k,
         "success_rate": k / n if n else None,
         "wilson95": list(wilson(k, n)) if n else None,

@@ -280,14 +280,15 @@ class _AsyncRun:
 def run_async(device, policy, *, seed: int | None = None, instruction: str | None = None,
               max_steps: int | None = None, exec_horizon: int | None = None, recorder=None,
               episode_meta: dict | None = None, pace: bool = True, on_step: Callable | None = None,
-              smooth: str = "none", hz: float | None = None) -> EpisodeResult:
+              smooth: str = "none", hz: float | None = None, labeler=None) -> EpisodeResult:
     """One episode with asynchronous execution; the arguments mean what they mean for
     `run_episode`. `timing["async"]` holds the achieved control rate, the inference delays (in
     control steps), the stall steps, the steps where a new chunk took over and, for each, the action
     the previous plan held for that step (how far the switch departs from the old plan)."""
     check_async(device, policy, smooth)
     run = EpisodeRun(device, policy, seed=seed, instruction=instruction, max_steps=max_steps,
-                     recorder=recorder, episode_meta=episode_meta, pace=pace, on_step=on_step, hz=hz)
+                     recorder=recorder, episode_meta=episode_meta, pace=pace, on_step=on_step, hz=hz,
+                     labeler=labeler)
     old_threads = _limit_torch_threads()
     loop = _AsyncRun(run, smooth, exec_horizon or device.embodiment.exec_horizon)
     try:

@@ -75,15 +75,20 @@ class EpisodeRun:
 
     def __init__(self, device, policy, *, seed: int | None = None, instruction: str | None = None,
                  max_steps: int | None = None, recorder=None, episode_meta: dict | None = None,
-                 pace: bool = False, on_step: Callable | None = None, hz: float | None = None):
+                 pace: bool = False, on_step: Callable | None = None, hz: float | None = None,
+                 labeler: Callable | None = None):
+        """``labeler(device, first_obs, final_obs, instruction, seed)`` labels the episode at its end
+        (`embodia.agent.loop.success`): its label replaces the device's own check; only a verified
+        one reaches the policy's ``end_episode``."""
         self.device, self.policy, self.recorder = device, as_policy(policy), recorder
+        self.labeler = labeler
         emb = device.embodiment
         self.gui = emb.is_gui
         self.can_verify = "success" in device.capabilities
         self.max_steps = max_steps or getattr(device, "max_steps", None) or DEFAULT_MAX_STEPS
         self.period = 1.0 / (hz or emb.hz)
         self.pace, self.on_step, self.seed = pace, on_step, seed
-        self.obs = device.reset(seed)
+        self.obs = self.first_obs = device.reset(seed)
         self.policy.reset(seed)
         self.instruction = instruction or getattr(device, "instruction", "") or ""
         self.ep = (recorder.begin_episode(task=self.instruction, seed=seed, meta=episode_meta or {})
@@ -175,10 +180,17 @@ class EpisodeRun:
         pinfo = self.policy.info()
         if pinfo:
             info["policy"] = dict(pinfo)
-        if self.can_verify and ok and not self.interrupted:
+        success = self.success if self.can_verify else None
+        if self.labeler is not None and ok and not self.interrupted:
+            label = self.labeler(self.device, self.first_obs, self.obs, self.instruction, self.seed)
+            info["success_label"] = label.to_dict()
+            success = bool(label.success) if label.verified else None   # unverified: never steers, not counted
+            if label.verified:
+                self.policy.end_episode(success)
+        elif self.can_verify and ok and not self.interrupted:
             self.policy.end_episode(bool(self.success))   # a success memory stores it or credits a failure
         return EpisodeResult(seed=self.seed, instruction=self.instruction,
-                             success=self.success if self.can_verify else None, steps=self.steps, info=info,
+                             success=success, steps=self.steps, info=info,
                              timing=timing, interrupted=self.interrupted, error=self.error)
 
     def _save(self, result: EpisodeResult) -> int | None:

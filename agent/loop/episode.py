@@ -30,7 +30,7 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
                 max_steps: int | None = None, exec_horizon: int | None = None, recorder=None,
                 episode_meta: dict | None = None, pace: bool | None = None,
                 on_step: Callable | None = None, gate=None, async_exec: bool = False,
-                smooth: str = "none", hz: float | None = None) -> EpisodeResult:
+                smooth: str = "none", hz: float | None = None, labeler=None) -> EpisodeResult:
     """Run one episode; record it if `recorder` (a DatasetWriter, or a GuiRecorder for GUI
     devices) is given.
 
@@ -42,16 +42,18 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
     the episode (replay uses it to stop on divergence). A policy returning None (or an empty chunk)
     has nothing more to do. GUI actions pass `gate` (a SafetyGate; by default one whose answer is
     always No, except on a "sandbox" device such as gui-sim): a refused action is recorded, not
-    executed, and ends the episode. A `terminate` action ends it too.
+    executed, and ends the episode. A `terminate` action ends it too. `labeler` labels the episode's
+    success at its end (`embodia.agent.loop.success`; None: the device's own check).
     """
     if async_exec:
         return run_async(device, policy, seed=seed, instruction=instruction, max_steps=max_steps,
                          exec_horizon=exec_horizon, recorder=recorder, episode_meta=episode_meta,
-                         pace=True if pace is None else pace, on_step=on_step, smooth=smooth, hz=hz)
+                         pace=True if pace is None else pace, on_step=on_step, smooth=smooth, hz=hz,
+                         labeler=labeler)
     if smooth != "none":
         raise ValueError(f"smooth={smooth!r} applies to asynchronous execution (async_exec=True)")
     run = EpisodeRun(device, policy, seed=seed, instruction=instruction, max_steps=max_steps,
-                     recorder=recorder, episode_meta=episode_meta, on_step=on_step, hz=hz,
+                     recorder=recorder, episode_meta=episode_meta, on_step=on_step, hz=hz, labeler=labeler,
                      pace=("realtime" in device.capabilities) if pace is None else pace)
     if run.gui and gate is None:
         gate = default_gate(device)
