@@ -63,6 +63,16 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
         fail(str(e))
     opts = policy_options(base_url, api_key_env, coords, samples, select)
     header = dict(device=device, policy=policy, shift=shift)
+    from embodia.agent.evaluation.suite import parse_suite
+    if parse_suite(device):   # sim:metaworld/mt50 and friends: every task of the suite
+        if memory != "off" or workers or async_exec or record:
+            fail(f"{device} is a suite: --memory, --workers, --async and --record apply to one task "
+                 f"(e.g. sim:metaworld/reach-v3) for now")
+        rep = suite_eval(device, policy, shift=shift, size=size, episodes=episodes, seed=seed)
+        if json_out:
+            write_json(rep, json_out)
+            console.print(f"report written to {json_out}")
+        return
     with session(device, policy, shift, size, **opts) as (dev, pol):
         if memory == "online":
             rep = memory_report(dev, pol, device, ablations=[a for a in ablations.split(",") if a], plot=plot,
@@ -95,6 +105,29 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
         write_json(rep, json_out)
         console.print(f"report written to {json_out}")
     lost_exit(rep)
+
+
+def suite_eval(device: str, policy: str, *, shift, size, episodes: int, seed: int) -> dict:
+    """Every task of a suite with a progress bar; the per-task, per-group and overall table printed."""
+    from embodia.agent.evaluation.suite import parse_suite, run_suite, suite_table, suite_tasks
+    name, query = parse_suite(device)
+    query.update({k: v for k, v in (("shift", shift), ("size", size)) if v})
+    with progress() as bar:
+        task = bar.add_task(f"eval {name}", total=len(suite_tasks(name)) * episodes, status="")
+        wins: list[bool] = []
+
+        def on_episode(t, i, r):
+            wins.append(bool(r.success))
+            bar.update(task, advance=1, status=f"{t}: {sum(wins)}/{len(wins)}")
+        try:
+            rep = run_suite(name, policy, episodes=episodes, seed=seed, query=query, on_episode=on_episode)
+        except (ValueError, ImportError, FileNotFoundError) as e:
+            fail(str(e))
+    console.print(suite_table(rep), markup=False, highlight=False)
+    t = rep["timing"]
+    console.print(f"{sum(r['episodes'] for r in rep['tasks'].values())} episodes in {t['wall_s']:.1f} s "
+                  f"({t['episodes_per_s']:.2f} episodes/s); render: {rep['protocol']['device_query']}")
+    return rep
 
 
 def print_async(a: dict) -> None:

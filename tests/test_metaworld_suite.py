@@ -1,0 +1,67 @@
+"""Meta-World evaluation suites: task groups, rendering only what the policy reads, the report, the CLI."""
+import json
+
+import pytest
+
+pytest.importorskip("metaworld")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from embodia.agent.cli.app import app  # noqa: E402
+from embodia.agent.evaluation.suite import parse_suite, policy_reads, run_suite, suite_table  # noqa: E402
+from embodia.devices import open_device  # noqa: E402
+from embodia.sim.metaworld import GROUPS, SUITES, group_of, list_tasks, suite_tasks  # noqa: E402
+
+
+def test_groups_partition_mt50_as_lerobot_counts_them():
+    every = [t for tasks in GROUPS.values() for t in tasks]
+    assert sorted(every) == sorted(list_tasks()) == sorted(suite_tasks("mt50"))
+    assert {g: len(t) for g, t in GROUPS.items()} == {"easy": 28, "medium": 11, "hard": 6, "very_hard": 5}
+    from metaworld.env_dict import MT10_V3
+    assert set(SUITES["mt10"]) == set(MT10_V3)
+    assert group_of("peg-insert-side-v3") == "medium"
+    with pytest.raises(ValueError, match="unknown Meta-World suite"):
+        suite_tasks("mt51")
+
+
+def test_suite_uris_and_what_policies_read():
+    assert parse_suite("sim:metaworld/very_hard?shift=heavy") == ("very_hard", {"shift": "heavy"})
+    assert parse_suite("sim:metaworld/push-v3") is None and parse_suite("sim:twogap-push") is None
+    assert policy_reads("expert") == {"render": "0"} and policy_reads("replay:x") == {"render": "0"}
+    # the bundled checkpoint reads the corner camera at 96x96 (from its config, no weights loaded)
+    assert policy_reads("embodia-tiny") == {"camera": "corner", "size": "96x96"}
+    with open_device("sim:metaworld/reach-v3?render=0") as dev:
+        assert dev.reset(seed=0).images == {} and "render" not in dev.capabilities
+
+
+def test_run_suite_reports_tasks_groups_overall_on_paired_seeds():
+    tasks = ["reach-v3", "push-v3"]
+    rep = run_suite("mt50", "expert", episodes=3, seed=5, tasks=tasks)
+    assert list(rep["tasks"]) == tasks and rep["protocol"]["max_steps"] == 500
+    assert rep["protocol"]["device_query"]["render"] == "0"
+    for t in tasks:
+        row = rep["tasks"][t]
+        assert row["episodes"] == 3 and len(row["outcomes"]) == 3 and row["errors"] == []
+        lo, hi = row["wilson95"]
+        assert lo <= row["success_rate"] <= hi
+    assert set(rep["groups"]) == {"easy", "hard"} and rep["groups"]["hard"]["tasks"] == 1
+    assert rep["overall"]["episodes"] == 6
+    assert rep["overall"]["successes"] == sum(r["successes"] for r in rep["tasks"].values())
+    # a policy that cannot do the task fails it within the (shortened) horizon: the report can say 0
+    bad = run_suite("mt50", "random", episodes=2, seed=5, tasks=["push-v3"], query={"max_steps": "5"})
+    assert bad["overall"]["successes"] == 0 and bad["tasks"]["push-v3"]["mean_length"] == 5
+    table = suite_table(rep)
+    assert "group hard (1 tasks)" in table and "overall mt50 (2 tasks)" in table
+
+
+def test_cli_eval_on_a_suite_writes_the_report(tmp_path):
+    out = tmp_path / "rep.json"
+    res = CliRunner().invoke(app, ["eval", "--device", "sim:metaworld/very_hard?max_steps=3", "--policy",
+                                   "random", "-n", "1", "--json", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rep = json.loads(out.read_text())
+    assert rep["overall"]["tasks"] == 5 and rep["overall"]["episodes"] == 5
+    assert "overall very_hard" in res.output
+    res = CliRunner().invoke(app, ["eval", "--device", "sim:metaworld/mt10", "--policy", "expert",
+                                   "--memory", "online"])
+    assert res.exit_code != 0 and "is a suite" in res.output
