@@ -62,6 +62,22 @@ class TrainConfig:
 
 
 # -- data -------------------------------------------------------------------------------------------
+def training_episodes(ds: LocalDataset, only_success: bool = True, log=print) -> list[int]:
+    """The episodes of ``ds`` to train on: the successful ones; every one when ``only_success`` is off,
+    or when no episode carries a success flag (a dataset written by LeRobot or another recorder holds
+    demonstrations, not verified outcomes: each counts as a demonstration, and the log says so).
+    Raises ValueError when nothing is left."""
+    flags = [e.get("success") for e in ds.episodes]
+    if only_success and flags and all(f is None for f in flags):
+        log(f"{ds.root}: no success flags (demonstrations, e.g. written by LeRobot): training on all "
+            f"{len(flags)} episodes")
+        only_success = False
+    eps = [i for i, f in enumerate(flags) if f or not only_success]
+    if not eps:
+        raise ValueError(f"{ds.root}: no {'successful ' if only_success else ''}episodes to train on")
+    return eps
+
+
 class Samples:
     """Every frame of every (successful) episode, ready to batch: resized images, normalized
     state, action chunks with horizon masks, and the token ids of its prompt text."""
@@ -79,9 +95,7 @@ class Samples:
             emb = ds.embodiment
             if emb.name not in cfg.embodiments:
                 raise ValueError(f"{ds.root}: embodiment {emb.name!r} is not in the model's registry")
-            eps = [i for i, e in enumerate(ds.episodes) if e.get("success") or not only_success]
-            if not eps:
-                raise ValueError(f"{ds.root}: no {'successful ' if only_success else ''}episodes to train on")
+            eps = training_episodes(ds, only_success, log=log)
             states, actions, starts, ends, text_ids, images = [], [], [], [], [], []
             n = 0
             for i in eps:
