@@ -74,6 +74,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
             console.print(f"report written to {json_out}")
         return
     with session(device, policy, shift, size, **opts) as (dev, pol):
+        say_threads(pol)
         if memory == "online":
             rep = memory_report(dev, pol, device, ablations=[a for a in ablations.split(",") if a], plot=plot,
                                 episodes=episodes, seed=seed, streams=streams, jobs=jobs, policy_spec=policy,
@@ -128,6 +129,19 @@ def suite_eval(device: str, policy: str, *, shift, size, episodes: int, seed: in
     console.print(f"{sum(r['episodes'] for r in rep['tasks'].values())} episodes in {t['wall_s']:.1f} s "
                   f"({t['episodes_per_s']:.2f} episodes/s); render: {rep['protocol']['device_query']}")
     return rep
+
+
+def say_threads(pol) -> None:
+    """One line naming the torch threads a bundled-size model runs with, and why that many."""
+    import sys
+    if "torch" not in sys.modules:      # no model loaded (scripted expert, ...): nothing to say
+        return
+    from embodia.agent.loop.factory import policy_threads
+    from embodia.policies.gui.head import GuiHeadPolicy
+    from embodia.policies.robot.vla import VLAPolicy
+    if isinstance(pol, (VLAPolicy, GuiHeadPolicy)):
+        import torch
+        console.print(f"torch threads: {torch.get_num_threads()} ({policy_threads()[1]})")
 
 
 def print_async(a: dict) -> None:

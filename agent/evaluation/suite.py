@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
-import platform
 import time
 from pathlib import Path
 
-from embodia.agent.evaluation.evaluate import run_episodes
+from embodia.agent.evaluation.evaluate import machine, run_episodes
 from embodia.agent.evaluation.stats import wilson
 from embodia.agent.loop.factory import BUNDLED, make_device, make_policy
 from embodia.sim.metaworld import GROUPS, SUITE_MAX_STEPS, SUITES, group_of, suite_tasks
@@ -154,7 +152,7 @@ def _report(suite, policy_spec, rows, *, seed, episodes, query, render, timing) 
                      "device_query": query},
         "timing": timing,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "machine": machine(),
     }
 
 
