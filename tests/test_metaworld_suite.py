@@ -65,3 +65,12 @@ def test_cli_eval_on_a_suite_writes_the_report(tmp_path):
     res = CliRunner().invoke(app, ["eval", "--device", "sim:metaworld/mt10", "--policy", "expert",
                                    "--memory", "online"])
     assert res.exit_code != 0 and "is a suite" in res.output
+
+
+def test_a_checkpoint_is_loaded_once_and_sees_the_camera_it_reads():
+    rep = run_suite("mt10", "embodia-tiny", episodes=1, tasks=["reach-v3", "push-v3"], query={"max_steps": "8"})
+    q = rep["protocol"]["device_query"]
+    assert q["camera"] == "corner" and q["size"] == "96x96" and "render" not in q
+    for row in rep["tasks"].values():
+        assert row["errors"] == [] and row["mean_length"] <= 8
+    assert rep["machine"]["torch_threads"] == 1
