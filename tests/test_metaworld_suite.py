@@ -74,3 +74,11 @@ def test_a_checkpoint_is_loaded_once_and_sees_the_camera_it_reads():
     for row in rep["tasks"].values():
         assert row["errors"] == [] and row["mean_length"] <= 8
     assert rep["machine"]["torch_threads"] == 1
+
+
+def test_single_task_eval_renders_nothing_for_state_only_policies():
+    from embodia.agent.evaluation.suite import lean_uri
+    assert lean_uri("sim:metaworld/reach-v3", "expert") == "sim:metaworld/reach-v3?render=0"
+    assert lean_uri("sim:metaworld/reach-v3?render=1", "expert") == "sim:metaworld/reach-v3?render=1"
+    assert lean_uri("sim:metaworld/reach-v3", "embodia-tiny") == "sim:metaworld/reach-v3"
+    assert lean_uri("gui-sim:settings", "expert") == "gui-sim:settings"

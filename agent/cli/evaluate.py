@@ -73,7 +73,9 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
             write_json(rep, json_out)
             console.print(f"report written to {json_out}")
         return
-    with session(device, policy, shift, size, **opts) as (dev, pol):
+    from embodia.agent.evaluation.suite import lean_uri
+    uri = device if record else lean_uri(device, policy)   # render only what the policy reads
+    with session(uri, policy, shift, size, **opts) as (dev, pol):
         say_threads(pol)
         if memory == "online":
             rep = memory_report(dev, pol, device, ablations=[a for a in ablations.split(",") if a], plot=plot,
@@ -83,7 +85,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
         elif workers:
             from embodia.agent.fleet.runner import WorkerSpec, fleet_summary
             results, fleet = fleet_with_progress(
-                dev, pol, WorkerSpec(device, policy, shift, size, opts), episodes=episodes, seed=seed,
+                dev, pol, WorkerSpec(uri, policy, shift, size, opts), episodes=episodes, seed=seed,
                 writer=recorder(record, dev), meta=run_meta(device, shift, size, policy), label="eval",
                 workers=workers, address=ray_address, memory=None if memory == "off" else memory)
             rep = fleet_summary(results, fleet, seed=seed, embodiment=dev.embodiment.name, **header)

@@ -58,6 +58,23 @@ def policy_reads(policy_spec: str) -> dict[str, str]:
     return {}
 
 
+LEAN_DEVICES = ("sim:twogap-push", PREFIX)   # simulators whose URI takes render=0
+
+
+def lean_uri(uri: str, policy_spec: str) -> str:
+    """`uri` with ``render=0`` when the policy reads no image and the device is a simulator that can
+    skip rendering; unchanged otherwise (also when the URI already says ``render=``). Not for
+    recording: a dataset wants the images whoever acts.
+
+    >>> lean_uri("sim:twogap-push?shift=heavy", "expert"), lean_uri("sim:twogap-push", "embodia-tiny")
+    ('sim:twogap-push?shift=heavy&render=0', 'sim:twogap-push')
+    """
+    state_only = policy_spec in STATE_ONLY or policy_spec.startswith("replay:")
+    if not state_only or not uri.startswith(LEAN_DEVICES) or "render=" in uri:
+        return uri
+    return uri + ("&" if "?" in uri else "?") + "render=0"
+
+
 def task_uri(task: str, query: dict) -> str:
     """`sim:metaworld/<task>?k=v&...` (keys sorted, so the URI is stable)."""
     q = "&".join(f"{k}={v}" for k, v in sorted(query.items()))
