@@ -29,8 +29,9 @@ def main():
     ap.add_argument("--episodes", type=int, default=20, help="episodes per task")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--table", action="store_true", help="also print the table (stderr)")
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes (tasks in parallel)")
     args = ap.parse_args()
-    rep = run_suite(args.suite, args.policy, episodes=args.episodes, seed=args.seed)
+    rep = run_suite(args.suite, args.policy, episodes=args.episodes, seed=args.seed, jobs=args.jobs)
     if args.table:
         print(suite_table(rep), file=sys.stderr)
     out = {"benchmark": "metaworld_suite", "suite": args.suite, "policy": args.policy,

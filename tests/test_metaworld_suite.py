@@ -82,3 +82,12 @@ def test_single_task_eval_renders_nothing_for_state_only_policies():
     assert lean_uri("sim:metaworld/reach-v3?render=1", "expert") == "sim:metaworld/reach-v3?render=1"
     assert lean_uri("sim:metaworld/reach-v3", "embodia-tiny") == "sim:metaworld/reach-v3"
     assert lean_uri("gui-sim:settings", "expert") == "gui-sim:settings"
+
+
+def test_jobs_run_tasks_in_processes_with_the_serial_outcomes():
+    tasks = ["reach-v3", "stick-pull-v3", "door-open-v3"]
+    serial = run_suite("mt50", "expert", episodes=2, seed=3, tasks=tasks, query={"max_steps": "150"})
+    par = run_suite("mt50", "expert", episodes=2, seed=3, tasks=tasks, query={"max_steps": "150"}, jobs=2)
+    assert list(par["tasks"]) == tasks and par["timing"]["jobs"] == 2
+    assert {t: r["outcomes"] for t, r in par["tasks"].items()} == {t: r["outcomes"] for t, r in serial["tasks"].items()}
+    assert par["overall"] == serial["overall"] and par["timing"]["steps"] == serial["timing"]["steps"]

@@ -49,7 +49,8 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
                                         "no-filter,no-mode-selection,fixed-confidence,replay (robots); no-values (screens)"),
           plot: Optional[Path] = typer.Option(None, "--plot", help="learning-curve PNG (--memory online)"),
           jobs: int = typer.Option(1, "--jobs", min=1, help="worker processes for --memory online (streams "
-                                   "run in parallel, one torch thread each; same results as one process)"),
+                                   "run in parallel, one torch thread each; same results as one process) "
+                                   "and for suites (tasks in parallel)"),
           size: Optional[str] = SizeOpt, base_url: Optional[str] = BaseUrlOpt,
           api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt, samples: int = SamplesOpt,
           select: str = SelectOpt, workers: Optional[int] = WorkersOpt, ray_address: Optional[str] = RayAddressOpt,
@@ -68,7 +69,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
         if memory != "off" or workers or async_exec or record:
             fail(f"{device} is a suite: --memory, --workers, --async and --record apply to one task "
                  f"(e.g. sim:metaworld/reach-v3) for now")
-        rep = suite_eval(device, policy, shift=shift, size=size, episodes=episodes, seed=seed)
+        rep = suite_eval(device, policy, shift=shift, size=size, episodes=episodes, seed=seed, jobs=jobs)
         if json_out:
             write_json(rep, json_out)
             console.print(f"report written to {json_out}")
@@ -110,7 +111,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
     lost_exit(rep)
 
 
-def suite_eval(device: str, policy: str, *, shift, size, episodes: int, seed: int) -> dict:
+def suite_eval(device: str, policy: str, *, shift, size, episodes: int, seed: int, jobs: int = 1) -> dict:
     """Every task of a suite with a progress bar; the per-task, per-group and overall table printed."""
     from embodia.agent.evaluation.suite import parse_suite, run_suite, suite_table, suite_tasks
     name, query = parse_suite(device)
@@ -122,8 +123,14 @@ def suite_eval(device: str, policy: str, *, shift, size, episodes: int, seed: in
         def on_episode(t, i, r):
             wins.append(bool(r.success))
             bar.update(task, advance=1, status=f"{t}: {sum(wins)}/{len(wins)}")
+
+        def on_task(t, row):   # with --jobs: whole tasks come back from the workers
+            if jobs > 1:
+                wins.extend(row["outcomes"])
+                bar.update(task, advance=row["episodes"], status=f"{t}: {sum(wins)}/{len(wins)}")
         try:
-            rep = run_suite(name, policy, episodes=episodes, seed=seed, query=query, on_episode=on_episode)
+            rep = run_suite(name, policy, episodes=episodes, seed=seed, query=query, on_episode=on_episode,
+                            on_task=on_task, jobs=jobs)
         except (ValueError, ImportError, FileNotFoundError) as e:
             fail(str(e))
     console.print(suite_table(rep), markup=False, highlight=False)

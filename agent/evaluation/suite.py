@@ -110,33 +110,63 @@ class _Policies:
 
 def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, query: dict | None = None,
               render: str = "policy", threads: int | None = None, on_episode=None, on_task=None,
-              tasks: list[str] | None = None) -> dict:
+              tasks: list[str] | None = None, jobs: int = 1) -> dict:
     """Evaluate `policy_spec` on every task of `suite` (or the given subset `tasks`), `episodes` per task
     with seeds `seed .. seed + episodes - 1`. ``render``: "policy" renders only what the policy reads,
     "default" renders as a lone task does (one 96x96 camera; the benchmark's baseline). ``query`` goes
-    into every task's device URI (e.g. shift=heavy). ``on_episode(task, i, result)``, ``on_task(task, row)``
-    after each. The report: per task, per group, overall (Wilson 95%), protocol, timing."""
+    into every task's device URI (e.g. shift=heavy). ``on_episode(task, i, result)`` after each episode
+    (one process only), ``on_task(task, row)`` after each task. ``jobs`` > 1 runs tasks in that many
+    worker processes (one torch thread each; the same outcomes as one process at one thread, tasks
+    reported in suite order). The report: per task, per group, overall (Wilson 95%), protocol, timing."""
     if render not in RENDER_MODES:
         raise ValueError(f"render={render!r}; one of {RENDER_MODES}")
     names = list(tasks) if tasks else list(suite_tasks(suite))
     # What the user's URI says wins over what the policy reads (e.g. ?max_steps=200 for a quick look).
     q = {"max_steps": str(SUITE_MAX_STEPS), **(policy_reads(policy_spec) if render == "policy" else {}),
          **(query or {})}
-    policies = _Policies(policy_spec, threads)
-    rows: dict[str, dict] = {}
     t0 = time.perf_counter()
-    timing = {"policy_s": 0.0, "device_s": 0.0, "steps": 0}
-    for task in names:
-        rows[task] = _run_task(task, task_uri(task, q), policies, episodes, seed, on_episode, timing)
-        if on_task:
-            on_task(task, rows[task])
+    if jobs > 1:
+        rows = _run_parallel(names, q, policy_spec, episodes, seed, jobs, on_task)
+    else:
+        policies = _Policies(policy_spec, threads)
+        rows = {}
+        for task in names:
+            rows[task] = _run_task(task, task_uri(task, q), policies, episodes, seed, on_episode)
+            if on_task:
+                on_task(task, rows[task])
     wall = time.perf_counter() - t0
+    per_task = [r.pop("_timing") for r in rows.values()]
+    timing = {k: sum(t[k] for t in per_task) for k in ("policy_s", "device_s", "steps")}
     return _report(suite, policy_spec, rows, seed=seed, episodes=episodes, query=q, render=render,
-                   timing={**timing, "wall_s": wall,
+                   timing={**timing, "wall_s": wall, "jobs": jobs,
                            "episodes_per_s": sum(r["episodes"] for r in rows.values()) / wall if wall else None})
 
 
-def _run_task(task, uri, policies, episodes, seed, on_episode, timing) -> dict:
+_WORKER: dict = {}   # per worker process: its policy loader (a checkpoint loads once per process)
+
+
+def _worker_task(task: str, uri: str, policy_spec: str, episodes: int, seed: int) -> tuple[str, dict]:
+    if "policies" not in _WORKER:
+        _WORKER["policies"] = _Policies(policy_spec, 1)
+    return task, _run_task(task, uri, _WORKER["policies"], episodes, seed, None)
+
+
+def _run_parallel(names, q, policy_spec, episodes, seed, jobs, on_task) -> dict:
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    done: dict[str, dict] = {}
+    # spawn: a fresh interpreter per worker (no GL context or torch pool inherited through fork)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
+        futures = [ex.submit(_worker_task, t, task_uri(t, q), policy_spec, episodes, seed) for t in names]
+        for fut in as_completed(futures):
+            task, row = fut.result()
+            done[task] = row
+            if on_task:
+                on_task(task, row)
+    return {t: done[t] for t in names}
+
+
+def _run_task(task, uri, policies, episodes, seed, on_episode) -> dict:
     dev = make_device(uri)
     try:
         pol = policies.for_device(dev)
@@ -144,14 +174,13 @@ def _run_task(task, uri, policies, episodes, seed, on_episode, timing) -> dict:
                                on_episode=(lambda i, r: on_episode(task, i, r)) if on_episode else None)
     finally:
         dev.close()
-    for r in results:
-        timing["policy_s"] += r.timing.get("policy_s", 0.0)
-        timing["device_s"] += r.timing.get("device_s", 0.0)
-        timing["steps"] += r.steps
     outcomes = [bool(r.success) for r in results]
     return {"group": group_of(task), **cell(outcomes), "outcomes": outcomes,
             "mean_length": sum(r.steps for r in results) / len(results) if results else None,
-            "errors": [r.error for r in results if r.error is not None]}
+            "errors": [r.error for r in results if r.error is not None],
+            "_timing": {"policy_s": sum(r.timing.get("policy_s", 0.0) for r in results),
+                        "device_s": sum(r.timing.get("device_s", 0.0) for r in results),
+                        "steps": sum(r.steps for r in results)}}
 
 
 def _report(suite, policy_spec, rows, *, seed, episodes, query, render, timing) -> dict:
