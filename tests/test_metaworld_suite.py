@@ -91,3 +91,17 @@ def test_jobs_run_tasks_in_processes_with_the_serial_outcomes():
     assert list(par["tasks"]) == tasks and par["timing"]["jobs"] == 2
     assert {t: r["outcomes"] for t, r in par["tasks"].items()} == {t: r["outcomes"] for t, r in serial["tasks"].items()}
     assert par["overall"] == serial["overall"] and par["timing"]["steps"] == serial["timing"]["steps"]
+
+
+def test_record_a_suite_one_dataset_per_task(tmp_path):
+    from embodia.agent.recording.dataset import LocalDataset
+    out = tmp_path / "demos"
+    res = CliRunner().invoke(app, ["record", "--device", "sim:metaworld/mt10?max_steps=4", "--policy", "random",
+                                   "-n", "1", "--seed", "1000", "--out", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == sorted(SUITES["mt10"])
+    ds = LocalDataset(out / "push-v3")
+    assert len(ds.episodes) == 1 and ds.episodes[0]["success"] is False and ds.episodes[0]["length"] == 4
+    ep = ds.episode(0)
+    assert ep["meta"]["device"].startswith("sim:metaworld/push-v3?") and ep["seed"] == 1000
+    assert len(list(ds.frames(0, "corner"))) == 4          # a dataset keeps the images

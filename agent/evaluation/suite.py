@@ -183,6 +183,47 @@ def _run_task(task, uri, policies, episodes, seed, on_episode) -> dict:
                         "steps": sum(r.steps for r in results)}}
 
 
+def record_suite(suite: str, policy_spec: str, out, *, episodes: int, seed: int = 0, only_success: bool = False,
+                 query: dict | None = None, on_task=None, tasks: list[str] | None = None) -> dict:
+    """Record ``episodes`` per task of ``suite`` into ``out/<task>/``, one LeRobotDataset per task
+    (Meta-World's state bounds differ from task to task, so each task describes its own body). The
+    device renders as a lone task does (a dataset wants the images whoever acts). Episode i of every
+    task uses seed ``seed + i``; with ``only_success`` each task records until ``episodes`` succeeded
+    (at most 10x as many tries; failures are recorded too, marked as such). Returns per-task counts.
+
+    >>> rep = record_suite("mt50", "expert", "/tmp/demos", episodes=50, seed=1000)   # doctest: +SKIP
+    """
+    from pathlib import Path
+
+    from embodia.agent.recording.recorder import open_recorder
+    names = list(tasks) if tasks else list(suite_tasks(suite))
+    q = {"max_steps": str(SUITE_MAX_STEPS), **(query or {})}
+    policies = _Policies(policy_spec, None)
+    rows = {}
+    for task in names:
+        uri = task_uri(task, q)
+        dev = make_device(uri)
+        try:
+            pol = policies.for_device(dev)
+            writer = open_recorder(Path(out) / task, dev.embodiment)
+            try:
+                results = run_episodes(dev, pol, episodes=10 * episodes if only_success else episodes, seed=seed,
+                                       recorder=writer, until_successes=episodes if only_success else None,
+                                       episode_meta={"device": uri, "shift": q.get("shift"), "size": q.get("size"),
+                                                     "policy": policy_spec})
+            finally:
+                writer.close()
+        finally:
+            dev.close()
+        rows[task] = {"group": group_of(task), "recorded": len(results),
+                      "successes": sum(bool(r.success) for r in results), "steps": sum(r.steps for r in results)}
+        if on_task:
+            on_task(task, rows[task])
+    return {"suite": suite, "policy": policy_spec, "out": str(out), "seed": seed, "tasks": rows,
+            "recorded": sum(r["recorded"] for r in rows.values()),
+            "successes": sum(r["successes"] for r in rows.values())}
+
+
 def _report(suite, policy_spec, rows, *, seed, episodes, query, render, timing) -> dict:
     groups = {g: cell([o for t, r in rows.items() if t in tasks for o in r["outcomes"]])
               for g, tasks in GROUPS.items() if any(t in rows for t in tasks)}
