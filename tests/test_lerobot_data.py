@@ -68,3 +68,26 @@ def test_ingest_needs_the_explicit_flag(ckpt, tmp_path):
     assert res.exit_code == 0 and "ingested 3 episodes" in res.output, res.output
     res = run(app, ["memory", "stats", str(mem)], catch_exceptions=False)
     assert "planar_pusher/twogap-push" in res.output and "entries=" in res.output
+
+
+def test_norms_are_fitted_on_every_dataset_of_a_body():
+    """A recorded suite gives one dataset per task, all of one body: the normalizer spans them all."""
+    import numpy as np
+
+    from embodia.agent.training.train import fit_norms
+
+    class Emb:
+        name = "sawyer"
+
+    class DS:
+        embodiment = Emb()
+
+        def __init__(self, lo, hi):
+            self.rows = np.linspace(lo, hi, 200)[:, None] * np.ones((1, 2))
+
+        def episode(self, i):
+            return {"state": self.rows, "action": self.rows[:, :1]}
+    norms = fit_norms([DS(0.0, 1.0), DS(5.0, 6.0)], [[0], [0]])
+    q01, q99 = norms["sawyer"]["action"]["q01"][0], norms["sawyer"]["action"]["q99"][0]
+    assert q01 < 0.1 and q99 > 5.9           # the first dataset alone would give [0.01, 0.99]
+    assert fit_norms([DS(0.0, 1.0)], [[0]], skip={"sawyer": {}}) == {}
