@@ -105,3 +105,5 @@ def test_record_a_suite_one_dataset_per_task(tmp_path):
     ep = ds.episode(0)
     assert ep["meta"]["device"].startswith("sim:metaworld/push-v3?") and ep["seed"] == 1000
     assert len(list(ds.frames(0, "corner"))) == 4          # a dataset keeps the images
+    from embodia.agent.training.train import expand_data
+    assert expand_data([out]) == [str(out / t) for t in sorted(SUITES["mt10"])]   # train --data <suite folder>

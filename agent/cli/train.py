@@ -9,7 +9,8 @@ from embodia.agent.cli.app import app, console, fail
 
 
 @app.command()
-def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory (repeat for several bodies)"),
+def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory (repeat for several "
+                                                                   "bodies), or a folder of them (a recorded suite)"),
           out: Path = typer.Option(..., "--out", "-o", help="checkpoint directory"),
           steps: int = typer.Option(10000, "--steps", min=1), batch_size: int = typer.Option(64, "--batch-size"),
           lr: float = typer.Option(1e-3, "--lr"), seed: int = typer.Option(0, "--seed"),
@@ -21,7 +22,8 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
     from embodia.agent.recording.dataset import DatasetError
     from embodia.agent.training.train import TrainConfig
     from embodia.agent.training.train import train as run_training
-    cfg = TrainConfig(data=[str(d) for d in data], out=str(out), steps=steps, batch_size=batch_size, lr=lr,
+    from embodia.agent.training.train import expand_data
+    cfg = TrainConfig(data=expand_data(data), out=str(out), steps=steps, batch_size=batch_size, lr=lr,
                       seed=seed, save_every=save_every, threads=threads, hidden=hidden, layers=layers)
     try:
         run_training(cfg, resume=resume, log=console.print)

@@ -62,6 +62,21 @@ class TrainConfig:
 
 
 # -- data -------------------------------------------------------------------------------------------
+def expand_data(paths) -> list[str]:
+    """Dataset directories from ``--data`` paths: a dataset stays itself; a folder of datasets (what
+    `embodia record` writes for a suite: one dataset per task) becomes its datasets, in name order.
+
+    >>> expand_data(["data/twogap"])     # not on disk: left as given, the reader says what is wrong
+    ['data/twogap']
+    """
+    out = []
+    for p in map(Path, paths):
+        subs = sorted(d for d in p.iterdir() if (d / "meta" / "info.json").is_file()) \
+            if p.is_dir() and not (p / "meta").exists() else []
+        out.extend(str(d) for d in subs) if subs else out.append(str(p))
+    return out
+
+
 def fit_norms(datasets: list[LocalDataset], chosen: list[list[int]], skip=()) -> dict:
     """Per embodiment name, q01/q99 normalizers of state and action fitted on the chosen episodes of
     EVERY dataset of that body (one dataset per task, as a recorded suite writes them, share one
