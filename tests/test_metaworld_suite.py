@@ -107,3 +107,18 @@ def test_record_a_suite_one_dataset_per_task(tmp_path):
     assert len(list(ds.frames(0, "corner"))) == 4          # a dataset keeps the images
     from embodia.agent.training.train import expand_data
     assert expand_data([out]) == [str(out / t) for t in sorted(SUITES["mt10"])]   # train --data <suite folder>
+
+
+def test_one_memory_steers_the_whole_suite_task_by_task(tmp_path):
+    mem = tmp_path / "mem"
+    rep = run_suite("mt50", "embodia-tiny", episodes=1, tasks=["reach-v3", "button-press-v3"], memory=str(mem))
+    assert rep["memory"] == str(mem) and (mem / "meta.json").is_file()
+    res = CliRunner().invoke(app, ["memory", "stats", str(mem)], catch_exceptions=False)
+    won = [t for t, r in rep["tasks"].items() if r["successes"]]
+    assert won, rep["tasks"]                                # embodia-tiny reaches on seed 0
+    for t in won:                                           # each success stored under its own task
+        assert f"sawyer/metaworld/{t}:" in res.output
+    with pytest.raises(ValueError, match="one process"):
+        run_suite("mt10", "embodia-tiny", episodes=1, memory=str(mem), jobs=2)
+    with pytest.raises(ValueError, match="steers a VLA"):
+        run_suite("mt10", "expert", episodes=1, tasks=["reach-v3"], memory=str(tmp_path / "m2"))

@@ -66,10 +66,11 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
     header = dict(device=device, policy=policy, shift=shift)
     from embodia.agent.evaluation.suite import parse_suite
     if parse_suite(device):   # sim:metaworld/mt50 and friends: every task of the suite
-        if memory != "off" or workers or async_exec or record:
-            fail(f"{device} is a suite: --memory, --workers, --async and --record apply to one task "
-                 f"(e.g. sim:metaworld/reach-v3) for now")
-        rep = suite_eval(device, policy, shift=shift, size=size, episodes=episodes, seed=seed, jobs=jobs)
+        if memory == "online" or workers or async_exec or record:
+            fail(f"{device} is a suite: --memory online, --workers, --async and --record apply to one task "
+                 f"(e.g. sim:metaworld/reach-v3) for now; --memory PATH steers the whole suite")
+        rep = suite_eval(device, policy, shift=shift, size=size, episodes=episodes, seed=seed, jobs=jobs,
+                         memory=None if memory == "off" else memory)
         if json_out:
             write_json(rep, json_out)
             console.print(f"report written to {json_out}")
@@ -111,7 +112,8 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
     lost_exit(rep)
 
 
-def suite_eval(device: str, policy: str, *, shift, size, episodes: int, seed: int, jobs: int = 1) -> dict:
+def suite_eval(device: str, policy: str, *, shift, size, episodes: int, seed: int, jobs: int = 1,
+               memory: Optional[str] = None) -> dict:
     """Every task of a suite with a progress bar; the per-task, per-group and overall table printed."""
     from embodia.agent.evaluation.suite import parse_suite, run_suite, suite_table, suite_tasks
     name, query = parse_suite(device)
@@ -130,7 +132,7 @@ def suite_eval(device: str, policy: str, *, shift, size, episodes: int, seed: in
                 bar.update(task, advance=row["episodes"], status=f"{t}: {sum(wins)}/{len(wins)}")
         try:
             rep = run_suite(name, policy, episodes=episodes, seed=seed, query=query, on_episode=on_episode,
-                            on_task=on_task, jobs=jobs)
+                            on_task=on_task, jobs=jobs, memory=memory)
         except (ValueError, ImportError, FileNotFoundError) as e:
             fail(str(e))
     console.print(suite_table(rep), markup=False, highlight=False)

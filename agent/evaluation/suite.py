@@ -22,7 +22,7 @@ from pathlib import Path
 
 from embodia.agent.evaluation.evaluate import machine, run_episodes
 from embodia.agent.evaluation.stats import wilson
-from embodia.agent.loop.factory import BUNDLED, make_device, make_policy
+from embodia.agent.loop.factory import BUNDLED, device_namespace, make_device, make_policy, with_memory
 from embodia.sim.metaworld import GROUPS, SUITE_MAX_STEPS, SUITES, group_of, suite_tasks
 
 PREFIX = "sim:metaworld/"
@@ -93,31 +93,49 @@ def cell(outcomes: list[bool]) -> dict:
 
 
 class _Policies:
-    """One policy per task: a fresh scripted expert per task; a checkpoint loaded once and re-bound."""
+    """One policy per task: a fresh scripted expert per task; a checkpoint loaded once and re-bound.
+    With ``memory`` (a persistent memory file) the checkpoint is steered by ONE success memory for
+    the whole suite, each task in its own namespace (embodiment/task), saved by `close`."""
 
-    def __init__(self, spec: str, threads: int | None):
-        self.spec, self.threads, self.loaded = spec, threads, None
+    def __init__(self, spec: str, threads: int | None, memory: str | None = None):
+        self.spec, self.threads, self.loaded, self.memory, self.steered = spec, threads, None, memory, None
 
-    def for_device(self, dev):
+    def for_device(self, dev, uri: str = ""):
         if self.spec in STATE_ONLY or self.spec.startswith("replay:"):
+            if self.memory:
+                raise ValueError(f"--memory steers a VLA checkpoint, not {self.spec!r}")
             return make_policy(self.spec, dev, threads=self.threads)
         from embodia.policies.robot.vla import VLAPolicy
         if isinstance(self.loaded, VLAPolicy):
-            return self.loaded.bind(dev.embodiment)
-        self.loaded = make_policy(self.spec, dev, threads=self.threads)
-        return self.loaded
+            self.loaded.bind(dev.embodiment)
+        else:
+            self.loaded = make_policy(self.spec, dev, threads=self.threads)
+        if not self.memory:
+            return self.loaded
+        if self.steered is None:
+            self.steered = with_memory(self.loaded, self.memory, uri, dev)
+        self.steered.namespace = device_namespace(uri, dev.embodiment)
+        return self.steered
+
+    def close(self) -> None:
+        if self.steered is not None:
+            self.steered.memory.save(self.memory)
 
 
 def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, query: dict | None = None,
               render: str = "policy", threads: int | None = None, on_episode=None, on_task=None,
-              tasks: list[str] | None = None, jobs: int = 1) -> dict:
+              tasks: list[str] | None = None, jobs: int = 1, memory: str | None = None) -> dict:
     """Evaluate `policy_spec` on every task of `suite` (or the given subset `tasks`), `episodes` per task
     with seeds `seed .. seed + episodes - 1`. ``render``: "policy" renders only what the policy reads,
     "default" renders as a lone task does (one 96x96 camera; the benchmark's baseline). ``query`` goes
     into every task's device URI (e.g. shift=heavy). ``on_episode(task, i, result)`` after each episode
     (one process only), ``on_task(task, row)`` after each task. ``jobs`` > 1 runs tasks in that many
     worker processes (one torch thread each; the same outcomes as one process at one thread, tasks
-    reported in suite order). The report: per task, per group, overall (Wilson 95%), protocol, timing."""
+    reported in suite order). ``memory``: a persistent memory file that steers the checkpoint across the
+    whole suite, in one process, in task order (see `_Policies`). The report: per task, per group,
+    overall (Wilson 95%), protocol, timing."""
+    if memory and jobs > 1:
+        raise ValueError("--memory runs the suite in one process (one memory grows task after task); drop --jobs")
     if render not in RENDER_MODES:
         raise ValueError(f"render={render!r}; one of {RENDER_MODES}")
     names = list(tasks) if tasks else list(suite_tasks(suite))
@@ -128,18 +146,23 @@ def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, que
     if jobs > 1:
         rows = _run_parallel(names, q, policy_spec, episodes, seed, jobs, on_task)
     else:
-        policies = _Policies(policy_spec, threads)
+        policies = _Policies(policy_spec, threads, memory)
         rows = {}
-        for task in names:
-            rows[task] = _run_task(task, task_uri(task, q), policies, episodes, seed, on_episode)
-            if on_task:
-                on_task(task, rows[task])
+        try:
+            for task in names:
+                rows[task] = _run_task(task, task_uri(task, q), policies, episodes, seed, on_episode)
+                if on_task:
+                    on_task(task, rows[task])
+        finally:
+            policies.close()
     wall = time.perf_counter() - t0
     per_task = [r.pop("_timing") for r in rows.values()]
     timing = {k: sum(t[k] for t in per_task) for k in ("policy_s", "device_s", "steps")}
-    return _report(suite, policy_spec, rows, seed=seed, episodes=episodes, query=q, render=render,
+    rep = _report(suite, policy_spec, rows, seed=seed, episodes=episodes, query=q, render=render,
                    timing={**timing, "wall_s": wall, "jobs": jobs,
                            "episodes_per_s": sum(r["episodes"] for r in rows.values()) / wall if wall else None})
+    rep["memory"] = memory
+    return rep
 
 
 _WORKER: dict = {}   # per worker process: its policy loader (a checkpoint loads once per process)
@@ -169,7 +192,7 @@ def _run_parallel(names, q, policy_spec, episodes, seed, jobs, on_task) -> dict:
 def _run_task(task, uri, policies, episodes, seed, on_episode) -> dict:
     dev = make_device(uri)
     try:
-        pol = policies.for_device(dev)
+        pol = policies.for_device(dev, uri)
         results = run_episodes(dev, pol, episodes=episodes, seed=seed,
                                on_episode=(lambda i, r: on_episode(task, i, r)) if on_episode else None)
     finally:
@@ -204,7 +227,7 @@ def record_suite(suite: str, policy_spec: str, out, *, episodes: int, seed: int 
         uri = task_uri(task, q)
         dev = make_device(uri)
         try:
-            pol = policies.for_device(dev)
+            pol = policies.for_device(dev, uri)
             writer = open_recorder(Path(out) / task, dev.embodiment)
             try:
                 results = run_episodes(dev, pol, episodes=10 * episodes if only_success else episodes, seed=seed,
