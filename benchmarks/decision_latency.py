@@ -3,6 +3,10 @@
     python benchmarks/decision_latency.py --policy embodia-tiny --repeats 100
 
 Prints one JSON line with p50/p95 in ms at 1 and 2 torch threads, and the DiT's time per Euler step.
+Then the same decisions inside the real loop (`run_episode`, as `embodia eval` runs them): policy time
+per executed step at 1 and 2 threads, on a quiet machine and beside a busy neighbour process (one
+process spinning a core, started and stopped by this script), episodes interleaved thread by thread
+on the same seeds (`--in-loop-episodes`, 0 skips it).
 """
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ import argparse
 import json
 import os
 import platform
+import subprocess
+import sys
 import time
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -83,11 +89,38 @@ def memory_latency(policy, dev, repeats: int) -> dict:
     return out
 
 
+def in_loop(policy, dev, episodes: int) -> dict:
+    """Policy time per executed step inside `run_episode` at 1 and 2 threads, episode i on seed i for
+    both (their order alternates so drift weighs on both)."""
+    from embodia.agent.loop.episode import run_episode
+    rows = {t: {"steps": 0, "policy_s": 0.0, "wall_s": 0.0, "successes": 0} for t in (1, 2)}
+    for i in range(episodes):
+        for threads in ((1, 2) if i % 2 == 0 else (2, 1)):
+            torch.set_num_threads(threads)
+            t0 = time.perf_counter()
+            r = run_episode(dev, policy, seed=i)
+            row = rows[threads]
+            row["wall_s"] += time.perf_counter() - t0
+            row["steps"] += r.steps
+            row["policy_s"] += r.timing.get("policy_s", 0.0)
+            row["successes"] += int(bool(r.success))
+    return {f"threads_{t}": {"episodes": episodes, **{k: round(v, 3) if isinstance(v, float) else v
+                                                      for k, v in row.items()},
+                             "policy_ms_per_step": round(1e3 * row["policy_s"] / max(1, row["steps"]), 2)}
+            for t, row in rows.items()}
+
+
+def busy_neighbour() -> subprocess.Popen:
+    """A process that keeps one core busy (pure Python spin), as another job on the machine would."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--policy", default="embodia-tiny")
     ap.add_argument("--device", default="sim:twogap-push")
     ap.add_argument("--repeats", type=int, default=100)
+    ap.add_argument("--in-loop-episodes", type=int, default=6, help="per thread count and condition")
     args = ap.parse_args()
     with open_device(args.device) as dev:
         obs = dev.reset(0)
@@ -99,6 +132,17 @@ def main():
             res[f"threads_{threads}"] = measure(policy, obs, dev.instruction, args.repeats)
         torch.set_num_threads(1)
         res["memory_threads_1"] = memory_latency(policy, dev, args.repeats)
+        if args.in_loop_episodes:
+            res["in_loop_quiet"] = in_loop(policy, dev, args.in_loop_episodes)
+            neighbour = busy_neighbour()
+            try:
+                time.sleep(0.5)
+                res["in_loop_busy_neighbour"] = in_loop(policy, dev, args.in_loop_episodes)
+            finally:
+                neighbour.kill()
+                neighbour.wait()
+            res["in_loop_faster"] = {c: min((1, 2), key=lambda t: res[c][f"threads_{t}"]["policy_ms_per_step"])
+                                     for c in ("in_loop_quiet", "in_loop_busy_neighbour")}
         bb = policy.model.backbone
         params = sum(p.numel() for p in policy.model.parameters())
     print(json.dumps({"benchmark": "decision_latency", "policy": args.policy, "device": args.device,

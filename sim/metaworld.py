@@ -90,6 +90,56 @@ INSTRUCTIONS: dict[str, str] = {
     "window-open-v3": "slide the window open",
 }
 
+# Evaluation suites (`sim:metaworld/<suite>`). The difficulty groups are the ones LeRobot's
+# Meta-World environment evaluates (`--env.task=easy|medium|hard|very_hard`; 28 + 11 + 6 + 5 tasks);
+# MT10 is Meta-World's own MT10 list; MT50 is every task. Facts, not code: see README "Meta-World suites".
+GROUPS: dict[str, tuple[str, ...]] = {
+    "easy": ("button-press-v3", "button-press-topdown-v3", "button-press-topdown-wall-v3",
+             "button-press-wall-v3", "coffee-button-v3", "dial-turn-v3", "door-close-v3",
+             "door-lock-v3", "door-open-v3", "door-unlock-v3", "drawer-close-v3", "drawer-open-v3",
+             "faucet-close-v3", "faucet-open-v3", "handle-press-v3", "handle-press-side-v3",
+             "handle-pull-v3", "handle-pull-side-v3", "lever-pull-v3", "plate-slide-v3",
+             "plate-slide-back-v3", "plate-slide-back-side-v3", "plate-slide-side-v3", "reach-v3",
+             "reach-wall-v3", "window-close-v3", "window-open-v3", "peg-unplug-side-v3"),
+    "medium": ("basketball-v3", "bin-picking-v3", "box-close-v3", "coffee-pull-v3", "coffee-push-v3",
+               "hammer-v3", "peg-insert-side-v3", "push-wall-v3", "soccer-v3", "sweep-v3",
+               "sweep-into-v3"),
+    "hard": ("assembly-v3", "hand-insert-v3", "pick-out-of-hole-v3", "pick-place-v3", "push-v3",
+             "push-back-v3"),
+    "very_hard": ("shelf-place-v3", "disassemble-v3", "stick-pull-v3", "stick-push-v3",
+                  "pick-place-wall-v3"),
+}
+MT10 = ("reach-v3", "push-v3", "pick-place-v3", "door-open-v3", "drawer-open-v3", "drawer-close-v3",
+        "button-press-topdown-v3", "peg-insert-side-v3", "window-open-v3", "window-close-v3")
+SUITES: dict[str, tuple[str, ...]] = {
+    "mt50": tuple(sorted(INSTRUCTIONS)), "mt10": MT10, **GROUPS,
+}
+SUITE_MAX_STEPS = 500   # LeRobot's Meta-World episodes: 500 steps on every task (MT1's max_path_length)
+
+
+def group_of(task: str) -> str:
+    """The difficulty group of a task.
+
+    >>> group_of("reach-v3"), group_of("stick-pull-v3")
+    ('easy', 'very_hard')
+    """
+    for name, tasks in GROUPS.items():
+        if task in tasks:
+            return name
+    raise ValueError(f"{task!r} is in no Meta-World difficulty group; tasks: {', '.join(SUITES['mt50'])}")
+
+
+def suite_tasks(name: str) -> tuple[str, ...]:
+    """The tasks of suite `name` (mt50, mt10, easy, medium, hard, very_hard), in a fixed order.
+
+    >>> len(suite_tasks("mt50")), len(suite_tasks("mt10")), suite_tasks("hard")[0]
+    (50, 10, 'assembly-v3')
+    """
+    if name not in SUITES:
+        raise ValueError(f"unknown Meta-World suite {name!r}; suites: {', '.join(SUITES)}")
+    return SUITES[name]
+
+
 # Kept short: the backbone reads it at every decision. Details (x to the robot's side, y away from
 # the base, z up; quaternions in Meta-World's order; unused object slots are 0) live here instead.
 _CONVENTION = "world-frame end-effector deltas, 1 cm per unit per step; gripper +1 closes, -1 opens"

@@ -50,7 +50,8 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
                                         "no-filter,no-mode-selection,fixed-confidence,replay (robots); no-values (screens)"),
           plot: Optional[Path] = typer.Option(None, "--plot", help="learning-curve PNG (--memory online)"),
           jobs: int = typer.Option(1, "--jobs", min=1, help="worker processes for --memory online (streams "
-                                   "run in parallel, one torch thread each; same results as one process)"),
+                                   "run in parallel, one torch thread each; same results as one process) "
+                                   "and for suites (tasks in parallel)"),
           size: Optional[str] = SizeOpt, base_url: Optional[str] = BaseUrlOpt,
           api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt, samples: int = SamplesOpt,
           select: str = SelectOpt, workers: Optional[int] = WorkersOpt, ray_address: Optional[str] = RayAddressOpt,
@@ -67,7 +68,21 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
         fail("--success labels episodes in this process; it does not combine with --memory online or --workers")
     opts = policy_options(base_url, api_key_env, coords, samples, select)
     header = dict(device=device, policy=policy, shift=shift)
-    with session(device, policy, shift, size, **opts) as (dev, pol):
+    from embodia.agent.evaluation.suite import parse_suite
+    if parse_suite(device):   # sim:metaworld/mt50 and friends: every task of the suite
+        if memory == "online" or workers or async_exec or record:
+            fail(f"{device} is a suite: --memory online, --workers, --async and --record apply to one task "
+                 f"(e.g. sim:metaworld/reach-v3) for now; --memory PATH steers the whole suite")
+        rep = suite_eval(device, policy, shift=shift, size=size, episodes=episodes, seed=seed, jobs=jobs,
+                         memory=None if memory == "off" else memory)
+        if json_out:
+            write_json(rep, json_out)
+            console.print(f"report written to {json_out}")
+        return
+    from embodia.agent.evaluation.suite import lean_uri
+    uri = device if record else lean_uri(device, policy)   # render only what the policy reads
+    with session(uri, policy, shift, size, **opts) as (dev, pol):
+        say_threads(pol)
         if memory == "online":
             rep = memory_report(dev, pol, device, ablations=[a for a in ablations.split(",") if a], plot=plot,
                                 episodes=episodes, seed=seed, streams=streams, jobs=jobs, policy_spec=policy,
@@ -76,7 +91,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
         elif workers:
             from embodia.agent.fleet.runner import WorkerSpec, fleet_summary
             results, fleet = fleet_with_progress(
-                dev, pol, WorkerSpec(device, policy, shift, size, opts), episodes=episodes, seed=seed,
+                dev, pol, WorkerSpec(uri, policy, shift, size, opts), episodes=episodes, seed=seed,
                 writer=recorder(record, dev), meta=run_meta(device, shift, size, policy), label="eval",
                 workers=workers, address=ray_address, memory=None if memory == "off" else memory)
             rep = fleet_summary(results, fleet, seed=seed, embodiment=dev.embodiment.name, **header)
@@ -104,6 +119,49 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
         write_json(rep, json_out)
         console.print(f"report written to {json_out}")
     lost_exit(rep)
+
+
+def suite_eval(device: str, policy: str, *, shift, size, episodes: int, seed: int, jobs: int = 1,
+               memory: Optional[str] = None) -> dict:
+    """Every task of a suite with a progress bar; the per-task, per-group and overall table printed."""
+    from embodia.agent.evaluation.suite import parse_suite, run_suite, suite_table, suite_tasks
+    name, query = parse_suite(device)
+    query.update({k: v for k, v in (("shift", shift), ("size", size)) if v})
+    with progress() as bar:
+        task = bar.add_task(f"eval {name}", total=len(suite_tasks(name)) * episodes, status="")
+        wins: list[bool] = []
+
+        def on_episode(t, i, r):
+            wins.append(bool(r.success))
+            bar.update(task, advance=1, status=f"{t}: {sum(wins)}/{len(wins)}")
+
+        def on_task(t, row):   # with --jobs: whole tasks come back from the workers
+            if jobs > 1:
+                wins.extend(row["outcomes"])
+                bar.update(task, advance=row["episodes"], status=f"{t}: {sum(wins)}/{len(wins)}")
+        try:
+            rep = run_suite(name, policy, episodes=episodes, seed=seed, query=query, on_episode=on_episode,
+                            on_task=on_task, jobs=jobs, memory=memory)
+        except (ValueError, ImportError, FileNotFoundError) as e:
+            fail(str(e))
+    console.print(suite_table(rep), markup=False, highlight=False)
+    t = rep["timing"]
+    console.print(f"{sum(r['episodes'] for r in rep['tasks'].values())} episodes in {t['wall_s']:.1f} s "
+                  f"({t['episodes_per_s']:.2f} episodes/s); render: {rep['protocol']['device_query']}")
+    return rep
+
+
+def say_threads(pol) -> None:
+    """One line naming the torch threads a bundled-size model runs with, and why that many."""
+    import sys
+    if "torch" not in sys.modules:      # no model loaded (scripted expert, ...): nothing to say
+        return
+    from embodia.agent.loop.factory import policy_threads
+    from embodia.policies.gui.head import GuiHeadPolicy
+    from embodia.policies.robot.vla import VLAPolicy
+    if isinstance(pol, (VLAPolicy, GuiHeadPolicy)):
+        import torch
+        console.print(f"torch threads: {torch.get_num_threads()} ({policy_threads()[1]})")
 
 
 def print_async(a: dict) -> None:

@@ -43,15 +43,18 @@ def memory_ingest(path: Path = typer.Argument(..., help="memory directory (creat
                   policy: str = typer.Option(DEFAULT_POLICY, "--policy", "-p",
                                              help="the VLA whose normalizer defines keys and chunks"),
                   device: Optional[str] = typer.Option(None, "--device", help="namespace's device "
-                                                       "(default: the one each episode names)")):
+                                                       "(default: the one each episode names)"),
+                  as_successes: bool = typer.Option(False, "--as-successes", help="also store episodes without "
+                                                    "a success flag (e.g. a LeRobot dataset's demonstrations): "
+                                                    "you vouch that they succeeded")):
     """Build (or extend) a memory from the successful episodes of a recorded dataset."""
     check_inputs(locals())
     from embodia.agent.training.ingest import ingest_dataset
     try:
-        episodes, added = ingest_dataset(path, data, policy, device)
+        episodes, added = ingest_dataset(path, data, policy, device, as_successes=as_successes)
     except (ValueError, FileNotFoundError) as e:     # DatasetError and PolicyError are ValueErrors
         fail(str(e))
-    console.print(f"ingested {episodes} successful episodes ({added} entries added or merged) into {path}")
+    console.print(f"ingested {episodes} {'' if as_successes else 'successful '}episodes ({added} entries added or merged) into {path}")
 
 
 @memory_app.command("prune")

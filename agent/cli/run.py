@@ -202,6 +202,11 @@ def record(out: Path = typer.Option(..., "--out", "-o", help="dataset directory 
     """Record episodes into a LeRobotDataset v3 directory."""
     check_inputs(locals())
     from embodia.agent.evaluation.evaluate import summarize
+    from embodia.agent.evaluation.suite import parse_suite
+    if parse_suite(device):   # sim:metaworld/mt50 and friends: one dataset per task under --out
+        if workers:
+            fail(f"{device} is a suite: --workers applies to one task for now")
+        return record_suite_cli(out, device, policy, shift, size, episodes, seed, only_success)
     fleet = None
     if only_success and workers:
         fail("--only-success records in this process; it does not combine with --workers")
@@ -225,3 +230,21 @@ def record(out: Path = typer.Option(..., "--out", "-o", help="dataset directory 
     rate = f"{rep['success_rate']:.2f}" if rep["success_rate"] is not None else "n/a"
     console.print(f"recorded {len(results)} episodes ({rep['successes']} successful, rate {rate}) to {out}")
     lost_exit({"fleet": fleet})
+
+
+def record_suite_cli(out, device, policy, shift, size, episodes, seed, only_success) -> None:
+    """`embodia record` on a suite: every task into ``out/<task>/``, a line per task."""
+    from embodia.agent.evaluation.suite import parse_suite, record_suite
+    name, query = parse_suite(device)
+    query.update({k: v for k, v in (("shift", shift), ("size", size)) if v})
+
+    def on_task(task, row):
+        console.print(f"{task}: recorded {row['recorded']} episodes ({row['successes']} successful) "
+                      f"to {out / task}")
+    try:
+        rep = record_suite(name, policy, out, episodes=episodes, seed=seed, only_success=only_success,
+                           query=query, on_task=on_task)
+    except (ValueError, ImportError, FileNotFoundError, OSError) as e:
+        fail(str(e))
+    console.print(f"recorded {rep['recorded']} episodes ({rep['successes']} successful) of "
+                  f"{len(rep['tasks'])} tasks under {out}")

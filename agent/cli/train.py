@@ -10,7 +10,8 @@ from embodia.agent.cli.app import app, check_inputs, console, fail
 
 
 @app.command()
-def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory (repeat for several bodies)"),
+def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory (repeat for several "
+                                                                   "bodies), or a folder of them (a recorded suite)"),
           out: Path = typer.Option(..., "--out", "-o", help="checkpoint directory"),
           steps: int = typer.Option(10000, "--steps", min=1), batch_size: int = typer.Option(64, "--batch-size"),
           lr: float = typer.Option(1e-3, "--lr"), seed: int = typer.Option(0, "--seed"),
@@ -23,9 +24,9 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
     """Train the VLA (backbone + DiT head) on recorded datasets; EMA checkpoints, resumable."""
     check_inputs(locals())
     from embodia.agent.recording.dataset import DatasetError
-    from embodia.agent.training.train import TrainConfig
+    from embodia.agent.training.train import TrainConfig, expand_data
     from embodia.agent.training.train import train as run_training
-    cfg = TrainConfig(data=[str(d) for d in data], out=str(out), steps=steps, batch_size=batch_size, lr=lr,
+    cfg = TrainConfig(data=expand_data(data), out=str(out), steps=steps, batch_size=batch_size, lr=lr,
                       seed=seed, save_every=save_every, threads=threads, hidden=hidden, layers=layers,
                       heldout=str(heldout) if heldout else None)
     try:

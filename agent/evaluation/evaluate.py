@@ -5,6 +5,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import sys
 from collections import defaultdict
 
 import numpy as np
@@ -69,8 +70,16 @@ def summarize(results: list[EpisodeResult], **header) -> dict:
                          "info": r.info, "error": r.error, "episode_index": r.episode_index}
                         for i, r in enumerate(results)],
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "machine": machine(),
     }
+
+
+def machine() -> dict:
+    """Platform, cores, and the torch threads the policy ran with (when torch is loaded)."""
+    out = {"platform": platform.platform(), "cpus": os.cpu_count()}
+    if "torch" in sys.modules:   # never import torch for a report on a torch-free policy
+        out["torch_threads"] = sys.modules["torch"].get_num_threads()
+    return out
 
 
 def run_episodes(device, policy, *, episodes: int, seed: int = 0, on_episode=None,

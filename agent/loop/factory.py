@@ -24,6 +24,32 @@ POLICY_SPECS = {
 }
 
 
+# Torch threads for the bundled-size models (VLA, GUI head) this process runs inside its control loop.
+# Measured in the loop (benchmarks/decision_latency.py, BENCHMARKS.md "Decision latency", in-loop
+# rows): on 2 cores one thread was the faster choice both on a quiet machine and beside a busy
+# neighbour process, where two threads spin-wait on each other for the busy core.
+DEFAULT_THREADS = 1
+THREADS_ENV = "EMBODIA_THREADS"
+
+
+def policy_threads(threads: int | None = None) -> tuple[int, str]:
+    """(torch threads, where the number comes from): an explicit count, else $EMBODIA_THREADS, else
+    DEFAULT_THREADS.
+
+    >>> policy_threads(3), policy_threads()[0]
+    ((3, 'asked for'), 1)
+    """
+    if threads:
+        return int(threads), "asked for"
+    env = os.environ.get(THREADS_ENV, "").strip()
+    if env:
+        try:
+            return max(1, int(env)), f"${THREADS_ENV}"
+        except ValueError:
+            raise ValueError(f"${THREADS_ENV}={env!r}: expected a whole number of threads") from None
+    return DEFAULT_THREADS, "the runtime's default, the faster in the loop on 2 cores quiet or busy"
+
+
 class PolicyError(ValueError):
     """A --policy (or its --memory) cannot be loaded; the message says why, in one line."""
 
@@ -101,12 +127,12 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
         if "ui_tree" not in getattr(device, "capabilities", ()):
             raise PolicyError(f"{spec}: its GUI head reads a UI tree, which {device.embodiment.name!r} does not give")
         try:
-            return GuiHeadPolicy.from_pretrained(path, threads=threads).bind(device.embodiment)
+            return GuiHeadPolicy.from_pretrained(path, threads=policy_threads(threads)[0]).bind(device.embodiment)
         except GuiHeadError as e:
             raise PolicyError(str(e)) from None
     if path.is_dir():
         from embodia.policies.robot.vla import VLAPolicy
-        return VLAPolicy.from_pretrained(path, threads=threads).bind(device.embodiment)
+        return VLAPolicy.from_pretrained(path, threads=policy_threads(threads)[0]).bind(device.embodiment)
     raise PolicyError(f"unknown policy {spec!r}; known: {', '.join(POLICY_SPECS)}")
 
 

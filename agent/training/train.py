@@ -65,6 +65,55 @@ class TrainConfig:
 
 
 # -- data -------------------------------------------------------------------------------------------
+def expand_data(paths) -> list[str]:
+    """Dataset directories from ``--data`` paths: a dataset stays itself; a folder of datasets (what
+    `embodia record` writes for a suite: one dataset per task) becomes its datasets, in name order.
+
+    >>> expand_data(["data/twogap"])     # not on disk: left as given, the reader says what is wrong
+    ['data/twogap']
+    """
+    out = []
+    for p in map(Path, paths):
+        subs = sorted(d for d in p.iterdir() if (d / "meta" / "info.json").is_file()) \
+            if p.is_dir() and not (p / "meta").exists() else []
+        out.extend(str(d) for d in subs) if subs else out.append(str(p))
+    return out
+
+
+def fit_norms(datasets: list[LocalDataset], chosen: list[list[int]], skip=()) -> dict:
+    """Per embodiment name, q01/q99 normalizers of state and action fitted on the chosen episodes of
+    EVERY dataset of that body (one dataset per task, as a recorded suite writes them, share one
+    body: fitting on the first alone would clip the others' ranges). Names in ``skip`` are left out."""
+    per: dict[str, tuple[list, list]] = {}
+    for ds, eps in zip(datasets, chosen):
+        if ds.embodiment.name in skip:
+            continue
+        states, actions = per.setdefault(ds.embodiment.name, ([], []))
+        for i in eps:
+            ep = ds.episode(i)
+            states.append(ep["state"])
+            actions.append(ep["action"])
+    return {name: {"state": QuantileNormalizer.fit(np.concatenate(st)).to_dict(),
+                   "action": QuantileNormalizer.fit(np.concatenate(ac)).to_dict()}
+            for name, (st, ac) in per.items()}
+
+
+def training_episodes(ds: LocalDataset, only_success: bool = True, log=print) -> list[int]:
+    """The episodes of ``ds`` to train on: the successful ones; every one when ``only_success`` is off,
+    or when no episode carries a success flag (a dataset written by LeRobot or another recorder holds
+    demonstrations, not verified outcomes: each counts as a demonstration, and the log says so).
+    Raises ValueError when nothing is left."""
+    flags = [e.get("success") for e in ds.episodes]
+    if only_success and flags and all(f is None for f in flags):
+        log(f"{ds.root}: no success flags (demonstrations, e.g. written by LeRobot): training on all "
+            f"{len(flags)} episodes")
+        only_success = False
+    eps = [i for i, f in enumerate(flags) if f or not only_success]
+    if not eps:
+        raise ValueError(f"{ds.root}: no {'successful ' if only_success else ''}episodes to train on")
+    return eps
+
+
 class Samples:
     """Every frame of every (successful) episode, ready to batch: resized images, normalized
     state, action chunks with horizon masks, and the token ids of its prompt text."""
@@ -78,13 +127,12 @@ class Samples:
         self.cfg, self.groups = cfg, []
         texts: list[str] = []
         self.norms = dict(norms or {})
-        for ds in datasets:
+        chosen = [training_episodes(ds, only_success, log=log) for ds in datasets]
+        self.norms.update(fit_norms(datasets, chosen, skip=self.norms))
+        for ds, eps in zip(datasets, chosen):
             emb = ds.embodiment
             if emb.name not in cfg.embodiments:
                 raise ValueError(f"{ds.root}: embodiment {emb.name!r} is not in the model's registry")
-            eps = [i for i, e in enumerate(ds.episodes) if e.get("success") or not only_success]
-            if not eps:
-                raise ValueError(f"{ds.root}: no {'successful ' if only_success else ''}episodes to train on")
             states, actions, starts, ends, text_ids, images = [], [], [], [], [], []
             n = 0
             for i in eps:
@@ -104,9 +152,6 @@ class Samples:
                 images.append(torch.stack(cams, 1) if cams else torch.zeros(T, 0, 1, 1, 3, dtype=torch.uint8))
                 n += T
             state, action = np.concatenate(states), np.concatenate(actions)
-            if emb.name not in self.norms:
-                self.norms[emb.name] = {"state": QuantileNormalizer.fit(state).to_dict(),
-                                        "action": QuantileNormalizer.fit(action).to_dict()}
             sn = QuantileNormalizer.from_dict(self.norms[emb.name]["state"])
             an = QuantileNormalizer.from_dict(self.norms[emb.name]["action"])
             g = {"emb": emb, "id": cfg.embodiments[emb.name]["id"], "n": n,

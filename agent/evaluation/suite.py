@@ -1,0 +1,286 @@
+"""Evaluation suites: every task of `sim:metaworld/<suite>` (mt50, mt10, easy, medium, hard, very_hard),
+the same seeds on every task, success per task, per difficulty group and overall with Wilson intervals.
+
+>>> parse_suite("sim:metaworld/mt10?size=64x64")
+('mt10', {'size': '64x64'})
+>>> parse_suite("sim:metaworld/reach-v3") is None     # one task: an ordinary device
+True
+>>> policy_reads("expert")                             # state only: the device renders nothing
+{'render': '0'}
+
+Protocol (as LeRobot's Meta-World environment, see README "Meta-World suites"): each episode runs
+at most 500 steps and ends at the first step whose `info["success"]` is set; episode i of every task
+uses seed `seed + i`, so two policies evaluated with the same `seed` meet the same object and goal
+positions, task by task. The device renders only what the policy reads (`policy_reads`).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import time
+from pathlib import Path
+
+from embodia.agent.evaluation.evaluate import machine, run_episodes
+from embodia.agent.evaluation.stats import wilson
+from embodia.agent.loop.factory import BUNDLED, device_namespace, make_device, make_policy, with_memory
+from embodia.sim.metaworld import GROUPS, SUITE_MAX_STEPS, SUITES, group_of, suite_tasks
+
+PREFIX = "sim:metaworld/"
+STATE_ONLY = ("expert", "random")          # policies that read obs.state and never an image
+RENDER_MODES = ("policy", "default")       # what the device renders: what the policy reads | as a lone task
+
+
+def parse_suite(uri: str) -> tuple[str, dict] | None:
+    """(suite, query) for `sim:metaworld/<suite>[?k=v&...]`; None for anything else (one task, other devices)."""
+    if not uri.startswith(PREFIX):
+        return None
+    name, _, q = uri[len(PREFIX):].partition("?")
+    if name not in SUITES:
+        return None
+    query = dict(kv.split("=", 1) if "=" in kv else (kv, "1") for kv in q.split("&") if kv)
+    return name, query
+
+
+def policy_reads(policy_spec: str) -> dict[str, str]:
+    """The device query that renders only what `policy_spec` reads: nothing for state-only policies
+    (scripted expert, random, replayed actions); a checkpoint's own cameras at its own size (read from
+    its config.json, no weights loaded); the device's default camera otherwise (a remote policy)."""
+    if policy_spec in STATE_ONLY or policy_spec.startswith("replay:"):
+        return {"render": "0"}
+    path = BUNDLED.get(policy_spec) or Path(policy_spec).expanduser()
+    cfg = path / "config.json"
+    if cfg.is_file():
+        emb = json.loads(cfg.read_text()).get("embodiments", {}).get("sawyer", {}).get("embodiment", {})
+        cams = emb.get("cameras") or []
+        if not cams:
+            return {"render": "0"}
+        return {"camera": ",".join(c["name"] for c in cams), "size": f"{cams[0]['width']}x{cams[0]['height']}"}
+    return {}
+
+
+LEAN_DEVICES = ("sim:twogap-push", PREFIX)   # simulators whose URI takes render=0
+
+
+def lean_uri(uri: str, policy_spec: str) -> str:
+    """`uri` with ``render=0`` when the policy reads no image and the device is a simulator that can
+    skip rendering; unchanged otherwise (also when the URI already says ``render=``). Not for
+    recording: a dataset wants the images whoever acts.
+
+    >>> lean_uri("sim:twogap-push?shift=heavy", "expert"), lean_uri("sim:twogap-push", "embodia-tiny")
+    ('sim:twogap-push?shift=heavy&render=0', 'sim:twogap-push')
+    """
+    state_only = policy_spec in STATE_ONLY or policy_spec.startswith("replay:")
+    if not state_only or not uri.startswith(LEAN_DEVICES) or "render=" in uri:
+        return uri
+    return uri + ("&" if "?" in uri else "?") + "render=0"
+
+
+def task_uri(task: str, query: dict) -> str:
+    """`sim:metaworld/<task>?k=v&...` (keys sorted, so the URI is stable)."""
+    q = "&".join(f"{k}={v}" for k, v in sorted(query.items()))
+    return PREFIX + task + ("?" + q if q else "")
+
+
+def cell(outcomes: list[bool]) -> dict:
+    """Episodes, successes, rate and 95% Wilson interval of a list of outcomes.
+
+    >>> cell([True, False, True, True])["successes"], cell([])["success_rate"]
+    (3, None)
+    """
+    k, n = sum(map(bool, outcomes)), len(outcomes)
+    return {"episodes": n, "successes": k, "success_rate": k / n if n else None,
+            "wilson95": list(wilson(k, n)) if n else None}
+
+
+class _Policies:
+    """One policy per task: a fresh scripted expert per task; a checkpoint loaded once and re-bound.
+    With ``memory`` (a persistent memory file) the checkpoint is steered by ONE success memory for
+    the whole suite, each task in its own namespace (embodiment/task), saved by `close`."""
+
+    def __init__(self, spec: str, threads: int | None, memory: str | None = None):
+        self.spec, self.threads, self.loaded, self.memory, self.steered = spec, threads, None, memory, None
+
+    def for_device(self, dev, uri: str = ""):
+        if self.spec in STATE_ONLY or self.spec.startswith("replay:"):
+            if self.memory:
+                raise ValueError(f"--memory steers a VLA checkpoint, not {self.spec!r}")
+            return make_policy(self.spec, dev, threads=self.threads)
+        from embodia.policies.robot.vla import VLAPolicy
+        if isinstance(self.loaded, VLAPolicy):
+            self.loaded.bind(dev.embodiment)
+        else:
+            self.loaded = make_policy(self.spec, dev, threads=self.threads)
+        if not self.memory:
+            return self.loaded
+        if self.steered is None:
+            self.steered = with_memory(self.loaded, self.memory, uri, dev)
+        self.steered.namespace = device_namespace(uri, dev.embodiment)
+        return self.steered
+
+    def close(self) -> None:
+        if self.steered is not None:
+            self.steered.memory.save(self.memory)
+
+
+def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, query: dict | None = None,
+              render: str = "policy", threads: int | None = None, on_episode=None, on_task=None,
+              tasks: list[str] | None = None, jobs: int = 1, memory: str | None = None) -> dict:
+    """Evaluate `policy_spec` on every task of `suite` (or the given subset `tasks`), `episodes` per task
+    with seeds `seed .. seed + episodes - 1`. ``render``: "policy" renders only what the policy reads,
+    "default" renders as a lone task does (one 96x96 camera; the benchmark's baseline). ``query`` goes
+    into every task's device URI (e.g. shift=heavy). ``on_episode(task, i, result)`` after each episode
+    (one process only), ``on_task(task, row)`` after each task. ``jobs`` > 1 runs tasks in that many
+    worker processes (one torch thread each; the same outcomes as one process at one thread, tasks
+    reported in suite order). ``memory``: a persistent memory file that steers the checkpoint across the
+    whole suite, in one process, in task order (see `_Policies`). The report: per task, per group,
+    overall (Wilson 95%), protocol, timing."""
+    if memory and jobs > 1:
+        raise ValueError("--memory runs the suite in one process (one memory grows task after task); drop --jobs")
+    if render not in RENDER_MODES:
+        raise ValueError(f"render={render!r}; one of {RENDER_MODES}")
+    names = list(tasks) if tasks else list(suite_tasks(suite))
+    # What the user's URI says wins over what the policy reads (e.g. ?max_steps=200 for a quick look).
+    q = {"max_steps": str(SUITE_MAX_STEPS), **(policy_reads(policy_spec) if render == "policy" else {}),
+         **(query or {})}
+    t0 = time.perf_counter()
+    if jobs > 1:
+        rows = _run_parallel(names, q, policy_spec, episodes, seed, jobs, on_task)
+    else:
+        policies = _Policies(policy_spec, threads, memory)
+        rows = {}
+        try:
+            for task in names:
+                rows[task] = _run_task(task, task_uri(task, q), policies, episodes, seed, on_episode)
+                if on_task:
+                    on_task(task, rows[task])
+        finally:
+            policies.close()
+    wall = time.perf_counter() - t0
+    per_task = [r.pop("_timing") for r in rows.values()]
+    timing = {k: sum(t[k] for t in per_task) for k in ("policy_s", "device_s", "steps")}
+    rep = _report(suite, policy_spec, rows, seed=seed, episodes=episodes, query=q, render=render,
+                   timing={**timing, "wall_s": wall, "jobs": jobs,
+                           "episodes_per_s": sum(r["episodes"] for r in rows.values()) / wall if wall else None})
+    rep["memory"] = memory
+    return rep
+
+
+_WORKER: dict = {}   # per worker process: its policy loader (a checkpoint loads once per process)
+
+
+def _worker_task(task: str, uri: str, policy_spec: str, episodes: int, seed: int) -> tuple[str, dict]:
+    if "policies" not in _WORKER:
+        _WORKER["policies"] = _Policies(policy_spec, 1)
+    return task, _run_task(task, uri, _WORKER["policies"], episodes, seed, None)
+
+
+def _run_parallel(names, q, policy_spec, episodes, seed, jobs, on_task) -> dict:
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    done: dict[str, dict] = {}
+    # spawn: a fresh interpreter per worker (no GL context or torch pool inherited through fork)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
+        futures = [ex.submit(_worker_task, t, task_uri(t, q), policy_spec, episodes, seed) for t in names]
+        for fut in as_completed(futures):
+            task, row = fut.result()
+            done[task] = row
+            if on_task:
+                on_task(task, row)
+    return {t: done[t] for t in names}
+
+
+def _run_task(task, uri, policies, episodes, seed, on_episode) -> dict:
+    dev = make_device(uri)
+    try:
+        pol = policies.for_device(dev, uri)
+        results = run_episodes(dev, pol, episodes=episodes, seed=seed,
+                               on_episode=(lambda i, r: on_episode(task, i, r)) if on_episode else None)
+    finally:
+        dev.close()
+    outcomes = [bool(r.success) for r in results]
+    return {"group": group_of(task), **cell(outcomes), "outcomes": outcomes,
+            "mean_length": sum(r.steps for r in results) / len(results) if results else None,
+            "errors": [r.error for r in results if r.error is not None],
+            "_timing": {"policy_s": sum(r.timing.get("policy_s", 0.0) for r in results),
+                        "device_s": sum(r.timing.get("device_s", 0.0) for r in results),
+                        "steps": sum(r.steps for r in results)}}
+
+
+def record_suite(suite: str, policy_spec: str, out, *, episodes: int, seed: int = 0, only_success: bool = False,
+                 query: dict | None = None, on_task=None, tasks: list[str] | None = None) -> dict:
+    """Record ``episodes`` per task of ``suite`` into ``out/<task>/``, one LeRobotDataset per task
+    (Meta-World's state bounds differ from task to task, so each task describes its own body). The
+    device renders as a lone task does (a dataset wants the images whoever acts). Episode i of every
+    task uses seed ``seed + i``; with ``only_success`` each task records until ``episodes`` succeeded
+    (at most 10x as many tries; failures are recorded too, marked as such). Returns per-task counts.
+
+    >>> rep = record_suite("mt50", "expert", "/tmp/demos", episodes=50, seed=1000)   # doctest: +SKIP
+    """
+    from pathlib import Path
+
+    from embodia.agent.recording.recorder import open_recorder
+    names = list(tasks) if tasks else list(suite_tasks(suite))
+    q = {"max_steps": str(SUITE_MAX_STEPS), **(query or {})}
+    policies = _Policies(policy_spec, None)
+    rows = {}
+    for task in names:
+        uri = task_uri(task, q)
+        dev = make_device(uri)
+        try:
+            pol = policies.for_device(dev, uri)
+            writer = open_recorder(Path(out) / task, dev.embodiment)
+            try:
+                results = run_episodes(dev, pol, episodes=10 * episodes if only_success else episodes, seed=seed,
+                                       recorder=writer, until_successes=episodes if only_success else None,
+                                       episode_meta={"device": uri, "shift": q.get("shift"), "size": q.get("size"),
+                                                     "policy": policy_spec})
+            finally:
+                writer.close()
+        finally:
+            dev.close()
+        rows[task] = {"group": group_of(task), "recorded": len(results),
+                      "successes": sum(bool(r.success) for r in results), "steps": sum(r.steps for r in results)}
+        if on_task:
+            on_task(task, rows[task])
+    return {"suite": suite, "policy": policy_spec, "out": str(out), "seed": seed, "tasks": rows,
+            "recorded": sum(r["recorded"] for r in rows.values()),
+            "successes": sum(r["successes"] for r in rows.values())}
+
+
+def _report(suite, policy_spec, rows, *, seed, episodes, query, render, timing) -> dict:
+    groups = {g: cell([o for t, r in rows.items() if t in tasks for o in r["outcomes"]])
+              for g, tasks in GROUPS.items() if any(t in rows for t in tasks)}
+    for g, tasks in GROUPS.items():
+        if g in groups:
+            groups[g]["tasks"] = sum(t in rows for t in tasks)
+    return {
+        "suite": suite, "policy": policy_spec, "seed": seed, "episodes_per_task": episodes,
+        "overall": {**cell([o for r in rows.values() for o in r["outcomes"]]), "tasks": len(rows)},
+        "groups": groups, "tasks": rows,
+        "protocol": {"max_steps": int(query["max_steps"]), "success": "info['success'] at any step ends the episode",
+                     "seeds": f"episode i of every task: seed {seed} + i", "render": render,
+                     "device_query": query},
+        "timing": timing,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+    }
+
+
+def _fmt(c: dict) -> str:
+    if not c["episodes"]:
+        return "      -"
+    lo, hi = c["wilson95"]
+    return f"{c['successes']:>4}/{c['episodes']:<4} {c['success_rate']:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def suite_table(rep: dict) -> str:
+    """The report as a plain-text table: one line per task, then per group, then overall."""
+    lines = [f"{'task':<30} {'group':<10} {'success':>9}  rate  [Wilson 95%]"]
+    for task, r in rep["tasks"].items():
+        lines.append(f"{task:<30} {r['group']:<10} {_fmt(r)}")
+    lines.append("")
+    for g, c in rep["groups"].items():
+        lines.append(f"{'group ' + g + ' (' + str(c['tasks']) + ' tasks)':<41} {_fmt(c)}")
+    o = rep["overall"]
+    lines.append(f"{'overall ' + rep['suite'] + ' (' + str(o['tasks']) + ' tasks)':<41} {_fmt(o)}")
+    return "\n".join(lines)

@@ -1,0 +1,49 @@
+"""Meta-World's scripted experts on every task of a suite (MT50 by default) under the suite protocol
+(500-step episodes, success ends the episode, episode i of every task on seed `seed + i`): success per
+task, per difficulty group and overall with Wilson intervals; one JSON line.
+
+    python benchmarks/metaworld_suite.py --episodes 20            # the figure in BENCHMARKS.md
+    python benchmarks/metaworld_suite.py --suite mt10 --episodes 3 --table
+
+The same run as `embodia eval --device sim:metaworld/mt50 --policy expert -n 20`; this script adds
+the benchmark header and prints the table on stderr with --table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+from embodia.agent.evaluation.suite import run_suite, suite_table  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--suite", default="mt50")
+    ap.add_argument("--policy", default="expert")
+    ap.add_argument("--episodes", type=int, default=20, help="episodes per task")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--table", action="store_true", help="also print the table (stderr)")
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes (tasks in parallel)")
+    args = ap.parse_args()
+    rep = run_suite(args.suite, args.policy, episodes=args.episodes, seed=args.seed, jobs=args.jobs)
+    if args.table:
+        print(suite_table(rep), file=sys.stderr)
+    out = {"benchmark": "metaworld_suite", "suite": args.suite, "policy": args.policy,
+           "episodes_per_task": args.episodes, "seed": args.seed,
+           "overall": rep["overall"], "groups": rep["groups"],
+           "tasks": {t: {k: r[k] for k in ("group", "successes", "episodes", "success_rate", "wilson95",
+                                            "mean_length")} for t, r in rep["tasks"].items()},
+           "protocol": rep["protocol"],
+           "timing": {k: round(v, 3) if isinstance(v, float) else v for k, v in rep["timing"].items()},
+           "machine": f"{platform.machine()} {os.cpu_count()} cpus", "date": time.strftime("%Y-%m-%d")}
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""Meta-World evaluation suites: task groups, rendering only what the policy reads, the report, the CLI."""
+import json
+
+import pytest
+
+pytest.importorskip("metaworld")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from embodia.agent.cli.app import app  # noqa: E402
+from embodia.agent.evaluation.suite import parse_suite, policy_reads, run_suite, suite_table  # noqa: E402
+from embodia.devices import open_device  # noqa: E402
+from embodia.sim.metaworld import GROUPS, SUITES, group_of, list_tasks, suite_tasks  # noqa: E402
+
+
+def test_groups_partition_mt50_as_lerobot_counts_them():
+    every = [t for tasks in GROUPS.values() for t in tasks]
+    assert sorted(every) == sorted(list_tasks()) == sorted(suite_tasks("mt50"))
+    assert {g: len(t) for g, t in GROUPS.items()} == {"easy": 28, "medium": 11, "hard": 6, "very_hard": 5}
+    from metaworld.env_dict import MT10_V3
+    assert set(SUITES["mt10"]) == set(MT10_V3)
+    assert group_of("peg-insert-side-v3") == "medium"
+    with pytest.raises(ValueError, match="unknown Meta-World suite"):
+        suite_tasks("mt51")
+
+
+def test_suite_uris_and_what_policies_read():
+    assert parse_suite("sim:metaworld/very_hard?shift=heavy") == ("very_hard", {"shift": "heavy"})
+    assert parse_suite("sim:metaworld/push-v3") is None and parse_suite("sim:twogap-push") is None
+    assert policy_reads("expert") == {"render": "0"} and policy_reads("replay:x") == {"render": "0"}
+    # the bundled checkpoint reads the corner camera at 96x96 (from its config, no weights loaded)
+    assert policy_reads("embodia-tiny") == {"camera": "corner", "size": "96x96"}
+    with open_device("sim:metaworld/reach-v3?render=0") as dev:
+        assert dev.reset(seed=0).images == {} and "render" not in dev.capabilities
+
+
+def test_run_suite_reports_tasks_groups_overall_on_paired_seeds():
+    tasks = ["reach-v3", "push-v3"]
+    rep = run_suite("mt50", "expert", episodes=3, seed=5, tasks=tasks)
+    assert list(rep["tasks"]) == tasks and rep["protocol"]["max_steps"] == 500
+    assert rep["protocol"]["device_query"]["render"] == "0"
+    for t in tasks:
+        row = rep["tasks"][t]
+        assert row["episodes"] == 3 and len(row["outcomes"]) == 3 and row["errors"] == []
+        lo, hi = row["wilson95"]
+        assert lo <= row["success_rate"] <= hi
+    assert set(rep["groups"]) == {"easy", "hard"} and rep["groups"]["hard"]["tasks"] == 1
+    assert rep["overall"]["episodes"] == 6
+    assert rep["overall"]["successes"] == sum(r["successes"] for r in rep["tasks"].values())
+    # a policy that cannot do the task fails it within the (shortened) horizon: the report can say 0
+    bad = run_suite("mt50", "random", episodes=2, seed=5, tasks=["push-v3"], query={"max_steps": "5"})
+    assert bad["overall"]["successes"] == 0 and bad["tasks"]["push-v3"]["mean_length"] == 5
+    table = suite_table(rep)
+    assert "group hard (1 tasks)" in table and "overall mt50 (2 tasks)" in table
+
+
+def test_cli_eval_on_a_suite_writes_the_report(tmp_path):
+    out = tmp_path / "rep.json"
+    res = CliRunner().invoke(app, ["eval", "--device", "sim:metaworld/very_hard?max_steps=3", "--policy",
+                                   "random", "-n", "1", "--json", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rep = json.loads(out.read_text())
+    assert rep["overall"]["tasks"] == 5 and rep["overall"]["episodes"] == 5
+    assert "overall very_hard" in res.output
+    res = CliRunner().invoke(app, ["eval", "--device", "sim:metaworld/mt10", "--policy", "expert",
+                                   "--memory", "online"])
+    assert res.exit_code != 0 and "is a suite" in res.output
+
+
+def test_a_checkpoint_is_loaded_once_and_sees_the_camera_it_reads():
+    rep = run_suite("mt10", "embodia-tiny", episodes=1, tasks=["reach-v3", "push-v3"], query={"max_steps": "8"})
+    q = rep["protocol"]["device_query"]
+    assert q["camera"] == "corner" and q["size"] == "96x96" and "render" not in q
+    for row in rep["tasks"].values():
+        assert row["errors"] == [] and row["mean_length"] <= 8
+    assert rep["machine"]["torch_threads"] == 1
+
+
+def test_single_task_eval_renders_nothing_for_state_only_policies():
+    from embodia.agent.evaluation.suite import lean_uri
+    assert lean_uri("sim:metaworld/reach-v3", "expert") == "sim:metaworld/reach-v3?render=0"
+    assert lean_uri("sim:metaworld/reach-v3?render=1", "expert") == "sim:metaworld/reach-v3?render=1"
+    assert lean_uri("sim:metaworld/reach-v3", "embodia-tiny") == "sim:metaworld/reach-v3"
+    assert lean_uri("gui-sim:settings", "expert") == "gui-sim:settings"
+
+
+def test_jobs_run_tasks_in_processes_with_the_serial_outcomes():
+    tasks = ["reach-v3", "stick-pull-v3", "door-open-v3"]
+    serial = run_suite("mt50", "expert", episodes=2, seed=3, tasks=tasks, query={"max_steps": "150"})
+    par = run_suite("mt50", "expert", episodes=2, seed=3, tasks=tasks, query={"max_steps": "150"}, jobs=2)
+    assert list(par["tasks"]) == tasks and par["timing"]["jobs"] == 2
+    assert {t: r["outcomes"] for t, r in par["tasks"].items()} == {t: r["outcomes"] for t, r in serial["tasks"].items()}
+    assert par["overall"] == serial["overall"] and par["timing"]["steps"] == serial["timing"]["steps"]
+
+
+def test_record_a_suite_one_dataset_per_task(tmp_path):
+    from embodia.agent.recording.dataset import LocalDataset
+    out = tmp_path / "demos"
+    res = CliRunner().invoke(app, ["record", "--device", "sim:metaworld/mt10?max_steps=4", "--policy", "random",
+                                   "-n", "1", "--seed", "1000", "--out", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == sorted(SUITES["mt10"])
+    ds = LocalDataset(out / "push-v3")
+    assert len(ds.episodes) == 1 and ds.episodes[0]["success"] is False and ds.episodes[0]["length"] == 4
+    ep = ds.episode(0)
+    assert ep["meta"]["device"].startswith("sim:metaworld/push-v3?") and ep["seed"] == 1000
+    assert len(list(ds.frames(0, "corner"))) == 4          # a dataset keeps the images
+    from embodia.agent.training.train import expand_data
+    assert expand_data([out]) == [str(out / t) for t in sorted(SUITES["mt10"])]   # train --data <suite folder>
+
+
+def test_one_memory_steers_the_whole_suite_task_by_task(tmp_path):
+    mem = tmp_path / "mem"
+    rep = run_suite("mt50", "embodia-tiny", episodes=1, tasks=["reach-v3", "button-press-v3"], memory=str(mem))
+    assert rep["memory"] == str(mem) and (mem / "meta.json").is_file()
+    res = CliRunner().invoke(app, ["memory", "stats", str(mem)], catch_exceptions=False)
+    won = [t for t, r in rep["tasks"].items() if r["successes"]]
+    assert won, rep["tasks"]                                # embodia-tiny reaches on seed 0
+    for t in won:                                           # each success stored under its own task
+        assert f"sawyer/metaworld/{t}:" in res.output
+    with pytest.raises(ValueError, match="one process"):
+        run_suite("mt10", "embodia-tiny", episodes=1, memory=str(mem), jobs=2)
+    with pytest.raises(ValueError, match="steers a VLA"):
+        run_suite("mt10", "expert", episodes=1, tasks=["reach-v3"], memory=str(tmp_path / "m2"))
