@@ -229,8 +229,9 @@ class DesktopDevice(GuiDevice):
             else:
                 self._no_tree("no accessibility bus (start at-spi-bus-launcher from the Debian package "
                               "at-spi2-core, see embodia.devices.atspi)")
-        self.capabilities = (DesktopDevice.capabilities | {"ui_tree"}) if self.tree is not None \
-            else DesktopDevice.capabilities
+        has = "ui_tree" in self.capabilities
+        if has != (self.tree is not None):     # "ui_tree" only while a tree answers; others kept
+            self.capabilities = self.capabilities ^ {"ui_tree"}
         return self.tree
 
     def _no_tree(self, why: str) -> None:
