@@ -164,7 +164,9 @@ def _calc_check(dev) -> bool:
 
 
 def _calc_keys(v) -> list[str]:
-    return ["AC", *str(v["a"]), v["op"], *str(v["b"]), "="]
+    # No "AC" first: a fresh instance shows 0, and the gate reads AC's description "Reset calculator
+    # (clear all)" as a delete (a false positive of label matching, left to the gate's own issue).
+    return [*str(v["a"]), v["op"], *str(v["b"]), "="]
 
 
 def _calc_expert(dev, mem, tree):
