@@ -73,6 +73,7 @@ KEY_ALIASES = {"control": "ctrl", "escape": "esc", "return": "enter", "super": "
                "arrowup": "up", "arrowdown": "down", "arrowleft": "left", "arrowright": "right"}
 SYSTEM_KEYS = {"enter": ("enter",), "back": ("alt", "left")}
 DEFAULT_MS = {"long_press": 800, "swipe": 300, "drag": 500}
+LOOK_FOR_BUS_S = 5.0       # while there is no accessibility bus, look again this often
 START_XVFB = "start a virtual screen (Xvfb :99 -screen 0 1280x800x24 -nolisten tcp &) or set DISPLAY"
 
 
@@ -165,6 +166,7 @@ class DesktopDevice(GuiDevice):
         self.tree = None                           # an AtspiTree once an accessibility bus answers
         self.tree_apps: set[str] | None = None     # AT-SPI bus names to read (None: every application)
         self._said_no_tree = False
+        self._next_look = 0.0                      # when to look for an accessibility bus again
         self.display = display or os.environ.get("DISPLAY", "")
         if not self.display:
             raise NoDisplay(f"no X display: none given and $DISPLAY is unset; {START_XVFB}")
@@ -217,7 +219,9 @@ class DesktopDevice(GuiDevice):
 
     def _atspi(self):
         """The AT-SPI connection, opened on first need; None (said once) while there is no bus."""
-        if self.tree is None and self.a11y != "off":
+        if self.tree is None and self.a11y != "off" and time.monotonic() >= self._next_look:
+            # a bus started later is found, but looked for at most every few seconds (an X round trip)
+            self._next_look = time.monotonic() + LOOK_FOR_BUS_S
             from embodia.devices.atspi import AtspiTree, find_bus
             with _x_env(self.display):
                 addr = find_bus(self.display)
