@@ -167,14 +167,21 @@ def anchor_way(dev, digits: dict, steps: int) -> dict:
     for label in "12":
         x0, y0, x1, y1 = next(e for e in tree if e["index"] == digits[label])["bounds"]
         centres.append(((x0 + x1) // 2, (y0 + y1) // 2))
-    step = []
+    try:
+        pyautogui.screenshot()             # X11: pyscreeze runs scrot (or gnome-screenshot) and reads the PNG
+        shot, how = pyautogui.screenshot, "pyautogui.screenshot (scrot)"
+    except Exception:                      # noqa: BLE001 - neither installed: Pillow's own X grab
+        from PIL import ImageGrab
+        shot, how = (lambda: ImageGrab.grab(xdisplay=dev.display)), "PIL.ImageGrab (no scrot here)"
+    step, grab = [], []
     for i in range(steps):
         t0 = time.perf_counter()
-        pyautogui.screenshot()
+        shot()
+        grab.append((time.perf_counter() - t0) * 1e3)
         pyautogui.click(*centres[i % 2])
         time.sleep(1.0)
         step.append((time.perf_counter() - t0) * 1e3)
-    return {"step_ms": pct(step), "sleep_s": 1.0}
+    return {"step_ms": pct(step), "screenshot_ms": pct(grab), "screenshot": how, "sleep_s": 1.0}
 
 
 def android(steps: int, work: Path) -> dict:

@@ -169,9 +169,23 @@ def _calc_keys(v) -> list[str]:
     return [*str(v["a"]), v["op"], *str(v["b"]), "="]
 
 
+def _calc_shown_after(v) -> list[str | None]:
+    """What the display shows after each key of `_calc_keys` (None: not checked, after an operator)."""
+    a, b = str(v["a"]), str(v["b"])
+    return [a[:i + 1] for i in range(len(a))] + [None] + [b[:i + 1] for i in range(len(b))] + [str(v["result"])]
+
+
 def _calc_expert(dev, mem, tree):
-    keys = _calc_keys(dev.slots)
+    """Presses the keys in order, checking the display after each digit: a press the calculator
+    did not take (the display still shows the state before it) is pressed again."""
+    keys, shown = _calc_keys(dev.slots), _calc_shown_after(dev.slots)
     i = mem.get("pressed", 0)
+    if i > 0 and shown[i - 1] is not None:
+        now = _calc_display(tree)
+        before = next((x for x in reversed(shown[:i - 1]) if x is not None), "0")
+        if now is not None and now != shown[i - 1] and now == before and mem.get("retries", 0) < 3:
+            mem["retries"] = mem.get("retries", 0) + 1
+            i -= 1                               # not taken: press it again
     if i >= len(keys):
         return None
     e = find(tree, text=keys[i], role=("push button", "toggle button"))
