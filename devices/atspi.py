@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -175,6 +176,7 @@ class AtspiTree:
         self._addr = DBusAddress
         self.address, self.limit, self.timeout = address, int(limit), float(timeout)
         self.conn = open_conn(address)
+        self._wire: dict = {}            # serialised calls, by (ref, interface, method, body)
         self.last_ms = 0.0               # how long the last read took
         self.nodes_visited = 0
         self.apps: set[str] | None = None  # bus names to read (None: every application)
@@ -190,17 +192,27 @@ class AtspiTree:
         self.conn.close()
 
     # -- pipelined calls ---------------------------------------------------------------------------
-    def _msg(self, ref, iface, method, sig=None, body=()):
-        return self._call(self._addr(ref[1], bus_name=ref[0], interface=iface), method, sig, body)
+    def _msg(self, ref, iface, method, sig=None, body=()) -> bytearray:
+        """A serialised method call. The same call is asked at every read, so its bytes are kept
+        and only the serial (bytes 8..11 of a little-endian header) changes: jeepney's serialiser
+        was the largest cost of a read."""
+        key = (ref, iface, method, body)
+        raw = self._wire.get(key)
+        if raw is None:
+            if len(self._wire) > 50_000:
+                self._wire.clear()
+            m = self._call(self._addr(ref[1], bus_name=ref[0], interface=iface), method, sig, body)
+            raw = self._wire[key] = m.serialise(serial=1)
+        return bytearray(raw)
 
     def batch(self, msgs: list) -> list:
         """Send every message, then read the replies; a reply's body, or None for an error/timeout."""
-        serials, data = {}, []
+        serials = {}
         for i, m in enumerate(msgs):
             s = next(self.conn.outgoing_serial)
             serials[s] = i
-            data.append(m.serialise(serial=s))
-        self.conn.sock.sendall(b"".join(data))     # one write for the whole batch
+            struct.pack_into("<I", m, 8, s)
+        self.conn.sock.sendall(b"".join(msgs))     # one write for the whole batch
         out: list = [None] * len(msgs)
         deadline = time.monotonic() + self.timeout
         while serials:
@@ -226,10 +238,8 @@ class AtspiTree:
         return [a for a in apps if self.apps is None or a[0] in self.apps]
 
     def app_pid(self, bus_name: str) -> int | None:
-        m = self._call(self._addr("/org/freedesktop/DBus", bus_name="org.freedesktop.DBus",
-                                  interface="org.freedesktop.DBus"), "GetConnectionUnixProcessID", "s",
-                       (bus_name,))
-        body = self.batch([m])[0]
+        body = self.call(("org.freedesktop.DBus", "/org/freedesktop/DBus"), "org.freedesktop.DBus",
+                         "GetConnectionUnixProcessID", "s", (bus_name,))
         return int(body[0]) if body else None
 
     def read(self, screen) -> list[dict]:
