@@ -29,10 +29,12 @@ takes text, is checkable, or carries a label (name); at most ``limit`` elements.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import struct
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -72,11 +74,20 @@ def _x_root_property(display: str) -> str:
     """The X root window's ``AT_SPI_BUS`` string ('' if unset or the display does not answer)."""
     from Xlib import X
     from Xlib.display import Display
-    from Xlib.error import DisplayError
+    auth = os.environ.get("XAUTHORITY") or os.path.join(os.path.expanduser("~"), ".Xauthority")
+    saved = os.environ.get("XAUTHORITY")
     try:
-        d = Display(display)
-    except (DisplayError, OSError, Exception):      # noqa: BLE001 - no display: no bus
+        if not os.path.exists(auth):     # python-xlib refuses a missing file where libX11 goes on
+            os.environ["XAUTHORITY"] = os.devnull
+        with contextlib.redirect_stdout(sys.stderr):     # python-xlib's xauth warning is no output
+            d = Display(display)
+    except Exception:     # noqa: BLE001 - DisplayError, OSError, xauth errors...: no display, no bus
         return ""
+    finally:
+        if saved is None:
+            os.environ.pop("XAUTHORITY", None)
+        else:
+            os.environ["XAUTHORITY"] = saved
     try:
         atom = d.intern_atom("AT_SPI_BUS", only_if_exists=True)
         if not atom:
