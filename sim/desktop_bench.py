@@ -500,7 +500,8 @@ class DesktopBenchDevice(DesktopDevice):
         self.target, self.split, self.max_steps = target, split, int(max_steps)
         self.start_timeout = float(start_timeout)
         self.root = Path(tempfile.mkdtemp(prefix="embodia-bench-"))
-        self.work = self.root / "work"
+        self.work = self.root / "episode-0"
+        self._episodes = 0
         self.proc: subprocess.Popen | None = None
         self.slots: dict = {}
         self.memory: dict = {}         # what the episode's checks need (start mtime, keys pressed)
@@ -516,7 +517,9 @@ class DesktopBenchDevice(DesktopDevice):
         self.instruction = self.slots["instruction"]
         self.memory = {}
         self._stop_app()
-        shutil.rmtree(self.work, ignore_errors=True)
+        old, self.work = self.work, self.root / f"episode-{self._episodes}"
+        self._episodes += 1                 # a fresh folder: an exiting app may still write in the old one
+        shutil.rmtree(old, ignore_errors=True)
         (self.work / "home").mkdir(parents=True)
         self.task.files(self.work, self.slots)
         if "file" in self.slots and (self.work / self.slots["file"]).exists():
@@ -599,14 +602,23 @@ class DesktopBenchDevice(DesktopDevice):
                 "multi_step": self.task.multi_step, "tree_ms": round(self.tree.last_ms, 1) if self.tree else None}
 
     def _stop_app(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            with_group = os.getpgid(self.proc.pid) == self.proc.pid
+        """End the application and anything it started in its session (our process group)."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
             try:
-                os.killpg(self.proc.pid, signal.SIGTERM) if with_group else self.proc.terminate()
+                os.killpg(self.proc.pid, signal.SIGTERM)       # started with start_new_session
                 self.proc.wait(5)
-            except (subprocess.TimeoutExpired, ProcessLookupError):
-                self.proc.kill()
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(5)
+            except ProcessLookupError:
+                pass
+        else:                                 # the app exited by itself: end what it left behind
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
         self.proc = None
 
     def close(self) -> None:
