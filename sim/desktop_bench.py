@@ -477,6 +477,15 @@ def app_installed(app: str) -> bool:
     return shutil.which(APPS[app].binary) is not None and (app != "gnumeric" or shutil.which("ssconvert"))
 
 
+def _remove(path: Path) -> None:
+    """Best-effort removal: an app's leftover sockets can make even rmtree(ignore_errors) raise
+    (seen: ECONNABORTED from fstat under a sandboxed /tmp)."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except OSError:
+        pass
+
+
 class DesktopBenchDevice(DesktopDevice):
     """One bench task on the current display; see the module doc."""
 
@@ -519,7 +528,7 @@ class DesktopBenchDevice(DesktopDevice):
         self._stop_app()
         old, self.work = self.work, self.root / f"episode-{self._episodes}"
         self._episodes += 1                 # a fresh folder: an exiting app may still write in the old one
-        shutil.rmtree(old, ignore_errors=True)
+        _remove(old)
         (self.work / "home").mkdir(parents=True)
         self.task.files(self.work, self.slots)
         if "file" in self.slots and (self.work / self.slots["file"]).exists():
@@ -627,7 +636,7 @@ class DesktopBenchDevice(DesktopDevice):
         if self.bus is not None:
             self.bus.stop()
             self.bus = None
-        shutil.rmtree(self.root, ignore_errors=True)
+        _remove(self.root)
 
 
 class BenchExpert(Policy):
