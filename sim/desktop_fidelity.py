@@ -12,6 +12,7 @@ menu's items now showing, a dialog now open, the editor's text), all read back t
 """
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from embodia.devices.actions import GuiAction
@@ -173,7 +174,12 @@ def _gnumeric_probes():
         frames = len([e for e in dev.observe().ui_tree or [] if e["role"] == "frame"])
         if not _press(dev, "New", ("push button",)):
             return False
-        return len([e for e in dev.observe().ui_tree or [] if e["role"] == "frame"]) > frames
+        deadline = time.monotonic() + 5.0     # a new workbook window takes a moment to map
+        while time.monotonic() < deadline:
+            if len([e for e in dev.observe_tree() if e["role"] == "frame"]) > frames:
+                return True
+            time.sleep(0.1)
+        return False
 
     return menus + toggles + [("button Sum", sum_button), ("button New", new_button)]
 
