@@ -11,6 +11,12 @@ without the settle wait), settle (waiting for the screen to stop changing, inste
 sleep), record (PNG encode + step line), and the loop's whole step; `overhead_ms` = step minus the
 settle wait, i.e. what the runtime itself costs. One JSON line on stdout.
 
+Real application (``real_app``): galculator from Debian (the desktop bench's calculator) on its own
+Xvfb with an accessibility bus; each step observes (screenshot + the AT-SPI tree, `tree_ms` its
+read alone), clicks a digit button named by its tree element, settles and records. Beside it, in
+the same run, the anchors' way on the same window: ``pyautogui.screenshot()``, the click, then a
+fixed 1 s sleep (``--anchor-steps`` of them).
+
     python benchmarks/gui_step_overhead.py --steps 200
 """
 from __future__ import annotations
@@ -122,6 +128,62 @@ def desktop(steps: int, work: Path) -> dict:
             server.stop()
 
 
+def real_app(steps: int, anchor_steps: int, work: Path) -> dict:
+    from gui_fixtures import start_xvfb
+
+    from embodia.devices.atspi import start_bus
+    from embodia.devices.base import environ
+    from embodia.sim.desktop_bench import open_desktop_bench
+    server = start_xvfb(1280, 800, workdir=work / "xa")
+    with environ(DISPLAY=server.display, XAUTHORITY=server.env["XAUTHORITY"]):
+        bus = start_bus(server.display)
+        try:
+            with open_desktop_bench("galculator/add") as dev:
+                obs = dev.reset(seed=0)
+                digits = {e["text"]: e["index"] for e in obs.ui_tree if e["text"] in "123456789" and e["text"]}
+                actions = [GuiAction("click", element=digits[str(1 + i % 9)]) for i in range(steps)]
+                tree_ms, read = [], dev._ui_tree
+
+                def timed_tree():
+                    out = read()
+                    tree_ms.append(dev.tree.last_ms)
+                    return out
+                dev._ui_tree = timed_tree
+                out = run(dev, actions, work / "rec-real")
+                out["tree_ms"] = pct(tree_ms)
+                out["tree_elements"] = len(dev.last_obs.ui_tree or [])
+                out["anchor_way"] = anchor_way(dev, digits, anchor_steps)
+            return {"app": "galculator 2.1.4 (Debian 12)", "screen": "1280x800", **out}
+        finally:
+            bus.stop()
+            server.stop()
+
+
+def anchor_way(dev, digits: dict, steps: int) -> dict:
+    """pyautogui.screenshot() + click + fixed 1 s sleep per step, on the same window."""
+    import pyautogui
+    tree = dev.last_obs.ui_tree
+    centres = []
+    for label in "12":
+        x0, y0, x1, y1 = next(e for e in tree if e["index"] == digits[label])["bounds"]
+        centres.append(((x0 + x1) // 2, (y0 + y1) // 2))
+    try:
+        pyautogui.screenshot()             # X11: pyscreeze runs scrot (or gnome-screenshot) and reads the PNG
+        shot, how = pyautogui.screenshot, "pyautogui.screenshot (scrot)"
+    except Exception:                      # noqa: BLE001 - neither installed: Pillow's own X grab
+        from PIL import ImageGrab
+        shot, how = (lambda: ImageGrab.grab(xdisplay=dev.display)), "PIL.ImageGrab (no scrot here)"
+    step, grab = [], []
+    for i in range(steps):
+        t0 = time.perf_counter()
+        shot()
+        grab.append((time.perf_counter() - t0) * 1e3)
+        pyautogui.click(*centres[i % 2])
+        time.sleep(1.0)
+        step.append((time.perf_counter() - t0) * 1e3)
+    return {"step_ms": pct(step), "screenshot_ms": pct(grab), "screenshot": how, "sleep_s": 1.0}
+
+
 def android(steps: int, work: Path) -> dict:
     import adbutils._adb
     from fakeadb import FakeAdbServer, FakePhone
@@ -144,19 +206,28 @@ def android(steps: int, work: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=200, help="desktop steps (android: half)")
-    ap.add_argument("--skip", choices=["desktop", "android"], default=None)
+    ap.add_argument("--skip", choices=["desktop", "android", "real_app"], default=None, action="append")
+    ap.add_argument("--real-steps", type=int, default=100, help="steps on the real application")
+    ap.add_argument("--anchor-steps", type=int, default=20, help="steps of the anchors' way (1 s each)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
         rep = {"benchmark": "gui_step_overhead", "date": time.strftime("%Y-%m-%d"),
                "machine": f"{platform.machine()}, {os.cpu_count()} cpus", "image_format": "png"}
-        if args.skip != "desktop":
+        skip = args.skip or []
+        if "desktop" not in skip:
             rep["desktop"] = desktop(args.steps, work)
-        if args.skip != "android":
+        if "real_app" not in skip:
+            rep["real_app"] = real_app(args.real_steps, args.anchor_steps, work)
+        if "android" not in skip:
             rep["android_fake_adb"] = android(max(10, args.steps // 2), work)
     # the fixed per-step sleeps in those projects' agent loops, in ms
     rep["anchor_fixed_sleep_ms"] = {"MobileAgent-v3": 2000, "OSWorld": 2000, "UI-TARS-desktop": 1000,
                                     "Mobile-Agent-E": 3000}
+    if "real_app" in rep:
+        r = rep["real_app"]
+        rep["real_app_tree_p50_under_50ms"] = r["tree_ms"]["p50"] <= 50.0
+        rep["real_app_step_vs_anchor_way"] = round(r["step_ms"]["p50"] / r["anchor_way"]["step_ms"]["p50"], 4)
     if "desktop" in rep:
         rep["desktop_step_vs_1s_sleep"] = round(rep["desktop"]["step_ms"]["p50"] / 1000.0, 4)
         rep["desktop_overhead_p50_under_30ms"] = rep["desktop"]["overhead_ms"]["p50"] < 30.0

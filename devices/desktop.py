@@ -37,6 +37,13 @@ Conventions and decisions:
 - **Settling**: after each input action the device waits until two consecutive screenshots agree
   (bounded by ``settle`` seconds; 0 disables) and records ``last_settle``.
 - **Loss**: an X server that goes away raises `DeviceLost`; no display at all raises `NoDisplay`.
+- **UI tree**: where the display has an accessibility bus (at-spi-bus-launcher, Debian package
+  at-spi2-core; `embodia.devices.atspi.start_bus` starts one), each observation carries the AT-SPI
+  tree of the visible windows (`embodia.devices.atspi`: the element schema of gui-sim and Android,
+  pruned to what is visible and actionable) and "ui_tree" joins ``capabilities``. Without a bus the
+  desktop works as before and warns once that it has no tree. ``a11y="off"`` never looks.
+  ``click`` on element N goes to the centre of its bounds (as a person clicks); with
+  ``element_clicks="action"`` it runs the element's accessible action instead, where it has one.
 """
 from __future__ import annotations
 
@@ -49,6 +56,7 @@ import select
 import socket
 import sys
 import time
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -65,6 +73,7 @@ KEY_ALIASES = {"control": "ctrl", "escape": "esc", "return": "enter", "super": "
                "arrowup": "up", "arrowdown": "down", "arrowleft": "left", "arrowright": "right"}
 SYSTEM_KEYS = {"enter": ("enter",), "back": ("alt", "left")}
 DEFAULT_MS = {"long_press": 800, "swipe": 300, "drag": 500}
+LOOK_FOR_BUS_S = 5.0       # while there is no accessibility bus, look again this often
 START_XVFB = "start a virtual screen (Xvfb :99 -screen 0 1280x800x24 -nolisten tcp &) or set DISPLAY"
 
 
@@ -146,8 +155,18 @@ class DesktopDevice(GuiDevice):
     paste_keys = ("ctrl", "v")
 
     def __init__(self, display: str = "", *, pixel_ratio: float = 1.0, settle: float = 1.5,
-                 settle_interval: float = 0.025, scroll_clicks: int = 5, failsafe: bool = True):
+                 settle_interval: float = 0.025, scroll_clicks: int = 5, failsafe: bool = True,
+                 a11y: str = "auto", tree_limit: int = 300, element_clicks: str = "pointer"):
         super().__init__()
+        if a11y not in ("auto", "off"):
+            raise ValueError(f"a11y must be 'auto' or 'off', got {a11y!r}")
+        if element_clicks not in ("pointer", "action"):
+            raise ValueError(f"element_clicks must be 'pointer' or 'action', got {element_clicks!r}")
+        self.a11y, self.tree_limit, self.element_clicks = a11y, int(tree_limit), element_clicks
+        self.tree = None                           # an AtspiTree once an accessibility bus answers
+        self.tree_apps: set[str] | None = None     # AT-SPI bus names to read (None: every application)
+        self._said_no_tree = False
+        self._next_look = 0.0                      # when to look for an accessibility bus again
         self.display = display or os.environ.get("DISPLAY", "")
         if not self.display:
             raise NoDisplay(f"no X display: none given and $DISPLAY is unset; {START_XVFB}")
@@ -171,6 +190,7 @@ class DesktopDevice(GuiDevice):
                 _drop(self._x)
             raise NoDisplay(f"cannot connect to X display {self.display!r} ({e}); {START_XVFB}") from e
         self._gui = _bind_pyautogui(self.display)
+        self._atspi()                              # the tree capability is known from the start
         with self._xcall("read the pointer"):
             self._pointer = tuple(self._gui.position())   # where we left the pointer: not a person
         self.embodiment = gui_embodiment(name=f"desktop:{self.display}", kind="gui-desktop",
@@ -184,6 +204,57 @@ class DesktopDevice(GuiDevice):
         if emb is not None and emb.screen != screen:      # Embodiment is frozen: replace it
             self.embodiment = dataclasses.replace(emb, screen=screen)
         return screen
+
+    def _ui_tree(self) -> list | None:
+        tree = self._atspi()
+        if tree is None:
+            return None
+        tree.apps = self.tree_apps
+        try:
+            return tree.read(self._screen())
+        except (OSError, ConnectionError, ValueError) as e:     # the bus went away: no tree from now
+            self._no_tree(f"the accessibility bus stopped answering ({type(e).__name__}: {e})")
+            self.tree = None
+            return None
+
+    def _atspi(self):
+        """The AT-SPI connection, opened on first need; None (said once) while there is no bus."""
+        if self.tree is None and self.a11y != "off" and time.monotonic() >= self._next_look:
+            # a bus started later is found, but looked for at most every few seconds (an X round trip)
+            self._next_look = time.monotonic() + LOOK_FOR_BUS_S
+            from embodia.devices.atspi import AtspiTree, find_bus
+            with _x_env(self.display):
+                addr = find_bus(self.display)
+            if addr:
+                try:
+                    self.tree = AtspiTree(addr, limit=self.tree_limit)
+                except (OSError, ConnectionError, ValueError) as e:
+                    self._no_tree(f"cannot connect to its accessibility bus {addr!r} ({e})")
+            else:
+                self._no_tree("no accessibility bus (start at-spi-bus-launcher from the Debian package "
+                              "at-spi2-core, see embodia.devices.atspi)")
+        has = "ui_tree" in self.capabilities
+        if has != (self.tree is not None):     # "ui_tree" only while a tree answers; others kept
+            self.capabilities = self.capabilities ^ {"ui_tree"}
+        return self.tree
+
+    def _no_tree(self, why: str) -> None:
+        if not self._said_no_tree:
+            self._said_no_tree = True
+            warnings.warn(f"desktop {self.display}: {why}; observations carry no UI tree", RuntimeWarning,
+                          stacklevel=3)
+
+    def act(self, action) -> GuiAction:
+        """As `GuiDevice.act`; with ``element_clicks="action"`` a click on a tree element that offers
+        an accessible action runs that action instead of moving the pointer."""
+        if (self.element_clicks == "action" and isinstance(action, GuiAction) and action.type == "click"
+                and action.element is not None and action.point is None and self.tree is not None):
+            el = next((e for e in (self.last_obs.ui_tree or []) if e.get("index") == action.element), None) \
+                if self.last_obs is not None else None
+            if el is not None and self.tree.do_action(el):
+                self._settle()
+                return action
+        return super().act(action)
 
     def _grab(self) -> np.ndarray:
         w, h = self._size()
@@ -332,6 +403,10 @@ class DesktopDevice(GuiDevice):
         if self._clip is not None:
             self._clip.close()
             self._clip = None
+        if self.tree is not None:
+            with contextlib.suppress(OSError):
+                self.tree.close()
+            self.tree = None
         _drop(self._x)
 
 
@@ -340,9 +415,12 @@ def open_desktop(target: str = "", **query) -> DesktopDevice:
     $DISPLAY).
 
     Query: ``settle`` (seconds to wait for the screen after an input action; 0 disables),
-    ``pixel_ratio``, ``scroll_clicks``, ``failsafe`` (0/1).
+    ``pixel_ratio``, ``scroll_clicks``, ``failsafe`` (0/1), ``a11y`` (auto/off: read the AT-SPI
+    tree where there is an accessibility bus), ``tree_limit`` (most elements a tree keeps),
+    ``element_clicks`` (pointer/action).
     """
-    kinds = {"settle": float, "pixel_ratio": float, "scroll_clicks": int,
+    kinds = {"settle": float, "pixel_ratio": float, "scroll_clicks": int, "a11y": str, "tree_limit": int,
+             "element_clicks": str,
              "failsafe": lambda v: str(v).lower() not in ("0", "false", "no", "off")}
     unknown = set(query) - set(kinds)
     if unknown:

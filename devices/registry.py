@@ -18,6 +18,8 @@ SCHEMES: dict[str, tuple[str, str]] = {
     "mujoco": ("embodia.devices.mujoco:open_mujoco", "any MJCF scene: mujoco:path/to/scene.xml[?hz=..&size=WxH]"),
     "desktop": ("embodia.devices.desktop:open_desktop", "this desktop (X11): desktop: ($DISPLAY) or desktop:<display>, e.g. desktop:99"),
     "android": ("embodia.devices.android:open_android", "a phone over adb: android:<serial> (android: = the only one)"),
+    "desktop-bench": ("embodia.sim.desktop_bench:open_desktop_bench", "tasks on real Debian apps (galculator, "
+                      "mousepad, gnumeric) on this X display: desktop-bench:<app>/<task>[?split=train|test]"),
     "gui-sim": ("embodia.sim.gui:open_gui_sim", "synthetic phone/desktop apps with verifiable tasks: "
                 "gui-sim:<app>[?task=..&split=train|test&shift=layout,theme,font,size&form=phone|desktop]"),
 }

@@ -1,0 +1,153 @@
+"""The desktop's AT-SPI tree and the desktop bench on real Debian applications (galculator, mousepad,
+gnumeric) under Xvfb: the tree is read, its elements are action targets, the scripted experts solve
+the tasks through it, and a real "Discard" button is stopped by the safety gate.
+
+Tests that need an application skip, with the package to install, only where it is missing."""
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+
+from embodia.devices import GuiAction
+from embodia.devices.desktop import DesktopDevice
+
+pytest_plugins = ("gui_fixtures",)
+pytest.importorskip("jeepney", reason="jeepney is not installed (pip install jeepney)")
+
+from embodia.devices.atspi import LAUNCHER, start_bus  # noqa: E402
+from embodia.sim.desktop_bench import (  # noqa: E402
+    APPS, TASKS, _discard_button, app_installed, open_desktop_bench)
+
+if shutil.which("Xvfb") is None:
+    pytest.skip("Xvfb is not installed (apt-get install xvfb)", allow_module_level=True)
+if not Path(LAUNCHER).exists() or shutil.which("dbus-daemon") is None:
+    pytest.skip("no accessibility bus launcher (apt-get install at-spi2-core dbus)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def a11y_display(tmp_path_factory):
+    """One Xvfb with an accessibility bus for the module (the bench starts its apps on it)."""
+    from gui_fixtures import start_xvfb
+    server = start_xvfb(1280, 800, workdir=tmp_path_factory.mktemp("xvfb-a11y"))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("DISPLAY", server.display)
+    mp.setenv("XAUTHORITY", server.xauthority)
+    bus = start_bus(server.display)
+    try:
+        yield server
+    finally:
+        bus.stop()
+        server.stop()
+        mp.undo()
+
+
+def bench(target: str, **kw):
+    app = TASKS[target].app
+    if not app_installed(app):
+        pytest.skip(f"{app} is not installed (apt-get install {APPS[app].package})")
+    return open_desktop_bench(target, settle=0.4, **kw)
+
+
+def test_no_bus_means_no_tree_said_once(xvfb):
+    with pytest.warns(RuntimeWarning, match="no accessibility bus") as said:
+        dev = DesktopDevice(xvfb.display)
+        obs1, obs2 = dev.observe(), dev.observe()
+    try:
+        assert len([w for w in said if "accessibility" in str(w.message)]) == 1
+        assert "ui_tree" not in dev.capabilities and obs1.ui_tree is None and obs2.ui_tree is None
+        assert obs1.images["screen"].shape == (xvfb.height, xvfb.width, 3)    # the desktop works as before
+    finally:
+        dev.close()
+
+
+def test_tree_schema_bounds_and_element_click(a11y_display):
+    with bench("galculator/add") as dev:
+        obs = dev.reset(seed=0)
+        assert "ui_tree" in dev.capabilities
+        tree = obs.ui_tree
+        keys = {"index", "role", "text", "bounds", "box", "enabled", "editable", "focused", "clickable"}
+        assert tree and all(keys <= set(e) for e in tree)
+        assert [e["index"] for e in tree] == list(range(len(tree)))
+        for e in tree:
+            x0, y0, x1, y1 = e["bounds"]
+            assert 0 <= x0 < x1 <= 1280 and 0 <= y0 < y1 <= 800
+            assert e["box"] == [round(x0 * 1000 / 1280), round(y0 * 1000 / 800), round(x1 * 1000 / 1280),
+                                round(y1 * 1000 / 800)]
+        seven = next(e for e in tree if e["text"] == "7" and e["role"] == "toggle button")
+        dev.act(GuiAction("click", element=seven["index"]))
+        shown = next(e for e in dev.observe().ui_tree if e["role"] == "text")
+        assert shown["value"].strip() == "7"
+        assert dev.tree.last_ms < 500          # the benchmark reports p50/p95; here only a sanity bound
+
+
+def test_accessible_action_clicks(a11y_display):
+    with bench("galculator/add", element_clicks="action") as dev:
+        obs = dev.reset(seed=0)
+        for label in ("4", "2"):
+            e = next(e for e in dev.observe().ui_tree if e["text"] == label and e["role"] == "toggle button")
+            dev.act(GuiAction("click", element=e["index"]))
+        assert next(e for e in dev.observe().ui_tree if e["role"] == "text")["value"].strip() == "42"
+        assert obs.ui_tree
+
+
+class _Checked:
+    """Wraps the expert: every element it names is in the observed tree with on-screen bounds."""
+
+    def __init__(self, expert):
+        self.expert, self.used = expert, []
+
+    def reset(self, seed=None):
+        self.expert.reset(seed)
+
+    def act(self, obs, instruction=""):
+        a = self.expert.act(obs, instruction)
+        if a is not None and a.element is not None:
+            e = next(e for e in obs.ui_tree if e["index"] == a.element)
+            x0, y0, x1, y1 = e["bounds"]
+            assert x1 > x0 and y1 > y0, e
+            self.used.append((e["role"], e["text"].strip()))
+        return a
+
+
+@pytest.mark.parametrize("target", ["galculator/multiply", "mousepad/save-as", "gnumeric/sum"])
+def test_expert_solves_through_the_tree(a11y_display, target):
+    from embodia.agent.loop.episode import run_episode
+    from embodia.agent.loop.safety import SafetyGate
+    from embodia.devices import as_policy
+    with bench(target, split="test") as dev:
+        policy = _Checked(dev.expert())
+        r = run_episode(dev, as_policy(policy), seed=5, gate=SafetyGate())
+        assert r.error is None and r.success is True, (r.error, dev.info())
+        assert policy.used, "the expert used no tree element"
+
+
+def test_gate_refuses_a_real_discard_button(a11y_display):
+    """gnumeric's close dialog: its "Discard" button, found through the desktop tree, is classed as
+    delete and refused by default (No); the workbook stays open and unsaved."""
+    from embodia.agent.loop.episode import run_episode
+    from embodia.agent.loop.safety import classify
+    from embodia.devices import as_policy
+    with bench("gnumeric/close-discard") as dev:
+        r = run_episode(dev, as_policy(dev.expert()), seed=1)      # the default gate: no one to say yes
+        assert r.error is not None and "RiskRefused" in r.error and "Discard" in r.error, r.error
+        tree = dev.observe().ui_tree
+        button = _discard_button(tree)
+        assert button is not None and button["text"].strip().lower().startswith("discard")
+        risk, evidence = classify(GuiAction("click", element=button["index"]), tree, dev.observe().screen)
+        assert risk == "delete", evidence
+        assert dev.proc.poll() is None                                   # still open: the click never ran
+        assert (dev.work / dev.slots["file"]).stat().st_mtime == dev.memory["start_mtime"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["galculator/add", "mousepad/type", "gnumeric/set-cell"])
+def test_tree_fidelity(a11y_display, target):
+    """At least 20 enabled buttons / menus / toggles per application, clicked at their tree centre,
+    activate (checked through the application's state in its tree); the fraction is printed."""
+    from embodia.sim.desktop_fidelity import fidelity
+    with bench(target) as dev:
+        report = fidelity(dev)
+    print(report)
+    assert report["probes"] >= 20 and report["activated"] >= 20, report
+    assert report["fraction"] >= 0.85, report
