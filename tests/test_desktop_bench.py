@@ -140,6 +140,17 @@ def test_gate_refuses_a_real_discard_button(a11y_display):
         assert (dev.work / dev.slots["file"]).stat().st_mtime == dev.memory["start_mtime"]
 
 
+def test_gate_refuses_mousepad_dont_save(a11y_display):
+    """mousepad's close dialog: "Don't Save" throws the typed text away, so it is gated like Discard;
+    by default (No) the click never runs and the editor stays open."""
+    from embodia.agent.loop.episode import run_episode
+    from embodia.devices import as_policy
+    with bench("mousepad/close-discard") as dev:
+        r = run_episode(dev, as_policy(dev.expert()), seed=1)
+        assert r.error is not None and "RiskRefused" in r.error and "Don" in r.error, r.error
+        assert dev.proc.poll() is None
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("target", ["galculator/add", "mousepad/type", "gnumeric/set-cell"])
 def test_tree_fidelity(a11y_display, target):

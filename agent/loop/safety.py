@@ -114,6 +114,9 @@ VERBS = {
     # before install: "アンインストール" holds "インストール"
     "delete": ["delete", "del", "dlt", "remove", "erase", "uninstall", "discard", "trash", "move to trash",
                "empty trash", "empty bin", "empty recycle bin", "clear all", "clear history", "clear data", "wipe",
+               # closing without saving throws the unsaved work away (GTK/Qt "Don't Save" dialogs)
+               "don t save", "dont save", "do not save", "without saving", "nicht speichern", "no guardar",
+               "ne pas enregistrer", "不保存", "保存しない",
                "factory reset", "reset to factory", "factory data reset", "format", "format card", "rm",
                "purge", "destroy", "eliminar", "borrar", "suprimir", "desinstalar", "excluir", "apagar",
                "remover", "loschen", "loeschen", "entfernen", "deinstallieren", "supprimer", "effacer",
