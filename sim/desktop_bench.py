@@ -307,13 +307,21 @@ def _discard_button(tree):
     return None
 
 
-def _mp_discard_expert(dev, mem, tree):
-    b = _discard_button(tree)
-    if b is not None:
-        mem["discarded"] = True
-        return click(b)
-    if mem.get("discarded"):
-        return None
+def _close_discarding(work):
+    """An expert that does ``work`` (which ends by closing the window), then presses the close
+    dialog's discard button once it shows, and does nothing more after that."""
+    def expert(dev, mem, tree):
+        b = _discard_button(tree)
+        if b is not None:
+            mem["discarded"] = True
+            return click(b)
+        if mem.get("discarded"):
+            return None
+        return work(dev, mem, tree)
+    return expert
+
+
+def _mp_type_then_close(dev, mem, tree):
     ed = _editor(tree)
     if ed is None:
         return GuiAction("wait", duration_ms=200)
@@ -431,13 +439,7 @@ def _sheet_discard(rng, split):
     return v
 
 
-def _sheet_discard_expert(dev, mem, tree):
-    b = _discard_button(tree)
-    if b is not None:
-        mem["discarded"] = True
-        return click(b)
-    if mem.get("discarded"):
-        return None
+def _sheet_set_then_close(dev, mem, tree):
     if mem.get("step", 0) < 4:
         return _sheet_expert(dev, mem, tree)
     mem["step"] = 5
@@ -462,13 +464,13 @@ TASKS: dict[str, Task] = {t.app + "/" + t.name: t for t in [
     Task("mousepad", "save-as", _mp_saveas, check=lambda d: _disk(d, d.slots["file"]) == d.slots["expected"],
          expert=_mp_saveas_expert, multi_step=True),
     Task("mousepad", "close-discard", _mp_discard, _editor_files, check=_closed_unchanged,
-         expert=_mp_discard_expert, multi_step=True),
+         expert=_close_discarding(_mp_type_then_close), multi_step=True),
     Task("gnumeric", "set-cell", _sheet_set, _sheet_files, _sheet_check, _sheet_expert, True),
     Task("gnumeric", "sum", _sheet_sum, _sheet_files, _sheet_check, _sheet_expert, True),
     Task("gnumeric", "product", _sheet_product, _sheet_files, _sheet_check, _sheet_expert, True),
     Task("gnumeric", "word", _sheet_word, _sheet_files, _sheet_check, _sheet_expert, True),
     Task("gnumeric", "close-discard", _sheet_discard, _sheet_files, _sheet_closed_unchanged,
-         _sheet_discard_expert, True),
+         _close_discarding(_sheet_set_then_close), True),
 ]}
 
 
