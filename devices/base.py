@@ -162,7 +162,3 @@ def as_policy(obj) -> Policy:
         raise TypeError(f"{type(obj).__name__} is not a policy: it has no act(obs, instruction)")
     return _Adapted(obj)
 
-
-def policy_info(policy) -> dict:
-    """What the policy says about its episode (e.g. the expert's chosen mode); {} if it says nothing."""
-    return dict(as_policy(policy).info())
