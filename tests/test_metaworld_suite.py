@@ -109,6 +109,21 @@ def test_record_a_suite_one_dataset_per_task(tmp_path):
     assert expand_data([out]) == [str(out / t) for t in sorted(SUITES["mt10"])]   # train --data <suite folder>
 
 
+def test_a_stopped_suite_recording_resumes_where_it_stopped(tmp_path):
+    from embodia.agent.evaluation.suite import record_suite
+    from embodia.agent.recording.dataset import LocalDataset
+    out, two = tmp_path / "demos", ["reach-v3", "push-v3"]
+    first = record_suite("mt50", "random", out, episodes=1, seed=1000, query={"max_steps": "3"}, tasks=two[:1])
+    assert first["tasks"]["reach-v3"]["resumed_from"] == 0
+    # the run "stopped" after one task and one episode; asked again for 2 per task, it adds only the rest
+    again = record_suite("mt50", "random", out, episodes=2, seed=1000, query={"max_steps": "3"}, tasks=two)
+    assert again["tasks"]["reach-v3"] == {**again["tasks"]["reach-v3"], "recorded": 2, "resumed_from": 1}
+    assert [e["seed"] for e in LocalDataset(out / "reach-v3").episodes] == [1000, 1001]
+    assert [e["seed"] for e in LocalDataset(out / "push-v3").episodes] == [1000, 1001]
+    same = record_suite("mt50", "random", out, episodes=2, seed=1000, query={"max_steps": "3"}, tasks=two)
+    assert same["recorded"] == 4 and len(LocalDataset(out / "push-v3").episodes) == 2   # nothing re-recorded
+
+
 def test_one_memory_steers_the_whole_suite_task_by_task(tmp_path):
     mem = tmp_path / "mem"
     rep = run_suite("mt50", "embodia-tiny", episodes=1, tasks=["reach-v3", "button-press-v3"], memory=str(mem))

@@ -239,7 +239,8 @@ def record_suite_cli(out, device, policy, shift, size, episodes, seed, only_succ
     query.update({k: v for k, v in (("shift", shift), ("size", size)) if v})
 
     def on_task(task, row):
-        console.print(f"{task}: recorded {row['recorded']} episodes ({row['successes']} successful) "
+        again = f", {row['resumed_from']} of them from a stopped run" if row.get("resumed_from") else ""
+        console.print(f"{task}: recorded {row['recorded']} episodes ({row['successes']} successful{again}) "
                       f"to {out / task}")
     try:
         rep = record_suite(name, policy, out, episodes=episodes, seed=seed, only_success=only_success,

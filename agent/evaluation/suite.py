@@ -216,8 +216,6 @@ def record_suite(suite: str, policy_spec: str, out, *, episodes: int, seed: int 
 
     >>> rep = record_suite("mt50", "expert", "/tmp/demos", episodes=50, seed=1000)   # doctest: +SKIP
     """
-    from pathlib import Path
-
     from embodia.agent.recording.recorder import open_recorder
     names = list(tasks) if tasks else list(suite_tasks(suite))
     q = {"max_steps": str(SUITE_MAX_STEPS), **(query or {})}
@@ -225,26 +223,66 @@ def record_suite(suite: str, policy_spec: str, out, *, episodes: int, seed: int 
     rows = {}
     for task in names:
         uri = task_uri(task, q)
+        done = _recorded(Path(out) / task)
+        todo, first_seed = _still_to_record(done, episodes, seed, only_success)
+        if todo <= 0:   # a stopped run already finished this task: resume after it
+            rows[task] = _suite_row(task, done, resumed=len(done))
+            if on_task:
+                on_task(task, rows[task])
+            continue
         dev = make_device(uri)
         try:
             pol = policies.for_device(dev, uri)
             writer = open_recorder(Path(out) / task, dev.embodiment)
             try:
-                results = run_episodes(dev, pol, episodes=10 * episodes if only_success else episodes, seed=seed,
-                                       recorder=writer, until_successes=episodes if only_success else None,
+                results = run_episodes(dev, pol, episodes=todo, seed=first_seed, recorder=writer,
+                                       until_successes=episodes - _successes(done) if only_success else None,
                                        episode_meta={"device": uri, "shift": q.get("shift"), "size": q.get("size"),
                                                      "policy": policy_spec})
             finally:
                 writer.close()
         finally:
             dev.close()
-        rows[task] = {"group": group_of(task), "recorded": len(results),
-                      "successes": sum(bool(r.success) for r in results), "steps": sum(r.steps for r in results)}
+        rows[task] = _suite_row(task, done + [{"success": r.success, "steps": r.steps} for r in results],
+                                resumed=len(done))
         if on_task:
             on_task(task, rows[task])
     return {"suite": suite, "policy": policy_spec, "out": str(out), "seed": seed, "tasks": rows,
             "recorded": sum(r["recorded"] for r in rows.values()),
             "successes": sum(r["successes"] for r in rows.values())}
+
+
+def _recorded(root) -> list[dict]:
+    """The episodes an earlier (stopped) run recorded under ``root``: seed, success, steps each."""
+    from embodia.agent.recording.dataset import LocalDataset
+    if not (Path(root) / "meta" / "info.json").exists():
+        return []
+    return [{"seed": e.get("seed"), "success": e.get("success"), "steps": int(e.get("length") or 0)}
+            for e in LocalDataset(root).episodes]
+
+
+def _successes(done: list[dict]) -> int:
+    return sum(bool(e["success"]) for e in done)
+
+
+def _still_to_record(done: list[dict], episodes: int, seed: int, only_success: bool) -> tuple[int, int]:
+    """(episodes still to try, the seed to start at) for a task with ``done`` already on disk: the
+    seeds go on after the last one used, so a resumed run records what one uninterrupted run would.
+
+    >>> _still_to_record([{"seed": 5, "success": True}, {"seed": 6, "success": False}], 3, 5, True)
+    (28, 7)
+    >>> _still_to_record([{"seed": 5, "success": True}], 1, 5, False)
+    (0, 6)
+    """
+    nxt = max((int(e["seed"]) for e in done if e.get("seed") is not None), default=seed - 1) + 1
+    if only_success:
+        return (0 if _successes(done) >= episodes else 10 * episodes - len(done)), nxt
+    return episodes - len(done), nxt
+
+
+def _suite_row(task: str, episodes: list[dict], *, resumed: int) -> dict:
+    return {"group": group_of(task), "recorded": len(episodes), "successes": _successes(episodes),
+            "steps": sum(int(e["steps"] or 0) for e in episodes), "resumed_from": resumed}
 
 
 def _report(suite, policy_spec, rows, *, seed, episodes, query, render, timing) -> dict:
