@@ -91,3 +91,78 @@ def test_norms_are_fitted_on_every_dataset_of_a_body():
     q01, q99 = norms["sawyer"]["action"]["q01"][0], norms["sawyer"]["action"]["q99"][0]
     assert q01 < 0.1 and q99 > 5.9           # the first dataset alone would give [0.01, 0.99]
     assert fit_norms([DS(0.0, 1.0)], [[0]], skip={"sawyer": {}}) == {}
+
+
+# -- a mapping file (GR00T's meta/modality.json form) where the features do not name the numbers -----
+def anonymous_copy(tmp_path) -> Path:
+    """The fixture with its names and robot_type gone, as many LeRobot datasets are written."""
+    import shutil
+    root = tmp_path / "anon"
+    shutil.copytree(FIXTURE, root)
+    info = json.loads((root / "meta" / "info.json").read_text())
+    info["robot_type"] = None
+    for key in ("observation.state", "action"):
+        info["features"][key]["names"] = None
+    (root / "meta" / "info.json").write_text(json.dumps(info))
+    return root
+
+
+PUSHER_MAP = {"embodiment": "planar_pusher",
+              "state": {"pusher": {"start": 0, "end": 4, "names": ["pusher_x", "pusher_y", "pusher_vx", "pusher_vy"]},
+                        "puck": {"start": 4, "end": 8, "names": ["puck_x", "puck_y", "puck_vx", "puck_vy"]},
+                        "goal": {"start": 8, "end": 10, "names": ["goal_x", "goal_y"]}},
+              "action": {"vx": {"start": 0, "end": 1}, "vy": {"start": 1, "end": 2}},
+              "video": {"overhead": {"original_key": "observation.images.top"}},
+              "annotation": {"human.task_description": {"original_key": "task_index"}}}
+
+
+def test_a_mapping_file_names_an_anonymous_dataset(tmp_path):
+    root = anonymous_copy(tmp_path)
+    bare = LocalDataset(root)
+    assert bare.embodiment.name == "unknown" and bare.embodiment.state[0].name == "observation.state_0"
+    (root / "meta" / "modality.json").write_text(json.dumps(PUSHER_MAP))       # dropped beside info.json
+    ds = LocalDataset(root)
+    assert ds.embodiment.name == "planar_pusher"
+    assert [c.name for c in ds.embodiment.state] == [c.name for c in LocalDataset(FIXTURE).embodiment.state]
+    assert [c.name for c in ds.embodiment.actions] == ["vx", "vy"]
+    assert [c.name for c in ds.embodiment.cameras] == ["overhead"]
+    assert ds.frames(0, "overhead").shape == LocalDataset(FIXTURE).frames(0, "top").shape
+
+
+def test_trained_through_a_mapping_file_the_checkpoint_drives_the_named_body(tmp_path):
+    root = anonymous_copy(tmp_path)
+    mapping = tmp_path / "pusher_modality.json"                       # kept outside the dataset: --modality
+    mapping.write_text(json.dumps({**PUSHER_MAP, "video": {"top": {"original_key": "observation.images.top"}}}))
+    out = tmp_path / "ck"
+    args = ["train", "--data", str(root), "--out", str(out), "--steps", "2", "--batch-size", "4",
+            "--save-every", "2", "--threads", "1", "--hidden", "32", "--layers", "1"]
+    res = run(app, args + ["--modality", str(mapping)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rep = tmp_path / "rep.json"
+    res = run(app, ["eval", "--device", "sim:twogap-push", "--policy", str(out), "-n", "1",
+                    "--json", str(rep)], catch_exceptions=False)
+    assert res.exit_code in (0, 1), res.output                 # 1 = no success: a 2-step model may well fail
+    r = json.loads(rep.read_text())
+    assert r["episodes"] == 1 and r["errors"] == 0 and r["per_episode"][0]["length"] > 0
+    bare = tmp_path / "ck_bare"                                        # without the mapping: an unknown body
+    res = run(app, args[:3] + ["--out", str(bare)] + args[5:], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    res = run(app, ["eval", "--device", "sim:twogap-push", "--policy", str(bare), "-n", "1"])
+    assert res.exit_code == 2 and "unknown" in res.output, res.output
+
+
+@pytest.mark.parametrize("bad, says", [
+    ({"state": {"a": {"start": 0, "end": 11}}}, "0 <= start < end <= 10"),
+    ({"state": {"a": {"start": 0, "end": 4}, "b": {"start": 3, "end": 5}}}, "both cover entry 3"),
+    ({"video": {"cam": {"original_key": "observation.images.nope"}}}, "no image feature"),
+    ({"action": {"v": {"start": 0, "end": 2, "original_key": "observation.velocity"}}}, "only 'action' is read"),
+    ({"embodiment": "x", "robots": 1}, "unknown keys ['robots']"),
+])
+def test_a_bad_mapping_file_is_one_clear_error(tmp_path, bad, says):
+    root = anonymous_copy(tmp_path)
+    mapping = tmp_path / "m.json"
+    mapping.write_text(json.dumps(bad))
+    res = run(app, ["train", "--data", str(root), "--out", str(tmp_path / "ck"), "--steps", "1",
+                    "--modality", str(mapping)])
+    assert res.exit_code == 2 and says in res.output.replace("\n", " ") and str(mapping) in res.output.replace("\n", "")
+    assert not (tmp_path / "ck").exists()

@@ -46,6 +46,8 @@ AllowOpt = typer.Option(None, "--allow", help="run risky GUI actions of this cla
 ShiftOpt = typer.Option(None, "--shift", help="named distribution shift of a sim task, e.g. blocked-left")
 SeedOpt = typer.Option(0, "--seed", help="episode i runs with seed SEED+i")
 SizeOpt = typer.Option(None, "--size", help="camera size WxH (default: the device's)")
+ModalityOpt = typer.Option(None, "--modality", help="a mapping file (GR00T's meta/modality.json form) naming the "
+                           "dataset's state/action entries, cameras and body; default: the dataset's own, if any")
 AsyncOpt = typer.Option(False, "--async", help="compute the next action chunk while the current one executes, "
                         "paced to the control rate (continuous-control bodies)")
 SmoothOpt = typer.Option("none", "--smooth", help="with --async, the switch between chunks: none | inpaint (the "

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from embodia.agent.cli.app import DEFAULT_POLICY, app, check_inputs, console, fail
+from embodia.agent.cli.app import DEFAULT_POLICY, ModalityOpt, app, check_inputs, console, fail
 
 memory_app = typer.Typer(help="Inspect, build and prune success-memory files.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
@@ -46,12 +46,13 @@ def memory_ingest(path: Path = typer.Argument(..., help="memory directory (creat
                                                        "(default: the one each episode names)"),
                   as_successes: bool = typer.Option(False, "--as-successes", help="also store episodes without "
                                                     "a success flag (e.g. a LeRobot dataset's demonstrations): "
-                                                    "you vouch that they succeeded")):
+                                                    "you vouch that they succeeded"),
+                  modality: Optional[Path] = ModalityOpt):
     """Build (or extend) a memory from the successful episodes of a recorded dataset."""
     check_inputs(locals())
     from embodia.agent.training.ingest import ingest_dataset
     try:
-        episodes, added = ingest_dataset(path, data, policy, device, as_successes=as_successes)
+        episodes, added = ingest_dataset(path, data, policy, device, as_successes=as_successes, modality=modality)
     except (ValueError, FileNotFoundError) as e:     # DatasetError and PolicyError are ValueErrors
         fail(str(e))
     console.print(f"ingested {episodes} {'' if as_successes else 'successful '}episodes ({added} entries added or merged) into {path}")

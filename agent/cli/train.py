@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from embodia.agent.cli.app import app, check_inputs, console, fail
+from embodia.agent.cli.app import ModalityOpt, app, check_inputs, console, fail
 
 
 @app.command()
@@ -20,17 +20,17 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
           layers: int = typer.Option(2, "--layers", help="backbone text layers of a fresh model"),
           resume: bool = typer.Option(False, "--resume", help="continue the run saved in --out"),
           heldout: Optional[Path] = typer.Option(None, "--heldout", help="a recorded dataset scored offline "
-                                                 "at each save (first episodes; OUT.heldout.jsonl)")):
+                                                 "at each save (first episodes; OUT.heldout.jsonl)"),
+          modality: Optional[Path] = ModalityOpt):
     """Train the VLA (backbone + DiT head) on recorded datasets; EMA checkpoints, resumable."""
     check_inputs(locals())
-    from embodia.agent.recording.dataset import DatasetError
     from embodia.agent.training.train import TrainConfig, expand_data
     from embodia.agent.training.train import train as run_training
     cfg = TrainConfig(data=expand_data(data), out=str(out), steps=steps, batch_size=batch_size, lr=lr,
                       seed=seed, save_every=save_every, threads=threads, hidden=hidden, layers=layers,
-                      heldout=str(heldout) if heldout else None)
+                      heldout=str(heldout) if heldout else None, modality=str(modality) if modality else None)
     try:
         run_training(cfg, resume=resume, log=console.print)
-    except (DatasetError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError) as e:     # DatasetError, a bad mapping file, no episodes to train on
         fail(str(e))
     console.print(f"checkpoint written to {out}; use it with --policy {out}")

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from embodia.agent.recording.modality import MODALITY_PATH, apply_modality, load_modality
 from embodia.devices.embodiment import Camera, Channel, Embodiment
 from embodia.devices.observation import ACTION, IMAGES, STATE
 
@@ -141,7 +142,9 @@ def embodiment_from_info(info: dict) -> Embodiment:
 class LocalDataset:
     """A LeRobotDataset v3.0 directory on disk: metadata, per-episode arrays and decoded frames."""
 
-    def __init__(self, root):
+    def __init__(self, root, modality=None):
+        """``modality``: a mapping file naming the state/action entries and cameras (see
+        `embodia.agent.recording.modality`); without it, the dataset's own meta/modality.json if any."""
         self.root = Path(root)
         if not self.root.is_dir():
             raise DatasetError(f"{self.root}: no such dataset directory")
@@ -158,6 +161,11 @@ class LocalDataset:
             self.embodiment = embodiment_from_info(self.info)
         except (TypeError, ValueError, KeyError) as e:
             raise DatasetError(f"{self.root / INFO_PATH}: cannot rebuild the embodiment ({e})") from None
+        self._camera_keys: dict[str, str] = {}
+        mapping = Path(modality) if modality else self.root / MODALITY_PATH
+        if modality or mapping.is_file():
+            self.embodiment, self._camera_keys = apply_modality(
+                self.embodiment, load_modality(mapping), self.features, source=str(mapping))
         self._episodes: list[dict] | None = None
         self._tasks: list[str] | None = None
         self._stats: dict | None = None
@@ -319,6 +327,8 @@ class LocalDataset:
         return out
 
     def _camera_key(self, camera: str) -> str:
+        if camera in self._camera_keys:        # renamed by the mapping file
+            return self._camera_keys[camera]
         key = camera if camera.startswith(IMAGES + ".") else f"{IMAGES}.{camera}"
         if key not in self.image_keys:
             raise KeyError(f"no camera {camera!r} in {self.root}; cameras: "

@@ -32,14 +32,16 @@ def nothing_to_store(data, episodes: list[dict]) -> str:
 
 
 def ingest_dataset(memory_path: str | Path, data: str | Path, policy_spec: str = "embodia-tiny",
-                   device_uri: str | None = None, as_successes: bool = False) -> tuple[int, int]:
+                   device_uri: str | None = None, as_successes: bool = False,
+                   modality: str | Path | None = None) -> tuple[int, int]:
     """Store every successful episode of ``data`` in the memory at ``memory_path`` (created when
     absent), keyed and normalised by ``policy_spec``'s VLA; the namespace comes from ``device_uri`` or
     from the device each episode names. Episodes without a success flag (LeRobot's datasets carry none)
     are stored only with ``as_successes`` (see `episodes_to_store`). Returns (episodes stored, entries
     added or merged). Raises DatasetError, PolicyError, or ValueError (the message says why) when
-    nothing is left to store."""
-    ds = LocalDataset(data)
+    nothing is left to store. ``modality``: a mapping file naming the dataset's entries (see
+    `embodia.agent.recording.modality`)."""
+    ds = LocalDataset(data, modality=modality)
     chosen = episodes_to_store(ds.episodes, as_successes)
     if not chosen:
         raise ValueError(nothing_to_store(data, ds.episodes))

@@ -52,6 +52,7 @@ class TrainConfig:
     heldout_episodes: int = 8         # its first N episodes
     heldout_stride: int = 4           # every Nth step of each
     balance: str = "frames"           # sample bodies by their share of frames, or "bodies": equally
+    modality: str | None = None       # a mapping file naming every dataset's entries (meta/modality.json form)
     # architecture of a fresh model (ignored when --init/--resume give one)
     hidden: int = 64
     layers: int = 2
@@ -344,7 +345,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=
     """Train; ``on_save(step, out)`` runs after each checkpoint save (after the held-out score)."""
     torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
-    datasets = [LocalDataset(d) for d in cfg.data]
+    datasets = [LocalDataset(d, modality=cfg.modality) for d in cfg.data]
     state_dir = out / TRAIN_STATE
     resume = resume and (state_dir / "state.json").exists()
     if resume:      # the checkpoint's backbone (tokenizer included); raw weights come below
