@@ -93,6 +93,25 @@ def test_jobs_run_tasks_in_processes_with_the_serial_outcomes():
     assert par["overall"] == serial["overall"] and par["timing"]["steps"] == serial["timing"]["steps"]
 
 
+@pytest.mark.slow
+def test_workers_run_tasks_on_ray_actors_with_the_serial_outcomes(tmp_path):
+    tasks = ["reach-v3", "stick-pull-v3", "door-open-v3"]
+    serial = run_suite("mt50", "expert", episodes=2, seed=3, tasks=tasks, query={"max_steps": "150"})
+    from embodia.agent.fleet.suite_pool import ray_suite_pool
+    seen = []
+    ray = run_suite("mt50", "expert", episodes=2, seed=3, tasks=tasks, query={"max_steps": "150"},
+                    pool=ray_suite_pool(2), on_task=lambda t, row: seen.append(t))
+    assert list(ray["tasks"]) == tasks and sorted(seen) == sorted(tasks)
+    assert {t: r["outcomes"] for t, r in ray["tasks"].items()} == {t: r["outcomes"] for t, r in serial["tasks"].items()}
+    assert ray["timing"]["steps"] == serial["timing"]["steps"]
+    with pytest.raises(ValueError, match="one process"):
+        run_suite("mt50", "embodia-tiny", episodes=1, tasks=tasks[:1], memory=str(tmp_path / "m"),
+                  pool=ray_suite_pool(2))
+    res = CliRunner().invoke(app, ["eval", "--device", "sim:metaworld/hard?max_steps=2", "--policy", "random",
+                                   "--workers", "2", "-n", "1"], catch_exceptions=False)
+    assert res.exit_code in (0, 1) and "6 episodes" in res.output, res.output
+
+
 def test_record_a_suite_one_dataset_per_task(tmp_path):
     from embodia.agent.recording.dataset import LocalDataset
     out = tmp_path / "demos"

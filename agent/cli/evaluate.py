@@ -70,11 +70,11 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
     header = dict(device=device, policy=policy, shift=shift)
     from embodia.agent.evaluation.suite import parse_suite
     if parse_suite(device):   # sim:metaworld/mt50 and friends: every task of the suite
-        if memory == "online" or workers or async_exec or record:
-            fail(f"{device} is a suite: --memory online, --workers, --async and --record apply to one task "
+        if memory == "online" or async_exec or record:
+            fail(f"{device} is a suite: --memory online, --async and --record apply to one task "
                  f"(e.g. sim:metaworld/reach-v3) for now; --memory PATH steers the whole suite")
         rep = suite_eval(device, policy, shift=shift, size=size, episodes=episodes, seed=seed, jobs=jobs,
-                         memory=None if memory == "off" else memory)
+                         memory=None if memory == "off" else memory, workers=workers, ray_address=ray_address)
         if json_out:
             write_json(rep, json_out)
             console.print(f"report written to {json_out}")
@@ -122,7 +122,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
 
 
 def suite_eval(device: str, policy: str, *, shift, size, episodes: int, seed: int, jobs: int = 1,
-               memory: Optional[str] = None) -> dict:
+               memory: Optional[str] = None, workers: Optional[int] = None, ray_address: Optional[str] = None) -> dict:
     """Every task of a suite with a progress bar; the per-task, per-group and overall table printed."""
     from embodia.agent.evaluation.suite import parse_suite, run_suite, suite_table, suite_tasks
     name, query = parse_suite(device)
@@ -135,14 +135,18 @@ def suite_eval(device: str, policy: str, *, shift, size, episodes: int, seed: in
             wins.append(bool(r.success))
             bar.update(task, advance=1, status=f"{t}: {sum(wins)}/{len(wins)}")
 
-        def on_task(t, row):   # with --jobs: whole tasks come back from the workers
-            if jobs > 1:
+        def on_task(t, row):   # with --jobs/--workers: whole tasks come back from the workers
+            if jobs > 1 or workers:
                 wins.extend(row["outcomes"])
                 bar.update(task, advance=row["episodes"], status=f"{t}: {sum(wins)}/{len(wins)}")
         try:
+            pool = None
+            if workers:
+                from embodia.agent.fleet.suite_pool import ray_suite_pool
+                pool = ray_suite_pool(workers, ray_address)
             rep = run_suite(name, policy, episodes=episodes, seed=seed, query=query, on_episode=on_episode,
-                            on_task=on_task, jobs=jobs, memory=memory)
-        except (ValueError, ImportError, FileNotFoundError) as e:
+                            on_task=on_task, jobs=jobs, memory=memory, pool=pool)
+        except (ValueError, ImportError, FileNotFoundError, RuntimeError) as e:   # FleetError is a RuntimeError
             fail(str(e))
     console.print(suite_table(rep), markup=False, highlight=False)
     t = rep["timing"]

@@ -124,7 +124,7 @@ class _Policies:
 
 def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, query: dict | None = None,
               render: str = "policy", threads: int | None = None, on_episode=None, on_task=None,
-              tasks: list[str] | None = None, jobs: int = 1, memory: str | None = None) -> dict:
+              tasks: list[str] | None = None, jobs: int = 1, memory: str | None = None, pool=None) -> dict:
     """Evaluate `policy_spec` on every task of `suite` (or the given subset `tasks`), `episodes` per task
     with seeds `seed .. seed + episodes - 1`. ``render``: "policy" renders only what the policy reads,
     "default" renders as a lone task does (one 96x96 camera; the benchmark's baseline). ``query`` goes
@@ -132,10 +132,13 @@ def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, que
     (one process only), ``on_task(task, row)`` after each task. ``jobs`` > 1 runs tasks in that many
     worker processes (one torch thread each; the same outcomes as one process at one thread, tasks
     reported in suite order). ``memory``: a persistent memory file that steers the checkpoint across the
-    whole suite, in one process, in task order (see `_Policies`). The report: per task, per group,
-    overall (Wilson 95%), protocol, timing."""
-    if memory and jobs > 1:
-        raise ValueError("--memory runs the suite in one process (one memory grows task after task); drop --jobs")
+    whole suite, in one process, in task order (see `_Policies`). ``pool``: runs the tasks elsewhere,
+    ``pool(names, uris, policy_spec, episodes, seed, on_task) -> {task: row}`` (Ray actors:
+    `embodia.agent.fleet.suite_pool.ray_suite_pool`). The report: per task, per group, overall
+    (Wilson 95%), protocol, timing."""
+    if memory and (jobs > 1 or pool):
+        raise ValueError("--memory runs the suite in one process (one memory grows task after task); "
+                         "drop --jobs/--workers")
     if render not in RENDER_MODES:
         raise ValueError(f"render={render!r}; one of {RENDER_MODES}")
     names = list(tasks) if tasks else list(suite_tasks(suite))
@@ -143,7 +146,9 @@ def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, que
     q = {"max_steps": str(SUITE_MAX_STEPS), **(policy_reads(policy_spec) if render == "policy" else {}),
          **(query or {})}
     t0 = time.perf_counter()
-    if jobs > 1:
+    if pool is not None:
+        rows = pool(names, [task_uri(t, q) for t in names], policy_spec, episodes, seed, on_task)
+    elif jobs > 1:
         rows = _run_parallel(names, q, policy_spec, episodes, seed, jobs, on_task)
     else:
         policies = _Policies(policy_spec, threads, memory)
@@ -172,6 +177,17 @@ def _worker_task(task: str, uri: str, policy_spec: str, episodes: int, seed: int
     if "policies" not in _WORKER:
         _WORKER["policies"] = _Policies(policy_spec, 1)
     return task, _run_task(task, uri, _WORKER["policies"], episodes, seed, None)
+
+
+class TaskRunner:
+    """Runs whole tasks of a suite in a worker (a process or a Ray actor): the policy loads once,
+    one torch thread, the same outcomes as one process at one thread."""
+
+    def __init__(self, policy_spec: str):
+        self.policies = _Policies(policy_spec, 1)
+
+    def run(self, task: str, uri: str, episodes: int, seed: int) -> tuple[str, dict]:
+        return task, _run_task(task, uri, self.policies, episodes, seed, None)
 
 
 def _run_parallel(names, q, policy_spec, episodes, seed, jobs, on_task) -> dict:
