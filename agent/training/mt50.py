@@ -1,0 +1,55 @@
+"""Build the Meta-World MT50 checkpoint: 50 scripted demos per task, then `embodia train` on them.
+
+    python -m embodia.agent.training.mt50 --data data/mt50 --out ckpt/embodia-mt50
+    python -m embodia.agent.training.mt50 --data data/mt50 --out ckpt/embodia-mt50 --steps 40000   # train longer
+
+Both halves resume: run the same command again after a stop (or in the next session) and the
+recording goes on from the task and seed where it stopped (`record_suite`), the training from its
+last save (`train --resume`). Demos use seeds 1000.. (evaluation uses 0..), Meta-World's own
+scripted policies, successes only (LeRobot's MT50 dataset also holds 50 per task). Wall time of each
+session is appended to ``<out>.sessions.jsonl``, so the total over sessions can be reported.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+DEMOS_PER_TASK = 50
+DEMO_SEED = 1000
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description="record MT50 demos and train a checkpoint on them (both resumable)")
+    ap.add_argument("--data", type=Path, default=Path("data/mt50"))
+    ap.add_argument("--out", type=Path, default=Path("ckpt/embodia-mt50"))
+    ap.add_argument("--episodes", type=int, default=DEMOS_PER_TASK, help="successful demos per task")
+    ap.add_argument("--steps", type=int, default=20000)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--save-every", type=int, default=500)
+    ap.add_argument("--record-only", action="store_true")
+    args = ap.parse_args(argv)
+
+    from embodia.agent.evaluation.suite import record_suite
+    from embodia.agent.training.train import TRAIN_STATE, TrainConfig, expand_data, train
+    t0 = time.perf_counter()
+    rep = record_suite("mt50", "expert", args.data, episodes=args.episodes, seed=DEMO_SEED, only_success=True,
+                       on_task=lambda t, r: print(f"{t}: {r['successes']} demos ({r['recorded']} recorded, "
+                                                  f"{r['resumed_from']} from before)", flush=True))
+    t1 = time.perf_counter()
+    if not args.record_only:
+        resume = (args.out / TRAIN_STATE / "state.json").exists()
+        train(TrainConfig(data=expand_data([args.data]), out=str(args.out), steps=args.steps,
+                          threads=args.threads, save_every=args.save_every), resume=resume)
+    t2 = time.perf_counter()
+    row = {"date": time.strftime("%Y-%m-%d %H:%M"), "demos": rep["successes"], "recorded": rep["recorded"],
+           "record_s": round(t1 - t0), "train_s": round(t2 - t1), "steps": args.steps}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out.with_name(args.out.name + ".sessions.jsonl"), "a") as f:
+        f.write(json.dumps(row) + "\n")
+    print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()
