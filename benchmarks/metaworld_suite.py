@@ -4,6 +4,8 @@ task, per difficulty group and overall with Wilson intervals; one JSON line.
 
     python benchmarks/metaworld_suite.py --episodes 20            # the figure in BENCHMARKS.md
     python benchmarks/metaworld_suite.py --suite mt10 --episodes 3 --table
+    python benchmarks/metaworld_suite.py --policy ckpt/embodia-mt50 --episodes 10 --memory-streams 2 \
+        --workdir /tmp/mt50-mem        # + memory on vs off over paired streams (stream 0 = the evaluation)
 
 The same run as `embodia eval --device sim:metaworld/mt50 --policy expert -n 20`; this script adds
 the benchmark header and prints the table on stderr with --table.
@@ -30,7 +32,12 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--table", action="store_true", help="also print the table (stderr)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (tasks in parallel)")
+    ap.add_argument("--memory-streams", type=int, default=0, help="also memory on vs off over this many paired "
+                    "streams (one fresh memory per stream, shared by every task)")
+    ap.add_argument("--workdir", default=None, help="with --memory-streams: where the streams' memories go")
     args = ap.parse_args()
+    if args.memory_streams and not args.workdir:
+        ap.error("--memory-streams needs --workdir")
     rep = run_suite(args.suite, args.policy, episodes=args.episodes, seed=args.seed, jobs=args.jobs)
     if args.table:
         print(suite_table(rep), file=sys.stderr)
@@ -42,6 +49,13 @@ def main():
            "protocol": rep["protocol"],
            "timing": {k: round(v, 3) if isinstance(v, float) else v for k, v in rep["timing"].items()},
            "machine": f"{platform.machine()} {os.cpu_count()} cpus", "date": time.strftime("%Y-%m-%d")}
+    if args.memory_streams:
+        from embodia.agent.evaluation.suite_memory import suite_memory_gain
+        out["memory"] = suite_memory_gain(args.suite, args.policy, episodes=args.episodes, seed=args.seed,
+                                          streams=args.memory_streams, workdir=args.workdir, off_reports=[rep],
+                                          on_stream=lambda s, off, on: print(
+                                              f"stream {s}: off {off['overall']['success_rate']:.3f}, "
+                                              f"on {on['overall']['success_rate']:.3f}", file=sys.stderr))
     print(json.dumps(out))
 
 

@@ -156,3 +156,27 @@ def test_one_memory_steers_the_whole_suite_task_by_task(tmp_path):
         run_suite("mt10", "embodia-tiny", episodes=1, memory=str(mem), jobs=2)
     with pytest.raises(ValueError, match="steers a VLA"):
         run_suite("mt10", "expert", episodes=1, tasks=["reach-v3"], memory=str(tmp_path / "m2"))
+
+
+def test_memory_on_vs_off_over_a_suite_pairs_the_seeds_and_compares(tmp_path):
+    from embodia.agent.evaluation.suite_memory import compare, suite_memory_gain
+    tasks, q = ["reach-v3", "button-press-v3"], {"max_steps": "40"}
+    rep = suite_memory_gain("mt50", "embodia-tiny", episodes=2, streams=2, workdir=tmp_path / "w", tasks=tasks,
+                            query=q)
+    assert sorted(p.name for p in (tmp_path / "w").iterdir()) == ["stream0", "stream1"]   # one memory per stream
+    assert rep["overall"]["on"]["episodes"] == rep["overall"]["off"]["episodes"] == 8
+    lo, hi = rep["gain"]["newcombe95"]
+    assert lo <= rep["gain"]["diff"] <= hi and set(rep["groups"]) == {"easy"}
+    assert rep["per_task_diff"].keys() == set(tasks) and len(rep["per_stream_gain"]) == 2
+    with pytest.raises(ValueError, match="empty memory"):           # a stream never starts from an old memory
+        suite_memory_gain("mt50", "embodia-tiny", episodes=1, streams=1, workdir=tmp_path / "w", tasks=tasks, query=q)
+
+    def fake(outcomes):       # the arithmetic on hand-made reports: memory wins 3 episodes, loses 1
+        return {"episodes_per_task": 2, "overall": {"success_rate": sum(sum(o) for o in outcomes.values()) / 4},
+                "tasks": {t: {"outcomes": o} for t, o in outcomes.items()}}
+    on = [fake({"reach-v3": [True, True], "push-v3": [True, False]})]
+    off = [fake({"reach-v3": [False, False], "push-v3": [False, True]})]
+    c = compare(on, off)
+    assert (c["overall"]["on_only"], c["overall"]["off_only"]) == (3, 1) and c["gain"]["diff"] == 0.5
+    assert c["tasks_better"] == ["reach-v3"] and c["tasks_worse"] == [] and c["per_task_diff"]["push-v3"] == 0
+    assert c["per_stream_gain"] == [0.5]
