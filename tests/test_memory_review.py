@@ -141,3 +141,39 @@ def test_a_robot_episode_is_kept_with_its_chunks_and_confirmed(fake_openai, tmp_
         " ".join(r.output.split()), r.output
     r = CliRunner().invoke(cli.app, ["memory", "stats", str(mem)])
     assert "planar_pusher/twogap-push: entries=8," in " ".join(r.output.split()), r.output
+
+
+def test_review_on_a_real_terminal_asks_each_and_skip_keeps_it(tmp_path):
+    """A pseudo-terminal stands in for the person: yes stores, no rejects, skip leaves it pending."""
+    import pty
+    import select
+    import time
+    mem = tmp_path / "mem"
+    r = CliRunner().invoke(cli.app, ["run", "-d", "gui-sim:settings", "-p", "expert", "-n", "3", "--memory", str(mem),
+                                     "--no-record", "--success", "ask"])      # no terminal here: all unknown
+    assert r.exit_code == 0 and "3 unverified episode(s) kept in" in " ".join(r.output.split()), r.output
+    ids = [rec["id"] for rec in pending.pending(mem)]
+    master, slave = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "embodia", "memory", "review", str(mem)], stdin=slave, stdout=slave,
+                         stderr=slave, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path)
+    os.close(slave)
+    out, answers, deadline = b"", [b"yes\n", b"no\n", b"skip\n"], time.time() + 90
+    try:
+        while time.time() < deadline and p.poll() is None:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    out += os.read(master, 65536)
+                except OSError:
+                    break
+            if answers and out.count(b"[yes/no/skip]") > 3 - len(answers):
+                os.write(master, answers.pop(0))
+    finally:
+        if p.poll() is None:
+            p.kill()
+        os.close(master)
+    text = " ".join(out.decode(errors="replace").split())
+    assert p.wait(10) == 0 and not answers, text[-2000:]
+    assert f"{ids[0]}: confirmed" in text and f"{ids[1]}: rejected" in text
+    assert f"{ids[2]}: confirmed" not in text and f"{ids[2]}: rejected" not in text
+    assert [rec["id"] for rec in pending.pending(mem)] == [ids[2]]
+    assert len(ScreenMemory.load(mem)) > 0

@@ -133,7 +133,7 @@ def memory_review(path: Path = typer.Argument(..., help="memory directory"),
             msg = f"{pid}: rejected, {out['credited']} entries credited with a failure, {out['deleted']} deleted"
         mem.save(path)                 # the memory first (atomic), then the record leaves the list
         pending.drop(path, pid)
-        console.print(msg, soft_wrap=True)
+        console.print(msg, soft_wrap=True, highlight=False)
 
 
 def show_pending(rec: dict) -> None:
