@@ -1,7 +1,6 @@
 """`embodia memory stats|ingest|prune`: inspect, build and prune success-memory files."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -15,15 +14,16 @@ app.add_typer(memory_app, name="memory")
 
 
 def load_as_saved(path: Path):
-    """Open a memory with the hashes its own meta.json names (inspection only, no policy needed)."""
-    from embodia.memory import MemoryFileError, SuccessMemory
+    """Open a memory (robot or screen) with the key encoder its own meta.json names (inspection only,
+    no policy needed)."""
+    from embodia.memory import MemoryStoreError
+    from embodia.memory.pending import open_saved
     try:
-        meta = json.loads((path / "meta.json").read_text())
-        return SuccessMemory.load(path, encoder_id=meta["encoder_id"], normalizer_hash=meta["normalizer_hash"])
+        return open_saved(path)
+    except MemoryStoreError as e:
+        fail(str(e))
     except (OSError, ValueError, KeyError) as e:
         fail(f"cannot read memory {path}: {e}")
-    except MemoryFileError as e:
-        fail(str(e))
 
 
 @memory_app.command("stats")
@@ -73,6 +73,10 @@ def memory_prune(path: Path = typer.Argument(..., help="memory directory"),
             fail(f"no namespace {namespace!r} in {path}; it has {mem.namespaces()}")
         console.print(f"dropped namespace {namespace}")
     else:
+        from embodia.memory import ScreenMemory
+        if isinstance(mem, ScreenMemory):
+            fail("prune applies to robot memories (a screen memory deletes entries that keep failing as it "
+                 "runs); --drop --namespace works on both")
         n = mem.prune(namespace, max_fail_ratio=max_fail_ratio, min_fail=min_fail)
         console.print(f"deleted {n} entries that steered failures")
     mem.save(path)
