@@ -168,7 +168,9 @@ def confirm(mem, rec: dict, arrays: dict) -> int:
     if rec["kind"] == "screen":
         return mem.add_episode(rec["namespace"], rec["steps"], True, slots=rec.get("slots"))
     keys, actions = arrays["keys"], arrays["actions"]
-    return mem.add_episode(rec["namespace"], keys, actions, success=True, episode_id=int(rec.get("episode_id", -1)),
+    ids = mem.entries(rec["namespace"]).get("episode_id") if rec["namespace"] in mem else None
+    episode_id = int(ids.max()) + 1 if ids is not None and len(ids) else 1     # a source id of its own
+    return mem.add_episode(rec["namespace"], keys, actions, success=True, episode_id=episode_id,
                            stride=rec.get("stride"))
 
 

@@ -255,6 +255,8 @@ class _Session:
         # --success on the server: its own copy (a judge keeps this connection's frames), and the
         # episode in progress as the client sent it (first and last observation, prompt, seed)
         self.labeler = copy.copy(server.labeler) if server.labeler is not None else None
+        if isinstance(self.labeler, JudgeLabeler):
+            self.labeler._kept = []         # its frames are this connection's own (the model is shared)
         self.episode: dict | None = None
 
     def act(self, obs: Observation, prompt: str, begin: dict) -> np.ndarray:
