@@ -87,6 +87,8 @@ class Policy:
     - ``observe(obs, executed)``: after every executed step, what the device actually did.
     - ``step_record()``: what the model said at the latest decision (GUI step logs keep it).
     - ``end_episode(success)``: the verified outcome (a success memory stores it or credits a failure).
+    - ``hold_episode(label, final_obs)``: the episode ended with an outcome nobody verified (``label``:
+      its success label as a dict); a success memory keeps it aside for a person to review, unused.
     - ``info()``: facts about the episode for reports (e.g. the expert's chosen mode).
     - ``close()``: release what it holds (a connection, a process).
 
@@ -122,6 +124,9 @@ class Policy:
     def end_episode(self, success: bool) -> None:
         pass
 
+    def hold_episode(self, label: dict, final_obs: Observation | None) -> None:
+        pass
+
     def info(self) -> dict:
         return {}
 
@@ -136,7 +141,7 @@ class _Adapted(Policy):
     """A duck-typed policy (any object with ``act``, and ``reset``) seen through the declared hooks:
     the hooks it defines are used, the others keep the defaults."""
 
-    _HOOKS = ("reset", "observe", "step_record", "end_episode", "info", "close", "predict_chunk")
+    _HOOKS = ("reset", "observe", "step_record", "end_episode", "hold_episode", "info", "close", "predict_chunk")
 
     def __init__(self, inner):
         self.inner = inner

@@ -506,6 +506,17 @@ class ScreenMemory:
         return _canon(v["type"], v["ref"], fields, v["point"], self.config.point_grid)
 
     # -- failure credit --------------------------------------------------------------------------
+    def detach_uses(self) -> dict:
+        """The current episode's noted uses as JSON-able data, cleared here (an unverified episode
+        keeps them in `embodia.memory.pending` until a person decides)."""
+        out = {"ids": {ns: {str(i): float(w) for i, w in used.items()} for ns, used in self._uses.items()}}
+        self._uses = {}
+        return out
+
+    def attach_uses(self, uses: dict) -> None:
+        """Make ``detach_uses``'s data the current episode's, for ``end_episode`` to credit."""
+        self._uses = {ns: {int(i): float(w) for i, w in used.items()} for ns, used in (uses.get("ids") or {}).items()}
+
     def record_use(self, namespace: str, retrieval: ScreenRetrieval) -> int:
         """Note that the entries that voted for ``retrieval``'s winner decided an executed action of
         the current episode; ``end_episode`` credits them with its outcome. Returns entries noted."""

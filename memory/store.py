@@ -689,6 +689,21 @@ class SuccessMemory:
             uses["ids"], uses["sources"], uses["parents"] = self._uses, self._src_uses, self._parents
             self._uses, self._src_uses, self._parents = own
 
+    def detach_uses(self) -> dict:
+        """The current episode's noted uses (what ``record_use`` saw), as JSON-able data, and the
+        episode's bookkeeping cleared: an episode whose outcome nobody verified yet keeps them
+        (`embodia.memory.pending`) instead of lending them to the next episode's outcome."""
+        out = {"ids": {ns: sorted(int(i) for i in ids) for ns, ids in self._uses.items()},
+               "sources": {ns: {str(ep): float(w) for ep, w in src.items()} for ns, src in self._src_uses.items()}}
+        self._uses, self._src_uses = {}, {}
+        return out
+
+    def attach_uses(self, uses: dict) -> None:
+        """Make ``detach_uses``'s data the current episode's, for ``end_episode`` to credit."""
+        self._uses = {ns: set(int(i) for i in ids) for ns, ids in (uses.get("ids") or {}).items()}
+        self._src_uses = {ns: {int(ep): float(w) for ep, w in src.items()}
+                          for ns, src in (uses.get("sources") or {}).items()}
+
     def record_use(self, namespace: str, retrieval: Retrieval) -> int:
         """Note that ``retrieval``'s prior steered a decision of the current episode. Elites with
         weight >= credit_min_weight are credited when ``end_episode`` reports the outcome. A

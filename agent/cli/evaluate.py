@@ -34,7 +34,14 @@ from embodia.agent.cli.app import (
     run_meta,
     session,
 )
-from embodia.agent.cli.run import SuccessOpt, episodes_with_progress, fleet_with_progress, labeler_for, steered_by
+from embodia.agent.cli.run import (
+    SuccessOpt,
+    episodes_with_progress,
+    fleet_with_progress,
+    labeler_for,
+    pending_note,
+    steered_by,
+)
 
 
 @app.command("eval")
@@ -112,6 +119,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
             if rep["unverified_episodes"]:
                 console.print(f"{rep['unverified_episodes']} of {rep['episodes']} episodes unverified (--success "
                               f"{success}): not counted in the rate, not stored in a memory")
+                pending_note(None if memory == "off" else memory)
             if async_exec:
                 rep["async"] = async_summary(results, smooth)
                 print_async(rep["async"])

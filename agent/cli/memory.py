@@ -1,7 +1,6 @@
 """`embodia memory stats|ingest|prune`: inspect, build and prune success-memory files."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -15,15 +14,16 @@ app.add_typer(memory_app, name="memory")
 
 
 def load_as_saved(path: Path):
-    """Open a memory with the hashes its own meta.json names (inspection only, no policy needed)."""
-    from embodia.memory import MemoryFileError, SuccessMemory
+    """Open a memory (robot or screen) with the key encoder its own meta.json names (inspection only,
+    no policy needed)."""
+    from embodia.memory import MemoryStoreError
+    from embodia.memory.pending import open_saved
     try:
-        meta = json.loads((path / "meta.json").read_text())
-        return SuccessMemory.load(path, encoder_id=meta["encoder_id"], normalizer_hash=meta["normalizer_hash"])
+        return open_saved(path)
+    except MemoryStoreError as e:
+        fail(str(e))
     except (OSError, ValueError, KeyError) as e:
         fail(f"cannot read memory {path}: {e}")
-    except MemoryFileError as e:
-        fail(str(e))
 
 
 @memory_app.command("stats")
@@ -74,6 +74,98 @@ def memory_prune(path: Path = typer.Argument(..., help="memory directory"),
             fail(f"no namespace {namespace!r} in {path}; it has {mem.namespaces()}")
         console.print(f"dropped namespace {namespace}")
     else:
+        from embodia.memory import ScreenMemory
+        if isinstance(mem, ScreenMemory):
+            fail("prune applies to robot memories (a screen memory deletes entries that keep failing as it "
+                 "runs); --drop --namespace works on both")
         n = mem.prune(namespace, max_fail_ratio=max_fail_ratio, min_fail=min_fail)
         console.print(f"deleted {n} entries that steered failures")
     mem.save(path)
+
+
+@memory_app.command("review")
+def memory_review(path: Path = typer.Argument(..., help="memory directory"),
+                  confirm: list[str] = typer.Option([], "--confirm", help="store this pending episode as a "
+                                                    "verified success (repeatable; ID or 'all')"),
+                  reject: list[str] = typer.Option([], "--reject", help="this pending episode failed: credit the "
+                                                   "entries that steered it (repeatable; ID or 'all')"),
+                  list_only: bool = typer.Option(False, "--list", help="only list the pending episodes")):
+    """Unverified episodes (an unsure judge, an unknown): confirm or reject each. With a terminal and
+    no --confirm/--reject, asks yes/no/skip for each one."""
+    import sys
+
+    from embodia.memory import MemoryStoreError, pending
+    try:
+        kept = pending.pending(path)
+    except pending.PendingError as e:
+        fail(str(e))
+    if not kept:
+        console.print(f"{path}: no pending episodes")
+        return
+    for rec in kept:
+        show_pending(rec)
+    decided = {**{i: True for i in confirm}, **{i: False for i in reject}}
+    if set(confirm) & set(reject):
+        fail(f"both --confirm and --reject name {sorted(set(confirm) & set(reject))}")
+    if "all" in decided:
+        decided = {r["id"]: decided["all"] for r in kept}
+    if list_only:
+        return
+    if not decided:
+        if not sys.stdin.isatty():
+            console.print(f"no terminal (stdin is not a tty): nothing changed; {len(kept)} episode(s) stay pending "
+                          "(decide with --confirm ID / --reject ID)")
+            return
+        decided = ask_each(kept)
+    ids = {r["id"] for r in kept}
+    for pid in decided:
+        if pid not in ids:
+            fail(f"no pending episode {pid!r} in {path / pending.PENDING} (pending: {sorted(ids)})")
+    try:
+        mem = pending.open_saved(path)
+    except MemoryStoreError as e:
+        fail(str(e))
+    for pid, ok in decided.items():
+        try:
+            rec, arrays = pending.get(path, pid)
+        except pending.PendingError as e:
+            fail(str(e))
+        if ok:
+            n = pending.confirm(mem, rec, arrays)
+            msg = f"{pid}: confirmed, {n} entries stored in {rec['namespace']}"
+        else:
+            out = pending.reject(mem, rec)
+            msg = f"{pid}: rejected, {out['credited']} entries credited with a failure, {out['deleted']} deleted"
+        mem.save(path)                 # the memory first (atomic), then the record leaves the list
+        pending.drop(path, pid)
+        console.print(msg, soft_wrap=True, highlight=False)
+
+
+def show_pending(rec: dict) -> None:
+    """One pending episode: id, instruction, the label's source, confidence and reason, the final frame."""
+    from rich.markup import escape
+    lab = rec.get("label") or {}
+    conf = lab.get("confidence")
+    console.print(escape(f"{rec['id']} {rec['namespace']}: {rec.get('instruction')!r}\n"
+                  f"  source={lab.get('source')} confidence={'-' if conf is None else f'{conf:.2f}'} "
+                  f"said={lab.get('success')} reason={lab.get('reason')!r} steps={rec.get('steps_n')}\n"
+                  f"  final frame: {rec.get('frame_path') or '(none)'}"
+                  + (f"\n  final state: {rec['final_state']}" if rec.get("final_state") else "")),
+                  soft_wrap=True, highlight=False)
+
+
+def ask_each(kept: list) -> dict:
+    """yes / no / skip for each pending episode on the terminal; end of input stops asking."""
+    out = {}
+    for rec in kept:
+        while True:
+            try:
+                a = input(f"{rec['id']}: did it succeed at {rec.get('instruction')!r}? [yes/no/skip] ").strip().lower()
+            except EOFError:
+                return out
+            if a in ("y", "yes", "n", "no"):
+                out[rec["id"]] = a.startswith("y")
+                break
+            if a in ("s", "skip", ""):
+                break
+    return out

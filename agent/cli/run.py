@@ -41,7 +41,8 @@ from embodia.agent.cli.app import (
 SuccessOpt = typer.Option(None, "--success", help="who says an episode succeeded: oracle (the simulator's "
                           "check; default where there is one) | ask (a person, on the terminal) | "
                           "check:<predicate> (e.g. 'element(role=Switch, text=\"Wi-Fi\", checked=true)' or "
-                          "'state.puck_y > 0.3') | judge:openai:<model> (with --base-url). Only verified labels "
+                          "'state.puck_y > 0.3') | judge:openai:<model> (with --base-url) | judge:hf:<path> (a local "
+                          "model folder). Only verified labels "
                           "teach --memory")
 
 
@@ -61,7 +62,7 @@ def label_note(r) -> str:
     if not lab:
         return ""
     conf = f", confidence {lab['confidence']:.2f}" if lab.get("confidence") is not None else ""
-    state = "verified" if lab["verified"] else "unverified, not stored"
+    state = "verified" if lab["verified"] else "unverified, not stored"     # (a memory keeps it pending)
     said = {True: "success", False: "failure", None: "unknown"}[lab["success"]]
     return f"; label {said} by {lab['source']} ({state}{conf}{': ' + lab['reason'] if lab.get('reason') else ''})"
 
@@ -186,8 +187,20 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
                       f"policy {r.timing['policy_s'] * 1e3:.0f} ms, device {r.timing['device_s'] * 1e3:.0f} ms"
                       + async_note(r.timing.get("async")) + label_note(r)
                       + (f"; recorded as episode {r.episode_index} in {out}" if writer else ""))
+    pending_note(memory)
     if any(r.error for r in results):
         raise typer.Exit(1)
+
+
+def pending_note(memory: Optional[str]) -> None:
+    """Say how many unverified episodes wait beside the memory, and how to decide them."""
+    if not memory:
+        return
+    from embodia.memory.pending import pending
+    n = len(pending(memory))
+    if n:
+        console.print(f"{n} unverified episode(s) kept in {memory}/pending, not steering: confirm or reject them "
+                      f"with `embodia memory review {memory}`", soft_wrap=True)
 
 
 @app.command()

@@ -21,6 +21,10 @@ def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "-
           max_message_mb: float = typer.Option(16.0, "--max-message-mb", help="larger messages close the "
                                                "connection"),
           threads: int = typer.Option(2, "--threads", min=1, help="torch CPU threads (calls run one at a time)"),
+          success: Optional[str] = typer.Option(None, "--success", help="label episodes whose client sends no "
+                                                "outcome: check:<predicate> (state channels of the last "
+                                                "observation) or judge:<model>; ask and oracle are refused"),
+          base_url: Optional[str] = typer.Option(None, "--base-url", help="a judge:openai: endpoint"),
           size: Optional[str] = SizeOpt):
     """Serve a robot policy over websocket + msgpack (openpi's protocol; `openpi-client` works as is)."""
     check_inputs(locals())
@@ -28,7 +32,7 @@ def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "-
     import os
     import signal
 
-    from embodia.agent.serving.server import MEMORY_TOKEN_ENV, PolicyServer
+    from embodia.agent.serving.server import MEMORY_TOKEN_ENV, PolicyServer, server_labeler
     from embodia.policies.ws_policy import DEFAULT_KEY_ENV
     key = os.environ.get(api_key_env or DEFAULT_KEY_ENV)
     if api_key_env and not key:
@@ -37,7 +41,8 @@ def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "-
     with session(device, policy, None, size, threads=threads) as (dev, pol):
         steered = steered_by(pol, memory, device, None)
         try:
-            server = PolicyServer(pol, dev.embodiment, spec=policy, api_key=key, memory_path=memory,
+            labeler = server_labeler(success, dev.embodiment, base_url=base_url) if success else None
+            server = PolicyServer(pol, dev.embodiment, spec=policy, api_key=key, memory_path=memory, labeler=labeler,
                                   memory_token=os.environ.get(MEMORY_TOKEN_ENV),
                                   memory=steered.memory if memory else None,
                                   namespace=steered.namespace if memory else None,
@@ -51,6 +56,7 @@ def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "-
             console.print(f"serving {policy} for {dev.embodiment.name} on ws://{host}:{s.port} "
                           f"(health: http://{host}:{s.port}/healthz; "
                           + ("API key required" if key else "no API key")
+                          + (f"; episodes without an outcome labelled by --success {success}" if success else "")
                           + ("" if not memory else "; memory writes " + ("need the memory token" if s.memory_token
                              else f"off (set ${MEMORY_TOKEN_ENV} to accept outcomes)"))
                           + "); Ctrl-C stops", soft_wrap=True)

@@ -79,7 +79,7 @@ class EpisodeRun:
                  labeler: Callable | None = None):
         """``labeler(device, first_obs, final_obs, instruction, seed)`` labels the episode at its end
         (`embodia.agent.loop.success`): its label replaces the device's own check; only a verified
-        one reaches the policy's ``end_episode``."""
+        one reaches the policy's ``end_episode``; an unverified one goes to ``hold_episode``."""
         self.device, self.policy, self.recorder = device, as_policy(policy), recorder
         self.labeler = labeler
         emb = device.embodiment
@@ -187,6 +187,8 @@ class EpisodeRun:
             success = bool(label.success) if label.verified else None   # unverified: never steers, not counted
             if label.verified:
                 self.policy.end_episode(success)
+            else:       # kept aside for a person (`embodia memory review`), never steering until confirmed
+                self.policy.hold_episode(info["success_label"], self.obs)
         elif self.can_verify and ok and not self.interrupted:
             self.policy.end_episode(bool(self.success))   # a success memory stores it or credits a failure
         return EpisodeResult(seed=self.seed, instruction=self.instruction,

@@ -11,7 +11,8 @@ episode's info (``info["success_label"]``: the result, the recording's end line,
   saved to a PNG whose path is printed. With no terminal (stdin is not a tty, as in CI) every
   answer is "unknown", never "yes";
 - ``check:<predicate>``: a declarative check on the final observation (grammar below);
-- ``judge:openai:<model>`` (with ``--base-url``): a vision-language model shown the instruction, the
+- ``judge:openai:<model>`` (with ``--base-url``), or ``judge:hf:<path>`` (a local transformers model,
+  `embodia.agent.loop.hf_judge`): a vision-language model shown the instruction, the
   first and final screens or frames and up to 3 evenly spaced ones in between, replying ``{"success": true|false, "confidence": 0..1,
   "reason": "..."}``, parsed strictly; anything else is "unknown".
 
@@ -586,13 +587,17 @@ class JudgeLabeler:
     verified at confidence >= ``threshold``."""
 
     def __init__(self, model: str, base_url: str, *, api_key_env: str | None = "OPENAI_API_KEY",
-                 threshold: float = JUDGE_THRESHOLD, timeout_s: float = 60.0, middle: int = 3):
+                 threshold: float = JUDGE_THRESHOLD, timeout_s: float = 60.0, middle: int = 3,
+                 reply: Callable | None = None):
+        """``reply(text, images) -> str | None``: a model in this process instead of the endpoint
+        (``judge:hf:<path>``, `embodia.agent.loop.hf_judge`)."""
         self.model, self.threshold, self.timeout_s, self.middle = model, threshold, timeout_s, middle
         self._kept: list = []       # frames after steps stride-1, 2*stride-1, ... (at most 2 * middle + 1)
         self._stride = 1
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.key = os.environ.get(api_key_env) if api_key_env else None
-        self.source = f"judge:openai:{model}"
+        self.reply = reply
+        self.source = f"judge:{'hf' if reply is not None else 'openai'}:{model}"
 
     def on_step(self, t, obs, action, next_obs) -> bool:
         """Keep a bounded, evenly thinned set of the episode's frames (halved, stride doubled, when it
@@ -639,7 +644,11 @@ class JudgeLabeler:
 
     def __call__(self, device, first, final, instruction, seed) -> Label:
         between, self._kept = self.between(), []
-        text = self.ask(self.request(instruction, first, final, between))
+        if self.reply is not None:
+            images = [img for img in (frame(first), *between, frame(final)) if img is not None]
+            text = self.reply(JUDGE_PROMPT.format(instruction=instruction, n=len(images)), images)
+        else:
+            text = self.ask(self.request(instruction, first, final, between))
         got = parse_judgement(text)
         if got is None:
             why = "no reply from the judge" if text is None else f"unparsable reply: {text[:200]!r}"
@@ -655,7 +664,7 @@ def check_source(spec: str | None) -> None:
     >>> check_source("check:state.x > 1"); check_source("judge:openai:qwen")
     >>> check_source("guess")
     Traceback (most recent call last):
-    embodia.agent.loop.success.SuccessSourceError: --success 'guess': expected oracle, ask, check:<predicate> or judge:openai:<model>
+    embodia.agent.loop.success.SuccessSourceError: --success 'guess': expected oracle, ask, check:<predicate>, judge:openai:<model> or judge:hf:<path>
     """
     if spec is None or spec in ("oracle", "ask"):
         return
@@ -667,11 +676,13 @@ def check_source(spec: str | None) -> None:
         return
     if spec.startswith("judge:"):
         model = spec[len("judge:"):]
-        if not model.startswith("openai:") or not model[len("openai:"):].strip():
-            raise SuccessSourceError(f"--success {spec!r}: judges are openai:<model> for now "
-                                     f"(judge:openai:<model> with --base-url)")
+        kind, _, name = model.partition(":")
+        if kind not in ("openai", "hf") or not name.strip():
+            raise SuccessSourceError(f"--success {spec!r}: judges are judge:openai:<model> (with --base-url) "
+                                     f"or judge:hf:<path> (a local model folder)")
         return
-    raise SuccessSourceError(f"--success {spec!r}: expected oracle, ask, check:<predicate> or judge:openai:<model>")
+    raise SuccessSourceError(f"--success {spec!r}: expected oracle, ask, check:<predicate>, "
+                             f"judge:openai:<model> or judge:hf:<path>")
 
 
 def make_labeler(spec: str | None, device, *, base_url: str | None = None,
@@ -698,6 +709,13 @@ def make_labeler(spec: str | None, device, *, base_url: str | None = None,
             return CheckLabeler(spec[len("check:"):], device)
         except PredicateError as e:
             raise SuccessSourceError(f"--success: {e}") from None
+    if spec.startswith("judge:hf:"):       # a local VLM (agent/loop/hf_judge.py)
+        from embodia.agent.loop.hf_judge import LocalJudgeModel
+        path = spec[len("judge:hf:"):]
+        try:
+            return JudgeLabeler(path, "", api_key_env=None, reply=LocalJudgeModel(path))
+        except ValueError as e:         # ModelLoadError: the folder or a file in it, named
+            raise SuccessSourceError(f"--success {spec}: {e}") from None
     url = base_url or os.environ.get("OPENAI_BASE_URL")
     if not url:
         raise SuccessSourceError(f"--success {spec}: needs the judge's base URL (--base-url or $OPENAI_BASE_URL)")

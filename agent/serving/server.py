@@ -29,6 +29,14 @@ Messages are msgpack maps, numpy arrays encoded as openpi-client encodes them (`
   (``writes.jsonl`` in the memory folder; ``"__client__"`` may name the client).
   Both are answered by ``{"__ack__": ...}``, other controls by ``{"__ack__": "ignored"}`` (as
   openpi's server does).
+* ``embodia serve --success check:<predicate>|judge:<model>`` (`server_labeler`): for clients that
+  send no outcome, the server labels each episode itself when it ends (an ``episode_end`` without
+  ``__success__``, the next request that starts an episode, or the connection closing), from the
+  observations the client sent (a check on the last one's state channels; a judge shown the first,
+  the last and a few in between). The ack of an ``episode_end`` carries the ``"label"``. A verified
+  label stores a success or credits a failure (logged in ``writes.jsonl`` as ``--success <source>``);
+  any other keeps the episode pending in the memory folder for `embodia memory review`. The
+  observations are the client's: serve with ``--success`` to clients you trust (an API key).
 * What ran: the server only sees the states it was sent and the chunks it returned, and assumes the
   first ``exec_horizon`` actions of each chunk were executed from the state sent (true for every
   chunk but the last of an episode run by `embodia.agent.loop.episode`). A client that knows better sends the
@@ -76,6 +84,7 @@ import numpy as np
 from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
 
+from embodia.agent.loop.success import JudgeLabeler
 from embodia.devices import Embodiment, Observation, as_policy
 from embodia.devices.observation import ACTION, STATE, image_key
 from embodia.policies.ws_policy import MEMORY_TOKEN_ENV, packb, unpackb
@@ -191,6 +200,44 @@ def _array(msg: dict, key: str) -> np.ndarray:
     return value
 
 
+class ClientBody:
+    """The body a client drives, as a success source sees it from the server: its embodiment and
+    nothing else (no simulator check, no scene to read; the observations are the client's)."""
+
+    capabilities = frozenset()
+    done = False
+
+    def __init__(self, embodiment: Embodiment):
+        self.embodiment = embodiment
+
+
+def server_labeler(spec: str, embodiment: Embodiment, *, base_url: str | None = None,
+                   api_key_env: str | None = "OPENAI_API_KEY"):
+    """The labeler for ``embodia serve --success spec``: ``check:`` on the last observation a client
+    sent (state channels), or ``judge:...`` on its frames. ``ask`` (nobody sits at a server's
+    terminal for each robot), ``oracle`` (the served body is not simulated here) and ``body.*``
+    atoms (the scene is the client's) are refused with a one-line SuccessSourceError.
+
+    >>> from embodia.devices import Channel
+    >>> e = Embodiment("p", "pusher", actions=(Channel("vx", -1, 1),), state=(Channel("x"),))
+    >>> server_labeler("ask", e)
+    Traceback (most recent call last):
+    embodia.agent.loop.success.SuccessSourceError: serve --success ask: a server has nobody at its terminal to answer for each client; use check:<predicate> or judge:<model>
+    """
+    from embodia.agent.loop.success import SuccessSourceError, atoms, check_source, make_labeler, parse_predicate
+    check_source(spec)
+    if spec == "ask":
+        raise SuccessSourceError("serve --success ask: a server has nobody at its terminal to answer for each "
+                                 "client; use check:<predicate> or judge:<model>")
+    if spec == "oracle":
+        raise SuccessSourceError("serve --success oracle: the served body is the client's, not a simulation here; "
+                                 "use check:<predicate> or judge:<model>")
+    if spec.startswith("check:") and any(a[0] == "body" for a in atoms(parse_predicate(spec[len("check:"):]))):
+        raise SuccessSourceError("serve --success: body.NAME positions are not sent by clients; check the "
+                                 "observation's state.NAME channels")
+    return make_labeler(spec, ClientBody(embodiment), base_url=base_url, api_key_env=api_key_env)
+
+
 class _Session:
     """One connection's episode over the shared model: its own sampler, history and memory credit."""
 
@@ -201,32 +248,68 @@ class _Session:
         if server.memory is not None:
             from embodia.policies.robot.steered import SteeredPolicy
             self.policy = SteeredPolicy(self.policy, server.memory, namespace=server.namespace)
+            self.policy.autosave = server.memory_path    # saved after each stored or held episode
         self.credit: dict = {}      # SuccessMemory.lend_episode's bookkeeping for this connection
         self.peer = "?"
         self.fresh = True           # the next request starts an episode
+        # --success on the server: its own copy (a judge keeps this connection's frames), and the
+        # episode in progress as the client sent it (first and last observation, prompt, seed)
+        self.labeler = copy.copy(server.labeler) if server.labeler is not None else None
+        if isinstance(self.labeler, JudgeLabeler):
+            self.labeler._kept = []         # its frames are this connection's own (the model is shared)
+        self.episode: dict | None = None
 
     def act(self, obs: Observation, prompt: str, begin: dict) -> np.ndarray:
         if begin["reset"] or self.fresh:
+            self.close_episode()         # a client that starts anew without episode_end ended the last one
             self.policy.reset(begin["seed"])
             self.fresh = False
+            self.episode = {"first": obs, "last": obs, "prompt": prompt, "seed": begin["seed"], "t": 0}
+        elif self.episode is not None:
+            if isinstance(self.labeler, JudgeLabeler):      # a few frames in between, as in the loop
+                self.labeler.on_step(self.episode["t"], self.episode["last"], None, obs)
+            self.episode["last"], self.episode["t"] = obs, self.episode["t"] + 1
         with self._credit():
             chunk = np.atleast_2d(np.asarray(self.policy.act(obs, prompt), np.float32))
         for a in chunk[:self.server.embodiment.exec_horizon]:    # assumed executed; episode_end may
             self.policy.observe(obs, a)                          # send what really ran
         return chunk
 
-    def end(self, success: bool | None, steps) -> int | None:
-        """Close the episode; with a memory and a known outcome, store a success or credit a failure."""
+    def end(self, success: bool | None, steps) -> tuple[int | None, dict | None]:
+        """Close the episode; with a memory and a known outcome, store a success or credit a failure.
+        No outcome from the client and ``--success`` on the server: the server labels it (a verified
+        label is the outcome; any other keeps the episode pending). (memory entries, the label)."""
         self.fresh = True
         mem = self.server.memory
-        if mem is None or success is None:
-            return None if mem is None else len(mem)
-        if steps is not None:
+        if steps is not None and mem is not None:
             self.policy.set_executed(steps[0], steps[1])
-        with self._credit():
-            self.policy.end_episode(success)
-        mem.save(self.server.memory_path)
-        return len(mem)
+        label = None
+        if success is None:
+            label = self.close_episode()
+        else:
+            self.episode = None          # the client's outcome: the server's source is not asked
+        if success is not None and mem is not None:
+            with self._credit():
+                self.policy.end_episode(success)     # saves the memory (autosave)
+        return (None if mem is None else len(mem)), label
+
+    def close_episode(self) -> dict | None:
+        """Label the episode in progress with the server's ``--success`` source (None: no source or
+        no episode): verified, the memory stores it or credits a failure; else it is held pending."""
+        ep, self.episode = self.episode, None
+        if self.labeler is None or ep is None:
+            return None
+        label = self.labeler(self.server.body, ep["first"], ep["last"], ep["prompt"], ep["seed"]).to_dict()
+        mem = self.server.memory
+        if mem is not None:
+            with self._credit():
+                if label["verified"]:
+                    self.policy.end_episode(bool(label["success"]))
+                else:
+                    self.policy.hold_episode(label, ep["last"])
+            if label["verified"]:
+                self.server.log_label(self, label, len(mem))
+        return label
 
     def _credit(self):
         # every connection runs an episode of its own: it lends its bookkeeping of the entries that
@@ -242,7 +325,8 @@ class PolicyServer:
 
     def __init__(self, policy, embodiment: Embodiment, *, spec: str = "", memory=None, memory_path=None,
                  namespace: str | None = None, api_key: str | None = None, memory_token: str | None = None,
-                 max_message_bytes: int = int(MAX_MESSAGE_MB * 2 ** 20), limits: Limits = Limits()):
+                 max_message_bytes: int = int(MAX_MESSAGE_MB * 2 ** 20), limits: Limits = Limits(),
+                 labeler=None):
         if embodiment.is_gui:
             raise ValueError(f"embodia serve serves robot policies; {embodiment.name!r} is a GUI body")
         if memory is not None and (memory_path is None or namespace is None):
@@ -253,6 +337,8 @@ class PolicyServer:
         self.memory_token = memory_token or None      # None: memory writes from clients are off
         self.limits = limits
         self.max_message_bytes = int(max_message_bytes)
+        self.labeler = labeler          # --success: the server labels episodes whose client sends no outcome
+        self.body = ClientBody(embodiment)
         self.port: int | None = None
         self._lock = threading.Lock()
         # one worker thread runs every model call and memory update, first come first served
@@ -273,6 +359,7 @@ class PolicyServer:
                          "exec_horizon": embodiment.exec_horizon, "hz": embodiment.hz,
                          "observation": observation, "memory": memory is not None,
                          "memory_writes": "token" if memory is not None and self.memory_token else "off",
+                         "labels": "server" if labeler is not None else "client",
                          "max_message_bytes": self.max_message_bytes,
                          "max_prompt_chars": limits.max_prompt_chars, "max_steps": limits.max_steps}
 
@@ -370,6 +457,11 @@ class PolicyServer:
         except ConnectionClosed as e:
             log.info("connection from %s closed: %s", ws.remote_address, e)
         finally:
+            if session.episode is not None and session.labeler is not None:    # gone without episode_end
+                try:
+                    await self._run(session.close_episode)
+                except Exception:      # noqa: BLE001 - a failed label must not take the server down
+                    log.exception("labelling the episode of a closed connection failed")
             self._conns[host] -= 1
             if not self._conns[host]:
                 del self._conns[host]
@@ -409,10 +501,15 @@ class PolicyServer:
         client = msg.get("__client__")
         client = client[:64] if isinstance(client, str) else None
         before = len(self.memory) if self.memory is not None else None
-        entries, timing = await self._run(session.end, success, steps)
+        (entries, label), timing = await self._run(session.end, success, steps)
         if success is not None and self.memory is not None:
             self._log_write(session, client, success, steps, before, entries)
-        return {"__ack__": "episode_end", "memory_entries": entries, "server_timing": timing}
+        return {"__ack__": "episode_end", "memory_entries": entries, "server_timing": timing} | \
+            ({"label": label} if label is not None else {})
+
+    def log_label(self, session, label: dict, after: int) -> None:
+        """A memory write decided by the server's own ``--success`` source, logged like a client's."""
+        self._log_write(session, f"--success {label['source']}", bool(label["success"]), None, None, after)
 
     def _check_token(self, token) -> None:
         if self.memory_token is None:

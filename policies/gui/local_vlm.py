@@ -60,7 +60,7 @@ from embodia.policies.backbone import (
     smart_resize,
     step_loader,
 )
-from embodia.policies.gui.prompt import SAMPLE_TEMPERATURE, VOTE_GRID, ChatGuiPolicy, fit_image
+from embodia.policies.gui.prompt import SAMPLE_TEMPERATURE, VOTE_GRID, ChatGuiPolicy, fit_image, resize_screen
 
 _JOINER = "\u2060"          # word joiner: breaks a special token's literal match, reads the same
 
@@ -129,6 +129,20 @@ class LocalVLMPolicy(ChatGuiPolicy):
         if self._tokens and sum(self._ms):
             out["tokens_per_s"] = 1e3 * sum(self._tokens) / sum(self._ms)
         return out
+
+    def reply(self, text: str, images=()) -> str:
+        """The model's reply to one user turn of ``text`` followed by ``images`` (uint8 [H, W, 3]
+        arrays, each resized as the model's image processor wants), decoded as it is: no action
+        parsing, no retries. What a judge (``--success judge:hf:<path>``) asks.
+
+        >>> vlm.reply("Is the switch on? Reply yes or no.", [screen])                       # doctest: +SKIP
+        'yes'
+        """
+        parts = [{"type": "text", "text": text}]
+        for img in images:
+            h, w = img.shape[:2]
+            parts.append(self._image_part(resize_screen(img, self._input_size(w, h))))
+        return self._complete([{"role": "user", "content": parts}])[0]
 
     # -- ChatGuiPolicy hooks -----------------------------------------------------------------------
     def _input_size(self, width: int, height: int) -> tuple[int, int]:

@@ -217,6 +217,22 @@ class ScreenMemoryPolicy(Policy):
         if getattr(self, "autosave", None) is not None:   # a folder: saved after every episode
             self.memory.save(self.autosave)
 
+    def hold_episode(self, label: dict, final_obs) -> None:
+        """An outcome nobody verified: with a memory folder (``autosave``) the episode is kept under
+        its ``pending/`` for `embodia memory review` (steps, slots, final screen, what steered it);
+        it is not stored and steers nothing until a person confirms it."""
+        self.policy.hold_episode(label, final_obs)
+        uses = self.memory.detach_uses()       # never credited with the next episode's outcome
+        folder = getattr(self, "autosave", None)      # a folder when the memory is persistent
+        if not self.learn or self.namespace is None or folder is None or not self._steps:
+            return
+        from embodia.memory import pending
+        img = final_obs.images.get("screen") if final_obs is not None and final_obs.images else None
+        pending.hold(folder, {"kind": "screen", "namespace": self.namespace, "label": label,
+                              "instruction": self._instruction, "steps": self._steps, "slots": self.slots,
+                              "uses": uses, "steps_n": len(self._steps)}, frame=img)
+        self.memory.save(folder)
+
     # -- reporting -------------------------------------------------------------------------------
     def step_record(self) -> dict:
         out = {"memory": dict(self._record or {})}

@@ -56,6 +56,7 @@ class SteeredPolicy(Policy):
         self.steered = 0
         self.decisions = 0
         self.tau0s: list[float] = []
+        self.instruction = ""
 
     def act(self, obs, instruction: str) -> np.ndarray:
         pol, cfg, emb = self.policy, self.policy.cfg, self.policy.embodiment
@@ -65,6 +66,7 @@ class SteeredPolicy(Policy):
         r = self.memory.query(self.namespace, key, hist, t=len(self.actions))
         guide = self.memory.guidance(r, steps=pol.steps)
         self.decisions += 1
+        self.instruction = instruction
         if guide is None:
             return pol.act(obs, instruction)
         tau0, prior = guide
@@ -107,6 +109,30 @@ class SteeredPolicy(Policy):
             self.remember(np.stack(self.states), np.stack(self.actions), self.episodes)
         if self.autosave is not None:
             self.memory.save(self.autosave)
+
+    def hold_episode(self, label: dict, final_obs) -> None:
+        """An outcome nobody verified: with a memory folder (``autosave``), the episode is kept under
+        its ``pending/`` for `embodia memory review` (keys and executed actions in the memory's
+        units, the final frame, what steered it); it is not stored and steers nothing. Either way
+        the entries that steered it are not credited with the next episode's outcome."""
+        self.episodes += 1
+        uses = self.memory.detach_uses()
+        if not self.learn or self.autosave is None or not self.actions:
+            return
+        from embodia.memory import pending
+        emb = self.embodiment
+        states, actions = np.stack(self.states), np.stack(self.actions)
+        img = final_obs.images[emb.cameras[0].name] if final_obs is not None and emb.cameras else None
+        final_state = ({c.name: float(v) for c, v in zip(emb.state, np.asarray(final_obs.state).reshape(-1))}
+                       if final_obs is not None else None)
+        pending.hold(self.autosave, {"kind": "robot", "namespace": self.namespace, "label": label,
+                                     "instruction": self.instruction,
+                                     "episode_id": self.episodes, "stride": emb.exec_horizon, "uses": uses,
+                                     "steps_n": len(actions), "final_state": final_state},
+                     arrays={"keys": self.key(states),
+                             "actions": np.asarray(self._anorm.normalize(actions), np.float32)},
+                     frame=img)
+        self.memory.save(self.autosave)
 
     def info(self) -> dict:
         return {"memory_steered": self.steered, "memory_decisions": self.decisions,

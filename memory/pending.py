@@ -1,0 +1,200 @@
+"""Unverified episodes, kept beside a memory until a person confirms or rejects them.
+
+An episode whose success label is not verified (an unsure judge, an unknown, a skipped question)
+never steers: it is not stored. It is kept in the memory's folder instead, with everything needed
+to store it later, and ``embodia memory review`` shows it to a person::
+
+    <memory>/pending/<id>/episode.json   id, kind (robot | screen), namespace, instruction, the label
+                                         (source, confidence, reason), when, the entries that steered
+                                         it (for failure credit), and for a screen memory its steps
+    <memory>/pending/<id>/final.png      the final screen or camera frame (when the body has one)
+    <memory>/pending/<id>/steps.npz      robots: the keys and executed actions, in the memory's units
+
+Each record is written under ``pending/.tmp-<id>`` and renamed into place (a crash leaves no half
+record), and leaves the list by a rename to ``pending/.gone-<id>`` before it is deleted. ``confirm``
+stores the episode as a verified success (so it steers afterwards) and ``reject`` credits the entries
+that steered it with a failure (the memory's failure credit, cascade included); both save the memory
+atomically, then remove the record. A crash between the two leaves the record listed: confirming it
+again merges into the entries it already made (the memory deduplicates), rejecting it again counts
+one more failure.
+
+>>> import tempfile, numpy as np
+>>> d = Path(tempfile.mkdtemp())
+>>> pid = hold(d, {"kind": "screen", "namespace": "app/t", "instruction": "go", "label": {"source": "ask"}},
+...            frame=np.zeros((4, 4, 3), np.uint8))
+>>> [r["instruction"] for r in pending(d)], (d / "pending" / pid / "final.png").is_file()
+(['go'], True)
+>>> drop(d, pid); pending(d)
+[]
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import struct
+import time
+import zlib
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from embodia.memory.persist import fsync_dir, write_atomic
+
+PENDING = "pending"
+_ID = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")
+
+
+class PendingError(ValueError):
+    """No such pending episode, or a record that cannot be read; one line."""
+
+
+def png_bytes(img) -> bytes:
+    """A PNG of an RGB(A) or grey uint8 image (standard library only: the memory is a leaf package).
+
+    >>> png_bytes(np.zeros((2, 3, 3), np.uint8))[:8]
+    b'\\x89PNG\\r\\n\\x1a\\n'
+    """
+    a = np.asarray(img)
+    if a.dtype != np.uint8:
+        a = np.clip(a, 0, 255).astype(np.uint8)
+    if a.ndim == 2:
+        a = a[:, :, None]
+    if a.ndim != 3 or a.shape[2] not in (1, 3, 4):
+        raise ValueError(f"expected an image [H, W, 1|3|4], got shape {a.shape}")
+    h, w, c = a.shape
+    color = {1: 0, 3: 2, 4: 6}[c]
+    raw = b"".join(b"\x00" + np.ascontiguousarray(a[y]).tobytes() for y in range(h))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, color, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
+
+
+def _jsonable(x):
+    """numpy scalars and arrays, tuples and sets as plain JSON values."""
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+def hold(folder, record: dict, *, arrays: Optional[dict] = None, frame=None) -> str:
+    """Keep one unverified episode under ``folder/pending``; returns its id. ``record`` holds at
+    least kind, namespace, instruction and label; ``arrays`` (robots) go to steps.npz."""
+    root = Path(folder) / PENDING
+    root.mkdir(parents=True, exist_ok=True)
+    pid = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    tmp = root / f".tmp-{pid}"
+    tmp.mkdir()
+    try:
+        rec = _jsonable({**record, "id": pid, "held_at": time.time(),
+                         "frame": "final.png" if frame is not None else None})
+        text = json.dumps(rec, sort_keys=True).encode("utf-8")
+        write_atomic(tmp / "episode.json", lambda f: f.write(text))
+        if frame is not None:
+            data = png_bytes(frame)
+            write_atomic(tmp / "final.png", lambda f: f.write(data))
+        if arrays:
+            write_atomic(tmp / "steps.npz", lambda f: np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()}))
+        fsync_dir(tmp)
+        os.rename(tmp, root / pid)          # the commit point: the record appears whole or not at all
+        fsync_dir(root)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return pid
+
+
+def pending(folder) -> list[dict]:
+    """The kept episodes, oldest first, each its episode.json plus ``frame_path`` (absolute, or None)."""
+    root = Path(folder) / PENDING
+    if not root.is_dir():
+        return []
+    out = []
+    for d in sorted(root.iterdir()):
+        if not d.is_dir() or not _ID.fullmatch(d.name):
+            continue            # .tmp-* (a hold cut short) and .gone-* (a removal cut short) are not listed
+        try:
+            rec = json.loads((d / "episode.json").read_bytes().decode("utf-8"))
+        except (OSError, ValueError) as e:
+            raise PendingError(f"{d / 'episode.json'}: unreadable ({e})") from e
+        rec["frame_path"] = str((d / rec["frame"]).resolve()) if rec.get("frame") else None
+        out.append(rec)
+    return out
+
+
+def get(folder, pid: str) -> tuple[dict, dict]:
+    """One kept episode: (its record, its arrays); PendingError naming what is there otherwise."""
+    for rec in pending(folder):
+        if rec["id"] == pid:
+            f = Path(folder) / PENDING / pid / "steps.npz"
+            arrays = {}
+            if f.is_file():
+                with np.load(f, allow_pickle=False) as z:
+                    arrays = {k: z[k] for k in z.files}
+            return rec, arrays
+    have = [r["id"] for r in pending(folder)]
+    raise PendingError(f"no pending episode {pid!r} in {Path(folder) / PENDING} (pending: {have or 'none'})")
+
+
+def drop(folder, pid: str) -> None:
+    """Take one record off the list (a rename, then the files are deleted)."""
+    root = Path(folder) / PENDING
+    if not _ID.fullmatch(pid) or not (root / pid).is_dir():
+        raise PendingError(f"no pending episode {pid!r} in {root}")
+    gone = root / f".gone-{pid}"
+    os.rename(root / pid, gone)
+    fsync_dir(root)
+    shutil.rmtree(gone, ignore_errors=True)
+
+
+# -- the memory's side: what steered an episode, stored or credited once a person decides -----------
+
+def confirm(mem, rec: dict, arrays: dict) -> int:
+    """Store a kept episode as a verified success (crediting the entries that steered it with a
+    success); returns the entries stored or merged. The caller saves the memory, then drops it."""
+    mem.attach_uses(rec.get("uses") or {})
+    mem.end_episode(True, namespace=rec["namespace"])
+    if rec["kind"] == "screen":
+        return mem.add_episode(rec["namespace"], rec["steps"], True, slots=rec.get("slots"))
+    keys, actions = arrays["keys"], arrays["actions"]
+    ids = mem.entries(rec["namespace"]).get("episode_id") if rec["namespace"] in mem else None
+    episode_id = int(ids.max()) + 1 if ids is not None and len(ids) else 1     # a source id of its own
+    return mem.add_episode(rec["namespace"], keys, actions, success=True, episode_id=episode_id,
+                           stride=rec.get("stride"))
+
+
+def reject(mem, rec: dict) -> dict:
+    """A kept episode judged a failure: the entries that steered it are credited with a failure
+    (deleted when they keep failing, their source episodes too); returns {"credited", "deleted"}."""
+    mem.attach_uses(rec.get("uses") or {})
+    return mem.end_episode(False, namespace=rec["namespace"])
+
+
+def open_saved(folder):
+    """The memory saved in ``folder`` (a ScreenMemory or a SuccessMemory, by its meta.json), opened
+    with the key encoder it names: review needs no policy."""
+    from embodia.memory.screen import ScreenMemory
+    from embodia.memory.store import MemoryFileError, SuccessMemory
+    path = Path(folder)
+    try:
+        meta = json.loads((path / "meta.json").read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise MemoryFileError(path / "meta.json", "missing (no memory saved here)") from None
+    except (OSError, ValueError) as e:
+        raise MemoryFileError(path / "meta.json", f"unreadable ({e})") from e
+    if not isinstance(meta, dict):
+        raise MemoryFileError(path / "meta.json", "not a memory")
+    if meta.get("format") == "embodia.screen_memory":
+        return ScreenMemory.load(path)
+    return SuccessMemory.load(path, encoder_id=meta.get("encoder_id"), normalizer_hash=meta.get("normalizer_hash"))
