@@ -5,7 +5,6 @@ import contextlib
 import os
 from typing import Any, Protocol, runtime_checkable
 
-
 from embodia.devices.embodiment import Embodiment
 from embodia.devices.observation import Observation
 

@@ -74,8 +74,9 @@ def check_uri(uri: str) -> None:
         raise UnknownDevice(f"unknown device scheme {scheme!r} in {uri!r}; known: "
                             f"{', '.join(s + ':' for s in SCHEMES)}")
     if scheme == "mujoco":
-        from embodia.devices.mujoco import check_query
         import inspect
+
+        from embodia.devices.mujoco import check_query
         known = set(inspect.signature(check_query).parameters)
         unknown = sorted(set(query) - known)
         if unknown:

@@ -4,7 +4,6 @@ the tasks through it, and a real "Discard" button is stopped by the safety gate.
 
 Tests that need an application skip, with the package to install, only where it is missing."""
 import shutil
-import warnings
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,7 @@ pytest_plugins = ("gui_fixtures",)
 pytest.importorskip("jeepney", reason="jeepney is not installed (pip install jeepney)")
 
 from embodia.devices.atspi import LAUNCHER, start_bus  # noqa: E402
-from embodia.sim.desktop_bench import (  # noqa: E402
-    APPS, TASKS, _discard_button, app_installed, open_desktop_bench)
+from embodia.sim.desktop_bench import APPS, TASKS, _discard_button, app_installed, open_desktop_bench  # noqa: E402
 
 if shutil.which("Xvfb") is None:
     pytest.skip("Xvfb is not installed (apt-get install xvfb)", allow_module_level=True)

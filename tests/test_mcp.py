@@ -287,7 +287,7 @@ def test_devices_left_unused_are_closed_and_saved(tmp_path):
     from embodia.agent.serving.mcp import Hub
     from embodia.devices import GuiAction
     hub = Hub(tmp_path / "rec", stateful=False)
-    old, fresh = hub.open("old", "gui-sim:settings", seed=0), hub.open("fresh", "gui-sim:settings", seed=1)
+    old, _fresh = hub.open("old", "gui-sim:settings", seed=0), hub.open("fresh", "gui-sim:settings", seed=1)
     old.executor.submit(old.act, GuiAction("wait"), SafetyGate()).result()
     old.used -= 3600
     assert hub.close_idle(900) == ["old"] and list(hub.sessions) == ["fresh"]
