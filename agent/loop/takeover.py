@@ -1,0 +1,324 @@
+"""Take over and hand back: a person pauses the agent, acts themselves, and gives the device back.
+
+A `Takeover` is consulted by the loop between two decisions (`embodia.agent.loop.episode`). Its
+commands come from any thread: ``take()`` (the person takes the device), ``hand_back()`` (the agent
+goes on from where the person left it) and ``done()`` (the person says the task is finished: the
+episode ends). On a terminal, ``embodia run --takeover`` maps them to keys (`TerminalKeys`):
+``t`` takes over, ``r`` resumes, ``d`` is done; Ctrl-C keeps its meaning (the episode is interrupted).
+
+While a person holds the device, the agent decides nothing and executes nothing. What the person
+does is recorded as steps flagged as interventions (``"intervention": true`` in the GUI step log,
+the ``intervention`` column of a LeRobot dataset) and shown to the policy as executed steps, so a
+success memory stores the person's actions like its own: a person-finished episode with a verified
+label (``--success check:...`` or ``ask``) teaches the next run. How a person's actions are known
+depends on the body (`person_for`):
+
+- a desktop (X11): their clicks and keys, recorded with the RECORD extension and assembled into
+  GuiActions (`embodia.devices.x_input`; the element under each click is looked up in the tree);
+- simulated bodies (``gui-sim:``, ``sim:``, ``mujoco:``): a stand-in policy drives the device
+  (`StandIn`: a scripted person, the simulator's expert, a keyboard teleoperator);
+- any other GUI device (an Android phone): the screens before and after the person's turn only
+  (`ScreensOnly`: one step with the action unknown, which no memory stores).
+
+``done()`` on a GUI device ends with a ``terminate`` step by the person, so a memory that replays
+the person also learns where the task ends.
+
+>>> takeover = Takeover()                                                     # doctest: +SKIP
+>>> threading.Timer(5.0, takeover.take).start()     # a script takes over after 5 s  # doctest: +SKIP
+>>> run_episode(device, policy, takeover=takeover, labeler=labeler)             # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import os
+import queue
+import select
+import sys
+import threading
+import time
+from typing import Callable
+
+from embodia.devices import GuiAction, as_policy
+
+TAKE, BACK, DONE = "take", "back", "done"
+KEYS = {"t": TAKE, "r": BACK, "d": DONE}
+POLL_S = 0.05            # how often a person's turn looks for their finished actions and commands
+
+
+class Takeover:
+    """Who holds the device: the agent, or a person (see the module doc). ``person``: how the
+    person's actions are known (None: chosen per device by `person_for` at each turn);
+    ``say``: where the messages for the person go."""
+
+    def __init__(self, person=None, *, say: Callable[[str], None] | None = None, keys: bool = False):
+        self.person = person
+        self.keys = TerminalKeys(self) if keys else None
+        self.say = say or (lambda m: print(m, file=sys.stderr, flush=True))
+        self._commands: queue.Queue = queue.Queue()
+        self.person_active = threading.Event()     # set while a person holds the device
+        self.turns = 0
+        self.turn_ended = threading.Event()        # set when a turn ends (scripts wait on it)
+
+    # -- commands, from any thread ---------------------------------------------------------------
+    def take(self) -> None:
+        self._commands.put(TAKE)
+
+    def hand_back(self) -> None:
+        self._commands.put(BACK)
+
+    def done(self) -> None:
+        self._commands.put(DONE)
+
+    def _next(self, timeout: float = 0.0) -> str | None:
+        try:
+            return self._commands.get(timeout=timeout) if timeout else self._commands.get_nowait()
+        except queue.Empty:
+            return None
+
+    # -- the loop's side -------------------------------------------------------------------------
+    def attach(self) -> None:
+        """An episode starts: listen to the terminal's keys (when asked for and on a terminal)."""
+        if self.keys is not None:
+            self.keys.start()
+
+    def detach(self) -> None:
+        """The episode's steps are over: give the terminal back (an ``ask`` label may read it)."""
+        if self.keys is not None:
+            self.keys.stop()
+
+    def between_steps(self, run) -> bool:
+        """Called by the loop before each decision: runs a person's turn when one was asked for.
+        True when the episode should end (the person said done, or the task succeeded)."""
+        cmd = self._next()
+        if cmd == DONE:
+            return True
+        if cmd != TAKE:
+            return False                   # a stray "back" while the agent drives: nothing to do
+        return self.person_turn(run)
+
+    def person_turn(self, run) -> bool:
+        """The person's turn: record their steps until they hand back (False) or are done (True)."""
+        person = self.person if self.person is not None else person_for(run.device)
+        self.turns += 1
+        self.turn_ended.clear()
+        person.start(run)
+        self.person_active.set()
+        self.say(f"taken over at step {run.steps}: {person.hint} Press r to hand back, d when the task "
+                 f"is done (or call hand_back() / done()).")
+        end = False
+        try:
+            while True:
+                cmd = self._next(POLL_S)
+                if cmd in (BACK, DONE):
+                    end = cmd == DONE
+                    break
+                if _replay(run, person.poll(run)):
+                    return True
+                if person.finished:
+                    break                  # a stand-in that ran out of actions hands back
+        finally:
+            self.person_active.clear()
+            tail = person.stop(run)
+            self.turn_ended.set()
+        if _replay(run, tail):
+            return True
+        if end:
+            if run.gui:
+                run.execute(GuiAction("terminate", status="success"), person=True)
+            self.say("the person finished the task")
+            return True
+        self.say(f"handed back at step {run.steps}")
+        return False
+
+
+DONE_BY_PERSON, EXECUTE, UNKNOWN = "done", "execute", "unknown"
+
+
+def _replay(run, steps) -> bool:
+    """Record a person's finished steps; True when the episode should stop."""
+    for action, how in steps:
+        if how == EXECUTE:
+            stop = run.execute(action, person=True)
+        else:
+            stop = run.record_person(action, tell_policy=how == DONE_BY_PERSON,
+                                     extra={"action_unknown": True} if how == UNKNOWN else None)
+        if stop:
+            return True
+    return False
+
+
+# -- how a person's actions are known --------------------------------------------------------------
+class PersonInput:
+    """A source of a person's steps during their turn: ``poll`` and ``stop`` return (action, how)
+    pairs, ``how`` one of "done" (the person did it), "execute" (the loop executes it: a stand-in)
+    or "unknown" (something happened, the action is not known)."""
+
+    hint = "act on the device."
+    finished = False
+
+    def start(self, run) -> None:
+        pass
+
+    def poll(self, run) -> list:
+        return []
+
+    def stop(self, run) -> list:
+        return []
+
+
+class XPerson(PersonInput):
+    """The person's clicks and keys on the desktop's X display (`embodia.devices.x_input`); each
+    click is tied to the element under it in the tree observed before it."""
+
+    hint = "use the mouse and keyboard on the desktop;"
+
+    def __init__(self, display: str):
+        self.display = display
+        self._rec = None
+        self._asm = None
+
+    def start(self, run) -> None:
+        from embodia.devices.desktop import _x_env
+        from embodia.devices.x_input import InputAssembler, XInputRecorder
+        with _x_env(self.display):
+            self._rec = XInputRecorder(self.display)
+        screen = run.device.embodiment.screen
+        self._asm = InputAssembler((screen.width, screen.height))
+        self._rec.start()
+
+    def _take(self, run, flush: bool) -> list:
+        for ev in self._rec.drain():
+            self._asm.feed(ev)
+        return [(with_element(a, run.obs), DONE_BY_PERSON)
+                for a in self._asm.take(flush=flush, now_ms=self._rec.server_ms())]
+
+    def poll(self, run) -> list:
+        if self._rec.error is not None:
+            raise RuntimeError(f"recording the person's input stopped: {self._rec.error}")
+        out = self._take(run, flush=False)
+        if out:
+            run.device.wait_still()     # the step's "after" screen is the settled one, as for the agent's
+        return out
+
+    def stop(self, run) -> list:
+        time.sleep(POLL_S)                  # the last events are still on their way from the server
+        self._rec.stop()
+        try:
+            return self._take(run, flush=True)
+        finally:
+            self._rec.close()
+
+
+def with_element(action: GuiAction, obs) -> GuiAction:
+    """A pointer action tied to the smallest element under its point in ``obs``'s tree (a person
+    clicks a button, not a pixel); unchanged where there is no tree or no element there."""
+    from embodia.memory.screen_refs import element_at
+    if action.point is None or action.type in ("drag", "swipe") or not obs or not obs.ui_tree or not obs.screen:
+        return action
+    el = element_at(obs.ui_tree, action.point, (obs.screen.width, obs.screen.height),
+                    scroll=action.type == "scroll")
+    if el is None or not isinstance(el.get("index"), int):
+        return action
+    return GuiAction.from_dict({**action.to_dict(), "element": el["index"]})
+
+
+class StandIn(PersonInput):
+    """A stand-in for a person on a simulated body: ``policy`` (a scripted person, the device's
+    expert, a teleoperator) decides and the loop executes, flagged as interventions. It hands back
+    when the policy returns None or after ``max_steps`` steps."""
+
+    hint = "a stand-in drives the device;"
+
+    def __init__(self, policy, max_steps: int | None = None):
+        self.policy, self.max_steps = as_policy(policy), max_steps
+        self.finished, self._n = False, 0
+
+    def start(self, run) -> None:
+        self.finished, self._n = False, 0
+
+    def poll(self, run) -> list:
+        if self.max_steps is not None and self._n >= self.max_steps:
+            self.finished = True
+            return []
+        action = self.policy.act(run.obs, run.instruction)
+        if action is None or (not isinstance(action, GuiAction) and len(action) == 0):
+            self.finished = True
+            return []
+        self._n += 1
+        if isinstance(action, GuiAction):
+            return [(action, EXECUTE)]
+        rows = action if getattr(action, "ndim", 1) == 2 else [action]
+        return [(rows[0], EXECUTE)]
+
+
+class ScreensOnly(PersonInput):
+    """Where the device cannot report the person's input: one step with the screens before and
+    after the turn, its action unknown (a ``wait`` flagged ``action_unknown``), which is recorded
+    but not shown to the policy, so no memory stores it."""
+
+    hint = "act on the device (only the screens before and after are recorded);"
+
+    def start(self, run) -> None:
+        self._t0 = time.monotonic()
+
+    def stop(self, run) -> list:
+        ms = int((time.monotonic() - self._t0) * 1e3)
+        return [(GuiAction("wait", duration_ms=min(ms, 60_000)), UNKNOWN)]
+
+
+def person_for(device) -> PersonInput:
+    """How a person's actions on ``device`` are known (see the module doc)."""
+    from embodia.devices.desktop import DesktopDevice
+    if isinstance(device, DesktopDevice):
+        return XPerson(device.display)
+    if "expert" in device.capabilities:
+        return StandIn(device.expert())
+    return ScreensOnly()
+
+
+# -- the terminal --------------------------------------------------------------------------------
+class TerminalKeys:
+    """Reads single keys from the terminal while an episode runs (``t`` take over, ``r`` resume,
+    ``d`` done) and sends them to a `Takeover`. Only on a real terminal (``active`` is False
+    otherwise); the terminal is put in cbreak mode, so Ctrl-C still interrupts, and restored by
+    ``stop``. Stopped between episodes: an ``ask`` question reads the same terminal."""
+
+    def __init__(self, takeover: Takeover, stream=None):
+        self.takeover = takeover
+        self.stream = stream if stream is not None else sys.stdin
+        self.active = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._saved = None
+
+    def start(self) -> None:
+        if not self.active or self._thread is not None:
+            return
+        import termios
+        import tty
+        fd = self.stream.fileno()
+        self._saved = termios.tcgetattr(fd)
+        tty.setcbreak(fd)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._read, args=(fd,), name="embodia-takeover-keys", daemon=True)
+        self._thread.start()
+
+    def _read(self, fd: int) -> None:
+        while not self._stop.is_set():
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if not ready:
+                continue
+            key = os.read(fd, 1).decode(errors="replace").lower()
+            cmd = KEYS.get(key)
+            if cmd == TAKE and self.takeover.person_active.is_set():
+                cmd = BACK                   # t while holding the device gives it back
+            if cmd is not None:
+                self.takeover._commands.put(cmd)
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join(1.0)
+        self._thread = None
+        import termios
+        termios.tcsetattr(self.stream.fileno(), termios.TCSADRAIN, self._saved)
