@@ -4,7 +4,9 @@ episode with a verified label teaches the success memory, and the next run does 
 The desktop test runs a real galculator under Xvfb with an accessibility bus; the "person" is a
 script that moves the real pointer and types with xdotool (XTEST, as a remote desktop would), and
 their input is recorded through the X RECORD extension."""
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -299,3 +301,58 @@ def test_a_person_finishes_a_desktop_task_and_the_next_run_does_it_from_memory(d
     assert "person_steps" not in again.info
     assert again.info["policy"]["memory_replaced"] >= 4          # the person's steps, replayed
     assert again.steps == first.steps                            # it ended where the person said done
+
+
+def _step_lines(root: Path) -> int:
+    eps = list((root / "episodes").glob("*/steps.jsonl")) if (root / "episodes").exists() else []
+    return sum(line.startswith('{"type": "step"') for p in eps for line in p.read_text().splitlines())
+
+
+def _embodia(args, env, **kw):
+    return subprocess.Popen([shutil.which("embodia") or "embodia", *args], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+
+
+@needs_x
+def test_the_readme_flow_from_the_command_line(desktop, tmp_path):
+    """`embodia run --takeover --success check:... --memory`, the person taking over with SIGUSR1 and
+    finishing with SIGUSR2; then `embodia run --memory` alone does the task."""
+    server, start_app = desktop
+    env = {**os.environ, "COLUMNS": "400", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    first_half = tmp_path / "first-half.json"       # the weak policy: the first number, then waiting
+    dev = _open(server, start_app)
+    tree = dev.last_obs.ui_tree
+    dev.close()
+    first_half.write_text(json.dumps([{"type": "click", "element": _button(tree, d)["index"]} for d in str(A)]
+                                     + [{"type": "wait", "duration_ms": 300}] * 40))
+    memdir = tmp_path / "memory"
+    ScreenMemory(ScreenMemoryConfig(history="strict")).save(memdir)
+    common = ["-d", f"desktop:{server.display}", "-p", f"actions:{first_half}", "-i", INSTRUCTION,
+              "--success", CHECK, "--memory", str(memdir), "--max-steps", "40"]
+
+    proc = _embodia(["run", *common, "--takeover", "--record", str(tmp_path / "runs")], env)
+    try:
+        deadline = time.monotonic() + 60
+        while _step_lines(tmp_path / "runs") < 3 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGUSR1)                # the person takes over
+        takeover = Takeover()
+        takeover.person_active.set()                     # the script's own view: it holds the device now
+        takeover.done = lambda: os.kill(proc.pid, signal.SIGUSR2)
+        _person(server.display, takeover, tree, log := [])
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and log == [], out
+    assert "taken over at step" in out and "4 steps by a person" in out, out
+    assert re.search(r"seed 0: success in \d+ steps.*label success by check \(verified", out), out
+    n_steps = int(re.search(r"success in (\d+) steps", out).group(1))
+
+    start_app()
+    time.sleep(2.0)                                       # the calculator shows up (no device here to wait)
+    again = _embodia(["run", *common, "--no-record"], env)
+    out2, _ = again.communicate(timeout=90)
+    assert again.returncode == 0, out2
+    done = re.search(r"seed 0: success in (\d+) steps.*label success by check \(verified", out2)
+    assert done and int(done.group(1)) <= n_steps and "by a person" not in out2, out2

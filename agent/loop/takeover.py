@@ -5,6 +5,8 @@ commands come from any thread: ``take()`` (the person takes the device), ``hand_
 goes on from where the person left it) and ``done()`` (the person says the task is finished: the
 episode ends). On a terminal, ``embodia run --takeover`` maps them to keys (`TerminalKeys`):
 ``t`` takes over, ``r`` resumes, ``d`` is done; Ctrl-C keeps its meaning (the episode is interrupted).
+Without a terminal (a script, a test), ``listen_to_signals`` maps SIGUSR1 to take over / hand back
+and SIGUSR2 to done: ``kill -USR1 <pid>``.
 
 While a person holds the device, the agent decides nothing and executes nothing. What the person
 does is recorded as steps flagged as interventions (``"intervention": true`` in the GUI step log,
@@ -68,6 +70,18 @@ class Takeover:
     def done(self) -> None:
         self._commands.put(DONE)
 
+    def toggle(self) -> None:
+        """Take over while the agent drives; hand back while a person does."""
+        self._commands.put(BACK if self.person_active.is_set() else TAKE)
+
+    def listen_to_signals(self) -> Callable[[], None]:
+        """SIGUSR1 toggles (take over / hand back), SIGUSR2 says done (main thread only); returns
+        the function that puts the previous handlers back."""
+        import signal
+        before = {sig: signal.signal(sig, handler) for sig, handler in (
+            (signal.SIGUSR1, lambda *_: self.toggle()), (signal.SIGUSR2, lambda *_: self.done()))}
+        return lambda: [signal.signal(sig, h) for sig, h in before.items()] and None
+
     def _next(self, timeout: float = 0.0) -> str | None:
         try:
             return self._commands.get(timeout=timeout) if timeout else self._commands.get_nowait()
@@ -102,8 +116,8 @@ class Takeover:
         self.turn_ended.clear()
         person.start(run)
         self.person_active.set()
-        self.say(f"taken over at step {run.steps}: {person.hint} Press r to hand back, d when the task "
-                 f"is done (or call hand_back() / done()).")
+        self.say(f"taken over at step {run.steps}: {person.hint} then hand back, or say done when the task "
+                 f"is finished")
         end = False
         try:
             while True:
@@ -152,7 +166,7 @@ class PersonInput:
     pairs, ``how`` one of "done" (the person did it), "execute" (the loop executes it: a stand-in)
     or "unknown" (something happened, the action is not known)."""
 
-    hint = "act on the device."
+    hint = "act on the device,"
     finished = False
 
     def start(self, run) -> None:
@@ -169,7 +183,7 @@ class XPerson(PersonInput):
     """The person's clicks and keys on the desktop's X display (`embodia.devices.x_input`); each
     click is tied to the element under it in the tree observed before it."""
 
-    hint = "use the mouse and keyboard on the desktop;"
+    hint = "use the mouse and keyboard on the desktop,"
 
     def __init__(self, display: str):
         self.display = display
@@ -226,7 +240,7 @@ class StandIn(PersonInput):
     expert, a teleoperator) decides and the loop executes, flagged as interventions. It hands back
     when the policy returns None or after ``max_steps`` steps."""
 
-    hint = "a stand-in drives the device;"
+    hint = "a stand-in drives the device,"
 
     def __init__(self, policy, max_steps: int | None = None):
         self.policy, self.max_steps = as_policy(policy), max_steps
@@ -255,7 +269,7 @@ class ScreensOnly(PersonInput):
     after the turn, its action unknown (a ``wait`` flagged ``action_unknown``), which is recorded
     but not shown to the policy, so no memory stores it."""
 
-    hint = "act on the device (only the screens before and after are recorded);"
+    hint = "act on the device (only the screens before and after are recorded),"
 
     def start(self, run) -> None:
         self._t0 = time.monotonic()
@@ -309,9 +323,9 @@ class TerminalKeys:
                 continue
             key = os.read(fd, 1).decode(errors="replace").lower()
             cmd = KEYS.get(key)
-            if cmd == TAKE and self.takeover.person_active.is_set():
-                cmd = BACK                   # t while holding the device gives it back
-            if cmd is not None:
+            if cmd == TAKE:
+                self.takeover.toggle()       # t while holding the device gives it back
+            elif cmd is not None:
                 self.takeover._commands.put(cmd)
 
     def stop(self) -> None:
