@@ -356,3 +356,34 @@ def test_the_readme_flow_from_the_command_line(desktop, tmp_path):
     assert again.returncode == 0, out2
     done = re.search(r"seed 0: success in (\d+) steps.*label success by check \(verified", out2)
     assert done and int(done.group(1)) <= n_steps and "by a person" not in out2, out2
+
+
+def test_a_stand_in_on_a_robot_is_flagged_in_the_lerobot_intervention_column(tmp_path):
+    """sim:twogap-push: the agent pushes at random, the expert (a stand-in for a person) takes over
+    after its fourth step; the LeRobot data marks exactly the stand-in's frames."""
+    pytest.importorskip("mujoco")
+    import pyarrow.parquet as pq
+
+    from embodia.agent.recording.dataset import LocalDataset
+    from embodia.agent.recording.writer import DatasetWriter
+    from embodia.devices import open_device
+    from embodia.policies import RandomPolicy
+    dev = open_device("sim:twogap-push")
+    try:
+        takeover = Takeover(person=StandIn(dev.expert()), say=lambda m: None)
+        writer = DatasetWriter(tmp_path / "ds", dev.embodiment, video=False)
+
+        def after_step(t, obs, action, next_obs):
+            if t == 3:
+                takeover.take()
+        r = run_episode(dev, RandomPolicy(dev.embodiment), seed=0, recorder=writer, takeover=takeover,
+                        on_step=after_step, exec_horizon=1)
+        writer.close()
+    finally:
+        dev.close()
+    ep = LocalDataset(tmp_path / "ds").episode(0)
+    flags = ep["intervention"]
+    assert flags[:4].tolist() == [False] * 4 and flags[4:].all() and len(flags) == r.steps
+    assert r.info["person_steps"] == r.steps - 4 and r.success is True      # the expert finished it
+    data = pq.read_table(next((tmp_path / "ds" / "data").rglob("*.parquet")))
+    assert data.schema.field("intervention").type == "bool"
