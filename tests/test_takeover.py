@@ -387,3 +387,44 @@ def test_a_stand_in_on_a_robot_is_flagged_in_the_lerobot_intervention_column(tmp
     assert r.info["person_steps"] == r.steps - 4 and r.success is True      # the expert finished it
     data = pq.read_table(next((tmp_path / "ds" / "data").rglob("*.parquet")))
     assert data.schema.field("intervention").type == "bool"
+
+
+def _in_pty(args, env, keys_after: list[tuple[bytes, bytes]], timeout=90.0) -> str:
+    """Run `embodia ARGS` on a pseudo-terminal; when its output shows each trigger, type its keys."""
+    import pty
+    import select as sel
+    pid, fd = pty.fork()
+    if pid == 0:                                   # the child: the terminal is its stdin
+        os.execvpe(shutil.which("embodia") or "embodia", ["embodia", *args], env)
+    out, deadline = b"", time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if keys_after and keys_after[0][0] in out:
+                time.sleep(0.3)
+                os.write(fd, keys_after.pop(0)[1])
+            ready, _, _ = sel.select([fd], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:                    # the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                out += chunk
+    finally:
+        os.waitpid(pid, 0)
+        os.close(fd)
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.decode(errors="replace"))
+
+
+def test_keys_on_a_real_terminal_take_over_and_ctrl_c_still_interrupts(tmp_path):
+    """t on the terminal takes over (gui-sim: its expert stands in and finishes); Ctrl-C interrupts."""
+    env = {**os.environ, "COLUMNS": "300", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    waits = tmp_path / "waits.json"
+    waits.write_text(json.dumps([{"type": "wait", "duration_ms": 300}] * 60))
+    args = ["run", "-d", "gui-sim:settings", "-p", f"actions:{waits}", "--takeover", "--no-record", "--max-steps", "60"]
+    out = _in_pty(args, env, [(b"press t", b"t")])
+    assert "taken over at step" in out and "steps by a person" in out, out
+    assert re.search(r"seed 0: success in \d+ steps", out), out
+    out = _in_pty(args, env, [(b"press t", b"\x03")])
+    assert "interrupted" in out and "by a person" not in out, out
