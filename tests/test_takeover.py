@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import fakeadb
 import pytest
 
 from embodia.agent.loop.episode import run_episode
@@ -26,6 +27,7 @@ from embodia.memory import ScreenMemory, ScreenMemoryConfig
 from embodia.policies.gui.screen_memory import ScreenMemoryPolicy
 
 pytest_plugins = ("gui_fixtures",)
+fake_adb, new_fake_adb = fakeadb.fake_adb, fakeadb.new_fake_adb      # fixtures
 
 
 # -- raw input -> GuiActions (no X needed) ------------------------------------------------------------
@@ -428,3 +430,55 @@ def test_keys_on_a_real_terminal_take_over_and_ctrl_c_still_interrupts(tmp_path)
     assert re.search(r"seed 0: success in \d+ steps", out), out
     out = _in_pty(args, env, [(b"press t", b"\x03")])
     assert "interrupted" in out and "by a person" not in out, out
+
+
+class Counting(Policy):
+    """Waits twice, then is done; counts the executed steps it is shown."""
+
+    def reset(self, seed=None):
+        self.n, self.seen = 0, 0
+
+    def act(self, obs, instruction):
+        self.n += 1
+        return GuiAction("wait", duration_ms=0) if self.n <= 2 else None
+
+    def observe(self, obs, executed):
+        self.seen += 1
+
+
+def test_on_a_phone_only_the_screens_around_a_turn_are_recorded(fake_adb, tmp_path):
+    """android: (the fake adb server): the person's turn is one step, action unknown, screens before and
+    after; the policy is not shown it (no memory stores an action nobody knows)."""
+    from embodia.devices.android import open_android
+    dev = open_android("emulator-5554", host="127.0.0.1", port=fake_adb.port)
+    takeover = Takeover(say=lambda m: None)
+    takeover.take()
+    threading.Thread(target=lambda: takeover.person_active.wait(10) and (time.sleep(0.3), takeover.hand_back()),
+                     daemon=True).start()
+    policy = Counting()
+    r = run_episode(dev, policy, instruction="anything", takeover=takeover,
+                    recorder=GuiRecorder(tmp_path / "rec", dev.embodiment))
+    steps = read_gui_episode(list_gui_episodes(tmp_path / "rec")[0])["steps"]
+    assert steps[0]["intervention"] is True and steps[0]["action_unknown"] is True
+    assert steps[0]["action"]["type"] == "wait" and steps[0]["action"]["duration_ms"] >= 300
+    assert [s.get("intervention") for s in steps[1:]] == [None, None]      # the agent's two waits
+    assert r.info["person_steps"] == 1 and policy.seen == 2
+
+
+def test_handing_back_lets_the_agent_go_on_and_a_person_may_take_over_again(tmp_path):
+    from embodia.devices import open_device
+    dev = open_device("gui-sim:settings")
+    try:
+        takeover = Takeover(person=StandIn(dev.expert(), max_steps=1), say=lambda m: None)   # one step a turn
+        takeover.take()
+
+        def after_step(t, obs, action, next_obs):
+            if t == 1:                                   # after the agent's first step back
+                takeover.take()
+        rec = GuiRecorder(tmp_path / "rec", dev.embodiment)
+        r = run_episode(dev, Idle(), seed=0, max_steps=12, takeover=takeover, recorder=rec, on_step=after_step)
+    finally:
+        dev.close()
+    steps = read_gui_episode(list_gui_episodes(tmp_path / "rec")[0])["steps"]
+    assert [s.get("intervention") for s in steps] == [True, None, True]
+    assert steps[1]["action"]["type"] == "wait" and r.success is True and takeover.turns == 2
