@@ -200,6 +200,7 @@ class XInputRecorder:
         self._last = (0, 0.0)              # (server ms, local arrival) of the newest event
         self.error: BaseException | None = None
         self._keymap = self._read_keymap()
+        self._names: dict[int, str] | None = None
 
     def _read_keymap(self) -> dict[int, list[int]]:
         setup = self._ctl.display.info
@@ -209,16 +210,21 @@ class XInputRecorder:
 
     def key_name(self, keycode: int, state: int) -> str | None:
         """The character a key types (shift applied), or the keysym's name for a special key."""
-        from Xlib import XK
         syms = self._keymap.get(keycode) or []
         sym = (syms[1] if state & SHIFT and len(syms) > 1 and syms[1] else syms[0]) if syms else 0
-        if not sym:
-            return None
         if 0x20 <= sym <= 0x7E or 0xA0 <= sym <= 0xFF:
             return chr(sym)
         if 0x01000000 <= sym <= 0x0110FFFF:
             return chr(sym - 0x01000000)
-        return XK.keysym_to_string(sym) or None
+        # a special key: its unshifted name (shift+Tab is ISO_Left_Tab; the chord keeps the shift)
+        return self._name(sym) or (self._name(syms[0]) if syms else None)
+
+    def _name(self, sym: int) -> str | None:
+        """A keysym's name (XK.keysym_to_string gives "\r" for Return, None for F1)."""
+        from Xlib import XK
+        if self._names is None:
+            self._names = {v: k[3:] for k, v in vars(XK).items() if k.startswith("XK_") and isinstance(v, int)}
+        return self._names.get(sym) if sym else None
 
     def start(self) -> None:
         from Xlib import X

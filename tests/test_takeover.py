@@ -482,3 +482,24 @@ def test_handing_back_lets_the_agent_go_on_and_a_person_may_take_over_again(tmp_
     steps = read_gui_episode(list_gui_episodes(tmp_path / "rec")[0])["steps"]
     assert [s.get("intervention") for s in steps] == [True, None, True]
     assert steps[1]["action"]["type"] == "wait" and r.success is True and takeover.turns == 2
+
+
+@needs_x
+def test_special_keys_are_named_not_typed(desktop):
+    """Return, Escape and F-keys from the real keymap come out as key names, letters as characters."""
+    from embodia.devices.x_input import XInputRecorder
+    server, _ = desktop
+    rec = XInputRecorder(server.display)
+    try:
+        rec.start()
+        _xdotool(server.display, "key", "a", "Return", "Escape", "F5", "ctrl+s", "shift+Tab")
+        time.sleep(0.5)
+        rec.stop()
+        a = InputAssembler((1280, 800))
+        for ev in rec.drain():
+            a.feed(ev)
+        got = [x.to_dict() for x in a.take(flush=True)]
+    finally:
+        rec.close()
+    assert got == [{"type": "type", "text": "a\n"}, {"type": "key", "keys": ("esc",)}, {"type": "key", "keys": ("f5",)},
+                   {"type": "key", "keys": ("ctrl", "s")}, {"type": "key", "keys": ("shift", "tab")}]
