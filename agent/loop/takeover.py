@@ -80,7 +80,11 @@ class Takeover:
         import signal
         before = {sig: signal.signal(sig, handler) for sig, handler in (
             (signal.SIGUSR1, lambda *_: self.toggle()), (signal.SIGUSR2, lambda *_: self.done()))}
-        return lambda: [signal.signal(sig, h) for sig, h in before.items()] and None
+
+        def restore() -> None:
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
+        return restore
 
     def _next(self, timeout: float = 0.0) -> str | None:
         try:
@@ -126,7 +130,7 @@ class Takeover:
                     end = cmd == DONE
                     break
                 if _replay(run, person.poll(run)):
-                    return True
+                    return True            # the task succeeded: what the person does after is not kept
                 if person.finished:
                     break                  # a stand-in that ran out of actions hands back
         finally:
