@@ -430,6 +430,12 @@ def test_keys_on_a_real_terminal_take_over_and_ctrl_c_still_interrupts(tmp_path)
     assert re.search(r"seed 0: success in \d+ steps", out), out
     out = _in_pty(args, env, [(b"press t", b"\x03")])
     assert "interrupted" in out and "by a person" not in out, out
+    # with --success ask the keys let go of the terminal before the question, which reads a line
+    out = _in_pty([*args, "--success", "ask", "--memory", str(tmp_path / "mem")], env,
+                  [(b"press t", b"t"), (b"[yes/no/skip]", b"yes\n")])
+    assert "steps by a person" in out and "label success by ask (verified" in out, out
+    (stats,) = ScreenMemory.load(tmp_path / "mem").stats().values()
+    assert stats["episodes"] == 1 and stats["supports"] == 3 * stats["entries"]      # a demonstration
 
 
 class Counting(Policy):
