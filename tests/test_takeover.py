@@ -509,3 +509,50 @@ def test_special_keys_are_named_not_typed(desktop):
         rec.close()
     assert got == [{"type": "type", "text": "a\n"}, {"type": "key", "keys": ("esc",)}, {"type": "key", "keys": ("f5",)},
                    {"type": "key", "keys": ("ctrl", "s")}, {"type": "key", "keys": ("shift", "tab")}]
+
+
+def test_a_person_drives_a_robot_from_the_terminal_keys(tmp_path):
+    """sim:twogap-push under a (pseudo-)terminal: t takes over, l pushes along +x, r hands back; the
+    LeRobot data flags the person's frames, whose actions are what the keys asked for."""
+    pytest.importorskip("mujoco")
+    import pty
+
+    import numpy as np
+
+    from embodia.agent.recording.dataset import LocalDataset
+    from embodia.agent.recording.writer import DatasetWriter
+    from embodia.devices import open_device
+    from embodia.policies import RandomPolicy
+    master, slave = pty.openpty()
+    term = os.fdopen(slave, "rb", buffering=0)
+    dev = open_device("sim:twogap-push")
+    try:
+        takeover = Takeover(keys=term, say=lambda m: None)
+
+        def person():
+            takeover.person_active.wait(10)
+            os.write(master, b"l")
+            time.sleep(0.5)
+            os.write(master, b"r")
+        threading.Thread(target=person, daemon=True).start()
+
+        def after_step(t, obs, action, next_obs):
+            if t == 2:
+                os.write(master, b"t")
+                time.sleep(0.3)              # the key thread reads it before the next decision
+        writer = DatasetWriter(tmp_path / "ds", dev.embodiment, video=False)
+        r = run_episode(dev, RandomPolicy(dev.embodiment), seed=0, recorder=writer, takeover=takeover,
+                        on_step=after_step, exec_horizon=1, max_steps=40)
+        writer.close()
+    finally:
+        dev.close()
+        term.close()
+        os.close(master)
+    ep = LocalDataset(tmp_path / "ds").episode(0)
+    person = ep["action"][ep["intervention"]]
+    assert r.info["person_steps"] == len(person) >= 3 and not ep["intervention"][:3].any()
+    low, high = dev.embodiment.action_bounds()
+    mid, half = (np.asarray(low) + np.asarray(high)) / 2, (np.asarray(high) - np.asarray(low)) / 2
+    pushed = person[np.abs(person - mid).max(axis=1) > 1e-6]
+    assert len(pushed) >= 1 and np.allclose(pushed[:, 0], mid[0] + 0.5 * half[0])       # +x at half speed
+    assert np.allclose(pushed[:, 1:], mid[1:])

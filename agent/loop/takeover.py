@@ -18,7 +18,8 @@ depends on the body (`person_for`):
 - a desktop (X11): their clicks and keys, recorded with the RECORD extension and assembled into
   GuiActions (`embodia.devices.x_input`; the element under each click is looked up in the tree);
 - simulated bodies (``gui-sim:``, ``sim:``, ``mujoco:``): a stand-in policy drives the device
-  (`StandIn`: a scripted person, the simulator's expert, a keyboard teleoperator);
+  (`StandIn`: a scripted person, the simulator's expert); a continuous body under ``--takeover`` on
+  a terminal is driven from its keys (`KeyboardStandIn`: i j k l, space stops);
 - any other GUI device (an Android phone): the screens before and after the person's turn only
   (`ScreensOnly`: one step with the action unknown, which no memory stores).
 
@@ -51,14 +52,16 @@ class Takeover:
     person's actions are known (None: chosen per device by `person_for` at each turn);
     ``say``: where the messages for the person go."""
 
-    def __init__(self, person=None, *, say: Callable[[str], None] | None = None, keys: bool = False):
+    def __init__(self, person=None, *, say: Callable[[str], None] | None = None, keys=False):
         self.person = person
-        self.keys = TerminalKeys(self) if keys else None
+        # keys: True for this process's terminal (stdin), or a terminal stream to read instead
+        self.keys = (TerminalKeys(self, None if keys is True else keys) if keys else None)
         self.say = say or (lambda m: print(m, file=sys.stderr, flush=True))
         self._commands: queue.Queue = queue.Queue()
         self.person_active = threading.Event()     # set while a person holds the device
         self.turns = 0
         self.turn_ended = threading.Event()        # set when a turn ends (scripts wait on it)
+        self.current: PersonInput | None = None    # who acts in the turn under way
 
     # -- commands, from any thread ---------------------------------------------------------------
     def take(self) -> None:
@@ -85,6 +88,13 @@ class Takeover:
             for sig, handler in before.items():
                 signal.signal(sig, handler)
         return restore
+
+    def key(self, ch: str) -> None:
+        """A key that is not a command, for the person input of the turn under way (a keyboard
+        stand-in); ignored while the agent drives."""
+        person = self.current
+        if person is not None and self.person_active.is_set():
+            person.key(ch)
 
     def _next(self, timeout: float = 0.0) -> str | None:
         try:
@@ -115,7 +125,9 @@ class Takeover:
 
     def person_turn(self, run) -> bool:
         """The person's turn: record their steps until they hand back (False) or are done (True)."""
-        person = self.person if self.person is not None else person_for(run.device)
+        keyboard = self.keys is not None and self.keys.active
+        person = self.person if self.person is not None else person_for(run.device, keyboard=keyboard)
+        self.current = person
         self.turns += 1
         self.turn_ended.clear()
         person.start(run)
@@ -181,6 +193,9 @@ class PersonInput:
 
     def stop(self, run) -> list:
         return []
+
+    def key(self, ch: str) -> None:
+        """A key typed on the terminal during the turn (only a keyboard stand-in uses it)."""
 
 
 class XPerson(PersonInput):
@@ -268,6 +283,41 @@ class StandIn(PersonInput):
         return [(rows[0], EXECUTE)]
 
 
+class KeyboardStandIn(PersonInput):
+    """A person at the terminal drives a continuous body: ``l`` / ``j`` push the first action channel
+    up / down, ``i`` / ``k`` the second, at ``scale`` of half their range from the middle; space
+    stops. A terminal reports no key release, so a direction holds until another key. One action
+    per poll, executed by the loop (flagged as an intervention)."""
+
+    hint = "drive with i j k l (space stops),"
+    DIRECTIONS = {"l": (0, 1.0), "j": (0, -1.0), "i": (1, 1.0), "k": (1, -1.0)}
+
+    def __init__(self, embodiment, scale: float = 0.5):
+        import numpy as np
+        low, high = (np.asarray(b, np.float32) for b in embodiment.action_bounds())
+        self.mid, self.half, self.scale = (low + high) / 2, (high - low) / 2, float(scale)
+        self.dim = len(self.mid)
+        self._last: str | None = None
+        self._push = np.zeros(self.dim, np.float32)
+
+    def key(self, ch: str) -> None:
+        self._last = ch
+
+    def start(self, run) -> None:
+        self._push[:] = 0.0
+        self._last = None
+
+    def poll(self, run) -> list:
+        ch, self._last = self._last, None
+        if ch == " ":
+            self._push[:] = 0.0
+        elif ch in self.DIRECTIONS and self.DIRECTIONS[ch][0] < self.dim:
+            i, sign = self.DIRECTIONS[ch]
+            self._push[:] = 0.0
+            self._push[i] = sign
+        return [(self.mid + self._push * self.scale * self.half, EXECUTE)]
+
+
 class ScreensOnly(PersonInput):
     """Where the device cannot report the person's input: one step with the screens before and
     after the turn, its action unknown (a ``wait`` flagged ``action_unknown``), which is recorded
@@ -283,11 +333,19 @@ class ScreensOnly(PersonInput):
         return [(GuiAction("wait", duration_ms=min(ms, 60_000)), UNKNOWN)]
 
 
-def person_for(device) -> PersonInput:
-    """How a person's actions on ``device`` are known (see the module doc)."""
+def person_for(device, *, keyboard: bool = False) -> PersonInput:
+    """How a person's actions on ``device`` are known (see the module doc); ``keyboard``: a person
+    is at a terminal whose keys reach the turn."""
     from embodia.devices.desktop import DesktopDevice
     if isinstance(device, DesktopDevice):
         return XPerson(device.display)
+    if not device.embodiment.is_gui:
+        if keyboard:
+            return KeyboardStandIn(device.embodiment)
+        if "expert" in device.capabilities:
+            return StandIn(device.expert())
+        raise ValueError(f"nobody can drive {device.embodiment.name!r} in a take-over here: no terminal "
+                         f"for the keys and no scripted expert (pass Takeover(person=StandIn(policy)))")
     if "expert" in device.capabilities:
         return StandIn(device.expert())
     return ScreensOnly()
@@ -331,6 +389,8 @@ class TerminalKeys:
                 self.takeover.toggle()       # t while holding the device gives it back
             elif cmd is not None:
                 self.takeover._commands.put(cmd)
+            else:
+                self.takeover.key(key)       # a keyboard stand-in's driving keys
 
     def stop(self) -> None:
         if self._thread is None:
