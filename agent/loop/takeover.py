@@ -26,9 +26,18 @@ depends on the body (`person_for`):
 ``done()`` on a GUI device ends with a ``terminate`` step by the person, so a memory that replays
 the person also learns where the task ends.
 
->>> takeover = Takeover()                                                     # doctest: +SKIP
->>> threading.Timer(5.0, takeover.take).start()     # a script takes over after 5 s  # doctest: +SKIP
->>> run_episode(device, policy, takeover=takeover, labeler=labeler)             # doctest: +SKIP
+A person (here gui-sim's expert standing in) takes over at once and finishes the task:
+
+>>> from embodia.agent.loop.episode import run_episode
+>>> from embodia.devices import open_device
+>>> from embodia.sim.gui import ChancePolicy
+>>> dev = open_device("gui-sim:settings")
+>>> takeover = Takeover(person=StandIn(dev.expert()), say=lambda m: None)
+>>> takeover.take()                       # from any thread; threading.Timer(5, takeover.take) too
+>>> r = run_episode(dev, ChancePolicy(dev), seed=0, takeover=takeover)
+>>> r.success, r.info["person_steps"] == r.steps
+(True, True)
+>>> dev.close()
 """
 from __future__ import annotations
 
