@@ -81,6 +81,8 @@ class Policy:
     fleet) calls exactly these, never anything else:
 
     - ``reset(seed)``: a new episode starts (seed its sampler, clear its history).
+    - ``instruct(instruction)``: the episode's instruction, told once after ``reset`` (a policy that
+      learns from steps it did not decide, such as a person's after a take-over, needs it early).
     - ``act(obs, instruction)``: a float32[H, D] chunk in the body's units, a ``GuiAction``, or None
       (an empty chunk too) when it has nothing more to do.
     - ``observe(obs, executed)``: after every executed step, what the device actually did.
@@ -109,6 +111,9 @@ class Policy:
     horizon: int | None = None
 
     def reset(self, seed: int | None = None) -> None:
+        pass
+
+    def instruct(self, instruction: str) -> None:
         pass
 
     def act(self, obs: Observation, instruction: str):
@@ -140,7 +145,8 @@ class _Adapted(Policy):
     """A duck-typed policy (any object with ``act``, and ``reset``) seen through the declared hooks:
     the hooks it defines are used, the others keep the defaults."""
 
-    _HOOKS = ("reset", "observe", "step_record", "end_episode", "hold_episode", "info", "close", "predict_chunk")
+    _HOOKS = ("reset", "instruct", "observe", "step_record", "end_episode", "hold_episode", "info", "close",
+              "predict_chunk")
 
     def __init__(self, inner):
         self.inner = inner

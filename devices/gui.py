@@ -151,6 +151,11 @@ class GuiDevice(SimDevice):
         self._execute(action, p, q)
         return action
 
+    def wait_still(self, timeout_s: float = 1.5) -> bool:
+        """Wait until the screen stops changing (after input that did not come from ``act``, such as
+        a person's); False when it was still changing after ``timeout_s``."""
+        return settle(self._grab, timeout_s=timeout_s, interval_s=0.025)[2]
+
     def info(self) -> dict:
         out = {}
         if self.answer is not None:

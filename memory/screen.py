@@ -251,12 +251,14 @@ class ScreenMemory:
         return elements, instruction, action, None, None
 
     def add_episode(self, namespace: str, steps, success: bool, episode_id: Optional[int] = None,
-                    slots: Optional[dict] = None) -> int:
+                    slots: Optional[dict] = None, support: int = 1) -> int:
         """Store a verified SUCCESSFUL episode, one entry per step; ``success=False`` stores nothing
         (returns 0), so the caller may call it after every episode. ``steps``: a list of (UI tree
         elements, instruction, action dict) or of dicts with keys elements, instruction, action and
-        optional screen (width, height) and page. ``episode_id`` None: a fresh one. Returns the
-        number of steps stored or merged into identical entries (after loop erasure)."""
+        optional screen (width, height) and page. ``episode_id`` None: a fresh one. ``support``: how
+        many successes this one counts for (a person's demonstration counts for
+        ``config.demo_support``). Returns the number of steps stored or merged into identical entries
+        (after loop erasure)."""
         if not success or not steps:
             return 0
         if episode_id is None:
@@ -284,11 +286,11 @@ class ScreenMemory:
             value["vals"] = [slot_values(slots)]         # the slot values it was stored with
             prev = value["canon"]
             num = {"progress": t / T, "episode_id": int(episode_id), "step": i, "ep_len": T,
-                   "created_clock": s.clock, "last_used_clock": -1, "n_support": 1, "n_used": 0,
+                   "created_clock": s.clock, "last_used_clock": -1, "n_support": int(support), "n_used": 0,
                    "n_used_fail": 0}
             r = self._dedup_row(s, key, value) if cfg.dedup else -1
             if r >= 0:
-                s.num["n_support"][r] += 1
+                s.num["n_support"][r] += int(support)
                 merged = s.values[r].setdefault("vals", [])
                 if value["vals"][0] not in merged and len(merged) < MAX_VALS:
                     merged.append(value["vals"][0])
@@ -493,7 +495,10 @@ class ScreenMemory:
             act["point"] = tuple(value["point"])
             if value.get("end") is not None:
                 act["end"] = tuple(value["end"])
-        anchored = value["ref"] is not None or value["type"] not in _POSITIONAL
+        # a type with no target goes where the focus is (as a key does): the steps before it, which
+        # the history matched, put the focus there; only a bare point is unanchored
+        untargeted_type = value["type"] == "type" and value.get("point") is None
+        anchored = value["ref"] is not None or value["type"] not in _POSITIONAL or untargeted_type
         return {"action": act, "anchored": anchored,
                 "canon": _canon(value["type"], ref, fields, value.get("point"), self.config.point_grid)}
 

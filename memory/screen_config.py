@@ -94,6 +94,10 @@ class ScreenMemoryConfig:
     min_support: int = 3
     """Count term c_n = min(1, support of the winning action / min_support): one or two successes can be
     luck (or a false label); three agreeing ones are a pattern (spec)."""
+    demo_support: int = 3
+    """A verified success in which a person took over (a demonstration) counts as this many successes:
+    a person showed the way on purpose and a check or the person confirmed it, so one is enough
+    for the next run to follow it (min_support: the memory acts on it alone)."""
     confidence_floor: float = 0.3
     """Below this confidence the memory does nothing (spec's fallback floor): the policy runs as if
     there were no memory, and the fusion weight lambda(c) is 0."""
@@ -157,8 +161,8 @@ class ScreenMemoryConfig:
     """Exact inner-product search below this many entries per namespace (see ``embodia.memory.index``)."""
 
     def __post_init__(self):
-        if self.dim < 16 or self.k < 1 or self.min_support < 1 or self.p_knn_k < 1:
-            raise ValueError("need dim >= 16, k >= 1, min_support >= 1, p_knn_k >= 1")
+        if self.dim < 16 or self.k < 1 or self.min_support < 1 or self.p_knn_k < 1 or self.demo_support < 1:
+            raise ValueError("need dim >= 16, k >= 1, min_support >= 1, p_knn_k >= 1, demo_support >= 1")
         if not -1.0 <= self.min_similarity < self.similarity_saturation <= 1.0:
             raise ValueError("need -1 <= min_similarity < similarity_saturation <= 1")
         if not 0.0 <= self.confidence_floor < self.replace_confidence <= 1.0:

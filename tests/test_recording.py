@@ -140,7 +140,8 @@ def test_data_and_metadata_parquet_with_pyarrow(dataset):
         path = root / info["data_path"].format(chunk_index=0, file_index=k)
         t = pq.read_table(path)
         assert set(t.column_names) == {STATE, ACTION, "timestamp", "frame_index", "episode_index", "index",
-                                       "task_index"}
+                                       "task_index", "intervention"}
+        assert not any(t.column("intervention").to_pylist())            # no person took over
         assert t.schema.field(STATE).type == pa.list_(pa.float32(), S)      # fixed-size, like HF Sequence
         assert t.schema.field(ACTION).type == pa.list_(pa.float32(), D)
         assert t.schema.field("timestamp").type == pa.float32()

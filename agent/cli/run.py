@@ -1,6 +1,7 @@
 """`embodia run` and `embodia record`: episodes of a policy on a device, recorded."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -44,6 +45,28 @@ SuccessOpt = typer.Option(None, "--success", help="who says an episode succeeded
                           "'state.puck_y > 0.3') | judge:openai:<model> (with --base-url) | judge:hf:<path> (a local "
                           "model folder). Only verified labels "
                           "teach --memory")
+
+
+TakeoverOpt = typer.Option(False, "--takeover", help="a person may take the device over between two decisions, "
+                           "act, and hand it back: keys t (take over), r (resume), d (done: the task is "
+                           "finished); scripts: kill -USR1 <pid> (take over / hand back), -USR2 (done). On "
+                           "desktop: the person's clicks and keys are recorded; their steps are flagged as "
+                           "interventions, and a verified success (--success) teaches --memory")
+
+
+def takeover_for(enabled: bool, device, async_exec: bool):
+    """(the `Takeover` for ``--takeover``, listening to the terminal's keys and to SIGUSR1/SIGUSR2,
+    and the function that puts the signal handlers back); (None, None) without it. Said once how."""
+    if not enabled:
+        return None, None
+    if async_exec:
+        fail("--takeover hands the device over between decisions of the synchronous loop; drop --async")
+    from embodia.agent.loop.takeover import Takeover
+    takeover = Takeover(keys=True, say=lambda m: console.print(f"[cyan]{escape(m)}[/cyan]", soft_wrap=True))
+    restore = takeover.listen_to_signals()
+    how = "press t to take over" if takeover.keys.active else "no terminal: send SIGUSR1 to take over"
+    console.print(f"[cyan]takeover: {how} (pid {os.getpid()}), then r to hand back or d when done[/cyan]")
+    return takeover, restore
 
 
 def labeler_for(spec: Optional[str], device, base_url: Optional[str] = None, api_key_env: str = "OPENAI_API_KEY"):
@@ -161,7 +184,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         allow: Optional[list[str]] = AllowOpt, base_url: Optional[str] = BaseUrlOpt,
         api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt, samples: int = SamplesOpt,
         select: str = SelectOpt, async_exec: bool = AsyncOpt, smooth: str = SmoothOpt,
-        success: Optional[str] = SuccessOpt,
+        success: Optional[str] = SuccessOpt, takeover: bool = TakeoverOpt,
         instruction: Optional[str] = typer.Option(None, "--instruction", "-i", help="the task in words "
                                                   "(default: the device's own, for simulated tasks)")):
     """Run a policy on a device, recording every episode (LeRobotDataset v3 layout; GUI devices:
@@ -173,12 +196,16 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         writer = recorder(out, dev)
         labeler = labeler_for(success, dev, base_url, api_key_env)
         steered = steered_by(pol, memory, device, dev)
+        person, restore_signals = takeover_for(takeover, dev, async_exec)
         try:
             results = episodes_with_progress(
                 dev, steered, episodes=episodes, seed=seed, label="run", writer=writer, labeler=labeler,
                 episode_meta=run_meta(device, shift, size, policy), max_steps=max_steps, instruction=instruction,
-                async_exec=async_exec, smooth=smooth, gate=gate(allow, dev) if dev.embodiment.is_gui else None)
+                async_exec=async_exec, smooth=smooth, gate=gate(allow, dev) if dev.embodiment.is_gui else None,
+                **({"takeover": person} if person is not None else {}))
         finally:
+            if person is not None:
+                restore_signals()
             if steered is not pol:
                 steered.memory.save(memory)
     for r in results:
@@ -186,6 +213,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         console.print(f"seed {r.seed}: {outcome} in {r.steps} steps; {r.instruction!r}; "
                       f"policy {r.timing['policy_s'] * 1e3:.0f} ms, device {r.timing['device_s'] * 1e3:.0f} ms"
                       + async_note(r.timing.get("async")) + label_note(r)
+                      + (f"; {r.info['person_steps']} steps by a person" if r.info.get("person_steps") else "")
                       + (f"; recorded as episode {r.episode_index} in {out}" if writer else ""))
     pending_note(memory)
     if any(r.error for r in results):

@@ -79,7 +79,9 @@ class EpisodeRun:
                  labeler: Callable | None = None):
         """``labeler(device, first_obs, final_obs, instruction, seed)`` labels the episode at its end
         (`embodia.agent.loop.success`): its label replaces the device's own check; only a verified
-        one reaches the policy's ``end_episode``; an unverified one goes to ``hold_episode``."""
+        one reaches the policy's ``end_episode``; an unverified one goes to ``hold_episode``. Steps a
+        person takes (`embodia.agent.loop.takeover`) come through ``record_person`` or
+        ``execute(..., person=True)``."""
         self.device, self.policy, self.recorder = device, as_policy(policy), recorder
         self.labeler = labeler
         emb = device.embodiment
@@ -93,7 +95,9 @@ class EpisodeRun:
         self.instruction = instruction or getattr(device, "instruction", "") or ""
         self.ep = (recorder.begin_episode(task=self.instruction, seed=seed, meta=episode_meta or {})
                    if recorder else None)
+        self.policy.instruct(self.instruction)
         self.steps, self.success, self.interrupted = 0, False, False
+        self.person_steps = 0          # steps a person took (take over and hand back)
         self.error: str | None = None
         self.unexpected: BaseException | None = None
         self.policy_ms: list[float] = []
@@ -103,22 +107,41 @@ class EpisodeRun:
         self.t_start = self.next_tick = time.perf_counter()
 
     def execute(self, action, *, policy_ms: float = 0.0, on_path: bool = True, extra: dict | None = None,
-                busy_since: float | None = None) -> bool:
+                busy_since: float | None = None, person: bool = False) -> bool:
         """Act, observe, tell the policy, record, pace; True when the episode should stop (success,
         ``on_step`` said so, or a GUI agent terminated). ``policy_ms`` is the decision's time (recorded
         with the step; counted in the loop's own time only when ``on_path``); ``busy_since`` is when
-        this step's work began (the decision, for the first action of a chunk)."""
+        this step's work began (the decision, for the first action of a chunk). ``person``: the
+        action comes from a person (or their scripted stand-in), and is recorded as an intervention."""
         ts = time.perf_counter()
         executed = self.device.act(action)
         next_obs = self.device.observe()
+        return self._stepped(executed, next_obs, ts, policy_ms=policy_ms, on_path=on_path, extra=extra,
+                             busy_since=busy_since, person=person)
+
+    def record_person(self, action, *, extra: dict | None = None, tell_policy: bool = True) -> bool:
+        """A step a person already took on the device (their recorded input): observe its effect,
+        tell the policy (a success memory stores what it sees executed; not when the action is
+        unknown), record it as an intervention. True when the episode should stop."""
+        ts = time.perf_counter()
+        next_obs = self.device.observe()
+        return self._stepped(action, next_obs, ts, extra=extra, person=True, pace=False, tell_policy=tell_policy)
+
+    def _stepped(self, executed, next_obs, ts: float, *, policy_ms: float = 0.0, on_path: bool = True,
+                 extra: dict | None = None, busy_since: float | None = None, person: bool = False,
+                 pace: bool = True, tell_policy: bool = True) -> bool:
         td = time.perf_counter()
-        self.policy.observe(self.obs, executed)
+        if tell_policy:
+            self.policy.observe(self.obs, executed)
+        if person:
+            self.person_steps += 1
         if self.ep is not None:
             timing = {"policy_ms": policy_ms, "device_ms": (td - ts) * 1e3}
             if self.gui:
-                self.ep.add_step(self.obs, executed, timing, extra)
+                self.ep.add_step(self.obs, executed, timing, {**(extra or {}), "intervention": True} if person
+                                 else extra)
             else:
-                self.ep.add_step(self.obs, executed, timing)
+                self.ep.add_step(self.obs, executed, timing, **({"intervention": True} if person else {}))
         tr = time.perf_counter()
         stop = bool(self.on_step(self.steps, self.obs, executed, next_obs)) if self.on_step else False
         self.obs = next_obs
@@ -131,10 +154,10 @@ class EpisodeRun:
         if self.can_verify and self.device.success():
             self.success = True
         if self.gui and getattr(self.device, "done", False):
-            stop = True         # the agent terminated the episode
+            stop = True         # the agent (or the person) terminated the episode
         if stop or self.success:
             return True
-        if self.pace:
+        if self.pace and pace:
             self.next_tick = wait_tick(self.next_tick, self.period, step_end)
         return False
 
@@ -180,6 +203,8 @@ class EpisodeRun:
         pinfo = self.policy.info()
         if pinfo:
             info["policy"] = dict(pinfo)
+        if self.person_steps:
+            info["person_steps"] = self.person_steps
         success = self.success if self.can_verify else None
         if self.labeler is not None and ok and not self.interrupted:
             label = self.labeler(self.device, self.first_obs, self.obs, self.instruction, self.seed)

@@ -30,7 +30,7 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
                 max_steps: int | None = None, exec_horizon: int | None = None, recorder=None,
                 episode_meta: dict | None = None, pace: bool | None = None,
                 on_step: Callable | None = None, gate=None, async_exec: bool = False,
-                smooth: str = "none", hz: float | None = None, labeler=None) -> EpisodeResult:
+                smooth: str = "none", hz: float | None = None, labeler=None, takeover=None) -> EpisodeResult:
     """Run one episode; record it if `recorder` (a DatasetWriter, or a GuiRecorder for GUI
     devices) is given.
 
@@ -43,8 +43,12 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
     has nothing more to do. GUI actions pass `gate` (a SafetyGate; by default one whose answer is
     always No, except on a "sandbox" device such as gui-sim): a refused action is recorded, not
     executed, and ends the episode. A `terminate` action ends it too. `labeler` labels the episode's
-    success at its end (`embodia.agent.loop.success`; None: the device's own check).
+    success at its end (`embodia.agent.loop.success`; None: the device's own check). `takeover` (a
+    `embodia.agent.loop.takeover.Takeover`) lets a person take the device between two decisions,
+    act, and hand it back (synchronous loop only).
     """
+    if async_exec and takeover is not None:
+        raise ValueError("a person takes over between decisions of the synchronous loop; drop async_exec")
     if async_exec:
         return run_async(device, policy, seed=seed, instruction=instruction, max_steps=max_steps,
                          exec_horizon=exec_horizon, recorder=recorder, episode_meta=episode_meta,
@@ -58,13 +62,22 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
     if run.gui and gate is None:
         gate = default_gate(device)
     with run.guarded():
-        _steps(run, exec_horizon or device.embodiment.exec_horizon, gate)
+        if takeover is not None:
+            takeover.attach()
+        try:
+            _steps(run, exec_horizon or device.embodiment.exec_horizon, gate, takeover)
+        finally:
+            if takeover is not None:
+                takeover.detach()
     return run.finish(run.timing())
 
 
-def _steps(run: EpisodeRun, h_exec: int, gate) -> None:
-    """Decide, execute up to `h_exec` actions of the chunk, repeat until the episode is over."""
+def _steps(run: EpisodeRun, h_exec: int, gate, takeover=None) -> None:
+    """Decide, execute up to `h_exec` actions of the chunk, repeat until the episode is over; a
+    person's turn, when one is asked for, comes between two decisions."""
     while run.steps < run.max_steps and not run.success:
+        if takeover is not None and takeover.between_steps(run):
+            return
         t0 = time.perf_counter()
         chunk = run.policy.act(run.obs, run.instruction)
         t_policy = (time.perf_counter() - t0) * 1e3

@@ -305,7 +305,8 @@ class LocalDataset:
 
     def episode(self, i: int) -> dict:
         """Arrays and metadata of episode i: state float32[T,S], action float32[T,D], timestamp,
-        frame_index, index, task, seed, success, interrupted, final_state, info, meta, length."""
+        frame_index, index, task, seed, success, interrupted, final_state, info, meta, length, and
+        intervention bool[T] (where a person took over; all False in datasets without the column)."""
         i = self._check_index(i)
         row = self.episodes[i]
         if "steplog" in row:                  # left by a killed writer (`pending`)
@@ -324,6 +325,8 @@ class LocalDataset:
         for key in ("timestamp", "frame_index", "index", "task_index"):
             if key in sub.column_names:
                 out[key] = sub.column(key).to_numpy()
+        out["intervention"] = (sub.column("intervention").to_numpy(zero_copy_only=False).astype(bool)
+                               if "intervention" in sub.column_names else np.zeros(sub.num_rows, bool))
         return out
 
     def _camera_key(self, camera: str) -> str:

@@ -17,7 +17,10 @@ Dataset (LeRobotDataset v3.0, written with pyarrow and PyAV only):
                                    stats/..., our embodia/... columns); rewritten atomically per episode
     data/chunk-CCC/file-FFF.parquet            one file per episode (parquet cannot be appended to):
                                    file sequence number = episode_index, chunk = n // chunks_size,
-                                   file = n % chunks_size (LeRobot numbers files within a chunk)
+                                   file = n % chunks_size (LeRobot numbers files within a chunk);
+                                   besides state, action and the indices, a bool ``intervention``
+                                   column: True where a person took over (datasets begun before it
+                                   lack the column)
     videos/<key>/chunk-CCC/file-FFF.mp4        one mp4 per episode and camera, pts = frame_index / fps
 
 Commit order per episode: videos, data file, tasks, episodes, stats, then info.json last (the commit
@@ -89,6 +92,7 @@ from embodia.devices.embodiment import Embodiment
 from embodia.devices.observation import ACTION, STATE, image_key
 
 FORMAT_VERSION = 1          # of our `embodia` section / columns
+INTERVENTION = "intervention"   # frame column: a person chose this action (take over and hand back)
 CHUNKS_SIZE = 1000
 
 
@@ -120,8 +124,9 @@ class Episode:
     def num_steps(self) -> int:
         return self._n
 
-    def add_step(self, obs, action, timing: dict | None = None) -> int:
-        """Record frame t = (observation before the action, action actually executed); returns t."""
+    def add_step(self, obs, action, timing: dict | None = None, intervention: bool = False) -> int:
+        """Record frame t = (observation before the action, action actually executed); returns t.
+        ``intervention``: a person (or their stand-in) chose this action, not the policy."""
         if self.closed:
             raise RecordingError(f"episode {self.episode_id} has ended; begin a new one")
         emb = self._emb
@@ -137,6 +142,8 @@ class Episode:
                "state": np.asarray(obs.state, np.float32).tolist(), "action": a.tolist()}
         if timing:
             rec["timing"] = timing
+        if intervention:
+            rec["intervention"] = True
         line = _dumps(rec).encode("ascii")
         if emb.cameras:
             parts = [line[:-1], b',"images":{']
@@ -170,6 +177,7 @@ class _Log:
         self.header: dict | None = None
         self.end: dict | None = None
         self.states, self.actions, self.obs_times, self.timings = [], [], [], []
+        self.interventions: list[bool] = []
         self.encoders: dict[str, _VideoEncoder] = {}
         self.pngs: dict[str, list[bytes]] = {c.name: [] for c in emb.cameras}
         self.img_stats = {c.name: _ImageStats(c.height, c.width) for c in emb.cameras}
@@ -302,6 +310,8 @@ class DatasetWriter:
         for key, dtype in (("timestamp", "float32"), ("frame_index", "int64"), ("episode_index", "int64"),
                            ("index", "int64"), ("task_index", "int64")):
             feats[key] = {"dtype": dtype, "shape": [1], "names": None}
+        # True where a person took over (embodia.agent.loop.takeover): their frames are demonstrations
+        feats[INTERVENTION] = {"dtype": "bool", "shape": [1], "names": None}
         return feats
 
     def _create(self, fps, robot_type, video, codec, video_options) -> None:
@@ -624,6 +634,7 @@ class DatasetWriter:
         log.actions.append(rec["action"])
         log.obs_times.append(rec.get("obs_time"))
         log.timings.append(rec.get("timing") or {})
+        log.interventions.append(bool(rec.get("intervention", False)))
         for cam in emb.cameras:
             img = rec["images"].get(cam.name)
             if img is None or img.shape != (cam.height, cam.width, 3):
@@ -659,6 +670,8 @@ class DatasetWriter:
         cols["episode_index"] = pa.array(np.full(length, n, np.int64))
         cols["index"] = pa.array(start + frame_index)
         cols["task_index"] = pa.array(np.full(length, task_index, np.int64))
+        if INTERVENTION in self._info["features"]:      # datasets begun before the column lack it
+            cols[INTERVENTION] = pa.array(np.asarray(log.interventions, bool))
         _write_parquet(self._data_path(chunk, file), pa.table(cols))
 
     def _episode_row(self, log: "_Log", n: int, chunk: int, file: int, task: str, start: int) -> dict:

@@ -15,7 +15,9 @@ instruction and the actions executed so far. Then, by ``mode``:
 - ``"off"``: the base policy alone (the memory still learns when ``learn``), the paired control arm.
 
 The loop reports every executed step (``observe``) and the verified outcome (``end_episode``):
-successes are stored, failures credited to the entries that decided. ``step_record()`` says what
+successes are stored, failures credited to the entries that decided. Steps it observes without
+having decided them are a person's (take over and hand back, `embodia.agent.loop.takeover`): a
+verified success with such steps is stored as a demonstration (``config.demo_support`` successes). ``step_record()`` says what
 the memory did at the last decision and ``info()`` sums it up.
 
 Namespace: ``namespace`` if given; else ``<embodiment>/<task>`` with the embodiment name of the
@@ -90,6 +92,8 @@ class ScreenMemoryPolicy(Policy):
         self._instruction = ""
         self._ended = False
         self._replaced_on: set = set()      # (screen key, action) pairs the memory decided this episode
+        self._decided = False               # act() ran since the last observed step
+        self._person_steps = 0              # observed steps nobody here decided: a person's
         self.episode = {"decisions": 0, "replaced": 0, "reranked": 0, "hits": 0, "moved": 0, "base_calls": 0}
 
     # -- context ---------------------------------------------------------------------------------
@@ -109,6 +113,14 @@ class ScreenMemoryPolicy(Policy):
     def _screen(obs):
         s = getattr(obs, "screen", None)
         return (s.width, s.height) if s is not None else None
+
+    def instruct(self, instruction: str) -> None:
+        """The namespace is fixed now, so steps taken before the first decision (a person who takes
+        over at once) are stored under it too."""
+        self.policy.instruct(instruction)
+        self._instruction = instruction
+        if self.namespace is None:
+            self._begin(instruction, self._info())
 
     # -- deciding --------------------------------------------------------------------------------
     def _base(self, obs, instruction: str):
@@ -130,6 +142,7 @@ class ScreenMemoryPolicy(Policy):
         page = info.get("page")
         self._page = str(page[0]) if isinstance(page, (list, tuple)) and page else (page if isinstance(page, str) else None)
         self._base_record = None
+        self._decided = True
         self.episode["decisions"] += 1
         rec = {"mode": self.mode, "namespace": self.namespace, "source": "base", "replaced": False}
         self._record = rec
@@ -192,6 +205,8 @@ class ScreenMemoryPolicy(Policy):
     # -- learning from what was executed -----------------------------------------------------------
     def observe(self, obs, executed) -> None:
         self.policy.observe(obs, executed)      # the base policy's history must hold what really ran
+        self._person_steps += not self._decided
+        self._decided = False
         d = executed.to_dict() if isinstance(executed, GuiAction) else dict(executed)
         tree, screen = list(obs.ui_tree or []), self._screen(obs)
         self._steps.append({"elements": tree, "instruction": self._instruction,
@@ -213,7 +228,10 @@ class ScreenMemoryPolicy(Policy):
         out = self.memory.end_episode(bool(success), namespace=self.namespace)
         tot["deleted"] += out["deleted"]
         if success and self._steps:
-            tot["stored"] += self.memory.add_episode(self.namespace, self._steps, True, slots=self.slots)
+            # a success a person took part in is a demonstration: it counts for several
+            support = self.memory.config.demo_support if self._person_steps else 1
+            tot["stored"] += self.memory.add_episode(self.namespace, self._steps, True, slots=self.slots,
+                                                     support=support)
         if getattr(self, "autosave", None) is not None:   # a folder: saved after every episode
             self.memory.save(self.autosave)
 
