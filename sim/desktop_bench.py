@@ -531,7 +531,8 @@ class DesktopBenchDevice(DesktopDevice):
         old, self.work = self.work, self.root / f"episode-{self._episodes}"
         self._episodes += 1                 # a fresh folder: an exiting app may still write in the old one
         _remove(old)
-        (self.work / "home").mkdir(parents=True)
+        # ~/.cache: where an app with no $XDG_RUNTIME_DIR puts its own AT-SPI socket (read faster)
+        (self.work / "home" / ".cache").mkdir(parents=True)
         self.task.files(self.work, self.slots)
         if "file" in self.slots and (self.work / self.slots["file"]).exists():
             self.memory["start_mtime"] = (self.work / self.slots["file"]).stat().st_mtime

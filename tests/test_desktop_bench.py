@@ -81,6 +81,20 @@ def test_tree_schema_bounds_and_element_click(a11y_display):
         assert dev.tree.last_ms < 500          # the benchmark reports p50/p95; here only a sanity bound
 
 
+def test_own_socket_reads_the_same_tree_as_the_bus(a11y_display):
+    """The tree is read over the application's own AT-SPI socket; through the bus daemon it is the same."""
+    with bench("galculator/add") as dev:
+        dev.reset(seed=0)
+        tree = dev.tree
+        direct = dev.observe().ui_tree
+        assert any(link is not None for link in tree._peers.values())     # the app's socket carried it
+        peers, tree._peers, tree.direct = tree._peers, {}, False
+        via_bus = tree.read(dev._screen())
+        tree._peers, tree.direct = peers, True
+        assert [(e["role"], e["text"], e["bounds"]) for e in via_bus] == \
+            [(e["role"], e["text"], e["bounds"]) for e in direct]
+
+
 def test_accessible_action_clicks(a11y_display):
     with bench("galculator/add", element_clicks="action") as dev:
         obs = dev.reset(seed=0)
