@@ -4,7 +4,6 @@ the tasks through it, and a real "Discard" button is stopped by the safety gate.
 
 Tests that need an application skip, with the package to install, only where it is missing."""
 import shutil
-import warnings
 from pathlib import Path
 
 import pytest
@@ -12,12 +11,11 @@ import pytest
 from embodia.devices import GuiAction
 from embodia.devices.desktop import DesktopDevice
 
-pytest_plugins = ("gui_fixtures",)
+pytest_plugins = ("gui_fixtures", "fake_openai")
 pytest.importorskip("jeepney", reason="jeepney is not installed (pip install jeepney)")
 
 from embodia.devices.atspi import LAUNCHER, start_bus  # noqa: E402
-from embodia.sim.desktop_bench import (  # noqa: E402
-    APPS, TASKS, _discard_button, app_installed, open_desktop_bench)
+from embodia.sim.desktop_bench import APPS, TASKS, _discard_button, app_installed, open_desktop_bench  # noqa: E402
 
 if shutil.which("Xvfb") is None:
     pytest.skip("Xvfb is not installed (apt-get install xvfb)", allow_module_level=True)
@@ -176,3 +174,50 @@ def test_tree_fidelity(a11y_display, target):
     print(report)
     assert report["probes"] >= 20 and report["activated"] >= 20, report
     assert report["fraction"] >= 0.85, report
+
+
+def test_openai_policy_gets_the_tree_and_clicks_real_buttons_by_id(a11y_display, fake_openai, tmp_path, monkeypatch):
+    """`embodia run --device desktop-bench:galculator/add --policy openai:test`: every request's prompt
+    holds the calculator's tree (its buttons with ids and bounds), and replies that click elements by
+    those ids (read back from the prompt, never known in advance) work the real calculator: the
+    episode ends on the sum shown in galculator's display."""
+    import json
+    import re
+
+    from typer.testing import CliRunner
+
+    from embodia.agent.cli.app import app
+    from embodia.agent.recording.gui_log import list_gui_episodes, read_gui_episode
+    from embodia.sim.desktop_bench import _calc_keys
+    if not app_installed("galculator"):
+        pytest.skip("galculator is not installed (apt-get install galculator)")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    uri, seed = "desktop-bench:galculator/add?settle=0.4", 4
+    with bench("galculator/add") as dev:
+        dev.reset(seed=seed)
+        keys, instruction = _calc_keys(dev.slots), dev.instruction
+    pressed: list[str] = []
+
+    def reply(request):
+        prompt = "\n".join(request.texts())
+        k = keys[len(pressed)]
+        # the tree line of that key: [id] toggle button "7" desc="Seven 7" [x0,y0,x1,y1] clickable
+        m = re.search(r'^\[(\d+)\] (?:toggle|push) button "' + re.escape(k) + r'"( desc="[^"]*")? \[', prompt, re.M)
+        assert m, f"key {k!r} is not in the prompt's tree:\n{prompt}"
+        pressed.append(k)
+        return "```json\n" + json.dumps({"type": "click", "element": int(m.group(1))}) + "\n```"
+    fake_openai.script(*[reply] * len(keys))
+    r = CliRunner().invoke(app, ["run", "--device", uri, "--policy", "openai:test", "--base-url", fake_openai.url,
+                                 "--seed", str(seed), "--max-steps", str(len(keys) + 2),
+                                 "--record", str(tmp_path / "rec")], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "success" in r.output and pressed == keys and fake_openai.left == 0, r.output
+    first = "\n".join(fake_openai.chats[0].texts())
+    assert instruction in first
+    # the tree in the prompt: the digit buttons, the operators and the display, each with its bounds
+    for label in ("7", "+", "="):
+        assert re.search(r'^\[\d+\] (?:toggle|push) button "' + re.escape(label) + r'"( desc="[^"]*")? '
+                         r'\[\d+,\d+,\d+,\d+\] clickable$', first, re.M), label
+    ep = read_gui_episode(list_gui_episodes(tmp_path / "rec")[0])
+    assert ep["end"]["success"] is True          # galculator's own display showed the sum
+    assert len(ep["steps"]) == len(keys) and all(st["action"]["type"] == "click" for st in ep["steps"])
