@@ -20,7 +20,10 @@ default only the tasks the head can express (`HEAD_TASKS`).
 Screen memory on repeated tasks (``--memory-streams S``): per task, S paired streams of
 ``--memory-episodes`` episodes, memory off and on (a fresh `ScreenMemory` per stream, replace
 mode), the same seeds in both arms; ``--repeat K`` makes seed s show the variation of s % K, so each
-variation comes back. Reports the gain with its Newcombe 95% interval, per task and pooled.
+variation comes back; ``--epsilon P`` makes the policy click a random clickable element with
+probability P per step (for a policy that is otherwise perfect on the task), ``--max-steps N`` sets
+the step budget (a one-step task with ``--max-steps 1``: a wasted action is a failure). Reports the gain
+with its Newcombe 95% interval, per task and pooled.
 
     python benchmarks/desktop_bench.py --policy data/embodia-tiny-desktop --memory-streams 2 \
         --memory-episodes 10 --repeat 3
@@ -31,6 +34,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import sys
 import tempfile
 import time
@@ -42,16 +46,42 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]      # the tests' Xvfb starter
 from embodia.agent.evaluation.stats import newcombe, wilson  # noqa: E402
 from embodia.agent.loop.episode import run_episode  # noqa: E402
 from embodia.agent.loop.safety import SafetyGate  # noqa: E402
+from embodia.devices import GuiAction  # noqa: E402
 from embodia.devices.atspi import start_bus  # noqa: E402
-from embodia.devices.base import environ  # noqa: E402
+from embodia.devices.base import Policy, environ  # noqa: E402
 from embodia.sim.desktop_bench import GATE_ALLOW, TASKS, app_installed, open_desktop_bench  # noqa: E402
 
 
-def make_policy_for(spec: str, dev):
+class EpsilonPolicy(Policy):
+    """The base policy, except that with probability ``epsilon`` a step clicks a clickable element
+    drawn uniformly (the draws seeded by the episode's seed): a policy that is not perfect alone,
+    for the memory comparison."""
+
+    def __init__(self, base, epsilon: float):
+        self.base, self.epsilon = base, float(epsilon)
+        self.rng = random.Random(0)
+
+    def reset(self, seed=None):
+        self.rng = random.Random(f"epsilon/{seed}")
+        self.base.reset(seed)
+
+    def act(self, obs, instruction=""):
+        targets = [e["index"] for e in obs.ui_tree or [] if e.get("clickable")]
+        if targets and self.rng.random() < self.epsilon:
+            return GuiAction("click", element=self.rng.choice(targets))
+        return self.base.act(obs, instruction)
+
+    def info(self):
+        return {"epsilon": self.epsilon}
+
+
+def make_policy_for(spec: str, dev, epsilon: float = 0.0):
     if spec == "expert":
-        return dev.expert()
-    from embodia.agent.loop.factory import make_policy
-    return make_policy(spec, dev, threads=1)
+        pol = dev.expert()
+    else:
+        from embodia.agent.loop.factory import make_policy
+        pol = make_policy(spec, dev, threads=1)
+    return EpsilonPolicy(pol, epsilon) if epsilon > 0 else pol
 
 
 def chance_rate(dev, tree: list) -> float:
@@ -103,18 +133,20 @@ def per_app(rows: list) -> list:
     return out
 
 
-def memory_task(target: str, policy: str, streams: int, episodes: int, repeat: int, split: str) -> dict:
+def memory_task(target: str, policy: str, streams: int, episodes: int, repeat: int, split: str,
+                epsilon: float = 0.0, max_steps: int = 0) -> dict:
     """Paired streams, memory off and on (`embodia.agent.evaluation.memory_eval`), on one task."""
     from embodia.agent.evaluation.memory_eval import evaluate_memory, screen_arm_factory
-    with open_desktop_bench(target, split=split, settle=0.5, repeat=repeat) as dev:
-        base = make_policy_for(policy, dev)
+    budget = {"max_steps": max_steps} if max_steps > 0 else {}
+    with open_desktop_bench(target, split=split, settle=0.5, repeat=repeat, **budget) as dev:
+        base = make_policy_for(policy, dev, epsilon)
         rep = evaluate_memory(dev, screen_arm_factory(base, dev), arms=["off", "online"], streams=streams,
                               episodes=episodes, seed=0)
     arms = {a: {k: rep["arms"][a][k] for k in ("successes", "episodes", "success_rate", "wilson95",
                                                 "steered_decisions_per_episode", "per_stream")}
             for a in ("off", "online")}
     cmp = rep["comparisons"]["online - off"]["all"]
-    return {"task": target, "repeat": repeat, "streams": streams, "episodes_per_stream": episodes, "arms": arms,
+    return {"task": target, "epsilon": epsilon, "max_steps": dev.max_steps, "repeat": repeat, "streams": streams, "episodes_per_stream": episodes, "arms": arms,
             "gain": cmp["diff"], "newcombe95": cmp["newcombe95"], "on_only": cmp["arm_only"],
             "off_only": cmp["base_only"]}
 
@@ -129,6 +161,10 @@ def main() -> None:
     ap.add_argument("--memory-streams", type=int, default=0, help="memory off vs on: paired streams per task")
     ap.add_argument("--memory-episodes", type=int, default=10, help="episodes per memory stream")
     ap.add_argument("--repeat", type=int, default=3, help="variations a memory stream repeats")
+    ap.add_argument("--max-steps", type=int, default=0, help="memory runs: the episode's step budget "
+                    "(default: the bench's)")
+    ap.add_argument("--epsilon", type=float, default=0.0, help="memory runs: the policy clicks a random "
+                    "clickable element with this probability per step (a policy that is not perfect alone)")
     args = ap.parse_args()
     from embodia.agent.training.desktop_train import HEAD_TASKS
     default = TASKS if args.policy == "expert" else HEAD_TASKS
@@ -151,7 +187,7 @@ def main() -> None:
                     if args.memory_streams:
                         rep.setdefault("memory", []).append(
                             memory_task(t, args.policy, args.memory_streams, args.memory_episodes, args.repeat,
-                                        args.split))
+                                        args.split, args.epsilon, args.max_steps))
                         print(json.dumps(rep["memory"][-1]), file=sys.stderr, flush=True)
                         continue
                     rep["tasks"].append(run_task(t, args.episodes, args.split, args.policy))
