@@ -43,6 +43,6 @@ def test_bench_demos_train_a_desktop_head(tmp_path):
     meta = json.loads((tmp_path / "d" / "gui_head.json").read_text())
     assert meta["trained_steps"] == 10 and meta["desktop"]["bench_tasks"] == ["galculator/add"]
     eps = read_gui_episodes(tmp_path / "d" / "demos" / "galculator-add")
-    assert len(eps) == 1 and eps[0]["end"]["success"] is True
+    assert len(eps) == 1 and eps[0]["success"] is True
     assert all(s["action"]["type"] == "click" for s in eps[0]["steps"])
     assert _digest(BUNDLE) == before
