@@ -146,7 +146,8 @@ def memory_task(target: str, policy: str, streams: int, episodes: int, repeat: i
                                                 "steered_decisions_per_episode", "per_stream")}
             for a in ("off", "online")}
     cmp = rep["comparisons"]["online - off"]["all"]
-    return {"task": target, "epsilon": epsilon, "max_steps": dev.max_steps, "repeat": repeat, "streams": streams, "episodes_per_stream": episodes, "arms": arms,
+    return {"task": target, "epsilon": epsilon, "max_steps": dev.max_steps, "repeat": repeat, "streams": streams,
+            "episodes_per_stream": episodes, "arms": arms,
             "gain": cmp["diff"], "newcombe95": cmp["newcombe95"], "on_only": cmp["arm_only"],
             "off_only": cmp["base_only"]}
 

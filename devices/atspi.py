@@ -351,7 +351,8 @@ class AtspiTree:
                 link.sock.close()
         for app in apps:
             self._peer(app[0])
-            kids, name = self.batch([self._msg(app, ACC, "GetChildren"), self._msg(app, PROPS, "Get", "ss", (ACC, "Name"))])
+            kids, name = self.batch([self._msg(app, ACC, "GetChildren"),
+                                     self._msg(app, PROPS, "Get", "ss", (ACC, "Name"))])
             app_name = str((name or [("s", "")])[0][1])
             windows = [tuple(k) for k in (kids[0] if kids else [])]
             # (ref, window title, depth, the parent's role)
