@@ -265,7 +265,9 @@ class AtspiTree:
         for link, ms in wires.items():
             try:
                 link.sock.sendall(b"".join(ms))
-            except OSError:                     # the application has gone: its calls stay None
+            except OSError:                     # an application gone: its calls stay None
+                if link is self._bus:
+                    raise
                 pending.pop(link)
                 self._drop(link)
         out: list = [None] * len(msgs)
@@ -287,7 +289,12 @@ class AtspiTree:
                 break
             for link in list(pending):
                 if link.sock in ready:
-                    data = link.sock.recv(1 << 20)
+                    try:
+                        data = link.sock.recv(1 << 20)
+                    except OSError:             # reset by an application that is exiting
+                        if link is self._bus:
+                            raise
+                        data = b""
                     if data:
                         link.reader.feed(data)
                     else:                       # closed: the application exited

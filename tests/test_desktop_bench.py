@@ -4,6 +4,7 @@ the tasks through it, and a real "Discard" button is stopped by the safety gate.
 
 Tests that need an application skip, with the package to install, only where it is missing."""
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,39 @@ def test_own_socket_reads_the_same_tree_as_the_bus(a11y_display):
         tree._peers, tree.direct = peers, True
         assert [(e["role"], e["text"], e["bounds"]) for e in via_bus] == \
             [(e["role"], e["text"], e["bounds"]) for e in direct]
+
+
+def test_an_application_exiting_under_its_own_socket_is_no_bus_failure(a11y_display):
+    """gnumeric/close-discard ends with the application quitting: its socket resets in the middle
+    of a read. That application's calls come back empty; the tree stays (the bus is fine)."""
+    with bench("galculator/add") as dev:
+        dev.reset(seed=0)
+        tree = dev.tree
+        elements = dev.observe().ui_tree
+        link = next(link for link in tree._peers.values() if link is not None)
+        a, b = socket.socketpair()
+        b.sendall(b"x")                       # readable, then reset: what a quitting application does
+
+        class Resetting:
+            def fileno(self):
+                return a.fileno()
+
+            def sendall(self, data):
+                pass
+
+            def recv(self, n):
+                raise ConnectionResetError(104, "Connection reset by peer")
+
+            def close(self):
+                a.close()
+                b.close()
+        link.sock.close()
+        link.sock = Resetting()
+        assert tree.call(tuple(elements[0]["ref"]), "org.a11y.atspi.Accessible", "GetRoleName") is None
+        dev._stop_app()
+        assert "ui_tree" in dev.capabilities and dev.observe().ui_tree is not None
+        dev.reset(seed=1)                     # a new instance reads as before
+        assert dev.observe().ui_tree
 
 
 def test_accessible_action_clicks(a11y_display):
