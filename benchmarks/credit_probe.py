@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
 from collections import defaultdict
 
@@ -30,9 +29,12 @@ import numpy as np
 import torch
 
 from embodia.agent.evaluation.memory_eval import NOISY, NoisyLabels, arm_factory  # noqa: E402
-from embodia.agent.loop.factory import device_namespace  # noqa: E402
 from embodia.agent.loop.episode import run_episode  # noqa: E402
-from embodia.agent.loop.factory import make_device, make_policy  # noqa: E402
+from embodia.agent.loop.factory import (  # noqa: E402
+    device_namespace,  # noqa: E402
+    make_device,
+    make_policy,
+)
 
 
 def main() -> None:

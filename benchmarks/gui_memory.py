@@ -52,7 +52,7 @@ class Exact:
 
         def query(*a, **kw):
             r = inner(*a, **kw)
-            if not r.empty and r.confidence >= embodia.memory.config.replace_confidence:
+            if not r.empty and r.confidence >= memory.config.replace_confidence:
                 self.identical += r.top_similarity >= 1 - 1e-6
             return r
         memory.query = query

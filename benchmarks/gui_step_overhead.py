@@ -17,6 +17,11 @@ read alone), clicks a digit button named by its tree element, settles and record
 the same run, the anchors' way on the same window: ``pyautogui.screenshot()``, the click, then a
 fixed 1 s sleep (``--anchor-steps`` of them).
 
+Tree reads per application (``tree_read_per_app``): the AT-SPI read alone on each bench
+application's main window (galculator, mousepad, gnumeric), ``--tree-reads`` times each over the
+application's own AT-SPI socket (the default), alternating with as many through the bus daemon
+(``via_bus_ms``).
+
     python benchmarks/gui_step_overhead.py --steps 200
 """
 from __future__ import annotations
@@ -159,6 +164,46 @@ def real_app(steps: int, anchor_steps: int, work: Path) -> dict:
             server.stop()
 
 
+TREE_APPS = {"galculator": "galculator/add", "mousepad": "mousepad/save-as", "gnumeric": "gnumeric/sum"}
+
+
+def tree_reads(reads: int, work: Path) -> dict:
+    """The AT-SPI tree read alone, per bench application (its main window after start): p50/p95
+    over ``reads`` reads, nodes visited, elements kept, and whether the application's own socket
+    (peer to peer) carried the calls."""
+    from gui_fixtures import start_xvfb
+
+    from embodia.devices.atspi import start_bus
+    from embodia.devices.base import environ
+    from embodia.sim.desktop_bench import open_desktop_bench
+    server = start_xvfb(1280, 800, workdir=work / "xt")
+    out = {}
+    with environ(DISPLAY=server.display, XAUTHORITY=server.env["XAUTHORITY"]):
+        bus = start_bus(server.display)
+        try:
+            for app, target in TREE_APPS.items():
+                with open_desktop_bench(target) as dev:
+                    dev.reset(seed=0)
+                    tree = dev.tree
+                    tree.apps = dev.tree_apps
+                    ms, bus_ms, n = [], [], 0
+                    tree.read(dev._screen())
+                    peers = tree._peers
+                    for i in range(2 * reads):        # alternate, so both ways see the same load
+                        via_bus = i % 2 == 1
+                        tree.direct, tree._peers = (False, {}) if via_bus else (True, peers)
+                        n = len(tree.read(dev._screen()))
+                        (bus_ms if via_bus else ms).append(tree.last_ms)
+                    tree.direct, tree._peers = True, peers
+                    out[app] = {**pct(ms), "nodes": tree.nodes_visited, "elements": n,
+                                "direct_socket": any(v is not None for v in peers.values()),
+                                "via_bus_ms": pct(bus_ms)}
+        finally:
+            bus.stop()
+            server.stop()
+    return out
+
+
 def anchor_way(dev, digits: dict, steps: int) -> dict:
     """pyautogui.screenshot() + click + fixed 1 s sleep per step, on the same window."""
     import pyautogui
@@ -206,7 +251,9 @@ def android(steps: int, work: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=200, help="desktop steps (android: half)")
-    ap.add_argument("--skip", choices=["desktop", "android", "real_app"], default=None, action="append")
+    ap.add_argument("--skip", choices=["desktop", "android", "real_app", "tree_reads"], default=None,
+                    action="append")
+    ap.add_argument("--tree-reads", type=int, default=100, help="tree reads per bench application")
     ap.add_argument("--real-steps", type=int, default=100, help="steps on the real application")
     ap.add_argument("--anchor-steps", type=int, default=20, help="steps of the anchors' way (1 s each)")
     args = ap.parse_args()
@@ -219,6 +266,8 @@ def main() -> None:
             rep["desktop"] = desktop(args.steps, work)
         if "real_app" not in skip:
             rep["real_app"] = real_app(args.real_steps, args.anchor_steps, work)
+        if "tree_reads" not in skip:
+            rep["tree_read_per_app"] = tree_reads(args.tree_reads, work)
         if "android" not in skip:
             rep["android_fake_adb"] = android(max(10, args.steps // 2), work)
     # the fixed per-step sleeps in those projects' agent loops, in ms
@@ -228,6 +277,8 @@ def main() -> None:
         r = rep["real_app"]
         rep["real_app_tree_p50_under_50ms"] = r["tree_ms"]["p50"] <= 50.0
         rep["real_app_step_vs_anchor_way"] = round(r["step_ms"]["p50"] / r["anchor_way"]["step_ms"]["p50"], 4)
+    if "tree_read_per_app" in rep:
+        rep["tree_read_p50_under_50ms_per_app"] = {a: r["p50"] <= 50.0 for a, r in rep["tree_read_per_app"].items()}
     if "desktop" in rep:
         rep["desktop_step_vs_1s_sleep"] = round(rep["desktop"]["step_ms"]["p50"] / 1000.0, 4)
         rep["desktop_overhead_p50_under_30ms"] = rep["desktop"]["overhead_ms"]["p50"] < 30.0

@@ -100,7 +100,8 @@ def _find(elements: Sequence[dict], ref: dict) -> Optional[dict]:
     """The current element a concrete reference names. By resource id when the reference has one
     and exactly one element carries it (a field's text changes as it is typed into); when several
     do (list rows on Android share ids), the one of them with the same text; else by role + text
-    (+ desc). None when nothing matches: the precondition fails."""
+    (+ desc); a reference with neither label nor id by its role, when exactly one element without an
+    id has it. None when nothing matches: the precondition fails."""
     def same_label(el):
         return str(el.get("text") or "") == ref["text"] and str(el.get("desc") or "") == ref["desc"]
 
@@ -115,7 +116,11 @@ def _find(elements: Sequence[dict], ref: dict) -> Optional[dict]:
         for el in elements:
             if str(el.get("role") or "") == ref["role"] and same_label(el):
                 return el
-    return None
+        return None
+    # no label and no id (a desktop app's text area: GTK gives it neither): the only element of
+    # that role without an id, if there is exactly one
+    same = [el for el in elements if str(el.get("role") or "") == ref["role"] and not el.get("id")]
+    return same[0] if ref["role"] and len(same) == 1 else None
 
 
 def _centre(bounds, screen) -> Tuple[float, float]:

@@ -493,7 +493,7 @@ class DesktopBenchDevice(DesktopDevice):
 
     def __init__(self, target: str, *, display: str = "", split: str = "train",
                  max_steps: int = DEFAULT_MAX_STEPS, settle: float = 1.5, start_timeout: float = 30.0,
-                 **desktop):
+                 repeat: int = 0, **desktop):
         if target not in TASKS:
             raise ValueError(f"unknown desktop-bench task {target!r}; known: {', '.join(TASKS)}")
         if split not in SPLITS:
@@ -510,6 +510,7 @@ class DesktopBenchDevice(DesktopDevice):
         self.capabilities = self.capabilities | {"success", "expert"}
         self.target, self.split, self.max_steps = target, split, int(max_steps)
         self.start_timeout = float(start_timeout)
+        self.repeat = int(repeat)      # > 0: seed s gets the variation of seed s % repeat (repeated tasks)
         self.root = Path(tempfile.mkdtemp(prefix="embodia-bench-"))
         self.work = self.root / "episode-0"
         self._episodes = 0
@@ -523,7 +524,8 @@ class DesktopBenchDevice(DesktopDevice):
     # -- episode -----------------------------------------------------------------------------------
     def reset(self, seed: int | None = None):
         self.seed = random.SystemRandom().randrange(2**31) if seed is None else int(seed)
-        rng = random.Random(f"{self.target}/{self.split}/{self.seed}")
+        variation = self.seed % self.repeat if self.repeat > 0 else self.seed
+        rng = random.Random(f"{self.target}/{self.split}/{variation}")
         self.slots = self.task.make(rng, self.split)
         self.instruction = self.slots["instruction"]
         self.memory = {}
@@ -531,7 +533,8 @@ class DesktopBenchDevice(DesktopDevice):
         old, self.work = self.work, self.root / f"episode-{self._episodes}"
         self._episodes += 1                 # a fresh folder: an exiting app may still write in the old one
         _remove(old)
-        (self.work / "home").mkdir(parents=True)
+        # ~/.cache: where an app with no $XDG_RUNTIME_DIR puts its own AT-SPI socket (read faster)
+        (self.work / "home" / ".cache").mkdir(parents=True)
         self.task.files(self.work, self.slots)
         if "file" in self.slots and (self.work / self.slots["file"]).exists():
             self.memory["start_mtime"] = (self.work / self.slots["file"]).stat().st_mtime
@@ -656,9 +659,10 @@ class BenchExpert(Policy):
 
 
 def open_desktop_bench(target: str = "", **query) -> DesktopBenchDevice:
-    """Factory for ``desktop-bench:<app>/<task>?split=train|test&max_steps=N&display=:N&settle=S``."""
+    """Factory for ``desktop-bench:<app>/<task>?split=train|test&max_steps=N&display=:N&settle=S&repeat=K``
+    (``repeat=K``: seed s shows the variation of seed s % K, so a stream of episodes repeats K tasks)."""
     kinds = {"split": str, "max_steps": int, "display": str, "settle": float, "tree_limit": int,
-             "element_clicks": str}
+             "element_clicks": str, "repeat": int}
     unknown = set(query) - set(kinds)
     if unknown:
         raise ValueError(f"desktop-bench: unknown options {sorted(unknown)}; known: {sorted(kinds)}")

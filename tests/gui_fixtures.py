@@ -71,7 +71,7 @@ def _display_taken(n: int) -> bool:
 
 
 def start_xvfb(width: int = DEFAULT_SIZE[0], height: int = DEFAULT_SIZE[1], *, workdir: Path,
-               depth: int = 24, first: int = 90, tries: int = 20, timeout: float = 10.0,
+               depth: int = 24, first: int | None = None, tries: int = 20, timeout: float = 10.0,
                extra_args: tuple[str, ...] = ()) -> XServer:
     """Start ``Xvfb :N -screen 0 WxHxD -nolisten tcp -noreset`` on a free display number and wait
     until it accepts connections; raises FileNotFoundError if Xvfb is not installed.
@@ -88,6 +88,8 @@ def start_xvfb(width: int = DEFAULT_SIZE[0], height: int = DEFAULT_SIZE[1], *, w
     workdir.mkdir(parents=True, exist_ok=True)
     xauth = workdir / "xauthority"
     xauth.touch()
+    if first is None:        # several sessions on one machine: $EMBODIA_XVFB_FIRST gives each its range
+        first = int(os.environ.get("EMBODIA_XVFB_FIRST", "90"))
     candidates = [n for n in range(first, first + 200) if not _display_taken(n)][:tries]
     for n in candidates:
         log = workdir / f"xvfb-{n}.log"

@@ -4,6 +4,7 @@ the tasks through it, and a real "Discard" button is stopped by the safety gate.
 
 Tests that need an application skip, with the package to install, only where it is missing."""
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from embodia.devices import GuiAction
 from embodia.devices.desktop import DesktopDevice
 
-pytest_plugins = ("gui_fixtures",)
+pytest_plugins = ("gui_fixtures", "fake_openai")
 pytest.importorskip("jeepney", reason="jeepney is not installed (pip install jeepney)")
 
 from embodia.devices.atspi import LAUNCHER, start_bus  # noqa: E402
@@ -77,6 +78,53 @@ def test_tree_schema_bounds_and_element_click(a11y_display):
         shown = next(e for e in dev.observe().ui_tree if e["role"] == "text")
         assert shown["value"].strip() == "7"
         assert dev.tree.last_ms < 500          # the benchmark reports p50/p95; here only a sanity bound
+
+
+def test_own_socket_reads_the_same_tree_as_the_bus(a11y_display):
+    """The tree is read over the application's own AT-SPI socket; through the bus daemon it is the same."""
+    with bench("galculator/add") as dev:
+        dev.reset(seed=0)
+        tree = dev.tree
+        direct = dev.observe().ui_tree
+        assert any(link is not None for link in tree._peers.values())     # the app's socket carried it
+        peers, tree._peers, tree.direct = tree._peers, {}, False
+        via_bus = tree.read(dev._screen())
+        tree._peers, tree.direct = peers, True
+        assert [(e["role"], e["text"], e["bounds"]) for e in via_bus] == \
+            [(e["role"], e["text"], e["bounds"]) for e in direct]
+
+
+def test_an_application_exiting_under_its_own_socket_is_no_bus_failure(a11y_display):
+    """gnumeric/close-discard ends with the application quitting: its socket resets in the middle
+    of a read. That application's calls come back empty; the tree stays (the bus is fine)."""
+    with bench("galculator/add") as dev:
+        dev.reset(seed=0)
+        tree = dev.tree
+        elements = dev.observe().ui_tree
+        link = next(link for link in tree._peers.values() if link is not None)
+        a, b = socket.socketpair()
+        b.sendall(b"x")                       # readable, then reset: what a quitting application does
+
+        class Resetting:
+            def fileno(self):
+                return a.fileno()
+
+            def sendall(self, data):
+                pass
+
+            def recv(self, n):
+                raise ConnectionResetError(104, "Connection reset by peer")
+
+            def close(self):
+                a.close()
+                b.close()
+        link.sock.close()
+        link.sock = Resetting()
+        assert tree.call(tuple(elements[0]["ref"]), "org.a11y.atspi.Accessible", "GetRoleName") is None
+        dev._stop_app()
+        assert "ui_tree" in dev.capabilities and dev.observe().ui_tree is not None
+        dev.reset(seed=1)                     # a new instance reads as before
+        assert dev.observe().ui_tree
 
 
 def test_accessible_action_clicks(a11y_display):
@@ -160,3 +208,50 @@ def test_tree_fidelity(a11y_display, target):
     print(report)
     assert report["probes"] >= 20 and report["activated"] >= 20, report
     assert report["fraction"] >= 0.85, report
+
+
+def test_openai_policy_gets_the_tree_and_clicks_real_buttons_by_id(a11y_display, fake_openai, tmp_path, monkeypatch):
+    """`embodia run --device desktop-bench:galculator/add --policy openai:test`: every request's prompt
+    holds the calculator's tree (its buttons with ids and bounds), and replies that click elements by
+    those ids (read back from the prompt, never known in advance) work the real calculator: the
+    episode ends on the sum shown in galculator's display."""
+    import json
+    import re
+
+    from typer.testing import CliRunner
+
+    from embodia.agent.cli.app import app
+    from embodia.agent.recording.gui_log import list_gui_episodes, read_gui_episode
+    from embodia.sim.desktop_bench import _calc_keys
+    if not app_installed("galculator"):
+        pytest.skip("galculator is not installed (apt-get install galculator)")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    uri, seed = "desktop-bench:galculator/add?settle=0.4", 4
+    with bench("galculator/add") as dev:
+        dev.reset(seed=seed)
+        keys, instruction = _calc_keys(dev.slots), dev.instruction
+    pressed: list[str] = []
+
+    def reply(request):
+        prompt = "\n".join(request.texts())
+        k = keys[len(pressed)]
+        # the tree line of that key: [id] toggle button "7" desc="Seven 7" [x0,y0,x1,y1] clickable
+        m = re.search(r'^\[(\d+)\] (?:toggle|push) button "' + re.escape(k) + r'"( desc="[^"]*")? \[', prompt, re.M)
+        assert m, f"key {k!r} is not in the prompt's tree:\n{prompt}"
+        pressed.append(k)
+        return "```json\n" + json.dumps({"type": "click", "element": int(m.group(1))}) + "\n```"
+    fake_openai.script(*[reply] * len(keys))
+    r = CliRunner().invoke(app, ["run", "--device", uri, "--policy", "openai:test", "--base-url", fake_openai.url,
+                                 "--seed", str(seed), "--max-steps", str(len(keys) + 2),
+                                 "--record", str(tmp_path / "rec")], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "success" in r.output and pressed == keys and fake_openai.left == 0, r.output
+    first = "\n".join(fake_openai.chats[0].texts())
+    assert instruction in first
+    # the tree in the prompt: the digit buttons, the operators and the display, each with its bounds
+    for label in ("7", "+", "="):
+        assert re.search(r'^\[\d+\] (?:toggle|push) button "' + re.escape(label) + r'"( desc="[^"]*")? '
+                         r'\[\d+,\d+,\d+,\d+\] clickable$', first, re.M), label
+    ep = read_gui_episode(list_gui_episodes(tmp_path / "rec")[0])
+    assert ep["end"]["success"] is True          # galculator's own display showed the sum
+    assert len(ep["steps"]) == len(keys) and all(st["action"]["type"] == "click" for st in ep["steps"])
