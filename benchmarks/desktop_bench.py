@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]      # the tests' Xvfb starter
+sys.path[:0] = [str(ROOT)]
 
 from embodia.agent.evaluation.stats import newcombe, wilson  # noqa: E402
 from embodia.agent.loop.episode import run_episode  # noqa: E402
@@ -170,7 +170,7 @@ def main() -> None:
     from embodia.agent.training.desktop_train import HEAD_TASKS
     default = TASKS if args.policy == "expert" else HEAD_TASKS
     tasks = [t for t in (args.tasks.split(",") if args.tasks else default) if t]
-    from gui_fixtures import start_xvfb
+    from embodia.devices.xvfb import start_xvfb
     rep = {"benchmark": "desktop_bench", "date": time.strftime("%Y-%m-%d"),
            "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
            "policy": "scripted expert (AT-SPI tree)" if args.policy == "expert" else args.policy,

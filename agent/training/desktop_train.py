@@ -45,12 +45,10 @@ def head_can_do(action) -> bool:
 
 @contextmanager
 def bench_display(workdir: Path):
-    """An Xvfb (1280x800) with an accessibility bus, as $DISPLAY for the block (needs the tests'
-    `gui_fixtures` on sys.path: the repository's ``tests`` folder)."""
-    from gui_fixtures import start_xvfb
-
+    """An Xvfb (1280x800) with an accessibility bus, as $DISPLAY for the block."""
     from embodia.devices.atspi import start_bus
     from embodia.devices.base import environ
+    from embodia.devices.xvfb import start_xvfb
     server = start_xvfb(1280, 800, workdir=workdir)
     with environ(DISPLAY=server.display, XAUTHORITY=server.env["XAUTHORITY"]):
         bus = start_bus(server.display)
@@ -143,9 +141,6 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=10_000)
     ap.add_argument("--tasks", default=",".join(HEAD_TASKS))
     args = ap.parse_args(argv)
-    tests = Path(__file__).resolve().parents[2] / "tests"      # the tests' Xvfb starter
-    if str(tests) not in sys.path:
-        sys.path.append(str(tests))
     train_desktop_head(args.out, tasks=[t for t in args.tasks.split(",") if t], bench_episodes=args.bench_episodes,
                        sim_episodes=args.sim_episodes, steps=args.steps, seed=args.seed,
                        bench_repeat=args.bench_repeat, progress=sys.stderr.isatty())
