@@ -41,7 +41,8 @@ from embodia.agent.cli.app import (
 SuccessOpt = typer.Option(None, "--success", help="who says an episode succeeded: oracle (the simulator's "
                           "check; default where there is one) | ask (a person, on the terminal) | "
                           "check:<predicate> (e.g. 'element(role=Switch, text=\"Wi-Fi\", checked=true)' or "
-                          "'state.puck_y > 0.3') | judge:openai:<model> (with --base-url). Only verified labels "
+                          "'state.puck_y > 0.3') | judge:openai:<model> (with --base-url) | learned (embodia-tiny's "
+                          "learned success detector, offline; learned:<checkpoint> for another). Only verified labels "
                           "teach --memory")
 
 
