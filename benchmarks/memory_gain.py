@@ -24,13 +24,14 @@ their twin without failure credit, and report the poisoned entries stored and re
 Streams run in `--jobs` worker processes (default 2, one torch thread each) with the results of a
 single process; `--cache DIR` keeps every finished stream, so an interrupted run resumes.
 
-`learned` (`embodia.agent.evaluation.memory_eval.LABEL_ARMS`) is the memory fed by a success source
-instead of the simulator: its labels reach the memory only when verified (`--success learned`'s
-threshold rule). With `--blind` the loop never sees the simulator's check in any arm (episodes are
-not stopped when the task is done; the oracle-fed `online` arm gets the check as an explicit label at
-the episode's end), so nothing but the detector teaches the `learned` arm; the outcome every arm is
-scored by is the simulator's check at the episode's end. `labels` counts what the source said
-against that check (false successes stored, true ones missed). A `gui-sim:` device runs the screen
+`learned` (`embodia.agent.evaluation.memory_eval.LABEL_ARMS`) is the memory fed by embodia-tiny's
+learned success detector instead of the simulator: only its verified labels reach the memory
+(`--success learned`'s threshold rule). With `--blind` neither the `learned` arm nor `off` ever sees
+the simulator's check: the loop runs on `NoOracle` (episodes are not stopped when the task is done),
+and the detector both ends an episode once it is sure the task is done and labels it
+(`memory_eval.arm_loop`); the oracle-fed `online` arm stays as it is, the reference. Every arm is
+scored by the simulator's check at the episode's end. `labels` counts what the detector said
+against that check (false successes, true successes missed). A `gui-sim:` device runs the screen
 memory (`ScreenMemoryPolicy`) instead of the robot one.
 """
 from __future__ import annotations
@@ -66,8 +67,8 @@ def main():
     ap.add_argument("--then-shift", default=None, help="drift: from episode --switch-at of every stream, "
                     "the device runs under this shift instead (e.g. blocked-right after blocked-left)")
     ap.add_argument("--switch-at", type=int, default=None, help="drift: the first episode under --then-shift")
-    ap.add_argument("--blind", action="store_true", help="the loop never sees the simulator's check: memory "
-                    "arms are fed by their labeler (the oracle as a label for online, the detector for learned)")
+    ap.add_argument("--blind", action="store_true", help="the off and learned arms never see the simulator's "
+                    "check: the learned detector ends their episodes and labels them (online stays the reference)")
     args = ap.parse_args()
     if (args.then_shift is None) != (args.switch_at is None):
         ap.error("--then-shift and --switch-at go together")

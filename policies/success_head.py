@@ -53,7 +53,7 @@ def has_success_head(checkpoint) -> bool:
 class SuccessHead(nn.Module):
     """One small MLP per kind of body: features -> a success logit."""
 
-    def __init__(self, dims: dict[str, int], hidden: int = 64, dropout: float = 0.1):
+    def __init__(self, dims: dict[str, int], hidden: int = 64, dropout: float = 0.3):
         super().__init__()
         self.dims, self.hidden = dict(dims), hidden
         self.nets = nn.ModuleDict({k: nn.Sequential(nn.LayerNorm(d), nn.Linear(d, hidden), nn.GELU(),
@@ -195,6 +195,7 @@ def save_success_head(head: SuccessHead, checkpoint, *, extra: dict | None = Non
     from safetensors.torch import save_file
     p = Path(checkpoint)
     save_file({k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}, p / (HEAD_WEIGHTS + ".tmp"))
+    (p / (HEAD_WEIGHTS + ".tmp")).chmod(0o644)        # package data: readable by every user
     (p / (HEAD_WEIGHTS + ".tmp")).replace(p / HEAD_WEIGHTS)
     meta = {"format": FORMAT, "dims": head.dims, "hidden": head.hidden,
             "calibration": {k: list(v) for k, v in head.calibration.items()},

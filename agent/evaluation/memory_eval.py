@@ -235,9 +235,8 @@ def run_stream(device, make_arm_policy: Callable[..., object], arm: str, stream:
                seed: int = 0, on_episode=None, drift=None, blind: bool = False) -> dict:
     """One stream of one arm: a fresh policy (and memory), `episodes` episodes with the stream's
     seeds. `drift=(k, other_device)`: episodes k and later run on `other_device` (the world changes
-    under a memory that keeps what it learned: drift, ARCHITECTURE.md section 8). `blind`: the
-    loop never sees the simulator's check (`NoOracle`); memory arms are then fed by `arm_labeler`.
-    An arm of `LABEL_ARMS` is fed by its success source, blind or not. The outcome is always the
+    under a memory that keeps what it learned: drift, ARCHITECTURE.md section 8). An arm of
+    `LABEL_ARMS` is fed by its success source; `blind`: see `arm_loop`. The outcome is always the
     simulator's check at the episode's end. Returns {"outcomes", "steered" (decisions per episode),
     "steps", "memory_stats", "poison", "labels"} (JSON-able)."""
     policy = make_arm_policy(arm, stream)

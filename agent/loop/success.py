@@ -693,15 +693,21 @@ class LearnedLabeler:
         p = self.detector.probability(device.embodiment, first, final, instruction)
         return probability_label(p, self.source, self.threshold, claimed_done(device))
 
-    def stopper(self, device, instruction: str | None = None) -> Callable:
+    def stopper(self, device, instruction: str | None = None, every: int | None = None) -> Callable:
         """An ``on_step`` for the loop that ends the episode once the detector is sure it succeeded
         (p >= threshold): where no simulator ends episodes, the detector says when the task is done.
-        The instruction defaults to the device's current one (read at each step, after the reset)."""
+        It looks after every ``every``-th step (default: every GUI step, every chunk of a robot's,
+        its ``exec_horizon``). The instruction defaults to the device's current one (read at each
+        step, after the reset)."""
         first: list = []
+        emb = device.embodiment
+        every = every or (1 if emb.is_gui else max(1, int(emb.exec_horizon)))
 
         def on_step(t, obs, action, next_obs) -> bool:
             if t == 0:
                 first[:] = [obs]
+            if (t + 1) % every:
+                return False
             text = instruction if instruction is not None else getattr(device, "instruction", "") or ""
             return self.detector.probability(device.embodiment, first[0], next_obs, text) >= self.threshold
         return on_step

@@ -40,6 +40,8 @@ RECORD = [
     ("gui-all", "gui-sim:all?split=train", [("policy", 150), ("expert@0.3", 150), ("expert@0.6", 150),
                                             ("random", 80)]),
     ("gui-short", "gui-sim:all?split=train&max_steps=3", [("policy", 80), ("expert@0.2", 80)]),
+    # more pusher episodes that end near the goal, on both sides of the success boundary
+    ("robot-twogap-push-more", "sim:twogap-push", [("policy", 60), ("expert@0.7", 60)]),
 ]
 
 
@@ -167,7 +169,7 @@ def split(n: int, heldout: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(order[k:]), np.sort(order[:k])
 
 
-def fit_kind(head, kind: str, x: np.ndarray, y: np.ndarray, *, steps: int = 800, lr: float = 3e-3,
+def fit_kind(head, kind: str, x: np.ndarray, y: np.ndarray, *, steps: int = 300, lr: float = 3e-3,
              seed: int = 0) -> None:
     """Full-batch AdamW on one kind's MLP, classes weighted to balance."""
     torch.manual_seed(seed)
@@ -175,7 +177,7 @@ def fit_kind(head, kind: str, x: np.ndarray, y: np.ndarray, *, steps: int = 800,
     xt, yt = torch.as_tensor(x), torch.as_tensor(y, dtype=torch.float32)
     pos = float(yt.sum())
     w = torch.tensor(max(len(yt) - pos, 1.0) / max(pos, 1.0))
-    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-3)
+    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-2)
     net.train()
     for _ in range(steps):
         opt.zero_grad()
@@ -193,7 +195,7 @@ def precision_recall(p: np.ndarray, y: np.ndarray, threshold: float) -> dict:
             "precision": tp / said.sum() if said.any() else None, "recall": tp / y.sum() if y.any() else None}
 
 
-def train_success_head(paths, out, *, heldout: float = 0.25, steps: int = 800, seed: int = 0,
+def train_success_head(paths, out, *, heldout: float = 0.25, steps: int = 300, seed: int = 0,
                        hidden: int = 64, log=print) -> dict:
     """Read ``paths``, train and calibrate, save into checkpoint ``out``; returns the held-out figures."""
     from embodia.policies.success_head import Reader, SuccessHead, fit_platt, save_success_head
@@ -230,7 +232,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description="record episodes and train embodia-tiny's success head")
     ap.add_argument("--data", type=Path, default=Path("data/embodia-tiny-success"))
     ap.add_argument("--out", type=Path, default=BUNDLED_CHECKPOINTS / "embodia-tiny")
-    ap.add_argument("--steps", type=int, default=800)
+    ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
