@@ -10,13 +10,13 @@ What it reads (all fixed functions of the frozen checkpoint, so features cache):
 
 * a robot body (one the checkpoint knows): the backbone's context for the final camera frame with
   the body's prompt and the instruction (mean over the sequence and the last token's state), the
-  normalized first and final state (the checkpoint's own normalizer) and their difference, the
-  body's one-hot id;
+  normalized first and final state (the checkpoint's own normalizer) and their difference, the raw
+  final state and its change, the body's one-hot id;
 * a screen: the checkpoint's GUI head (itself on the backbone) encodes the final screen, UI tree and
   instruction; its CLS state and the mean and max of its element states, and the CLS state of the
   first screen.
 
-The head is one small MLP per kind ("robot", "gui") with a Platt calibration per kind
+The head is one small MLP per kind ("robot", "gui") with a Platt calibration per kind and robot body
 (``p = sigmoid(a * logit + b)``, fitted on held-out episodes). It lives in the checkpoint directory
 as ``success_head.safetensors`` + ``success_head.json`` (the backbone's SHA-256 recorded there: a
 head trained on another backbone is refused). Train it with ``embodia train --success-head`` or
@@ -39,6 +39,7 @@ HEAD_CONFIG = "success_head.json"
 FORMAT = "embodia-success-head/1"
 KINDS = ("robot", "gui")
 MAX_BODIES = 8           # one-hot width of the robot body id
+RAW_CLIP = 10.0          # raw state values are clipped to +-this (units of the body's channels)
 
 
 class SuccessHeadError(ValueError):
@@ -59,16 +60,18 @@ class SuccessHead(nn.Module):
         self.nets = nn.ModuleDict({k: nn.Sequential(nn.LayerNorm(d), nn.Linear(d, hidden), nn.GELU(),
                                                     nn.Dropout(dropout), nn.Linear(hidden, 1))
                                    for k, d in dims.items()})
-        self.calibration = {k: (1.0, 0.0) for k in dims}      # Platt (a, b) per kind
+        # Platt (a, b) per kind, and per body where one was fitted ("robot/planar_pusher"): bodies
+        # share the MLP but not the scale of its logits
+        self.calibration = {k: (1.0, 0.0) for k in dims}
 
     def logits(self, kind: str, x: torch.Tensor) -> torch.Tensor:
         return self.nets[kind](x).squeeze(-1)
 
-    def probability(self, kind: str, x: np.ndarray) -> np.ndarray:
-        """Calibrated P(success) for feature rows ``x`` [N, dims[kind]]."""
+    def probability(self, kind: str, x: np.ndarray, body: str | None = None) -> np.ndarray:
+        """Calibrated P(success) for feature rows ``x`` [N, dims[kind]] of ``body``."""
         with torch.inference_mode():
             z = self.logits(kind, torch.as_tensor(np.asarray(x, np.float32))).numpy().astype(np.float64)
-        a, b = self.calibration[kind]
+        a, b = self.calibration.get(f"{kind}/{body}", self.calibration[kind])
         return 1.0 / (1.0 + np.exp(-(a * z + b)))
 
 
@@ -116,7 +119,7 @@ class Reader:
 
     @property
     def robot_dim(self) -> int:
-        return 3 * self.state_dim + MAX_BODIES + 2 * self.backbone.hidden_size
+        return 5 * self.state_dim + MAX_BODIES + 2 * self.backbone.hidden_size
 
     @property
     def gui_dim(self) -> int:
@@ -142,10 +145,14 @@ class Reader:
         if name not in self.bodies or name not in self.norms:
             raise SuccessHeadError(f"the success head knows bodies {sorted(self.bodies)}, not {name!r}")
         S = self.state_dim
-        s0, s1 = np.zeros(S, np.float32), np.zeros(S, np.float32)
+        s0, s1, r0, r1 = (np.zeros(S, np.float32) for _ in range(4))
         n = embodiment.state_dim
-        s0[:n] = self.norms[name].normalize(np.asarray(first_state, np.float32).reshape(-1))
-        s1[:n] = self.norms[name].normalize(np.asarray(final_state, np.float32).reshape(-1))
+        r0[:n] = np.asarray(first_state, np.float32).reshape(-1)
+        r1[:n] = np.asarray(final_state, np.float32).reshape(-1)
+        s0[:n], s1[:n] = self.norms[name].normalize(r0[:n]), self.norms[name].normalize(r1[:n])
+        # the raw state too: the normalizer clips to [-1, 1] and flattens channels that never moved in
+        # the policy's demos (twogap's goal), which is exactly what success is measured against
+        r0, r1 = np.clip(r0, -RAW_CLIP, RAW_CLIP), np.clip(r1, -RAW_CLIP, RAW_CLIP)
         body = np.zeros(MAX_BODIES, np.float32)
         body[self.bodies[name] % MAX_BODIES] = 1
         images = [[np.asarray(final_image)]] if final_image is not None else [[]]
@@ -153,7 +160,7 @@ class Reader:
         m = mask[0].float()[:, None]
         mean = (ctx[0].float() * m).sum(0) / m.sum().clamp(min=1)
         last = ctx[0, int(mask[0].sum()) - 1].float()
-        return np.concatenate([s1, s0, s1 - s0, body, mean.numpy(), last.numpy()]).astype(np.float32)
+        return np.concatenate([s1, s0, s1 - s0, r1, r1 - r0, body, mean.numpy(), last.numpy()]).astype(np.float32)
 
     @torch.inference_mode()
     def gui(self, embodiment, instruction: str, first, final) -> np.ndarray:
@@ -253,4 +260,4 @@ class SuccessDetector:
 
     def probability(self, embodiment, first_obs, final_obs, instruction: str) -> float:
         kind, x = self.reader.features(embodiment, instruction, first_obs, final_obs)
-        return float(self.head.probability(kind, x[None])[0])
+        return float(self.head.probability(kind, x[None], embodiment.name)[0])

@@ -98,12 +98,16 @@ def test_fit_kind_separates_a_learnable_rule():
 
 def test_save_load_round_trip_and_refusals(ckpt):
     head = SuccessHead({"robot": 10, "gui": 6}, hidden=8)
-    head.calibration = {"robot": (0.5, -1.0), "gui": (2.0, 0.25)}
+    head.calibration = {"robot": (0.5, -1.0), "gui": (2.0, 0.25), "robot/sawyer": (3.0, 1.0)}
     save_success_head(head, ckpt)
     back, meta = load_success_head(ckpt)
     x = np.random.default_rng(0).normal(size=(5, 6)).astype(np.float32)
     assert np.allclose(back.probability("gui", x), head.eval().probability("gui", x))
     assert back.calibration["robot"] == (0.5, -1.0) and meta["dims"] == {"robot": 10, "gui": 6}
+    # a body with its own calibration uses it; any other body the kind's
+    xr = np.random.default_rng(1).normal(size=(5, 10)).astype(np.float32)
+    assert not np.allclose(back.probability("robot", xr, "sawyer"), back.probability("robot", xr, "planar_pusher"))
+    assert np.allclose(back.probability("robot", xr, "planar_pusher"), back.probability("robot", xr))
     # a head is tied to its backbone's weights
     cfg = ckpt / HEAD_CONFIG
     cfg.write_text(cfg.read_text().replace(meta["backbone_sha256"], "0" * 64))
