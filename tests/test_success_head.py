@@ -1,5 +1,6 @@
 """The learned success detector (issue 18): its calibration, files, training from recordings, the
 `--success learned` labeler and its threshold rule, and the label-source arm of the memory benchmark."""
+import json
 import shutil
 from pathlib import Path
 
@@ -201,3 +202,21 @@ def test_label_summary_counts_false_successes():
     s = label_summary(labels, [True, False, True, True])
     assert s == {"episodes": 4, "verified_success": 2, "verified_failure": 1, "unverified": 1,
                  "false_successes": 1, "false_failures": 1, "true_successes_missed": 2}
+
+
+# -- the command line -------------------------------------------------------------------------------------
+
+def test_cli_success_learned_and_train_success_head(tmp_path):
+    import importlib
+
+    from typer.testing import CliRunner
+    cli = importlib.import_module("embodia.agent.cli.app")
+    r = CliRunner().invoke(cli.app, ["eval", "-d", "gui-sim:settings?task=turn-on&max_steps=4", "-p", "expert",
+                                     "-n", "2", "--success", "learned", "--json", str(tmp_path / "rep.json")])
+    assert r.exit_code == 0, r.output
+    labels = [e["info"]["success_label"] for e in json.loads((tmp_path / "rep.json").read_text())["per_episode"]]
+    assert [lab["source"] for lab in labels] == ["learned", "learned"] and all("probability" in lab for lab in labels)
+    r = CliRunner().invoke(cli.app, ["run", "-d", CHEETAH, "-p", "random", "--no-record", "--success", "learned"])
+    assert r.exit_code == 2 and "half_cheetah" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(cli.app, ["train", "--success-head", "--data", str(tmp_path), "--out", str(tmp_path / "no")])
+    assert r.exit_code == 2 and "not a checkpoint" in r.output
