@@ -247,7 +247,8 @@ def run_stream(device, make_arm_policy: Callable[..., object], arm: str, stream:
         dev = drift[1] if drift is not None and i >= drift[0] else device
         if i == 0 or (drift is not None and i == drift[0]):
             loop_dev, labeler, on_step = arm_loop(arm, dev, blind)
-        r = run_episode(loop_dev, policy, seed=seed + stream * episodes + i, labeler=labeler, on_step=on_step)
+        extra = {k: v for k, v in (("labeler", labeler), ("on_step", on_step)) if v is not None}
+        r = run_episode(loop_dev, policy, seed=seed + stream * episodes + i, **extra)
         if r.interrupted:
             raise KeyboardInterrupt
         if isinstance(policy, NoisyLabels):
