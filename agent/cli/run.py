@@ -43,7 +43,8 @@ SuccessOpt = typer.Option(None, "--success", help="who says an episode succeeded
                           "check; default where there is one) | ask (a person, on the terminal) | "
                           "check:<predicate> (e.g. 'element(role=Switch, text=\"Wi-Fi\", checked=true)' or "
                           "'state.puck_y > 0.3') | judge:openai:<model> (with --base-url) | judge:hf:<path> (a local "
-                          "model folder). Only verified labels "
+                          "model folder) | learned (embodia-tiny's learned success detector, offline; "
+                          "learned:<checkpoint> for another). Only verified labels "
                           "teach --memory")
 
 

@@ -1,4 +1,5 @@
-"""`embodia train`: the VLA (backbone + DiT head) on recorded datasets; EMA checkpoints, resumable."""
+"""`embodia train`: the VLA (backbone + DiT head) on recorded datasets; EMA checkpoints, resumable.
+With ``--success-head``: the learned success detector of an existing checkpoint instead."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,7 +14,8 @@ from embodia.agent.cli.app import ModalityOpt, app, check_inputs, console, fail
 def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory (repeat for several "
                                                                    "bodies), or a folder of them (a recorded suite)"),
           out: Path = typer.Option(..., "--out", "-o", help="checkpoint directory"),
-          steps: int = typer.Option(10000, "--steps", min=1), batch_size: int = typer.Option(64, "--batch-size"),
+          steps: Optional[int] = typer.Option(None, "--steps", min=1, help="training steps (default 10000; "
+                                              "300 with --success-head)"), batch_size: int = typer.Option(64, "--batch-size"),
           lr: float = typer.Option(1e-3, "--lr"), seed: int = typer.Option(0, "--seed"),
           save_every: int = typer.Option(1000, "--save-every"), threads: int = typer.Option(2, "--threads"),
           hidden: int = typer.Option(64, "--hidden", help="backbone width of a fresh model"),
@@ -21,9 +23,16 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
           resume: bool = typer.Option(False, "--resume", help="continue the run saved in --out"),
           heldout: Optional[Path] = typer.Option(None, "--heldout", help="a recorded dataset scored offline "
                                                  "at each save (first episodes; OUT.heldout.jsonl)"),
-          modality: Optional[Path] = ModalityOpt):
+          modality: Optional[Path] = ModalityOpt,
+          success_head: bool = typer.Option(False, "--success-head", help="train the learned success detector "
+                                            "of the checkpoint in --out (its backbone stays frozen) on the recorded "
+                                            "episodes' success labels (robot datasets and GUI recordings); a quarter "
+                                            "is held out for calibration; use it with --success learned:OUT")):
     """Train the VLA (backbone + DiT head) on recorded datasets; EMA checkpoints, resumable."""
     check_inputs(locals())
+    if success_head:
+        return _train_success_head(data, out, steps or 300, seed)
+    steps = steps or 10000
     from embodia.agent.training.train import TrainConfig, expand_data
     from embodia.agent.training.train import train as run_training
     cfg = TrainConfig(data=expand_data(data), out=str(out), steps=steps, batch_size=batch_size, lr=lr,
@@ -34,3 +43,17 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
     except (ValueError, FileNotFoundError) as e:     # DatasetError, a bad mapping file, no episodes to train on
         fail(str(e))
     console.print(f"checkpoint written to {out}; use it with --policy {out}")
+
+
+def _train_success_head(data: list[Path], out: Path, steps: int, seed: int) -> None:
+    from embodia.agent.recording.dataset import DatasetError
+    from embodia.agent.training.success_train import train_success_head
+    from embodia.agent.training.train import expand_data
+    from embodia.policies.success_head import SuccessHeadError
+    if not (out / "backbone").is_dir():
+        fail(f"--success-head: {out} is not a checkpoint with a backbone/ folder (train the VLA first)")
+    try:
+        train_success_head(expand_data(data), out, steps=steps, seed=seed, log=console.print)
+    except (DatasetError, FileNotFoundError, SuccessHeadError, ValueError) as e:
+        fail(str(e))
+    console.print(f"success head written to {out}; use it with --success learned:{out}")

@@ -36,7 +36,11 @@ ARMS = {
     "noisy-stuck-no-credit": NO_CREDIT,
     # clean labels, failure credit off (both rules): under drift (--then-shift) what credit buys
     "no-credit": NO_CREDIT,
+    # the memory fed by a success source instead of the simulator's check (LABEL_ARMS)
+    "learned": {},
 }
+# arms whose labels come from a success source (`embodia.agent.loop.success`), never from the device
+LABEL_ARMS = {"learned": "learned"}
 NOISY_RATE = 0.1
 # the false-label arms: arm -> (when the faulty detector errs, which failures it reports as successes)
 #   "spread": whenever fewer than NOISY_RATE of the episodes so far carry a false label;
@@ -168,7 +172,48 @@ def arm_factory(policy, namespace: str) -> Callable[..., object]:
 
 
 # the same for screens: arm name -> ScreenMemoryConfig overrides (None: memory off)
-SCREEN_ARMS = {"off": None, "online": {}, "no-values": {"values": "off"}}
+SCREEN_ARMS = {"off": None, "online": {}, "no-values": {"values": "off"}, "learned": {}}
+
+
+class NoOracle:
+    """The device with its simulator check hidden from the loop (no "success" capability): the loop
+    does not stop an episode when the task is done. ``success()`` stays callable for the
+    benchmark's own scoring after the episode."""
+
+    def __init__(self, device):
+        self.inner = device
+
+    @property
+    def capabilities(self):
+        return frozenset(self.inner.capabilities) - {"success"}
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def arm_loop(arm: str, device, blind: bool):
+    """(device for the loop, labeler, on_step maker) of an arm. An arm of `LABEL_ARMS` is fed by its
+    success source. ``blind``: the memory-off arm and the label-source arms never see the
+    simulator's check: the loop runs on `NoOracle`, and the learned detector both labels the
+    episode and ends it once it is sure the task is done (``LearnedLabeler.stopper``); oracle-fed
+    memory arms stay as they are (the reference)."""
+    from embodia.agent.loop.success import make_labeler
+    labeler = make_labeler(LABEL_ARMS[arm], device, say=lambda m: None) if arm in LABEL_ARMS else None
+    if not blind or not (arm == "off" or arm in LABEL_ARMS):
+        return device, labeler, None
+    stop_by = labeler or make_labeler("learned", device, say=lambda m: None)
+    return NoOracle(device), stop_by, stop_by.stopper(device)
+
+
+def label_summary(labels: list[dict], truth: list[bool]) -> dict:
+    """What a success source told the memory over a stream, against the simulator's check."""
+    vs = [bool(lab["verified"] and lab["success"]) for lab in labels]
+    vf = [bool(lab["verified"] and lab["success"] is False) for lab in labels]
+    return {"episodes": len(labels), "verified_success": sum(vs), "verified_failure": sum(vf),
+            "unverified": sum(not lab["verified"] for lab in labels),
+            "false_successes": sum(v and not t for v, t in zip(vs, truth)),
+            "false_failures": sum(f and t for f, t in zip(vf, truth)),
+            "true_successes_missed": sum(t and not v for v, t in zip(vs, truth))}
 
 
 def screen_arm_factory(policy, device) -> Callable[..., object]:
@@ -187,23 +232,31 @@ def screen_arm_factory(policy, device) -> Callable[..., object]:
 
 
 def run_stream(device, make_arm_policy: Callable[..., object], arm: str, stream: int, *, episodes: int,
-               seed: int = 0, on_episode=None, drift=None) -> dict:
+               seed: int = 0, on_episode=None, drift=None, blind: bool = False) -> dict:
     """One stream of one arm: a fresh policy (and memory), `episodes` episodes with the stream's
     seeds. `drift=(k, other_device)`: episodes k and later run on `other_device` (the world changes
-    under a memory that keeps what it learned: drift, ARCHITECTURE.md section 8). Returns {"outcomes",
-    "steered" (decisions per episode), "steps", "memory_stats", "poison"} (JSON-able)."""
+    under a memory that keeps what it learned: drift, ARCHITECTURE.md section 8). An arm of
+    `LABEL_ARMS` is fed by its success source; `blind`: see `arm_loop`. The outcome is always the
+    simulator's check at the episode's end. Returns {"outcomes", "steered" (decisions per episode),
+    "steps", "memory_stats", "poison", "labels"} (JSON-able)."""
     policy = make_arm_policy(arm, stream)
     if isinstance(policy, NoisyLabels):
         policy.stream_length, policy.device = episodes, device
-    outcomes, steered, steps = [], [], []
+    outcomes, steered, steps, labels = [], [], [], []
     for i in range(episodes):
         dev = drift[1] if drift is not None and i >= drift[0] else device
-        r = run_episode(dev, policy, seed=seed + stream * episodes + i)
+        if i == 0 or (drift is not None and i == drift[0]):
+            loop_dev, labeler, on_step = arm_loop(arm, dev, blind)
+        extra = {k: v for k, v in (("labeler", labeler), ("on_step", on_step)) if v is not None}
+        r = run_episode(loop_dev, policy, seed=seed + stream * episodes + i, **extra)
         if r.interrupted:
             raise KeyboardInterrupt
         if isinstance(policy, NoisyLabels):
             policy.annotate(r.info)
-        outcomes.append(bool(r.success))
+        truth = bool(r.success) if labeler is None and not blind else (r.error is None and bool(dev.success()))
+        if "success_label" in r.info:
+            labels.append(r.info["success_label"])
+        outcomes.append(truth)
         pinfo = r.info.get("policy", {})      # SteeredPolicy: memory_steered; ScreenMemoryPolicy: the two below
         steered.append(float(pinfo.get("memory_steered", pinfo.get("memory_replaced", 0) + pinfo.get("memory_reranked", 0))))
         steps.append(int(r.steps))
@@ -212,7 +265,8 @@ def run_stream(device, make_arm_policy: Callable[..., object], arm: str, stream:
     mem = getattr(policy, "memory", None)
     return {"outcomes": outcomes, "steered": steered, "steps": steps,
             "memory_stats": mem.stats() if mem is not None else None,
-            "poison": policy.poison_report() if isinstance(policy, NoisyLabels) else None}
+            "poison": policy.poison_report() if isinstance(policy, NoisyLabels) else None,
+            "labels": label_summary(labels, outcomes) if labels else None}
 
 
 def _rate(xs) -> dict:
@@ -278,10 +332,14 @@ def build_report(runs: dict, *, arms: list[str], streams: int, episodes: int, se
             **({"poison_per_stream": poison, "poison": poison_summary(poison)}
                if any(p is not None for p in poison) else {}),
         }
+        labs = [runs[arm, s].get("labels") for s in range(streams) if runs[arm, s].get("labels")]
+        if labs:
+            report["arms"][arm]["labels"] = {k: sum(d[k] for d in labs) for k in labs[0]}
     todo = [(arm, "off") for arm in arms if "off" in arms and arm != "off"]
     todo += [(arm, base) for arm in arms if arm in NO_CREDIT_TWIN
              for base in ("online", NO_CREDIT_TWIN[arm]) if base in arms]
     todo += [("online", "no-credit")] if {"online", "no-credit"} <= set(arms) else []
+    todo += [(arm, "online") for arm in arms if arm in LABEL_ARMS and "online" in arms]
     for arm, base in todo:
         a, b = outcomes[arm], outcomes[base]
         row = {}
@@ -303,7 +361,8 @@ def build_report(runs: dict, *, arms: list[str], streams: int, episodes: int, se
 _WORKER: dict = {}
 
 
-def _worker_init(device_uri: str, shift, size, policy_spec: str, threads: int, drift=None) -> None:
+def _worker_init(device_uri: str, shift, size, policy_spec: str, threads: int, drift=None,
+                 blind: bool = False) -> None:
     import os
     os.environ.setdefault("MUJOCO_GL", "egl")
     import torch
@@ -321,7 +380,9 @@ def _worker_init(device_uri: str, shift, size, policy_spec: str, threads: int, d
     # terminates the EGL display
     Finalize(dev, dev.close, exitpriority=10)
     pol = make_policy(policy_spec, dev, threads=threads)
-    _WORKER.update(device=dev, make=arm_factory(pol, device_namespace(device_uri, dev.embodiment)), drift=None)
+    make = screen_arm_factory(pol, dev) if dev.embodiment.is_gui else \
+        arm_factory(pol, device_namespace(device_uri, dev.embodiment))
+    _WORKER.update(device=dev, make=make, drift=None, blind=blind)
     if drift is not None:                 # (k, shift): the same device under another shift from episode k
         other = make_device(device_uri, shift=drift[1], size=size)
         Finalize(other, other.close, exitpriority=10)
@@ -330,12 +391,12 @@ def _worker_init(device_uri: str, shift, size, policy_spec: str, threads: int, d
 
 def _worker_run(arm: str, stream: int, episodes: int, seed: int) -> tuple:
     return arm, stream, run_stream(_WORKER["device"], _WORKER["make"], arm, stream, episodes=episodes, seed=seed,
-                                   drift=_WORKER["drift"])
+                                   drift=_WORKER["drift"], blind=_WORKER["blind"])
 
 
 def run_streams_parallel(device_uri: str, policy_spec: str, *, arms: list[str], streams: int, episodes: int,
                          seed: int = 0, shift=None, size=None, jobs: int = 2, threads: int = 1,
-                         cache_dir=None, on_stream=None, drift=None) -> dict:
+                         cache_dir=None, on_stream=None, drift=None, blind: bool = False) -> dict:
     """Every (arm, stream) in one of `jobs` worker processes (each opens its own device and
     policy, `threads` torch threads). Results are the same as in one process: a stream depends only
     on its arm, index and seeds. With `cache_dir`, each finished stream is written there as JSON at
@@ -350,6 +411,8 @@ def run_streams_parallel(device_uri: str, policy_spec: str, *, arms: list[str], 
     tag = f"{device_uri}|{shift}|{size}|{policy_spec}|seed{seed}|ep{episodes}".replace("/", "_")
     if drift is not None:
         tag += f"|then-{drift[1]}-at{drift[0]}"
+    if blind:
+        tag += "|blind"
     cache = Path(cache_dir) if cache_dir else None
     runs: dict = {}
 
@@ -369,7 +432,7 @@ def run_streams_parallel(device_uri: str, policy_spec: str, *, arms: list[str], 
     if todo:
         with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
                                  initializer=_worker_init,
-                                 initargs=(device_uri, shift, size, policy_spec, threads, drift)) as ex:
+                                 initargs=(device_uri, shift, size, policy_spec, threads, drift, blind)) as ex:
             futs = [ex.submit(_worker_run, arm, s, episodes, seed) for arm, s in todo]
             for f in as_completed(futs):
                 arm, s, res = f.result()

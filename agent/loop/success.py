@@ -14,10 +14,16 @@ episode's info (``info["success_label"]``: the result, the recording's end line,
 - ``judge:openai:<model>`` (with ``--base-url``), or ``judge:hf:<path>`` (a local transformers model,
   `embodia.agent.loop.hf_judge`): a vision-language model shown the instruction, the
   first and final screens or frames and up to 3 evenly spaced ones in between, replying ``{"success": true|false, "confidence": 0..1,
-  "reason": "..."}``, parsed strictly; anything else is "unknown".
+  "reason": "..."}``, parsed strictly; anything else is "unknown";
+- ``learned`` (or ``learned:<checkpoint>``): the learned success detector shipped with
+  ``embodia-tiny`` (`embodia.policies.success_head`): a small head on the checkpoint's frozen
+  backbone reads the first and final observation and the instruction and gives a calibrated
+  probability p of success. Works offline, on the bodies the checkpoint knows (planar pusher,
+  Sawyer, any screen). Verified success at p >= ``LEARNED_THRESHOLD``, verified failure at
+  p <= 1 - ``LEARNED_THRESHOLD``, unverified in between.
 
 What the memory does with a label: a *verified* label (oracle, check, a person's yes or no, or a
-judge at confidence >= ``JUDGE_THRESHOLD``) reaches the policy's ``end_episode`` (a success memory
+judge at confidence >= ``JUDGE_THRESHOLD``, the learned detector as above) reaches the policy's ``end_episode`` (a success memory
 stores a success, credits a failure) and counts in the success rate. Any other label (unknown,
 skip, an unsure judge) keeps the episode as unverified: it never steers, its ``result.success`` is
 None, and ``summarize`` counts it under ``unverified_episodes``. The model's own "I am done" (a GUI
@@ -73,6 +79,8 @@ import numpy as np
 
 JUDGE_THRESHOLD = 0.9     # a judge's label stores only at this confidence or above (no measurement
                           # chose it yet: conservative, a false success poisons the memory)
+LEARNED_THRESHOLD = 0.9   # the learned detector's label verifies at p >= this (or p <= 1 - this); chosen
+                          # from held-out measurements: benchmarks/success_labels.py, BENCHMARKS.md
 MAX_PREDICATE = 2000      # characters
 MAX_DEPTH = 32            # nesting of not/( ... ): deeper is an error, never a RecursionError
 
@@ -658,15 +666,75 @@ class JudgeLabeler:
                      {"threshold": self.threshold, **claimed_done(device)})
 
 
+def probability_label(p: float, source: str, threshold: float = LEARNED_THRESHOLD, extra: dict | None = None) -> Label:
+    """A calibrated P(success) as a label: a verified success at ``p >= threshold``, a verified failure
+    at ``p <= 1 - threshold``, else unverified (it never steers); confidence is that of its verdict.
+
+    >>> probability_label(0.95, "learned").verified, probability_label(0.7, "learned").verified
+    (True, False)
+    >>> lab = probability_label(0.02, "learned"); lab.success, lab.verified, round(lab.confidence, 2)
+    (False, True, 0.98)
+    """
+    ok = p >= 0.5
+    conf = p if ok else 1.0 - p
+    sure = p >= threshold or p <= 1.0 - threshold
+    return Label(ok, source, float(conf), bool(sure), f"P(success) = {p:.3f}",
+                 {"probability": float(p), "threshold": threshold, **(extra or {})})
+
+
+class LearnedLabeler:
+    """``learned[:<checkpoint>]``: the checkpoint's learned success detector (default: the bundled
+    ``embodia-tiny``) on the first and final observation; see `probability_label` for the threshold rule."""
+
+    def __init__(self, device, checkpoint: str | Path | None = None, *, threshold: float = LEARNED_THRESHOLD):
+        from embodia.policies import BUNDLED_CHECKPOINTS
+        from embodia.policies.success_head import SuccessDetector, SuccessHeadError
+        path = Path(checkpoint) if checkpoint else BUNDLED_CHECKPOINTS / "embodia-tiny"
+        self.source = "learned" if checkpoint is None else f"learned:{checkpoint}"
+        self.threshold = threshold
+        try:
+            self.detector = SuccessDetector.from_pretrained(path)
+            self.detector.check(device.embodiment)
+        except (SuccessHeadError, OSError) as e:
+            raise SuccessSourceError(f"--success {self.source}: {e}") from None
+
+    def __call__(self, device, first, final, instruction, seed) -> Label:
+        p = self.detector.probability(device.embodiment, first, final, instruction)
+        return probability_label(p, self.source, self.threshold, claimed_done(device))
+
+    def stopper(self, device, instruction: str | None = None, every: int | None = None) -> Callable:
+        """An ``on_step`` for the loop that ends the episode once the detector is sure it succeeded
+        (p >= threshold): where no simulator ends episodes, the detector says when the task is done.
+        It looks after every ``every``-th step (default: every GUI step, every chunk of a robot's,
+        its ``exec_horizon``). The instruction defaults to the device's current one (read at each
+        step, after the reset)."""
+        first: list = []
+        emb = device.embodiment
+        every = every or (1 if emb.is_gui else max(1, int(emb.exec_horizon)))
+
+        def on_step(t, obs, action, next_obs) -> bool:
+            if t == 0:
+                first[:] = [obs]
+            if (t + 1) % every:
+                return False
+            text = instruction if instruction is not None else getattr(device, "instruction", "") or ""
+            return self.detector.probability(device.embodiment, first[0], next_obs, text) >= self.threshold
+        return on_step
+
+
 def check_source(spec: str | None) -> None:
     """SuccessSourceError for a ``--success`` value that cannot be one (before any device opens).
 
     >>> check_source("check:state.x > 1"); check_source("judge:openai:qwen")
     >>> check_source("guess")
     Traceback (most recent call last):
-    embodia.agent.loop.success.SuccessSourceError: --success 'guess': expected oracle, ask, check:<predicate>, judge:openai:<model> or judge:hf:<path>
+    embodia.agent.loop.success.SuccessSourceError: --success 'guess': expected oracle, ask, check:<predicate>, judge:openai:<model>, judge:hf:<path> or learned[:<checkpoint>]
     """
-    if spec is None or spec in ("oracle", "ask"):
+    if spec is None or spec in ("oracle", "ask", "learned"):
+        return
+    if spec.startswith("learned:"):
+        if not spec[len("learned:"):].strip():
+            raise SuccessSourceError(f"--success {spec!r}: learned:<checkpoint directory>, or learned for embodia-tiny's")
         return
     if spec.startswith("check:"):
         try:
@@ -682,7 +750,7 @@ def check_source(spec: str | None) -> None:
                                      f"or judge:hf:<path> (a local model folder)")
         return
     raise SuccessSourceError(f"--success {spec!r}: expected oracle, ask, check:<predicate>, "
-                             f"judge:openai:<model> or judge:hf:<path>")
+                             f"judge:openai:<model>, judge:hf:<path> or learned[:<checkpoint>]")
 
 
 def make_labeler(spec: str | None, device, *, base_url: str | None = None,
@@ -704,6 +772,8 @@ def make_labeler(spec: str | None, device, *, base_url: str | None = None,
         if not lab.interactive:
             say(NO_TERMINAL)
         return lab
+    if spec == "learned" or spec.startswith("learned:"):
+        return LearnedLabeler(device, spec[len("learned:"):] or None)
     if spec.startswith("check:"):
         try:
             return CheckLabeler(spec[len("check:"):], device)

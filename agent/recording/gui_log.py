@@ -124,6 +124,8 @@ class GuiEpisode:
             if final_obs is not None:
                 end = {**end, "final_image": self._screenshot(final_obs, "final"),
                        "final_screen": _screen_dict(getattr(final_obs, "screen", None))}
+                if getattr(final_obs, "ui_tree", None) is not None:    # what a success detector reads
+                    end["final_ui_tree"] = final_obs.ui_tree
             self._line(end, sync=True)
         finally:
             self._f.close()

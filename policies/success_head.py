@@ -1,0 +1,263 @@
+"""A learned success detector beside a checkpoint's heads: the frozen backbone reads the episode's
+end (and its start), a small head says how likely the task succeeded, calibrated on held-out
+episodes so that the number is a probability.
+
+    >>> det = SuccessDetector.from_pretrained("policies/checkpoints/embodia-tiny")      # doctest: +SKIP
+    >>> det.probability(device.embodiment, first_obs, final_obs, "Turn on Hotspot")     # doctest: +SKIP
+    0.97
+
+What it reads (all fixed functions of the frozen checkpoint, so features cache):
+
+* a robot body (one the checkpoint knows): the backbone's context for the final camera frame with
+  the body's prompt and the instruction (mean over the sequence and the last token's state), the
+  normalized first and final state (the checkpoint's own normalizer) and their difference, the raw
+  final state and its change, the body's one-hot id;
+* a screen: the checkpoint's GUI head (itself on the backbone) encodes the final screen, UI tree and
+  instruction; its CLS state and the mean and max of its element states, and the CLS state of the
+  first screen.
+
+The head is one small MLP per kind ("robot", "gui") with a Platt calibration per kind and robot body
+(``p = sigmoid(a * logit + b)``, fitted on held-out episodes). It lives in the checkpoint directory
+as ``success_head.safetensors`` + ``success_head.json`` (the backbone's SHA-256 recorded there: a
+head trained on another backbone is refused). Train it with ``embodia train --success-head`` or
+rebuild the bundled one with ``python -m embodia.agent.training.success_train``.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from embodia.memory.persist import write_atomic
+from embodia.policies.backbone import Backbone
+
+HEAD_WEIGHTS = "success_head.safetensors"
+HEAD_CONFIG = "success_head.json"
+FORMAT = "embodia-success-head/1"
+KINDS = ("robot", "gui")
+MAX_BODIES = 8           # one-hot width of the robot body id
+RAW_CLIP = 10.0          # raw state values are clipped to +-this (units of the body's channels)
+
+
+class SuccessHeadError(ValueError):
+    """A success head that cannot be loaded or cannot read this body; one line."""
+
+
+def has_success_head(checkpoint) -> bool:
+    p = Path(checkpoint)
+    return (p / HEAD_WEIGHTS).is_file() and (p / HEAD_CONFIG).is_file()
+
+
+class SuccessHead(nn.Module):
+    """One small MLP per kind of body: features -> a success logit."""
+
+    def __init__(self, dims: dict[str, int], hidden: int = 64, dropout: float = 0.3):
+        super().__init__()
+        self.dims, self.hidden = dict(dims), hidden
+        self.nets = nn.ModuleDict({k: nn.Sequential(nn.LayerNorm(d), nn.Linear(d, hidden), nn.GELU(),
+                                                    nn.Dropout(dropout), nn.Linear(hidden, 1))
+                                   for k, d in dims.items()})
+        # Platt (a, b) per kind, and per body where one was fitted ("robot/planar_pusher"): bodies
+        # share the MLP but not the scale of its logits
+        self.calibration = {k: (1.0, 0.0) for k in dims}
+
+    def logits(self, kind: str, x: torch.Tensor) -> torch.Tensor:
+        return self.nets[kind](x).squeeze(-1)
+
+    def probability(self, kind: str, x: np.ndarray, body: str | None = None) -> np.ndarray:
+        """Calibrated P(success) for feature rows ``x`` [N, dims[kind]] of ``body``."""
+        with torch.inference_mode():
+            z = self.logits(kind, torch.as_tensor(np.asarray(x, np.float32))).numpy().astype(np.float64)
+        a, b = self.calibration.get(f"{kind}/{body}", self.calibration[kind])
+        return 1.0 / (1.0 + np.exp(-(a * z + b)))
+
+
+def fit_platt(logits: np.ndarray, labels: np.ndarray, iters: int = 500) -> tuple[float, float]:
+    """Platt scaling: (a, b) minimizing the log loss of sigmoid(a * logit + b) on held-out labels
+    (targets smoothed as Platt did, so a perfectly separated set keeps a finite slope).
+
+    >>> a, b = fit_platt(np.array([-4.0, -3, 3, 4, 2, -2]), np.array([0, 0, 1, 1, 1, 0]))
+    >>> a > 0
+    True
+    """
+    z = torch.as_tensor(np.asarray(logits, np.float64))
+    y = np.asarray(labels, np.float64)
+    n1, n0 = y.sum(), len(y) - y.sum()
+    t = torch.as_tensor(np.where(y > 0.5, (n1 + 1) / (n1 + 2), 1 / (n0 + 2)))
+    ab = torch.tensor([1.0, 0.0], dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([ab], lr=0.5, max_iter=iters, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = nn.functional.binary_cross_entropy_with_logits(ab[0] * z + ab[1], t)
+        loss.backward()
+        return loss
+    opt.step(closure)
+    a, b = (float(v) for v in ab.detach())
+    return a, b
+
+
+# -- features ---------------------------------------------------------------------------------------
+class Reader:
+    """What the success head reads, from a checkpoint directory's frozen parts: the backbone, the
+    robot normalizer and body ids (config.json, normalization.json) and the GUI head."""
+
+    def __init__(self, checkpoint, backbone: Backbone | None = None):
+        self.path = Path(checkpoint)
+        self.backbone = (backbone or Backbone.from_pretrained(self.path / "backbone")).eval()
+        self._gui = None
+        cfg = json.loads((self.path / "config.json").read_text()) if (self.path / "config.json").is_file() else {}
+        self.state_dim = int(cfg.get("state_dim", 0))
+        self.bodies = {name: int(v["id"]) for name, v in cfg.get("embodiments", {}).items()}
+        norms = json.loads((self.path / "normalization.json").read_text()) \
+            if (self.path / "normalization.json").is_file() else {}
+        from embodia.action_heads import QuantileNormalizer
+        self.norms = {name: QuantileNormalizer.from_dict(d["state"]) for name, d in norms.items() if "state" in d}
+
+    @property
+    def robot_dim(self) -> int:
+        return 5 * self.state_dim + MAX_BODIES + 2 * self.backbone.hidden_size
+
+    @property
+    def gui_dim(self) -> int:
+        return 4 * self.backbone.hidden_size
+
+    def dims(self) -> dict[str, int]:
+        return {"robot": self.robot_dim, "gui": self.gui_dim}
+
+    def gui_parts(self):
+        if self._gui is None:
+            from embodia.policies.gui.head import SequenceBuilder, load_gui_head
+            head, _, _ = load_gui_head(self.path, self.backbone)
+            self._gui = (head.eval(), SequenceBuilder(self.backbone, head.cfg))
+        return self._gui
+
+    def kind(self, embodiment) -> str:
+        return "gui" if embodiment.is_gui else "robot"
+
+    @torch.inference_mode()
+    def robot(self, embodiment, instruction: str, first_state, final_state, final_image) -> np.ndarray:
+        """One robot episode's feature row (float32 [robot_dim])."""
+        name = embodiment.name
+        if name not in self.bodies or name not in self.norms:
+            raise SuccessHeadError(f"the success head knows bodies {sorted(self.bodies)}, not {name!r}")
+        S = self.state_dim
+        s0, s1, r0, r1 = (np.zeros(S, np.float32) for _ in range(4))
+        n = embodiment.state_dim
+        r0[:n] = np.asarray(first_state, np.float32).reshape(-1)
+        r1[:n] = np.asarray(final_state, np.float32).reshape(-1)
+        s0[:n], s1[:n] = self.norms[name].normalize(r0[:n]), self.norms[name].normalize(r1[:n])
+        # the raw state too: the normalizer clips to [-1, 1] and flattens channels that never moved in
+        # the policy's demos (twogap's goal), which is exactly what success is measured against
+        r0, r1 = np.clip(r0, -RAW_CLIP, RAW_CLIP), np.clip(r1, -RAW_CLIP, RAW_CLIP)
+        body = np.zeros(MAX_BODIES, np.float32)
+        body[self.bodies[name] % MAX_BODIES] = 1
+        images = [[np.asarray(final_image)]] if final_image is not None else [[]]
+        ctx, mask = self.backbone.encode(images, [embodiment.prompt()], [instruction])
+        m = mask[0].float()[:, None]
+        mean = (ctx[0].float() * m).sum(0) / m.sum().clamp(min=1)
+        last = ctx[0, int(mask[0].sum()) - 1].float()
+        return np.concatenate([s1, s0, s1 - s0, r1, r1 - r0, body, mean.numpy(), last.numpy()]).astype(np.float32)
+
+    @torch.inference_mode()
+    def gui(self, embodiment, instruction: str, first, final) -> np.ndarray:
+        """One screen episode's feature row (float32 [gui_dim]); ``first``/``final`` are
+        (screen uint8 HxWx3, ui_tree) pairs."""
+        from embodia.policies.gui.head import backbone_features, collate
+        head, builder = self.gui_parts()
+        size = (embodiment.screen.width, embodiment.screen.height) if embodiment.screen is not None else None
+        encs = []
+        for screen, tree in (final, first):
+            if screen is None or tree is None:
+                raise SuccessHeadError("the success head reads a screen and its UI tree; this episode lacks one")
+            sz = size or (screen.shape[1], screen.shape[0])
+            encs.append(builder.encode(embodiment.prompt(), instruction, [], tree, sz, screen))
+        z = head.encode(collate(backbone_features(self.backbone, encs)))
+        em = z["elem_mask"][0].bool()
+        e = z["elems"][0][em] if em.any() else torch.zeros(1, z["g"].shape[-1])
+        return torch.cat([z["g"][0], e.mean(0), e.max(0).values, z["g"][1]]).numpy().astype(np.float32)
+
+    def features(self, embodiment, instruction: str, first_obs, final_obs) -> tuple[str, np.ndarray]:
+        """(kind, feature row) for an episode given its first and final observations."""
+        kind = self.kind(embodiment)
+        if kind == "gui":
+            def pair(o):
+                return ((o.images or {}).get("screen"), o.ui_tree)
+            return kind, self.gui(embodiment, instruction, pair(first_obs), pair(final_obs))
+        cam = embodiment.cameras[0].name if embodiment.cameras else None
+        img = (final_obs.images or {}).get(cam) if cam else None
+        return kind, self.robot(embodiment, instruction, first_obs.state, final_obs.state, img)
+
+
+# -- files ------------------------------------------------------------------------------------------
+def backbone_sha256(checkpoint) -> str:
+    from embodia.memory.persist import sha256_file
+    return sha256_file(Path(checkpoint) / "backbone" / "model.safetensors")
+
+
+def save_success_head(head: SuccessHead, checkpoint, *, extra: dict | None = None) -> None:
+    from safetensors.torch import save_file
+    p = Path(checkpoint)
+    save_file({k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}, p / (HEAD_WEIGHTS + ".tmp"))
+    (p / (HEAD_WEIGHTS + ".tmp")).chmod(0o644)        # package data: readable by every user
+    (p / (HEAD_WEIGHTS + ".tmp")).replace(p / HEAD_WEIGHTS)
+    meta = {"format": FORMAT, "dims": head.dims, "hidden": head.hidden,
+            "calibration": {k: list(v) for k, v in head.calibration.items()},
+            "backbone_sha256": backbone_sha256(p), **(extra or {})}
+    text = (json.dumps(meta, indent=2) + "\n").encode()
+    write_atomic(p / HEAD_CONFIG, lambda f: f.write(text))
+
+
+def load_success_head(checkpoint) -> tuple[SuccessHead, dict]:
+    from safetensors.torch import load_file
+    p = Path(checkpoint)
+    if not has_success_head(p):
+        raise SuccessHeadError(f"checkpoint {p}: no success head ({HEAD_WEIGHTS} + {HEAD_CONFIG}); train one "
+                               f"with `embodia train --success-head --data DIR --out {p}`")
+    try:
+        meta = json.loads((p / HEAD_CONFIG).read_text())
+    except (OSError, ValueError) as e:
+        raise SuccessHeadError(f"{p / HEAD_CONFIG}: corrupt ({e})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise SuccessHeadError(f"{p / HEAD_CONFIG}: not a success head")
+    if meta.get("backbone_sha256") != backbone_sha256(p):
+        raise SuccessHeadError(f"{p / HEAD_CONFIG}: trained on another backbone than {p / 'backbone'}; retrain it")
+    head = SuccessHead({k: int(v) for k, v in meta["dims"].items()}, int(meta.get("hidden", 64)))
+    try:
+        weights = load_file(p / HEAD_WEIGHTS)
+    except Exception as e:  # noqa: BLE001 - safetensors raises several types
+        raise SuccessHeadError(f"{p / HEAD_WEIGHTS}: corrupt ({e})") from None
+    missing, unexpected = head.load_state_dict(weights, strict=False)
+    if missing or unexpected:
+        raise SuccessHeadError(f"{p / HEAD_WEIGHTS}: keys do not match {p / HEAD_CONFIG}")
+    head.calibration = {k: (float(v[0]), float(v[1])) for k, v in meta.get("calibration", {}).items()}
+    return head.eval(), meta
+
+
+class SuccessDetector:
+    """A checkpoint's success head with its reader: ``probability(embodiment, first_obs, final_obs,
+    instruction)`` is the calibrated P(success) of an episode."""
+
+    def __init__(self, head: SuccessHead, reader: Reader, meta: dict | None = None):
+        self.head, self.reader, self.meta = head.eval(), reader, meta or {}
+
+    @classmethod
+    def from_pretrained(cls, checkpoint) -> "SuccessDetector":
+        head, meta = load_success_head(checkpoint)
+        return cls(head, Reader(checkpoint), meta)
+
+    def check(self, embodiment) -> None:
+        """SuccessHeadError, one line, for a body this detector cannot read (before any episode)."""
+        kind = self.reader.kind(embodiment)
+        if kind not in self.head.dims:
+            raise SuccessHeadError(f"the success head has no {kind} part")
+        if kind == "robot" and embodiment.name not in self.reader.bodies:
+            raise SuccessHeadError(f"the success head knows bodies {sorted(self.reader.bodies)}, "
+                                   f"not {embodiment.name!r}")
+
+    def probability(self, embodiment, first_obs, final_obs, instruction: str) -> float:
+        kind, x = self.reader.features(embodiment, instruction, first_obs, final_obs)
+        return float(self.head.probability(kind, x[None], embodiment.name)[0])
