@@ -706,3 +706,36 @@ def _load_image_processor(src: str, auto_cls):
         return auto_cls.from_pretrained(src, backend="pil")
     except TypeError:
         return auto_cls.from_pretrained(src)
+
+
+# -- heads saved beside a checkpoint's backbone (the GUI head, the success head) ------------------------
+def backbone_sha256(checkpoint) -> str:
+    """The hash that ties a head to the backbone it was trained on."""
+    from embodia.memory.persist import sha256_file
+    return sha256_file(Path(checkpoint) / "backbone" / "model.safetensors")
+
+
+def read_head_files(checkpoint, weights_name: str, config_name: str, fmt: str, error, *, what: str,
+                    retrain: str) -> tuple[dict, dict]:
+    """(meta, weights) of a head saved as ``weights_name`` + ``config_name`` in ``checkpoint``;
+    ``error(message)`` (an exception class) names the file that is missing, corrupt, of another
+    format or trained on another backbone; ``retrain`` says how to make a new one."""
+    from safetensors.torch import load_file
+    p = Path(checkpoint)
+    if not ((p / weights_name).is_file() and (p / config_name).is_file()):
+        raise error(f"checkpoint {p}: no {what} ({weights_name} + {config_name}); train one with {retrain}")
+    try:
+        meta = json.loads((p / config_name).read_text())
+    except (OSError, ValueError) as e:
+        raise error(f"{p / config_name}: corrupt ({e})") from None
+    if not isinstance(meta, dict) or meta.get("format") != fmt:
+        raise error(f"{p / config_name}: not a {what} (format {meta.get('format') if isinstance(meta, dict) else None!r})")
+    if meta.get("backbone_sha256") != backbone_sha256(p):
+        raise error(f"{p / config_name}: trained on another backbone than {p / 'backbone'} (weights hash "
+                    f"differs); retrain it with {retrain}")
+    try:
+        weights = load_file(p / weights_name)
+    except Exception as e:  # noqa: BLE001 - safetensors raises several types
+        raise error(f"{p / weights_name}: corrupt ({e})") from None
+    return meta, weights
+

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from embodia.memory.persist import write_atomic
-from embodia.policies.backbone import Backbone
+from embodia.policies.backbone import Backbone, backbone_sha256, read_head_files
 
 HEAD_WEIGHTS = "success_head.safetensors"
 HEAD_CONFIG = "success_head.json"
@@ -193,11 +193,6 @@ class Reader:
 
 
 # -- files ------------------------------------------------------------------------------------------
-def backbone_sha256(checkpoint) -> str:
-    from embodia.memory.persist import sha256_file
-    return sha256_file(Path(checkpoint) / "backbone" / "model.safetensors")
-
-
 def save_success_head(head: SuccessHead, checkpoint, *, extra: dict | None = None) -> None:
     from safetensors.torch import save_file
     p = Path(checkpoint)
@@ -212,24 +207,10 @@ def save_success_head(head: SuccessHead, checkpoint, *, extra: dict | None = Non
 
 
 def load_success_head(checkpoint) -> tuple[SuccessHead, dict]:
-    from safetensors.torch import load_file
     p = Path(checkpoint)
-    if not has_success_head(p):
-        raise SuccessHeadError(f"checkpoint {p}: no success head ({HEAD_WEIGHTS} + {HEAD_CONFIG}); train one "
-                               f"with `embodia train --success-head --data DIR --out {p}`")
-    try:
-        meta = json.loads((p / HEAD_CONFIG).read_text())
-    except (OSError, ValueError) as e:
-        raise SuccessHeadError(f"{p / HEAD_CONFIG}: corrupt ({e})") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise SuccessHeadError(f"{p / HEAD_CONFIG}: not a success head")
-    if meta.get("backbone_sha256") != backbone_sha256(p):
-        raise SuccessHeadError(f"{p / HEAD_CONFIG}: trained on another backbone than {p / 'backbone'}; retrain it")
+    meta, weights = read_head_files(p, HEAD_WEIGHTS, HEAD_CONFIG, FORMAT, SuccessHeadError, what="success head",
+                                    retrain=f"`embodia train --success-head --data DIR --out {p}`")
     head = SuccessHead({k: int(v) for k, v in meta["dims"].items()}, int(meta.get("hidden", 64)))
-    try:
-        weights = load_file(p / HEAD_WEIGHTS)
-    except Exception as e:  # noqa: BLE001 - safetensors raises several types
-        raise SuccessHeadError(f"{p / HEAD_WEIGHTS}: corrupt ({e})") from None
     missing, unexpected = head.load_state_dict(weights, strict=False)
     if missing or unexpected:
         raise SuccessHeadError(f"{p / HEAD_WEIGHTS}: keys do not match {p / HEAD_CONFIG}")

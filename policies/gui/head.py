@@ -50,8 +50,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from embodia.devices import GuiAction, Observation, Policy
-from embodia.memory.persist import sha256_file, write_atomic
-from embodia.policies.backbone import Backbone
+from embodia.memory.persist import write_atomic
+from embodia.policies.backbone import Backbone, backbone_sha256, read_head_files
 
 HEAD_WEIGHTS = "gui_head.safetensors"
 HEAD_CONFIG = "gui_head.json"
@@ -551,10 +551,6 @@ def able(z: dict, types: torch.Tensor) -> torch.Tensor:
 
 
 # -- files ------------------------------------------------------------------------------------------
-def backbone_sha256(checkpoint) -> str:
-    return sha256_file(Path(checkpoint) / "backbone" / "model.safetensors")
-
-
 def has_gui_head(checkpoint) -> bool:
     p = Path(checkpoint)
     return (p / HEAD_WEIGHTS).is_file() and (p / HEAD_CONFIG).is_file()
@@ -575,28 +571,12 @@ def save_gui_head(head: GuiHead, checkpoint, *, extra: dict | None = None) -> No
 def load_gui_head(checkpoint, backbone: Backbone | None = None) -> tuple[GuiHead, Backbone, dict]:
     """(head, backbone, meta) from a checkpoint directory; the backbone is loaded from its
     ``backbone/`` folder unless given."""
-    from safetensors.torch import load_file
-
     p = Path(checkpoint)
-    if not has_gui_head(p):
-        raise GuiHeadError(f"checkpoint {p}: no GUI head ({HEAD_WEIGHTS} + {HEAD_CONFIG}); train one with "
-                           f"`python -m embodia.agent.training.gui_train --out {p}`")
-    try:
-        meta = json.loads((p / HEAD_CONFIG).read_text())
-    except (OSError, ValueError) as e:
-        raise GuiHeadError(f"{p / HEAD_CONFIG}: corrupt ({e})") from None
-    if meta.get("format") != FORMAT:
-        raise GuiHeadError(f"{p / HEAD_CONFIG}: not a GUI head (format {meta.get('format')!r})")
-    if meta.get("backbone_sha256") != backbone_sha256(p):
-        raise GuiHeadError(f"{p / HEAD_CONFIG}: trained on another backbone than {p / 'backbone'} "
-                           f"(weights hash differs); retrain it with `python -m embodia.agent.training.gui_train --out {p}`")
+    meta, weights = read_head_files(p, HEAD_WEIGHTS, HEAD_CONFIG, FORMAT, GuiHeadError, what="GUI head",
+                                    retrain=f"`python -m embodia.agent.training.gui_train --out {p}`")
     cfg = GuiHeadConfig(**{k: v for k, v in meta["config"].items() if k in GuiHeadConfig.__dataclass_fields__})
     backbone = backbone or Backbone.from_pretrained(p / "backbone")
     head = GuiHead(cfg, backbone.hidden_size)
-    try:
-        weights = load_file(p / HEAD_WEIGHTS)
-    except Exception as e:  # noqa: BLE001 - safetensors raises several types
-        raise GuiHeadError(f"{p / HEAD_WEIGHTS}: corrupt ({e})") from None
     missing, unexpected = head.load_state_dict(weights, strict=False)
     if missing or unexpected:
         raise GuiHeadError(f"{p / HEAD_WEIGHTS}: keys do not match the config "
