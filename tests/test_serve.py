@@ -273,11 +273,18 @@ def test_a_missing_silent_or_vanished_server_is_a_clear_error_not_a_hang(tiny, b
         pol.act(body.reset(0), PROMPT)
 
 
+def sigint_default():
+    """In the child: SIGINT as a terminal delivers it (a shell's background job, e.g. `.ci/run &`,
+    starts everything with SIGINT ignored, and Ctrl-C is what the test is about)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_serve_command_prints_its_urls_answers_healthz_and_saves_the_memory_on_ctrl_c(tmp_path):
     port, mem = free_port(), tmp_path / "mem"
     proc = subprocess.Popen([sys.executable, "-m", "embodia", "serve", "--policy", "embodia-tiny",
                              "--port", str(port), "--memory", str(mem)], cwd=REPO, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=sigint_default)
     try:
         deadline = time.monotonic() + 60
         while True:

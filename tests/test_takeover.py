@@ -397,6 +397,9 @@ def _in_pty(args, env, keys_after: list[tuple[bytes, bytes]], timeout=90.0) -> s
     import select as sel
     pid, fd = pty.fork()
     if pid == 0:                                   # the child: the terminal is its stdin
+        # a shell's background job (`.ci/run &`) ignores SIGINT; a user's terminal does not, and
+        # Ctrl-C is what is tested
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.execvpe(shutil.which("embodia") or "embodia", ["embodia", *args], env)
     out, deadline = b"", time.monotonic() + timeout
     try:
