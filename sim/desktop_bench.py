@@ -422,7 +422,13 @@ def _sheet_expert(dev, mem, tree):
         mem["step"] = 3
         return GuiAction("type", text=cell + "\n")
     if step == 3:
-        if (nb.get("value") or "").strip() != cell:
+        if (nb.get("value") or "").strip() == cell and nb.get("focused") and mem.get("focus_waits", 0) < 5:
+            # the name box shows what was typed, but the jump happens when gnumeric takes the Enter and
+            # moves the focus to the sheet; typing before that (a busy machine) writes into the name box
+            mem["focus_waits"] = mem.get("focus_waits", 0) + 1
+            return GuiAction("wait", duration_ms=300)
+        mem["focus_waits"] = 0
+        if (nb.get("value") or "").strip() != cell or nb.get("focused"):
             mem["step"] = 0            # the jump did not take: do it again
             return GuiAction("wait", duration_ms=100)
         mem["step"] = 4
