@@ -422,38 +422,15 @@ def _sheet_expert(dev, mem, tree):
         mem["step"] = 3
         return GuiAction("type", text=cell + "\n")
     if step == 3:
-        if (nb.get("value") or "").strip() == cell and nb.get("focused") and mem.get("focus_waits", 0) < 5:
-            # the name box shows what was typed, but the jump happens when gnumeric takes the Enter and
-            # moves the focus to the sheet; typing before that (a busy machine) writes into the name box
-            mem["focus_waits"] = mem.get("focus_waits", 0) + 1
-            return GuiAction("wait", duration_ms=300)
-        mem["focus_waits"] = 0
-        if (nb.get("value") or "").strip() != cell or nb.get("focused"):
+        if (nb.get("value") or "").strip() != cell:
             mem["step"] = 0            # the jump did not take: do it again
             return GuiAction("wait", duration_ms=100)
         mem["step"] = 4
         return GuiAction("type", text=dev.slots["entry"] + "\n")
     if step == 4:
-        mem["step"], mem["before_save"] = 5, _mtime(dev)
+        mem["step"] = 5
         return GuiAction("key", keys=("ctrl", "s"))
-    saved = _mtime(dev) != mem["before_save"]
-    if not saved and step < 5 + SAVE_WAITS:          # on a busy machine the file lands a moment later
-        mem["step"] = step + 1
-        return GuiAction("wait", duration_ms=400)
-    if saved and mem.get("redo", 0) < 2 and not _sheet_check(dev):
-        # keys lost on a busy machine (a shifted "(" typed as "9"): the scripted demonstrator, which
-        # may look at the saved file, types the entry again
-        mem["redo"], mem["step"] = mem.get("redo", 0) + 1, 0
-        return GuiAction("wait", duration_ms=100)
     return None
-
-
-SAVE_WAITS = 5    # the expert waits up to 5 x 0.4 s for gnumeric's save to reach the disk
-
-
-def _mtime(dev) -> float | None:
-    path = dev.work / dev.slots["file"]
-    return path.stat().st_mtime if path.exists() else None
 
 
 def _sheet_discard(rng, split):
