@@ -270,8 +270,8 @@ def record_suite(suite: str, policy_spec: str, out, *, episodes: int, seed: int 
 
 def _recorded(root) -> list[dict]:
     """The episodes an earlier (stopped) run recorded under ``root``: seed, success, steps each."""
-    from embodia.agent.recording.dataset import LocalDataset
-    if not (Path(root) / "meta" / "info.json").exists():
+    from embodia.agent.recording.dataset import INFO_PATH, LocalDataset
+    if not (Path(root) / INFO_PATH).exists():
         return []
     return [{"seed": e.get("seed"), "success": e.get("success"), "steps": int(e.get("length") or 0)}
             for e in LocalDataset(root).episodes]
