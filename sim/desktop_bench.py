@@ -413,24 +413,47 @@ def _sheet_expert(dev, mem, tree):
     step = mem.setdefault("step", 0)
     cell = dev.slots["cell"]
     if step == 0:                      # go to the cell through the name box
-        mem["step"] = 1
+        mem["step"], mem["waits"] = 1, 0
         return GuiAction("click", element=nb["index"])
     if step == 1:
+        # keys go where the focus is: typing before the name box has it (a window that has just come
+        # up takes the first click as its own) writes the cell reference into the sheet's A1
+        if not nb.get("focused"):
+            return _sheet_wait(mem, back_to=0, looks=2)
         mem["step"] = 2
         return GuiAction("key", keys=("ctrl", "a"))
     if step == 2:
-        mem["step"] = 3
+        mem["step"], mem["waits"] = 3, 0
         return GuiAction("type", text=cell + "\n")
     if step == 3:
-        if (nb.get("value") or "").strip() != cell:
-            mem["step"] = 0            # the jump did not take: do it again
-            return GuiAction("wait", duration_ms=100)
+        # the jump is done when the name box shows the cell and has given the focus back to the sheet
+        if (nb.get("value") or "").strip() != cell or nb.get("focused"):
+            return _sheet_wait(mem, back_to=0)
         mem["step"] = 4
         return GuiAction("type", text=dev.slots["entry"] + "\n")
     if step == 4:
-        mem["step"] = 5
+        mem["step"], mem["waits"], mem["before_save"] = 5, 0, _mtime(dev)
         return GuiAction("key", keys=("ctrl", "s"))
+    if _mtime(dev) == mem["before_save"] and mem["waits"] < SHEET_WAITS:
+        mem["waits"] += 1              # the file reaches the disk a moment after the keys
+        return GuiAction("wait", duration_ms=300)
     return None
+
+
+SHEET_WAITS = 6    # the expert looks up to 6 times, 0.3 s apart, before it does a step again
+
+
+def _sheet_wait(mem, back_to: int, looks: int = SHEET_WAITS) -> GuiAction:
+    """Wait for gnumeric to catch up with the keys; after ``looks`` looks, go back to step ``back_to``."""
+    mem["waits"] = mem.get("waits", 0) + 1
+    if mem["waits"] > looks:
+        mem["step"], mem["waits"] = back_to, 0
+    return GuiAction("wait", duration_ms=300)
+
+
+def _mtime(dev) -> float | None:
+    path = dev.work / dev.slots["file"]
+    return path.stat().st_mtime if path.exists() else None
 
 
 def _sheet_discard(rng, split):
