@@ -206,7 +206,7 @@ class MetaWorldDevice(SimDevice):
 
     def __init__(self, task: str, shift: str | None = None, size=(96, 96),
                  cameras: list[str] | None = None, render: bool = True,
-                 max_steps: int | None = None):
+                 max_steps: int | None = None, repeat: int = 0):
         envs = _require_metaworld()
         if task not in envs:
             raise ValueError(f"unknown Meta-World task {task!r}; known: {', '.join(sorted(envs))}")
@@ -218,6 +218,11 @@ class MetaWorldDevice(SimDevice):
         import mujoco
         self._mj = mujoco
         self.task, self.shift = task, shift
+        if int(repeat) < 0:
+            raise ValueError(f"repeat must be >= 0, got {repeat}")
+        # > 0: seed s shows the variation of seed s % repeat (a robot that meets the same few set-ups
+        # again, the setting where a success memory can recall); the policy still gets seed s
+        self.repeat = int(repeat)
 
         env = envs[task]()
         # Goal observable, seeded task variations: the same switches Meta-World's MT1 benchmark and
@@ -318,7 +323,7 @@ class MetaWorldDevice(SimDevice):
         self.seed = int(seed)
         # env.seed reseeds env.np_random, the only source of the task variation (object and goal
         # positions); the rest of the reset (hand settling, physics) is deterministic.
-        self.env.seed(self.seed)
+        self.env.seed(self.seed % self.repeat if self.repeat else self.seed)
         obs, _ = self.env.reset()
         self._obs = np.asarray(obs, dtype=np.float32)
         self._last_info = {}
@@ -411,8 +416,10 @@ class MetaWorldExpert(Policy):
 
 
 def open_metaworld(task: str, shift: str | None = None, size="96x96", camera=None, render="1",
-                   max_steps=None, **_) -> MetaWorldDevice:
-    """Factory for `sim:metaworld/<task>[?shift=heavy&size=96x96&camera=corner&render=0&max_steps=500]`."""
+                   max_steps=None, repeat="0", **_) -> MetaWorldDevice:
+    """Factory for `sim:metaworld/<task>[?shift=heavy&size=96x96&camera=corner&render=0&max_steps=500&repeat=3]`
+    (``repeat=K``: seed s shows the task variation of seed s % K, so a stream repeats K set-ups)."""
     cams = camera.split(",") if isinstance(camera, str) and camera else camera
     return MetaWorldDevice(task, shift=shift, size=parse_size(size), cameras=cams,
-                           render=_truthy(render), max_steps=int(max_steps) if max_steps else None)
+                           render=_truthy(render), max_steps=int(max_steps) if max_steps else None,
+                           repeat=int(repeat))

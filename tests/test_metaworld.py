@@ -81,6 +81,17 @@ def test_seed_chooses_the_task_variation(pick_place):
     assert len(np.unique(starts.round(5), axis=0)) == 8
 
 
+def test_repeat_shows_k_set_ups_again():
+    """repeat=3: seeds 4 and 1 start from the same object and goal, seed 2 does not; the episode
+    keeps its own seed (the policy's noise) and bad values are refused."""
+    with open_device("sim:metaworld/pick-place-v3?render=0&repeat=3") as dev:
+        start = {s: dev.reset(s).state.copy() for s in (1, 2, 4)}
+        assert dev.seed == 4 and dev.repeat == 3
+    assert np.array_equal(start[4], start[1]) and not np.array_equal(start[2], start[1])
+    with pytest.raises(ValueError, match="repeat"):
+        MetaWorldDevice("pick-place-v3", render=False, repeat=-1)
+
+
 def test_same_seed_same_actions_same_state(pick_place):
     acts = np.random.default_rng(0).uniform(-1, 1, size=(60, 4))
 
