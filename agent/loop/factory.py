@@ -8,11 +8,17 @@ from pathlib import Path
 from embodia.devices import DeviceLost, Embodiment, as_policy, open_device
 from embodia.policies import BUNDLED_CHECKPOINTS, RandomPolicy, ReplayPolicy
 
-BUNDLED = {"embodia-tiny": BUNDLED_CHECKPOINTS / "embodia-tiny"}
+BUNDLED = {"embodia-tiny": BUNDLED_CHECKPOINTS / "embodia-tiny",
+           "embodia-mt50": BUNDLED_CHECKPOINTS / "embodia-mt50"}
+# the committed command that rebuilds each bundled checkpoint
+REBUILD = {"embodia-tiny": "python -m embodia.agent.training.tiny",
+           "embodia-mt50": "python -m embodia.agent.training.mt50 --steps 2500 --bundle policies/checkpoints/embodia-mt50"}
 
 POLICY_SPECS = {
     "embodia-tiny": "the bundled VLA (tiny Qwen2.5-VL backbone + DiT head), trained on sim demos; on GUI "
                     "devices its GUI head (pointer over UI-tree elements), trained on gui-sim demos",
+    "embodia-mt50": "the same architecture trained on Meta-World MT50 (50 scripted demos per task, state "
+                    "with the goal); serves sim:metaworld/* (README: which checkpoint serves which)",
     "<path/to/checkpoint>": "a VLA checkpoint directory written by `embodia train`",
     "expert": "the device's scripted expert (simulated tasks)",
     "random": "uniform random actions within the embodiment's limits",
@@ -120,7 +126,7 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
         return ReplayPolicy(episode["action"], chunk=device.embodiment.exec_horizon)
     if spec in BUNDLED and not BUNDLED[spec].is_dir():
         raise PolicyError(f"{spec} is not in this checkout ({BUNDLED[spec]}); build it with "
-                          f"`python -m embodia.agent.training.tiny` (records demos, then trains; see README)")
+                          f"`{REBUILD[spec]}` (records demos, then trains; see README)")
     path = BUNDLED.get(spec) or Path(spec).expanduser()
     if path.is_dir() and device.embodiment.is_gui:
         from embodia.policies.gui.head import GuiHeadError, GuiHeadPolicy

@@ -2,10 +2,12 @@
 
     python -m embodia.agent.training.mt50 --data data/mt50 --out ckpt/embodia-mt50
     python -m embodia.agent.training.mt50 --data data/mt50 --out ckpt/embodia-mt50 --steps 40000   # train longer
+    python -m embodia.agent.training.mt50 --steps 2500 --bundle policies/checkpoints/embodia-mt50   # the bundled one
 
 Both halves resume: run the same command again after a stop (or in the next session) and the
 recording goes on from the task and seed where it stopped (`record_suite`), the training from its
-last save (`train --resume`). Demos use seeds 1000.. (evaluation uses 0..), Meta-World's own
+last save (`train --resume`). ``--bundle DIR`` then copies what inference reads (no training state)
+into DIR: the bundled ``embodia-mt50`` is that copy at step 2,500. Demos use seeds 1000.. (evaluation uses 0..), Meta-World's own
 scripted policies, successes only (LeRobot's MT50 dataset also holds 50 per task). Wall time of each
 session is appended to ``<out>.sessions.jsonl``, so the total over sessions can be reported.
 """
@@ -29,6 +31,8 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--save-every", type=int, default=500)
     ap.add_argument("--record-only", action="store_true")
+    ap.add_argument("--bundle", type=Path, default=None,
+                    help="after training, copy the inference files (no training state) into this folder")
     args = ap.parse_args(argv)
 
     from embodia.agent.evaluation.suite import record_suite
@@ -43,12 +47,37 @@ def main(argv=None) -> None:
         train(TrainConfig(data=expand_data([args.data]), out=str(args.out), steps=args.steps,
                           threads=args.threads, save_every=args.save_every), resume=resume)
     t2 = time.perf_counter()
+    if args.bundle is not None:
+        bundle(args.out, args.bundle)
     row = {"date": time.strftime("%Y-%m-%d %H:%M"), "demos": rep["successes"], "recorded": rep["recorded"],
            "record_s": round(t1 - t0), "train_s": round(t2 - t1), "steps": args.steps}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out.with_name(args.out.name + ".sessions.jsonl"), "a") as f:
         f.write(json.dumps(row) + "\n")
     print(json.dumps(row))
+
+
+def bundle(checkpoint: Path, dest: Path) -> None:
+    """Copy what `from_pretrained` reads (config, weights, normalizer, backbone) into ``dest``,
+    replacing it: the optimizer and EMA state under train_state/ stay behind (ten times the size)."""
+    import shutil
+    checkpoint, dest = Path(checkpoint), Path(dest)
+    if not (checkpoint / "model.safetensors").is_file():
+        raise FileNotFoundError(f"{checkpoint} holds no trained checkpoint (model.safetensors)")
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(checkpoint, tmp, ignore=shutil.ignore_patterns("train_state", "*.sessions.jsonl"))
+    cfg_path = tmp / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    # the provenance, without this machine's folders: data/mt50/<task>, as the README's command writes it
+    data = cfg.get("train_config", {}).get("data")
+    if isinstance(data, list):
+        cfg["train_config"]["data"] = [f"data/{Path(d).parent.name}/{Path(d).name}" for d in data]
+    if "out" in cfg.get("train_config", {}):
+        cfg["train_config"]["out"] = f"ckpt/{Path(cfg['train_config']['out']).name}"
+    cfg_path.write_text(json.dumps(cfg, indent=1) + "\n")
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
 
 
 if __name__ == "__main__":
