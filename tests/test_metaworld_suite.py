@@ -1,5 +1,6 @@
 """Meta-World evaluation suites: task groups, rendering only what the policy reads, the report, the CLI."""
 import json
+import shutil
 
 import pytest
 
@@ -194,3 +195,32 @@ def test_the_bundled_mt50_checkpoint_solves_easy_tasks_and_stays_small():
     rep = run_suite("mt50", "embodia-mt50", episodes=2, seed=0, tasks=["door-unlock-v3", "window-open-v3"])
     assert rep["overall"]["successes"] >= 3, rep["overall"]
     assert all(not r["errors"] for r in rep["tasks"].values())
+
+
+def test_mt50_build_writes_a_stopped_session_and_bundles_without_training_state(tmp_path, monkeypatch):
+    import embodia.agent.evaluation.suite as suite_mod
+    from embodia.agent.loop.factory import BUNDLED
+    from embodia.agent.training import mt50
+
+    def stopped(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(suite_mod, "record_suite", stopped)
+    out = tmp_path / "ckpt" / "m"
+    with pytest.raises(KeyboardInterrupt):
+        mt50.main(["--data", str(tmp_path / "d"), "--out", str(out)])
+    row = json.loads((tmp_path / "ckpt" / "m.sessions.jsonl").read_text().splitlines()[-1])
+    assert row["finished"] is False and "wall_s" in row
+
+    src = tmp_path / "src"
+    shutil.copytree(BUNDLED["embodia-mt50"], src)
+    (src / "train_state").mkdir()
+    (src / "train_state" / "optimizer.safetensors").write_bytes(b"x" * 1000)
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["train_config"]["data"] = ["/home/someone/data/mt50/reach-v3"]
+    (src / "config.json").write_text(json.dumps(cfg))
+    mt50.bundle(src, tmp_path / "bundle")
+    assert not (tmp_path / "bundle" / "train_state").exists()
+    assert json.loads((tmp_path / "bundle" / "config.json").read_text())["train_config"]["data"] == \
+        ["data/mt50/reach-v3"]
+    with pytest.raises(FileNotFoundError):
+        mt50.bundle(tmp_path / "nothing", tmp_path / "b2")

@@ -38,23 +38,32 @@ def main(argv=None) -> None:
     from embodia.agent.evaluation.suite import record_suite
     from embodia.agent.training.train import TRAIN_STATE, TrainConfig, expand_data, train
     t0 = time.perf_counter()
-    rep = record_suite("mt50", "expert", args.data, episodes=args.episodes, seed=DEMO_SEED, only_success=True,
-                       on_task=lambda t, r: print(f"{t}: {r['successes']} demos ({r['recorded']} recorded, "
-                                                  f"{r['resumed_from']} from before)", flush=True))
-    t1 = time.perf_counter()
-    if not args.record_only:
-        resume = (args.out / TRAIN_STATE / "state.json").exists()
-        train(TrainConfig(data=expand_data([args.data]), out=str(args.out), steps=args.steps,
-                          threads=args.threads, save_every=args.save_every), resume=resume)
-    t2 = time.perf_counter()
-    if args.bundle is not None:
-        bundle(args.out, args.bundle)
-    row = {"date": time.strftime("%Y-%m-%d %H:%M"), "demos": rep["successes"], "recorded": rep["recorded"],
-           "record_s": round(t1 - t0), "train_s": round(t2 - t1), "steps": args.steps}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out.with_name(args.out.name + ".sessions.jsonl"), "a") as f:
-        f.write(json.dumps(row) + "\n")
-    print(json.dumps(row))
+    row = {"date": time.strftime("%Y-%m-%d %H:%M"), "steps": args.steps, "finished": False}
+    try:
+        rep = record_suite("mt50", "expert", args.data, episodes=args.episodes, seed=DEMO_SEED, only_success=True,
+                           on_task=lambda t, r: print(f"{t}: {r['successes']} demos ({r['recorded']} recorded, "
+                                                      f"{r['resumed_from']} from before)", flush=True))
+        row.update(demos=rep["successes"], recorded=rep["recorded"], record_s=round(time.perf_counter() - t0))
+        t1 = time.perf_counter()
+        if not args.record_only:
+            resume = (args.out / TRAIN_STATE / "state.json").exists()
+            train(TrainConfig(data=expand_data([args.data]), out=str(args.out), steps=args.steps,
+                              threads=args.threads, save_every=args.save_every), resume=resume)
+            row["train_s"] = round(time.perf_counter() - t1)
+        if args.bundle is not None:
+            bundle(args.out, args.bundle)
+        row["finished"] = True
+    finally:
+        # a stopped session (Ctrl-C, an error) is written too, with the step its last save reached,
+        # so the wall time over sessions adds up
+        row["wall_s"] = round(time.perf_counter() - t0)
+        state = args.out / TRAIN_STATE / "state.json"
+        if state.exists():
+            row["saved_step"] = json.loads(state.read_text()).get("step")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with open(args.out.with_name(args.out.name + ".sessions.jsonl"), "a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(json.dumps(row))
 
 
 def bundle(checkpoint: Path, dest: Path) -> None:
