@@ -270,7 +270,7 @@ def train_success_head(paths, out, *, folds: int = 4, steps: int = 300, seed: in
                         "out_of_fold_at": [precision_recall(p, ys, t) for t in (0.5, 0.8, 0.9, 0.95)],
                         **({"out_of_fold_by_body": by_body} if by_body else {})}
         log(f"{kind}: {json.dumps(report[kind], default=float)}")
-    save_success_head(head, out, extra={"trained_on": [str(p) for p in paths], "calibration": "cross-fitted",
+    save_success_head(head, out, extra={"trained_on": [str(p) for p in paths], "calibration_fit": "cross-fitted",
                                         "folds": folds, "steps": steps, "seed": seed, "report": report,
                                         "seconds": {"features": round(t1 - t0), "train": round(time.perf_counter() - t1)}})
     return report
