@@ -19,17 +19,32 @@ from embodia.agent.loop.success import (
     make_labeler,
     probability_label,
 )
-from embodia.agent.training.success_train import fit_kind, precision_recall, record, split, train_success_head
+from embodia.agent.training.success_train import (
+    fit_kind,
+    fold_indices,
+    out_of_fold_logits,
+    precision_recall,
+    record,
+    split,
+    train_success_head,
+)
 from embodia.devices import open_device
-from embodia.policies import BUNDLED_CHECKPOINTS
+from embodia.policies import BUNDLED_CHECKPOINTS, RandomPolicy
 from embodia.policies.success_head import (
+    DIST_EPS,
+    GEOMETRY_DIM,
     HEAD_CONFIG,
     HEAD_WEIGHTS,
+    MAX_POINTS,
+    Reader,
+    SuccessDetector,
     SuccessHead,
     SuccessHeadError,
     fit_platt,
+    geometry,
     load_success_head,
     save_success_head,
+    state_points,
 )
 from embodia.sim.gui import ChancePolicy, GuiSimDevice
 
@@ -95,6 +110,58 @@ def test_fit_kind_separates_a_learnable_rule():
     assert auc > 0.95
 
 
+def test_state_branch_learns_a_distance_threshold_the_layernorm_alone_misses():
+    """A success that is a sharp threshold on a small distance (puck within 0.06 of a moving goal)
+    among wide irrelevant features: through the geometry and the state branch it is learned."""
+    rng = np.random.default_rng(0)
+    n = 600
+    names = ["a_x", "a_y", "puck_x", "puck_y", "goal_x", "goal_y"]
+    pts = state_points(names)
+    assert pts == [[0, 1], [2, 3], [4, 5]]
+    state = rng.uniform(-0.5, 0.5, (n, 6))
+    state[:, 2:4] = state[:, 4:6] + rng.uniform(-0.12, 0.12, (n, 2))       # the puck near the goal
+    y = np.linalg.norm(state[:, 2:4] - state[:, 4:6], axis=1) <= 0.06
+    noise = rng.normal(0, 1, (n, 64)).astype(np.float32)                    # a camera's features
+    g = np.stack([geometry(s, pts) for s in state])
+    x = np.concatenate([g, state.astype(np.float32), noise], 1)
+
+    def auc(x, state_dims):
+        torch.manual_seed(0)
+        head = SuccessHead({"robot": x.shape[1]}, hidden=32, state_dims=state_dims)
+        fit_kind(head, "robot", x[:450], y[:450], steps=300)
+        with torch.inference_mode():
+            z = head.logits("robot", torch.as_tensor(x[450:])).numpy()
+        return (z[y[450:]][:, None] > z[~y[450:]][None, :]).mean()
+    assert auc(x, {"robot": GEOMETRY_DIM + 6}) > 0.93
+    # the same columns through the LayerNorm'd MLP alone, or the raw positions without the geometry: not learned
+    assert auc(x, {}) < 0.85
+    assert auc(x[:, GEOMETRY_DIM:], {"robot": 6}) < 0.7
+    # the geometry: the pair (puck, goal) is the 2nd pair of the first point, then norms
+    s = np.array([0, 0, 0.3, 0.4, 0.3, 0.45])
+    assert np.exp(geometry(s, pts)[MAX_POINTS - 1]) - DIST_EPS == pytest.approx(0.05, abs=1e-6)
+    assert np.exp(geometry(s, pts)[0]) - DIST_EPS == pytest.approx(0.5, abs=1e-6)
+
+
+def test_out_of_fold_logits_never_see_their_episode():
+    """Cross-fitted calibration: an episode's logit comes from a head trained without it. Labels
+    that are pure noise (nothing to learn) give out-of-fold logits near chance, while the
+    same head scored on its own training rows would have memorized them."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(120, 40)).astype(np.float32)
+    y = rng.random(120) < 0.5
+    f = fold_indices(120, 4, 0)
+    assert sorted(np.concatenate(f).tolist()) == list(range(120))
+    z = out_of_fold_logits("robot", 40, {}, x, y, k=4, steps=400, seed=0, hidden=32)
+    auc = (z[y][:, None] > z[~y][None, :]).mean()
+    assert 0.3 < auc < 0.7
+    torch.manual_seed(0)
+    head = SuccessHead({"robot": 40}, hidden=32)
+    fit_kind(head, "robot", x, y, steps=400)
+    with torch.inference_mode():
+        zin = head.logits("robot", torch.as_tensor(x)).numpy()
+    assert (zin[y][:, None] > zin[~y][None, :]).mean() > 0.9
+
+
 # -- files --------------------------------------------------------------------------------------------
 
 def test_save_load_round_trip_and_refusals(ckpt):
@@ -131,12 +198,14 @@ def test_train_from_recordings_gui_and_robot(tmp_path, ckpt):
     plan = [("gui", "gui-sim:settings?task=turn-on&split=train&max_steps=4", [("expert@0.0", 6), ("random", 6)]),
             ("pusher", "sim:twogap-push?size=32x32", [("expert@0.05", 2), ("random", 2)])]
     dirs = record(tmp_path / "data", ckpt, plan, log=lambda m: None)
-    rep = train_success_head(dirs, ckpt, heldout=0.34, steps=150, log=lambda m: None)
+    rep = train_success_head(dirs, ckpt, folds=3, steps=150, log=lambda m: None)
     assert set(rep) == {"gui", "robot"}
-    assert rep["gui"]["train"] + rep["gui"]["heldout"] == 12
-    assert 0 < rep["gui"]["train_successes"] + rep["gui"]["heldout_successes"] < 12
+    assert rep["gui"]["episodes"] == 12 and 0 < rep["gui"]["successes"] < 12 and rep["gui"]["folds"] == 3
+    # every episode scored out of fold: the figures count all 12
+    assert max(r["labelled_success"] for r in rep["gui"]["out_of_fold_at"]) <= 12
     head, meta = load_success_head(ckpt)
-    assert set(head.calibration) == {"gui", "robot"} and meta["report"]["gui"]["heldout"] == 4
+    assert set(head.calibration) == {"gui", "robot"} and meta["calibration_fit"] == "cross-fitted"
+    assert meta["state_dims"] == {"robot": Reader(ckpt).robot_state_dim}
     with open_device("gui-sim:settings?task=turn-on&split=train&max_steps=4") as dev:
         lab = LearnedLabeler(dev, ckpt)
         r = run_episode(dev, dev.expert(), seed=5, labeler=lab)
@@ -162,6 +231,29 @@ def test_bundled_detector_tells_success_from_failure_on_screens():
             bad.append(r.info["success_label"]["probability"])
             assert not (r.info["success_label"]["verified"] and r.info["success_label"]["success"])
     assert bad and np.mean(good) > np.mean(bad) + 0.3
+
+
+def test_bundled_detector_on_the_pusher():
+    """The bundled head on twogap-push under a shift it never saw (blocked-right), seeds far from
+    its training ones: the expert's successes are verified successes, a random agent's failures
+    never are, and a head whose feature width does not match the checkpoint is refused."""
+    with open_device("sim:twogap-push?shift=blocked-right") as dev:
+        lab = make_labeler("learned", dev)
+        good, bad = [], []
+        for seed in range(900_000, 900_008):       # the expert takes the blocked gap about half the time
+            r = run_episode(dev, dev.expert(), seed=seed, labeler=lab)
+            if dev.success():
+                good.append(r.info["success_label"])
+            r = run_episode(dev, RandomPolicy(dev.embodiment), seed=seed, labeler=lab)
+            assert not dev.success()
+            bad.append(r.info["success_label"])
+        assert len(good) >= 3 and sum(g["verified"] and g["success"] for g in good) >= len(good) - 1
+        assert not any(b["verified"] and b["success"] for b in bad)
+        assert max(b["probability"] for b in bad) < min(g["probability"] for g in good)
+        det = SuccessDetector.from_pretrained(TINY)
+        det.head = SuccessHead({"robot": det.reader.robot_dim - 1, "gui": det.reader.gui_dim})
+        with pytest.raises(SuccessHeadError, match="retrain"):
+            det.check(dev.embodiment)
 
 
 def test_learned_source_refuses_unknown_bodies_and_bad_specs():

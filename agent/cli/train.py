@@ -26,8 +26,8 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
           modality: Optional[Path] = ModalityOpt,
           success_head: bool = typer.Option(False, "--success-head", help="train the learned success detector "
                                             "of the checkpoint in --out (its backbone stays frozen) on the recorded "
-                                            "episodes' success labels (robot datasets and GUI recordings); a quarter "
-                                            "is held out for calibration; use it with --success learned:OUT")):
+                                            "episodes' success labels (robot datasets and GUI recordings), calibrated "
+                                            "on out-of-fold scores; use it with --success learned:OUT")):
     """Train the VLA (backbone + DiT head) on recorded datasets; EMA checkpoints, resumable."""
     check_inputs(locals())
     if success_head:

@@ -7,9 +7,10 @@ episodes and their oracle labels, calibrate it on held-out episodes, save it bes
 
 Robot datasets (LeRobot v3) give each episode's first state, final state, last camera frame and
 its recorded success; GUI recordings (step logs) give the first screen and tree and the final
-ones. Episodes with no recorded success (unknown) or interrupted are skipped. A quarter of the
-episodes of each kind (by a seeded draw) is held out: the head never trains on them, Platt's
-calibration is fitted on them, and their figures are printed and saved in ``success_head.json``.
+ones. Episodes with no recorded success (unknown) or interrupted are skipped. Calibration is
+cross-fitted (`train_success_head`): each episode is scored by a head trained on the other three
+quarters, Platt's calibration is fitted on those out-of-fold scores, their figures are printed and
+saved in ``success_head.json``, and the head saved is trained on all the episodes.
 
 The bundled detector's episodes (``RECORD``) come from the unshifted tasks, twogap-push's
 ``heavy`` (its goal moves) and ``blocked-left`` shifts, and the ``train`` split of gui-sim (no shift), played by a mix of agents so that successes and failures both occur, failures
@@ -29,7 +30,7 @@ import torch
 from embodia.devices import Embodiment, Policy
 
 SEED0 = 200_000
-MIN_CALIBRATION = 10      # held-out episodes of a body (both outcomes present) to calibrate it on its own
+MIN_CALIBRATION = 10      # episodes of a body (both outcomes present) to calibrate it on its own
 # (name, device URI, agent, episodes): agent "policy" = embodia-tiny, "expert@S" = expert with
 # Gaussian action noise S (robots) or a random candidate action with probability S (screens),
 # "random" = uniform actions (robots) or candidate actions (screens)
@@ -200,9 +201,42 @@ def precision_recall(p: np.ndarray, y: np.ndarray, threshold: float) -> dict:
             "precision": tp / said.sum() if said.any() else None, "recall": tp / y.sum() if y.any() else None}
 
 
-def train_success_head(paths, out, *, heldout: float = 0.25, steps: int = 300, seed: int = 0,
+def fold_indices(n: int, k: int, seed: int) -> list[np.ndarray]:
+    """``k`` disjoint index sets covering range(n), a seeded draw.
+
+    >>> f = fold_indices(10, 4, 0); sorted(np.concatenate(f).tolist()) == list(range(10)), [len(x) for x in f]
+    (True, [3, 3, 2, 2])
+    """
+    order = np.random.default_rng(seed).permutation(n)
+    return [np.sort(order[i::k]) for i in range(k)]
+
+
+def out_of_fold_logits(kind: str, dim: int, state_dims: dict, x: np.ndarray, y: np.ndarray, *, k: int,
+                       steps: int, seed: int, hidden: int) -> np.ndarray:
+    """Each episode's logit from a head trained on the other folds (never on it)."""
+    from embodia.policies.success_head import SuccessHead
+    z = np.zeros(len(y))
+    for i, te in enumerate(fold_indices(len(y), k, seed)):
+        if not len(te):
+            continue
+        tr = np.setdiff1d(np.arange(len(y)), te)
+        torch.manual_seed(seed + 1 + i)
+        h = SuccessHead({kind: dim}, hidden, state_dims=state_dims)
+        fit_kind(h, kind, x[tr], y[tr], steps=steps, seed=seed)
+        with torch.inference_mode():
+            z[te] = h.logits(kind, torch.as_tensor(x[te])).numpy()
+    return z
+
+
+def train_success_head(paths, out, *, folds: int = 4, steps: int = 300, seed: int = 0,
                        hidden: int = 64, log=print) -> dict:
-    """Read ``paths``, train and calibrate, save into checkpoint ``out``; returns the held-out figures."""
+    """Read ``paths``, train and calibrate, save into checkpoint ``out``; returns the out-of-fold figures.
+
+    Calibration is cross-fitted: ``folds`` heads, each trained without one fold, score the episodes
+    of that fold; Platt's (a, b) is fitted on all those out-of-fold logits (per kind, and per robot
+    body with enough of them), and the head saved is trained on every episode. Every episode thus
+    calibrates and is scored by a head that never saw it (a held-out quarter alone left the
+    pusher's calibration to ~80 episodes and flattened it: recall at 0.9 of 0.4 instead of 0.6)."""
     from embodia.policies.success_head import Reader, SuccessHead, fit_platt, save_success_head
     t0 = time.perf_counter()
     reader = Reader(out)
@@ -212,34 +246,32 @@ def train_success_head(paths, out, *, heldout: float = 0.25, steps: int = 300, s
     if not kinds:
         raise ValueError("no labelled episodes in " + ", ".join(map(str, paths)))
     torch.manual_seed(seed)         # the head's initial weights: a rerun on the same recordings gives the same head
-    head = SuccessHead({k: reader.dims()[k] for k in kinds}, hidden)
+    head = SuccessHead({k: reader.dims()[k] for k in kinds}, hidden, state_dims=reader.state_dims())
     report = {}
     for kind in kinds:
         xs = np.stack([r["x"] for r in rows if r["kind"] == kind])
         ys = np.array([r["y"] for r in rows if r["kind"] == kind])
         bodies = np.array([r["body"] for r in rows if r["kind"] == kind])
-        tr, ho = split(len(ys), heldout, seed)
-        fit_kind(head, kind, xs[tr], ys[tr], steps=steps, seed=seed)
-        with torch.inference_mode():
-            z = head.logits(kind, torch.as_tensor(xs[ho])).numpy()
-        head.calibration[kind] = fit_platt(z, ys[ho])
-        p = head.probability(kind, xs[ho])
+        k = max(2, min(folds, len(ys)))
+        z = out_of_fold_logits(kind, xs.shape[1], reader.state_dims(), xs, ys, k=k, steps=steps, seed=seed, hidden=hidden)
+        fit_kind(head, kind, xs, ys, steps=steps, seed=seed)
+        head.calibration[kind] = fit_platt(z, ys)
+        p = 1.0 / (1.0 + np.exp(-(head.calibration[kind][0] * z + head.calibration[kind][1])))
         by_body = {}
         if kind == "robot":         # bodies share the MLP, each gets its own calibration where it can
             for b in sorted(set(bodies)):
-                m = bodies[ho] == b
-                if m.sum() >= MIN_CALIBRATION and 0 < ys[ho][m].sum() < m.sum():
-                    head.calibration[f"{kind}/{b}"] = fit_platt(z[m], ys[ho][m])
-                    p[m] = head.probability(kind, xs[ho][m], b)
-                    by_body[b] = [precision_recall(p[m], ys[ho][m], t) for t in (0.5, 0.8, 0.9, 0.95)]
-        report[kind] = {"train": len(tr), "train_successes": int(ys[tr].sum()), "heldout": len(ho),
-                        "heldout_successes": int(ys[ho].sum()),
-                        "calibration": {k: list(v) for k, v in head.calibration.items() if k.split("/")[0] == kind},
-                        "heldout_at": [precision_recall(p, ys[ho], t) for t in (0.5, 0.8, 0.9, 0.95)],
-                        **({"heldout_by_body": by_body} if by_body else {})}
+                m = bodies == b
+                if m.sum() >= MIN_CALIBRATION and 0 < ys[m].sum() < m.sum():
+                    a_, b_ = head.calibration[f"{kind}/{b}"] = fit_platt(z[m], ys[m])
+                    p[m] = 1.0 / (1.0 + np.exp(-(a_ * z[m] + b_)))
+                    by_body[b] = [precision_recall(p[m], ys[m], t) for t in (0.5, 0.8, 0.9, 0.95)]
+        report[kind] = {"episodes": len(ys), "successes": int(ys.sum()), "folds": k,
+                        "calibration": {c: list(v) for c, v in head.calibration.items() if c.split("/")[0] == kind},
+                        "out_of_fold_at": [precision_recall(p, ys, t) for t in (0.5, 0.8, 0.9, 0.95)],
+                        **({"out_of_fold_by_body": by_body} if by_body else {})}
         log(f"{kind}: {json.dumps(report[kind], default=float)}")
-    save_success_head(head, out, extra={"trained_on": [str(p) for p in paths], "heldout_share": heldout,
-                                        "steps": steps, "seed": seed, "report": report,
+    save_success_head(head, out, extra={"trained_on": [str(p) for p in paths], "calibration_fit": "cross-fitted",
+                                        "folds": folds, "steps": steps, "seed": seed, "report": report,
                                         "seconds": {"features": round(t1 - t0), "train": round(time.perf_counter() - t1)}})
     return report
 
