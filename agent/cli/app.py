@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from embodia.agent.cli.validate import InputError, OneLineErrors, check
+from embodia.agent.cli.validate import InputError, OneLineErrors, check, printable
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, cls=OneLineErrors,   # usage errors in one line
                   help="One agent runtime for many bodies: MuJoCo robots, desktops and phones.")
@@ -61,8 +61,9 @@ RayAddressOpt = typer.Option(None, "--ray-address", help="with --workers: join t
 
 
 def fail(msg: str, code: int = 2):
-    """One line on stderr and exit ``code`` (2: bad input)."""
-    console.print(f"[red]error:[/red] {escape(str(msg))}", soft_wrap=True, highlight=False)
+    """One line on stderr and exit ``code`` (2: bad input); whatever the message quotes from the user
+    (a name with a newline in it) cannot break it."""
+    console.print(f"[red]error:[/red] {escape(printable(msg))}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
 
 

@@ -97,24 +97,25 @@ def _writable_parent(p: Path) -> Path | None:
     return q if q.is_dir() and os.access(q, os.W_OK | os.X_OK) else None
 
 
-def _printable(x) -> str:
-    """A path as one line: control characters (a newline in a file name) shown escaped."""
+def printable(x) -> str:
+    """Text as one line: control and separator characters (a newline or a \\x1e in a file name or
+    an environment variable's name; str.splitlines breaks at both) shown escaped."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(x))
 
 
 def output_file(name: str, v) -> None:
     if v is None:
         return
-    p, shown = Path(v), _printable(v)
+    p, shown = Path(v), printable(v)
     if str(v) in ("", ".") or p.is_dir():
         raise InputError(f"{_opt(name)} {shown}: is a folder; expected a file path")
     if p.exists() and not os.access(p, os.W_OK):
         raise InputError(f"{_opt(name)} {shown}: exists and is not writable")
     parent = p.absolute().parent
     if not p.exists() and not parent.is_dir():
-        raise InputError(f"{_opt(name)} {shown}: folder {_printable(parent)} does not exist")
+        raise InputError(f"{_opt(name)} {shown}: folder {printable(parent)} does not exist")
     if not p.exists() and not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"{_opt(name)} {shown}: folder {_printable(parent)} is not writable")
+        raise InputError(f"{_opt(name)} {shown}: folder {printable(parent)} is not writable")
 
 
 def output_dir(name: str, v) -> None:
