@@ -4,3 +4,15 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+# Property tests draw the same examples on every run (CI must not pass or fail by the draw): the
+# default profile is derandomized with no example database. HYPOTHESIS_PROFILE=explore draws new
+# random examples, many more of them, when you are hunting for bugs.
+try:
+    from hypothesis import settings
+except ImportError:       # the test extra is not installed: the property tests skip themselves
+    pass
+else:
+    settings.register_profile("embodia", derandomize=True, database=None)
+    settings.register_profile("explore", derandomize=False, max_examples=500)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "embodia"))
