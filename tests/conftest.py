@@ -7,7 +7,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 # Property tests draw the same examples on every run (CI must not pass or fail by the draw): the
 # default profile is derandomized with no example database. HYPOTHESIS_PROFILE=explore draws new
-# random examples, many more of them, when you are hunting for bugs.
+# random examples on every run (500 where a test does not set its own count) to hunt for bugs.
 try:
     from hypothesis import settings
 except ImportError:       # the test extra is not installed: the property tests skip themselves
