@@ -104,8 +104,13 @@ class SuccessHead(nn.Module):
         """Calibrated P(success) for feature rows ``x`` [N, dims[kind]] of ``body``."""
         with torch.inference_mode():
             z = self.logits(kind, torch.as_tensor(np.asarray(x, np.float32))).numpy().astype(np.float64)
-        a, b = self.calibration.get(f"{kind}/{body}", self.calibration[kind])
-        return 1.0 / (1.0 + np.exp(-(a * z + b)))
+        return platt(z, self.calibration.get(f"{kind}/{body}", self.calibration[kind]))
+
+
+def platt(logits: np.ndarray, ab: tuple[float, float]) -> np.ndarray:
+    """Calibrated probabilities sigmoid(a * logit + b) for Platt's ``ab = (a, b)``."""
+    a, b = ab
+    return 1.0 / (1.0 + np.exp(-(a * np.asarray(logits, np.float64) + b)))
 
 
 def fit_platt(logits: np.ndarray, labels: np.ndarray, iters: int = 500) -> tuple[float, float]:

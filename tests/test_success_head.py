@@ -25,7 +25,6 @@ from embodia.agent.training.success_train import (
     out_of_fold_logits,
     precision_recall,
     record,
-    split,
     train_success_head,
 )
 from embodia.devices import open_device
@@ -86,15 +85,15 @@ def test_threshold_rule():
     assert unsure.to_dict()["probability"] == 0.6
 
 
-def test_precision_recall_and_split():
+def test_precision_recall_and_folds():
     p = np.array([0.99, 0.95, 0.6, 0.2, 0.97])
     y = np.array([True, False, True, False, True])
     r = precision_recall(p, y, 0.9)
     assert (r["labelled_success"], r["true_positives"]) == (3, 2)
     assert r["precision"] == pytest.approx(2 / 3) and r["recall"] == pytest.approx(2 / 3)
-    tr, ho = split(100, 0.25, seed=1)
-    assert len(ho) == 25 and not set(tr) & set(ho)
-    assert (split(100, 0.25, seed=1)[1] == ho).all()
+    folds = fold_indices(100, 4, seed=1)
+    assert [len(f) for f in folds] == [25] * 4 and sorted(np.concatenate(folds).tolist()) == list(range(100))
+    assert all((a == b).all() for a, b in zip(fold_indices(100, 4, seed=1), folds))
 
 
 def test_fit_kind_separates_a_learnable_rule():

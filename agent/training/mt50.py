@@ -38,6 +38,7 @@ def main(argv=None) -> None:
     from embodia.agent.evaluation.suite import record_suite
     from embodia.agent.training.train import TRAIN_STATE, TrainConfig, expand_data, train
     t0 = time.perf_counter()
+    state = args.out / TRAIN_STATE / "state.json"       # the training's last save: resume from it
     row = {"date": time.strftime("%Y-%m-%d %H:%M"), "steps": args.steps, "finished": False}
     try:
         rep = record_suite("mt50", "expert", args.data, episodes=args.episodes, seed=DEMO_SEED, only_success=True,
@@ -46,9 +47,8 @@ def main(argv=None) -> None:
         row.update(demos=rep["successes"], recorded=rep["recorded"], record_s=round(time.perf_counter() - t0))
         t1 = time.perf_counter()
         if not args.record_only:
-            resume = (args.out / TRAIN_STATE / "state.json").exists()
             train(TrainConfig(data=expand_data([args.data]), out=str(args.out), steps=args.steps,
-                              threads=args.threads, save_every=args.save_every), resume=resume)
+                              threads=args.threads, save_every=args.save_every), resume=state.exists())
             row["train_s"] = round(time.perf_counter() - t1)
         if args.bundle is not None:
             bundle(args.out, args.bundle)
@@ -57,7 +57,6 @@ def main(argv=None) -> None:
         # a stopped session (Ctrl-C, an error) is written too, with the step its last save reached,
         # so the wall time over sessions adds up
         row["wall_s"] = round(time.perf_counter() - t0)
-        state = args.out / TRAIN_STATE / "state.json"
         if state.exists():
             row["saved_step"] = json.loads(state.read_text()).get("step")
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -75,7 +74,7 @@ def bundle(checkpoint: Path, dest: Path) -> None:
         raise FileNotFoundError(f"{checkpoint} holds no trained checkpoint (model.safetensors)")
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(checkpoint, tmp, ignore=shutil.ignore_patterns("train_state", "*.sessions.jsonl"))
+    shutil.copytree(checkpoint, tmp, ignore=shutil.ignore_patterns("train_state"))
     cfg_path = tmp / "config.json"
     cfg = json.loads(cfg_path.read_text())
     # the provenance, without this machine's folders: data/mt50/<task>, as the README's command writes it

@@ -164,17 +164,6 @@ def gui_examples(path: Path, reader) -> list[dict]:
 
 
 # -- training ---------------------------------------------------------------------------------------
-def split(n: int, heldout: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(train, held-out) indices of n examples, a seeded draw.
-
-    >>> tr, ho = split(8, 0.25, 0); len(tr), len(ho), sorted(set(tr) | set(ho)) == list(range(8))
-    (6, 2, True)
-    """
-    order = np.random.default_rng(seed).permutation(n)
-    k = int(round(n * heldout))
-    return np.sort(order[k:]), np.sort(order[:k])
-
-
 def fit_kind(head, kind: str, x: np.ndarray, y: np.ndarray, *, steps: int = 300, lr: float = 3e-3,
              seed: int = 0) -> None:
     """Full-batch AdamW on one kind's MLP, classes weighted to balance."""
@@ -237,7 +226,7 @@ def train_success_head(paths, out, *, folds: int = 4, steps: int = 300, seed: in
     body with enough of them), and the head saved is trained on every episode. Every episode thus
     calibrates and is scored by a head that never saw it (a held-out quarter alone left the
     pusher's calibration to ~80 episodes and flattened it: recall at 0.9 of 0.4 instead of 0.6)."""
-    from embodia.policies.success_head import Reader, SuccessHead, fit_platt, save_success_head
+    from embodia.policies.success_head import Reader, SuccessHead, fit_platt, platt, save_success_head
     t0 = time.perf_counter()
     reader = Reader(out)
     rows = examples(paths, reader, log=log)
@@ -256,14 +245,14 @@ def train_success_head(paths, out, *, folds: int = 4, steps: int = 300, seed: in
         z = out_of_fold_logits(kind, xs.shape[1], reader.state_dims(), xs, ys, k=k, steps=steps, seed=seed, hidden=hidden)
         fit_kind(head, kind, xs, ys, steps=steps, seed=seed)
         head.calibration[kind] = fit_platt(z, ys)
-        p = 1.0 / (1.0 + np.exp(-(head.calibration[kind][0] * z + head.calibration[kind][1])))
+        p = platt(z, head.calibration[kind])
         by_body = {}
         if kind == "robot":         # bodies share the MLP, each gets its own calibration where it can
             for b in sorted(set(bodies)):
                 m = bodies == b
                 if m.sum() >= MIN_CALIBRATION and 0 < ys[m].sum() < m.sum():
-                    a_, b_ = head.calibration[f"{kind}/{b}"] = fit_platt(z[m], ys[m])
-                    p[m] = 1.0 / (1.0 + np.exp(-(a_ * z[m] + b_)))
+                    head.calibration[f"{kind}/{b}"] = fit_platt(z[m], ys[m])
+                    p[m] = platt(z[m], head.calibration[f"{kind}/{b}"])
                     by_body[b] = [precision_recall(p[m], ys[m], t) for t in (0.5, 0.8, 0.9, 0.95)]
         report[kind] = {"episodes": len(ys), "successes": int(ys.sum()), "folds": k,
                         "calibration": {c: list(v) for c, v in head.calibration.items() if c.split("/")[0] == kind},
