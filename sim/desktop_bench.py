@@ -366,11 +366,10 @@ def _at(rows, ref: str) -> str:
 
 
 def _sheet_check(dev) -> bool:
-    path = dev.work / dev.slots["file"]
-    mtime = path.stat().st_mtime if path.exists() else None
+    mtime = _mtime(dev)
     if mtime is None or mtime == dev.memory.get("start_mtime"):
         return False               # not saved since the episode began: no need to read it back
-    rows = read_cells(path)
+    rows = read_cells(dev.work / dev.slots["file"])
     return rows is not None and _at(rows, dev.slots["cell"]).strip() == str(dev.slots["expect"])
 
 
