@@ -1,6 +1,8 @@
 """Meta-World evaluation suites: task groups, rendering only what the policy reads, the report, the CLI."""
 import json
+import os
 import shutil
+import signal
 
 import pytest
 
@@ -210,6 +212,14 @@ def test_mt50_build_writes_a_stopped_session_and_bundles_without_training_state(
         mt50.main(["--data", str(tmp_path / "d"), "--out", str(out)])
     row = json.loads((tmp_path / "ckpt" / "m.sessions.jsonl").read_text().splitlines()[-1])
     assert row["finished"] is False and "wall_s" in row
+
+    # `kill` (SIGTERM) stops it the same way, and the previous handler is back afterwards
+    monkeypatch.setattr(suite_mod, "record_suite", lambda *a, **k: os.kill(os.getpid(), signal.SIGTERM))
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):
+        mt50.main(["--data", str(tmp_path / "d"), "--out", str(out)])
+    assert len((tmp_path / "ckpt" / "m.sessions.jsonl").read_text().splitlines()) == 2
+    assert signal.getsignal(signal.SIGTERM) == before
 
     src = tmp_path / "src"
     shutil.copytree(BUNDLED["embodia-mt50"], src)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import time
 from pathlib import Path
 
@@ -40,6 +41,7 @@ def main(argv=None) -> None:
     t0 = time.perf_counter()
     state = args.out / TRAIN_STATE / "state.json"       # the training's last save: resume from it
     row = {"date": time.strftime("%Y-%m-%d %H:%M"), "steps": args.steps, "finished": False}
+    before = signal.signal(signal.SIGTERM, _stopped)     # `kill` stops it as Ctrl-C does: the row is written
     try:
         rep = record_suite("mt50", "expert", args.data, episodes=args.episodes, seed=DEMO_SEED, only_success=True,
                            on_task=lambda t, r: print(f"{t}: {r['successes']} demos ({r['recorded']} recorded, "
@@ -54,7 +56,8 @@ def main(argv=None) -> None:
             bundle(args.out, args.bundle)
         row["finished"] = True
     finally:
-        # a stopped session (Ctrl-C, an error) is written too, with the step its last save reached,
+        signal.signal(signal.SIGTERM, before)
+        # a stopped session (Ctrl-C, kill, an error) is written too, with the step its last save reached,
         # so the wall time over sessions adds up
         row["wall_s"] = round(time.perf_counter() - t0)
         if state.exists():
@@ -63,6 +66,10 @@ def main(argv=None) -> None:
         with open(args.out.with_name(args.out.name + ".sessions.jsonl"), "a") as f:
             f.write(json.dumps(row) + "\n")
         print(json.dumps(row))
+
+
+def _stopped(signum, frame):
+    raise KeyboardInterrupt(f"stopped by signal {signum}")
 
 
 def bundle(checkpoint: Path, dest: Path) -> None:
