@@ -6,6 +6,8 @@ task, per difficulty group and overall with Wilson intervals; one JSON line.
     python benchmarks/metaworld_suite.py --suite mt10 --episodes 3 --table
     python benchmarks/metaworld_suite.py --policy ckpt/embodia-mt50 --episodes 10 --memory-streams 2 \
         --workdir /tmp/mt50-mem        # + memory on vs off over paired streams (stream 0 = the evaluation)
+    python benchmarks/metaworld_suite.py --policy embodia-mt50 --episodes 10 --memory-streams 1 \
+        --workdir /tmp/mt50-rep1 --query repeat=1      # the same set-up in every episode of a task
 
 The same run as `embodia eval --device sim:metaworld/mt50 --policy expert -n 20`; this script adds
 the benchmark header and prints the table on stderr with --table.
@@ -21,7 +23,7 @@ import time
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from embodia.agent.evaluation.suite import run_suite, suite_table  # noqa: E402
+from embodia.agent.evaluation.suite import PUBLISHED_MT50, run_suite, suite_table  # noqa: E402
 
 
 def main():
@@ -35,24 +37,32 @@ def main():
     ap.add_argument("--memory-streams", type=int, default=0, help="also memory on vs off over this many paired "
                     "streams (one fresh memory per stream, shared by every task)")
     ap.add_argument("--workdir", default=None, help="with --memory-streams: where the streams' memories go")
+    ap.add_argument("--query", default="", help="device query for every task, k=v&... (e.g. repeat=1: the same "
+                    "object and goal set-up in every episode of a task)")
     args = ap.parse_args()
     if args.memory_streams and not args.workdir:
         ap.error("--memory-streams needs --workdir")
-    rep = run_suite(args.suite, args.policy, episodes=args.episodes, seed=args.seed, jobs=args.jobs)
+    pairs = [kv for kv in args.query.split("&") if kv]
+    if any("=" not in kv for kv in pairs):
+        ap.error(f"--query: expected k=v&k=v, got {args.query!r}")
+    query = dict(kv.split("=", 1) for kv in pairs) or None
+    rep = run_suite(args.suite, args.policy, episodes=args.episodes, seed=args.seed, jobs=args.jobs, query=query)
     if args.table:
-        print(suite_table(rep), file=sys.stderr)
+        print(suite_table(rep, published=query is None), file=sys.stderr)   # the paper's protocol only
     out = {"benchmark": "metaworld_suite", "suite": args.suite, "policy": args.policy,
            "episodes_per_task": args.episodes, "seed": args.seed,
            "overall": rep["overall"], "groups": rep["groups"],
            "tasks": {t: {k: r[k] for k in ("group", "successes", "episodes", "success_rate", "wilson95",
                                             "mean_length")} for t, r in rep["tasks"].items()},
            "protocol": rep["protocol"],
+           "published_mt50_percent": PUBLISHED_MT50 if args.suite == "mt50" else None,
            "timing": {k: round(v, 3) if isinstance(v, float) else v for k, v in rep["timing"].items()},
            "machine": f"{platform.machine()} {os.cpu_count()} cpus", "date": time.strftime("%Y-%m-%d")}
     if args.memory_streams:
         from embodia.agent.evaluation.suite_memory import suite_memory_gain
         out["memory"] = suite_memory_gain(args.suite, args.policy, episodes=args.episodes, seed=args.seed,
                                           streams=args.memory_streams, workdir=args.workdir, off_reports=[rep],
+                                          query=query,
                                           on_stream=lambda s, off, on: print(
                                               f"stream {s}: off {off['overall']['success_rate']:.3f}, "
                                               f"on {on['overall']['success_rate']:.3f}", file=sys.stderr))

@@ -225,12 +225,35 @@ def test_mt50_build_writes_a_stopped_session_and_bundles_without_training_state(
     shutil.copytree(BUNDLED["embodia-mt50"], src)
     (src / "train_state").mkdir()
     (src / "train_state" / "optimizer.safetensors").write_bytes(b"x" * 1000)
+    (src / "train_state" / "state.json").write_text(json.dumps({"step": 1234}))
     cfg = json.loads((src / "config.json").read_text())
     cfg["train_config"]["data"] = ["/home/someone/data/mt50/reach-v3"]
     (src / "config.json").write_text(json.dumps(cfg))
     mt50.bundle(src, tmp_path / "bundle")
     assert not (tmp_path / "bundle" / "train_state").exists()
+    assert json.loads((tmp_path / "bundle" / "memory.json").read_text()) == mt50.MEMORY_SETTINGS
+    assert json.loads((tmp_path / "bundle" / "config.json").read_text())["trained_steps"] == 1234
     assert json.loads((tmp_path / "bundle" / "config.json").read_text())["train_config"]["data"] == \
         ["data/mt50/reach-v3"]
     with pytest.raises(FileNotFoundError):
         mt50.bundle(tmp_path / "nothing", tmp_path / "b2")
+
+
+def test_the_mt50_table_stands_beside_the_published_figures():
+    from embodia.agent.evaluation.suite import PUBLISHED_MT50, mean_of_groups
+    tasks = SUITES["mt50"]
+    row = {"successes": 7, "episodes": 10, "success_rate": 0.7, "wilson95": [0.4, 0.9]}
+    groups = {"easy": {**row, "tasks": 28}, "medium": {**row, "successes": 3, "success_rate": 0.3, "tasks": 11},
+              "hard": {**row, "tasks": 6}, "very_hard": {**row, "tasks": 5}}
+    rep = {"suite": "mt50", "tasks": {t: {"group": group_of(t), **row} for t in tasks}, "groups": groups,
+           "overall": {**row, "tasks": len(tasks)}, "mean_of_groups": mean_of_groups(groups)}
+    assert rep["mean_of_groups"]["rate"] == 0.6      # each group once: (0.7 + 0.3 + 0.7 + 0.7) / 4
+    table = suite_table(rep, published=True)
+    avg = next(line for line in table.splitlines() if line.startswith("mean of the 4 groups"))
+    assert avg.split()[-4:] == ["57.3", "47.9", "31.6", "10.5"] and " 0.600 " in avg
+    # the paper's Avg. is the plain mean of its four group figures (not weighted by 28/11/6/5 tasks)
+    for name, v in PUBLISHED_MT50.items():
+        assert abs(sum(v[g] for g in ("easy", "medium", "hard", "very_hard")) / 4 - v["avg"]) < 0.06, name
+    # a subset of the suite stands alone: the paper's figures are for all 50 tasks
+    part = dict(rep, tasks=dict(list(rep["tasks"].items())[:3]), overall={**row, "tasks": 3})
+    assert "57.3" not in suite_table(part, published=True)

@@ -1,5 +1,6 @@
 """Retrieve-then-steer wired into the VLA policy and the loop; memory evaluation from the CLI."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -280,3 +281,31 @@ def test_a_drifting_stream_moves_to_the_other_device_at_its_episode(monkeypatch)
     assert [d for d, _, _ in seen] == ["before", "before", "after", "after"]
     assert [s for _, s, _ in seen] == [104, 105, 106, 107] and {p for _, _, p in seen} == {id(pol)}
     assert out["outcomes"] == [True] * 4
+
+
+def test_a_checkpoint_carries_the_memory_settings_it_was_tuned_with(ckpt, tmp_path):
+    import shutil
+
+    from embodia.agent.loop.factory import with_memory
+    from embodia.policies.robot.vla import CheckpointError
+    tuned = tmp_path / "tuned"
+    shutil.copytree(ckpt, tuned)
+    (tuned / "memory.json").write_text(json.dumps({"sigma": 0.25, "replay": True}))
+    with open_device("sim:twogap-push") as dev:
+        plain = VLAPolicy.from_pretrained(ckpt, threads=1).bind(dev.embodiment)
+        pol = VLAPolicy.from_pretrained(tuned, threads=1).bind(dev.embodiment)
+        assert memory_for(plain).config == MemoryConfig()
+        assert memory_for(pol).config == MemoryConfig(sigma=0.25, replay=True)
+        assert memory_for(pol, MemoryConfig(k=4)).config == MemoryConfig(k=4)   # an explicit config wins
+        # a fresh memory on disk starts with them; one made earlier keeps the settings it was saved with
+        fresh = with_memory(pol, str(tmp_path / "m1"), "sim:twogap-push", dev)
+        assert fresh.memory.config.sigma == 0.25 and fresh.memory.config.replay
+        old = with_memory(plain, str(tmp_path / "m2"), "sim:twogap-push", dev)
+        old.memory.save(tmp_path / "m2")
+        again = with_memory(pol, str(tmp_path / "m2"), "sim:twogap-push", dev)
+        assert again.memory.config == MemoryConfig()
+    for bad, says in (({"sigmaa": 1.0}, "unknown memory settings ['sigmaa']"), ({"k": 0}, "memory.json"),
+                      ([1, 2], "JSON object")):
+        (tuned / "memory.json").write_text(json.dumps(bad))
+        with pytest.raises(CheckpointError, match=re.escape(says)):
+            VLAPolicy.from_pretrained(tuned)

@@ -183,7 +183,7 @@ def with_memory(policy, path: str, device_uri: str, device=None):
     (replace mode).
     Raises PolicyError for a policy that cannot use one or a memory file that does not fit."""
     from embodia.memory import MemoryFileError, MemoryMismatch
-    from embodia.memory.persist import check_not_orphaned
+    from embodia.memory.persist import META, check_not_orphaned
     try:
         check_not_orphaned(path)       # a deleted meta.json never becomes an empty memory saved over the old
     except MemoryFileError as e:
@@ -202,9 +202,11 @@ def with_memory(policy, path: str, device_uri: str, device=None):
     from embodia.policies.robot.vla import VLAPolicy
     if not isinstance(policy, VLAPolicy):
         raise PolicyError("--memory needs a VLA policy (embodia-tiny or a checkpoint)")
-    fresh = memory_for(policy)
+    fresh = memory_for(policy)      # with the checkpoint's own memory settings (memory.json), if it has them
+    stored = (Path(path) / META).is_file()     # a memory already on disk keeps the settings it was made with
     try:
         mem = SuccessMemory.load(path, encoder_id=KEY_ENCODER, normalizer_hash=normalizer_hash(policy),
+                                 config=None if stored else fresh.config,
                                  missing_ok=True, key_dim=fresh.key_dim, horizon=fresh.horizon,
                                  action_dim=fresh.action_dim, hist_len=fresh.hist_len)
     except (MemoryFileError, MemoryMismatch) as e:

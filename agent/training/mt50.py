@@ -21,6 +21,12 @@ from pathlib import Path
 
 DEMOS_PER_TASK = 50
 DEMO_SEED = 1000
+# The success-memory settings the bundle carries (memory.json): a fixed similarity scale, so that a
+# success recalled for one object and goal set-up does not steer another one (the calibrated scale
+# grew with the distance to every stored set-up and steered toward old objects), and where a stored
+# success matches, its chunk is executed (tau0 = 1). Chosen on pilot seeds 100+ (BENCHMARKS.md
+# "Memory on vs off on MT50"); the evaluation uses seeds 0..
+MEMORY_SETTINGS = {"sigma": 0.1, "replay": True}
 
 
 def main(argv=None) -> None:
@@ -74,7 +80,8 @@ def _stopped(signum, frame):
 
 def bundle(checkpoint: Path, dest: Path) -> None:
     """Copy what `from_pretrained` reads (config, weights, normalizer, backbone) into ``dest``,
-    replacing it: the optimizer and EMA state under train_state/ stay behind (ten times the size)."""
+    replacing it, and write MEMORY_SETTINGS as its memory.json: the optimizer and EMA state under
+    train_state/ stay behind (ten times the size)."""
     import shutil
     checkpoint, dest = Path(checkpoint), Path(dest)
     if not (checkpoint / "model.safetensors").is_file():
@@ -88,9 +95,13 @@ def bundle(checkpoint: Path, dest: Path) -> None:
     data = cfg.get("train_config", {}).get("data")
     if isinstance(data, list):
         cfg["train_config"]["data"] = [f"data/{Path(d).parent.name}/{Path(d).name}" for d in data]
+    state = checkpoint / "train_state" / "state.json"
+    if state.is_file():      # the step these weights reached (train_config.steps is what was asked for)
+        cfg["trained_steps"] = json.loads(state.read_text()).get("step")
     if "out" in cfg.get("train_config", {}):
         cfg["train_config"]["out"] = f"ckpt/{Path(cfg['train_config']['out']).name}"
     cfg_path.write_text(json.dumps(cfg, indent=1) + "\n")
+    (tmp / "memory.json").write_text(json.dumps(MEMORY_SETTINGS, indent=1) + "\n")
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
 

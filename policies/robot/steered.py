@@ -15,15 +15,18 @@ import numpy as np
 import torch
 
 from embodia.devices import Policy
-from embodia.memory import SuccessMemory, stable_hash
+from embodia.memory import MemoryConfig, SuccessMemory, stable_hash
 from embodia.policies.robot.vla import VLAPolicy
 
 KEY_ENCODER = "normalized-state/v1"
 
 
 def memory_for(policy: VLAPolicy, config=None) -> SuccessMemory:
-    """An empty memory whose keys and chunks match this policy's embodiment."""
+    """An empty memory whose keys and chunks match this policy's embodiment. Without ``config`` it
+    takes the checkpoint's own memory settings (``memory.json`` beside its weights), else the defaults."""
     emb = policy.embodiment
+    if config is None:
+        config = MemoryConfig(**getattr(policy, "memory_settings", {}))
     return SuccessMemory(config, key_dim=emb.state_dim, horizon=policy.cfg.horizon,
                          action_dim=emb.action_dim, hist_len=emb.exec_horizon,
                          encoder_id=KEY_ENCODER, normalizer_hash=normalizer_hash(policy))

@@ -34,6 +34,7 @@ CONFIG = "config.json"
 NORMS = "normalization.json"
 WEIGHTS = "model.safetensors"
 BACKBONE_DIR = "backbone"
+MEMORY = "memory.json"      # optional: the success-memory settings this checkpoint was tuned with
 FORMAT = "embodia-vla/1"
 
 
@@ -105,6 +106,7 @@ class VLAPolicy(Policy):
                       for name, d in norms.items()}
         self.steps = steps or self.cfg.steps
         self.ensemble = ensemble          # ACT-style temporal ensembling weight decay (None: off)
+        self.memory_settings: dict = {}   # MemoryConfig fields from the checkpoint's memory.json (from_pretrained)
         self.embodiment = embodiment
         self.prompt_override: str | None = None   # for experiments: read a different body's prompt
         self.last_timing: dict = {}
@@ -116,7 +118,9 @@ class VLAPolicy(Policy):
     @classmethod
     def from_pretrained(cls, path, **kw) -> "VLAPolicy":
         model, norms = load_checkpoint(path)
-        return cls(model, norms, **kw)
+        policy = cls(model, norms, **kw)
+        policy.memory_settings = read_memory_settings(path)
+        return policy
 
     def bind(self, embodiment: Embodiment) -> "VLAPolicy":
         """Choose the body this policy drives; it must be one the checkpoint was trained on."""
@@ -248,6 +252,26 @@ def save_checkpoint(model: VLAModel, norms: dict, path, *, extra: dict | None = 
         shutil.rmtree(old)
     else:
         os.replace(tmp, path)
+
+
+def read_memory_settings(path) -> dict:
+    """The checkpoint's ``memory.json`` (MemoryConfig fields a fresh success memory steering it starts
+    with), or {} when it has none. Unknown fields or invalid values: CheckpointError."""
+    from embodia.memory import MemoryConfig
+    f = Path(path) / MEMORY
+    if not f.is_file():
+        return {}
+    d = _read_json(f)
+    if not isinstance(d, dict):
+        raise CheckpointError(f"{f}: expected a JSON object of memory settings")
+    unknown = sorted(set(d) - set(MemoryConfig.__dataclass_fields__))
+    if unknown:
+        raise CheckpointError(f"{f}: unknown memory settings {unknown}")
+    try:
+        MemoryConfig(**d)
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{f}: {e}") from None
+    return d
 
 
 def load_checkpoint(path) -> tuple[VLAModel, dict]:
