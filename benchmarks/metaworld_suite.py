@@ -46,12 +46,17 @@ def main():
     if any("=" not in kv for kv in pairs):
         ap.error(f"--query: expected k=v&k=v, got {args.query!r}")
     query = dict(kv.split("=", 1) for kv in pairs) or None
-    rep = run_suite(args.suite, args.policy, episodes=args.episodes, seed=args.seed, jobs=args.jobs, query=query)
+
+    def progress(label):      # one stderr line per task: a full MT50 run is tens of minutes
+        return lambda task, row: print(f"{label}{task}: {row['successes']}/{row['episodes']}", file=sys.stderr,
+                                       flush=True)
+    rep = run_suite(args.suite, args.policy, episodes=args.episodes, seed=args.seed, jobs=args.jobs, query=query,
+                    on_task=progress(""))
     if args.table:
         print(suite_table(rep, published=query is None), file=sys.stderr)   # the paper's protocol only
     out = {"benchmark": "metaworld_suite", "suite": args.suite, "policy": args.policy,
            "episodes_per_task": args.episodes, "seed": args.seed,
-           "overall": rep["overall"], "groups": rep["groups"],
+           "overall": rep["overall"], "mean_of_groups": rep["mean_of_groups"], "groups": rep["groups"],
            "tasks": {t: {k: r[k] for k in ("group", "successes", "episodes", "success_rate", "wilson95",
                                             "mean_length")} for t, r in rep["tasks"].items()},
            "protocol": rep["protocol"],
@@ -62,7 +67,8 @@ def main():
         from embodia.agent.evaluation.suite_memory import suite_memory_gain
         out["memory"] = suite_memory_gain(args.suite, args.policy, episodes=args.episodes, seed=args.seed,
                                           streams=args.memory_streams, workdir=args.workdir, off_reports=[rep],
-                                          query=query,
+                                          query=query, on_task=lambda arm, s, t, row: progress(
+                                              f"stream {s} memory {arm}: ")(t, row),
                                           on_stream=lambda s, off, on: print(
                                               f"stream {s}: off {off['overall']['success_rate']:.3f}, "
                                               f"on {on['overall']['success_rate']:.3f}", file=sys.stderr))

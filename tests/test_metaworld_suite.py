@@ -164,9 +164,11 @@ def test_one_memory_steers_the_whole_suite_task_by_task(tmp_path):
 def test_memory_on_vs_off_over_a_suite_pairs_the_seeds_and_compares(tmp_path):
     from embodia.agent.evaluation.suite_memory import compare, suite_memory_gain
     tasks, q = ["reach-v3", "button-press-v3"], {"max_steps": "40"}
+    seen = []
     rep = suite_memory_gain("mt50", "embodia-tiny", episodes=2, streams=2, workdir=tmp_path / "w", tasks=tasks,
-                            query=q)
+                            query=q, on_task=lambda arm, s, t, row: seen.append((arm, s, t, row["episodes"])))
     assert sorted(p.name for p in (tmp_path / "w").iterdir()) == ["stream0", "stream1"]   # one memory per stream
+    assert seen == [(arm, s, t, 2) for s in (0, 1) for arm in ("off", "on") for t in tasks]   # progress, task by task
     assert rep["overall"]["on"]["episodes"] == rep["overall"]["off"]["episodes"] == 8
     lo, hi = rep["gain"]["newcombe95"]
     assert lo <= rep["gain"]["diff"] <= hi and set(rep["groups"]) == {"easy"}

@@ -24,10 +24,11 @@ from embodia.sim.metaworld import GROUPS
 
 def suite_memory_gain(suite: str, policy_spec: str, *, episodes: int, streams: int, workdir, seed: int = 0,
                       tasks: list[str] | None = None, query: dict | None = None, on_stream=None,
-                      off_reports: list[dict] | None = None) -> dict:
+                      off_reports: list[dict] | None = None, on_task=None) -> dict:
     """Run both arms on every stream and compare. ``workdir`` holds one memory per stream
     (``stream<s>``; an existing one is refused: a stream starts empty). ``off_reports``: "off" arm
-    reports already run on exactly these seeds (e.g. the checkpoint's own evaluation), reused."""
+    reports already run on exactly these seeds (e.g. the checkpoint's own evaluation), reused.
+    ``on_task(arm, stream, task, row)`` after each task of each arm (progress)."""
     workdir = Path(workdir)
     arms: dict[str, list[dict]] = {"off": [], "on": []}
     for s in range(streams):
@@ -35,11 +36,15 @@ def suite_memory_gain(suite: str, policy_spec: str, *, episodes: int, streams: i
         if mem.exists():
             raise ValueError(f"{mem} exists: each stream starts with an empty memory; use a fresh --workdir")
         kw = dict(episodes=episodes, seed=seed + s * episodes, tasks=tasks, query=query)
-        off = off_reports[s] if off_reports and s < len(off_reports) else run_suite(suite, policy_spec, **kw)
+
+        def progress(arm):
+            return (lambda task, row: on_task(arm, s, task, row)) if on_task else None
+        off = (off_reports[s] if off_reports and s < len(off_reports)
+               else run_suite(suite, policy_spec, on_task=progress("off"), **kw))
         if off["seed"] != kw["seed"] or off["episodes_per_task"] != episodes:
             raise ValueError(f"off report {s} ran seed {off['seed']} x {off['episodes_per_task']}, "
                              f"not {kw['seed']} x {episodes}")
-        on = run_suite(suite, policy_spec, memory=str(mem), **kw)
+        on = run_suite(suite, policy_spec, memory=str(mem), on_task=progress("on"), **kw)
         arms["off"].append(off)
         arms["on"].append(on)
         if on_stream:
