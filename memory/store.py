@@ -242,6 +242,19 @@ class SuccessMemory:
         out["efficiency"] = (t_min / np.maximum(out["ep_len"], 1)).astype(np.float32)
         return out
 
+    def last_episode_id(self) -> int:
+        """The highest source episode id the memory knows (stored entries, failure credit, who steered
+        whom), 0 when none: a control loop that reopens a saved memory numbers its episodes after it,
+        so credit for a new episode never lands on an old one that had the same number."""
+        ids = [0]
+        for ns in self._ns.values():
+            if ns.n:
+                ids.append(int(ns.cols["episode_id"].max()))
+            ids.extend(ns.source_credit)
+            ids.extend(ns.parents)
+            ids.extend(p for ps in ns.parents.values() for p in ps)
+        return max(ids)
+
     def stats(self) -> Dict[str, dict]:
         out = {}
         for name, ns in sorted(self._ns.items()):

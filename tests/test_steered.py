@@ -309,3 +309,25 @@ def test_a_checkpoint_carries_the_memory_settings_it_was_tuned_with(ckpt, tmp_pa
         (tuned / "memory.json").write_text(json.dumps(bad))
         with pytest.raises(CheckpointError, match=re.escape(says)):
             VLAPolicy.from_pretrained(tuned)
+
+
+def test_a_reopened_memory_numbers_new_episodes_after_its_own(ckpt, tmp_path):
+    with open_device("sim:twogap-push") as dev:
+        pol = VLAPolicy.from_pretrained(ckpt, threads=1).bind(dev.embodiment)
+        emb = dev.embodiment
+        states = np.zeros((12, emb.state_dim), np.float32)
+        actions = np.zeros((12, emb.action_dim), np.float32)
+        first = SteeredPolicy(pol, memory_for(pol), namespace="ns")
+        assert first.episodes == 0
+        for i in range(2):
+            first.set_executed(list(states + 3 * i), list(actions - 0.5 * i))
+            first.end_episode(True)
+        first.memory.save(tmp_path / "m")
+        from embodia.memory import SuccessMemory
+        from embodia.policies.robot.steered import KEY_ENCODER, normalizer_hash
+        again = SteeredPolicy(pol, SuccessMemory.load(tmp_path / "m", encoder_id=KEY_ENCODER,
+                                                      normalizer_hash=normalizer_hash(pol)), namespace="ns")
+        assert again.episodes == 2       # the old process stored episodes 1 and 2
+        again.set_executed(list(states + 1), list(actions + 0.5))
+        again.end_episode(True)
+        assert sorted(set(again.memory.entries("ns")["episode_id"].tolist())) == [1, 2, 3]

@@ -45,7 +45,7 @@ class SteeredPolicy(Policy):
         emb = policy.embodiment
         self._snorm = policy.norms[emb.name]["state"]
         self._anorm = policy.norms[emb.name]["action"]
-        self.episodes = 0
+        self.episodes = memory.last_episode_id()   # a reopened memory: new episodes number on after it
         self.reset(None)
 
     @property
