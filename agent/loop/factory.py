@@ -12,7 +12,7 @@ BUNDLED = {"embodia-tiny": BUNDLED_CHECKPOINTS / "embodia-tiny",
            "embodia-mt50": BUNDLED_CHECKPOINTS / "embodia-mt50"}
 # the committed command that rebuilds each bundled checkpoint
 REBUILD = {"embodia-tiny": "python -m embodia.agent.training.tiny",
-           "embodia-mt50": "python -m embodia.agent.training.mt50 --steps 2500 --bundle policies/checkpoints/embodia-mt50"}
+           "embodia-mt50": "python -m embodia.agent.training.mt50 --steps 5000 --bundle policies/checkpoints/embodia-mt50"}
 
 POLICY_SPECS = {
     "embodia-tiny": "the bundled VLA (tiny Qwen2.5-VL backbone + DiT head), trained on sim demos; on GUI "

@@ -2,12 +2,12 @@
 
     python -m embodia.agent.training.mt50 --data data/mt50 --out ckpt/embodia-mt50
     python -m embodia.agent.training.mt50 --data data/mt50 --out ckpt/embodia-mt50 --steps 40000   # train longer
-    python -m embodia.agent.training.mt50 --steps 2500 --bundle policies/checkpoints/embodia-mt50   # the bundled one
+    python -m embodia.agent.training.mt50 --steps 5000 --bundle policies/checkpoints/embodia-mt50   # the bundled one
 
 Both halves resume: run the same command again after a stop (or in the next session) and the
 recording goes on from the task and seed where it stopped (`record_suite`), the training from its
 last save (`train --resume`). ``--bundle DIR`` then copies what inference reads (no training state)
-into DIR: the bundled ``embodia-mt50`` is that copy at step 2,500. Demos use seeds 1000.. (evaluation uses 0..), Meta-World's own
+into DIR (with MEMORY_SETTINGS as its memory.json): the bundled ``embodia-mt50`` is that copy at step 5,000. Demos use seeds 1000.. (evaluation uses 0..), Meta-World's own
 scripted policies, successes only (LeRobot's MT50 dataset also holds 50 per task). Wall time of each
 session is appended to ``<out>.sessions.jsonl``, so the total over sessions can be reported.
 """
