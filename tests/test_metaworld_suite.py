@@ -227,14 +227,12 @@ def test_mt50_build_writes_a_stopped_session_and_bundles_without_training_state(
     shutil.copytree(BUNDLED["embodia-mt50"], src)
     (src / "train_state").mkdir()
     (src / "train_state" / "optimizer.safetensors").write_bytes(b"x" * 1000)
-    (src / "train_state" / "state.json").write_text(json.dumps({"step": 1234}))
     cfg = json.loads((src / "config.json").read_text())
     cfg["train_config"]["data"] = ["/home/someone/data/mt50/reach-v3"]
     (src / "config.json").write_text(json.dumps(cfg))
     mt50.bundle(src, tmp_path / "bundle")
     assert not (tmp_path / "bundle" / "train_state").exists()
     assert json.loads((tmp_path / "bundle" / "memory.json").read_text()) == mt50.MEMORY_SETTINGS
-    assert json.loads((tmp_path / "bundle" / "config.json").read_text())["trained_steps"] == 1234
     assert json.loads((tmp_path / "bundle" / "config.json").read_text())["train_config"]["data"] == \
         ["data/mt50/reach-v3"]
     with pytest.raises(FileNotFoundError):

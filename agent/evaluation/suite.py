@@ -29,9 +29,10 @@ PREFIX = "sim:metaworld/"
 # MT50 success in % per difficulty group, as the SmolVLA paper publishes it (arXiv 2506.01844, its
 # Meta-World table: LeRobot's environment, 10 trials per task, a `corner2` image and a 4-dim
 # agent_pos; LeRobot's MT50 demos). "avg" is the paper's Avg. column: the plain mean of the four
-# group figures, not the rate over all 500 episodes (compare it with a report's "mean_of_groups"). Entered from the table as three independent public notes
-# reproduce it, figure for figure (the paper's own PDF could not be read where this was written);
-# README "Meta-World suites" lists how our protocol differs.
+# group figures, not the rate over all 500 episodes (compare it with a report's "mean_of_groups").
+# Entered from the table as three independent public notes reproduce it, figure for figure (the
+# paper's own PDF could not be read where this was written); README "Meta-World suites" lists how
+# our protocol differs.
 PUBLISHED_MT50 = {
     "SmolVLA (0.45B)": {"easy": 82.5, "medium": 41.8, "hard": 45.0, "very_hard": 60.0, "avg": 57.3},
     "pi0 (3.5B)": {"easy": 71.8, "medium": 48.2, "hard": 41.7, "very_hard": 30.0, "avg": 47.9},
@@ -358,7 +359,8 @@ def _fmt(c: dict) -> str:
 
 def suite_table(rep: dict, published: bool = False) -> str:
     """The report as a plain-text table: one line per task, then per group, then overall. With
-    ``published`` (full MT50 only), the group and overall lines also carry PUBLISHED_MT50's figures (%)."""
+    ``published`` (full MT50 only), the group lines and the mean-of-groups line also carry
+    PUBLISHED_MT50's figures (%)."""
     pub = published and rep["suite"] == "mt50" and rep["overall"]["tasks"] == len(SUITES["mt50"])
     names = list(PUBLISHED_MT50) if pub else []
     head = "".join(f"  {n:>17}" for n in names)

@@ -95,9 +95,6 @@ def bundle(checkpoint: Path, dest: Path) -> None:
     data = cfg.get("train_config", {}).get("data")
     if isinstance(data, list):
         cfg["train_config"]["data"] = [f"data/{Path(d).parent.name}/{Path(d).name}" for d in data]
-    state = checkpoint / "train_state" / "state.json"
-    if state.is_file():      # the step these weights reached (train_config.steps is what was asked for)
-        cfg["trained_steps"] = json.loads(state.read_text()).get("step")
     if "out" in cfg.get("train_config", {}):
         cfg["train_config"]["out"] = f"ckpt/{Path(cfg['train_config']['out']).name}"
     cfg_path.write_text(json.dumps(cfg, indent=1) + "\n")
