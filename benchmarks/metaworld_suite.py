@@ -23,7 +23,7 @@ import time
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from embodia.agent.evaluation.suite import PUBLISHED_MT50, run_suite, suite_table  # noqa: E402
+from embodia.agent.evaluation.suite import PREFIX, PUBLISHED_MT50, parse_suite, run_suite, suite_table  # noqa: E402
 
 
 def main():
@@ -37,15 +37,15 @@ def main():
     ap.add_argument("--memory-streams", type=int, default=0, help="also memory on vs off over this many paired "
                     "streams (one fresh memory per stream, shared by every task)")
     ap.add_argument("--workdir", default=None, help="with --memory-streams: where the streams' memories go")
-    ap.add_argument("--query", default="", help="device query for every task, k=v&... (e.g. repeat=1: the same "
+    ap.add_argument("--query", default="", help="device query for every task, k=v&... as in a suite URI (e.g. repeat=1: the same "
                     "object and goal set-up in every episode of a task)")
     args = ap.parse_args()
     if args.memory_streams and not args.workdir:
         ap.error("--memory-streams needs --workdir")
-    pairs = [kv for kv in args.query.split("&") if kv]
-    if any("=" not in kv for kv in pairs):
-        ap.error(f"--query: expected k=v&k=v, got {args.query!r}")
-    query = dict(kv.split("=", 1) for kv in pairs) or None
+    parsed = parse_suite(f"{PREFIX}{args.suite}?{args.query}")    # read as `embodia eval` reads the URI
+    if parsed is None:
+        ap.error(f"--suite {args.suite!r}: not a Meta-World suite")
+    query = parsed[1] or None
 
     def progress(label):      # one stderr line per task: a full MT50 run is tens of minutes
         return lambda task, row: print(f"{label}{task}: {row['successes']}/{row['episodes']}", file=sys.stderr,

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from embodia.agent.evaluation.evaluate import machine, run_episodes
-from embodia.agent.evaluation.stats import wilson
+from embodia.agent.evaluation.stats import Z95, wilson
 from embodia.agent.loop.factory import BUNDLED, device_namespace, make_device, make_policy, with_memory
 from embodia.sim.metaworld import GROUPS, SUITE_MAX_STEPS, SUITES, group_of, suite_tasks
 
@@ -345,7 +345,7 @@ def mean_of_groups(groups: dict) -> dict | None:
     if len(cells) < 2:
         return None
     rate = sum(c["success_rate"] for c in cells) / len(cells)
-    half = 1.96 * sum(c["success_rate"] * (1 - c["success_rate"]) / c["episodes"] for c in cells) ** 0.5 / len(cells)
+    half = Z95 * sum(c["success_rate"] * (1 - c["success_rate"]) / c["episodes"] for c in cells) ** 0.5 / len(cells)
     return {"rate": round(rate, 4), "ci95": [max(0.0, round(rate - half, 4)), min(1.0, round(rate + half, 4))],
             "groups": len(cells)}
 
