@@ -257,3 +257,21 @@ def test_the_mt50_table_stands_beside_the_published_figures():
     # a subset of the suite stands alone: the paper's figures are for all 50 tasks
     part = dict(rep, tasks=dict(list(rep["tasks"].items())[:3]), overall={**row, "tasks": 3})
     assert "57.3" not in suite_table(part, published=True)
+
+
+def test_the_mean_of_groups_keeps_an_honest_interval_at_zero_and_one():
+    from embodia.agent.evaluation.stats import mean_of_rates, wilson
+    from embodia.agent.evaluation.suite import mean_of_groups
+    # a 1-episode smoke run: every group at 0 or 1 (a normal approximation gave [x, x] here)
+    one = {g: {"successes": k, "episodes": 1} for g, k in (("easy", 1), ("medium", 0), ("hard", 1))}
+    m = mean_of_groups(one)
+    assert m["ci95"][0] < m["rate"] < m["ci95"][1] and m["ci95"][1] - m["ci95"][0] > 0.5
+    zero = mean_of_groups({g: {"successes": 0, "episodes": 20} for g in ("a", "b")})
+    assert zero["ci95"][0] == 0.0 and zero["ci95"][1] > 0.1
+    # one group alone is its Wilson interval; with equal groups the interval narrows like sqrt(G)
+    assert mean_of_rates([(7, 10)])[1:] == wilson(7, 10)
+    lo1, hi1 = wilson(30, 60)
+    _, lo4, hi4 = mean_of_rates([(30, 60)] * 4)
+    assert abs((hi4 - lo4) - (hi1 - lo1) / 2) < 1e-9
+    with pytest.raises(ValueError):
+        mean_of_rates([(1, 0)])

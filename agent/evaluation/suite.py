@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from embodia.agent.evaluation.evaluate import machine, run_episodes
-from embodia.agent.evaluation.stats import Z95, wilson
+from embodia.agent.evaluation.stats import mean_of_rates, wilson
 from embodia.agent.loop.factory import BUNDLED, device_namespace, make_device, make_policy, with_memory
 from embodia.sim.metaworld import GROUPS, SUITE_MAX_STEPS, SUITES, group_of, suite_tasks
 
@@ -335,19 +335,17 @@ def _report(suite, policy_spec, rows, *, seed, episodes, query, render, timing) 
 
 def mean_of_groups(groups: dict) -> dict | None:
     """The plain mean of the groups' success rates (each group counts once, whatever its size: the
-    "Avg." of the field's MT50 tables), with a normal-approximation 95% interval (the groups are
-    independent samples: variance = sum of p(1-p)/n over groups / G^2). None for fewer than 2 groups.
+    "Avg." of the field's MT50 tables), with a 95% interval built from the groups' Wilson intervals
+    (`stats.mean_of_rates`; the groups are independent samples). None for fewer than 2 groups.
 
-    >>> mean_of_groups({"a": {"success_rate": 0.8, "episodes": 100}, "b": {"success_rate": 0.4, "episodes": 100}})["rate"]
-    0.6
+    >>> mean_of_groups({"a": {"successes": 80, "episodes": 100}, "b": {"successes": 40, "episodes": 100}})
+    {'rate': 0.6, 'ci95': [0.5366, 0.6593], 'groups': 2}
     """
-    cells = [c for c in groups.values() if c["episodes"]]
+    cells = [(c["successes"], c["episodes"]) for c in groups.values() if c["episodes"]]
     if len(cells) < 2:
         return None
-    rate = sum(c["success_rate"] for c in cells) / len(cells)
-    half = Z95 * sum(c["success_rate"] * (1 - c["success_rate"]) / c["episodes"] for c in cells) ** 0.5 / len(cells)
-    return {"rate": round(rate, 4), "ci95": [max(0.0, round(rate - half, 4)), min(1.0, round(rate + half, 4))],
-            "groups": len(cells)}
+    rate, low, high = mean_of_rates(cells)
+    return {"rate": round(rate, 4), "ci95": [round(low, 4), round(high, 4)], "groups": len(cells)}
 
 
 def _fmt(c: dict) -> str:
