@@ -13,10 +13,11 @@ to store it later, and ``embodia memory review`` shows it to a person::
 Each record is written under ``pending/.tmp-<id>`` and renamed into place (a crash leaves no half
 record), and leaves the list by a rename to ``pending/.gone-<id>`` before it is deleted. ``confirm``
 stores the episode as a verified success (so it steers afterwards) and ``reject`` credits the entries
-that steered it with a failure (the memory's failure credit, cascade included); both save the memory
-atomically, then remove the record. A crash between the two leaves the record listed: confirming it
-again merges into the entries it already made (the memory deduplicates), rejecting it again counts
-one more failure.
+that steered it with a failure (the memory's failure credit, cascade included). Both note the
+record's id in the memory (``reviewed``, saved in its meta.json), save the memory atomically, then
+remove the record. A crash between the two leaves the record on disk, but the saved memory names it
+as decided, so the next listing finishes its removal instead of showing it again: an episode is
+never stored twice nor credited twice.
 
 >>> import tempfile, numpy as np
 >>> d = Path(tempfile.mkdtemp())
@@ -115,15 +116,32 @@ def hold(folder, record: dict, *, arrays: Optional[dict] = None, frame=None) -> 
     return pid
 
 
+def reviewed(folder) -> set:
+    """The ids of pending episodes that the memory saved in ``folder`` says were decided (empty when
+    no memory is saved there, or one saved before it kept them)."""
+    try:
+        meta = json.loads((Path(folder) / "meta.json").read_bytes().decode("utf-8"))
+    except (OSError, ValueError):
+        return set()
+    ids = meta.get("reviewed") if isinstance(meta, dict) else None
+    return {str(i) for i in ids} if isinstance(ids, list) else set()
+
+
 def pending(folder) -> list[dict]:
-    """The kept episodes, oldest first, each its episode.json plus ``frame_path`` (absolute, or None)."""
+    """The kept episodes, oldest first, each its episode.json plus ``frame_path`` (absolute, or None).
+    A record the saved memory already names as decided (a review cut short between saving the memory
+    and removing the record) is removed here, not listed."""
     root = Path(folder) / PENDING
     if not root.is_dir():
         return []
+    done = reviewed(folder)
     out = []
     for d in sorted(root.iterdir()):
         if not d.is_dir() or not _ID.fullmatch(d.name):
             continue            # .tmp-* (a hold cut short) and .gone-* (a removal cut short) are not listed
+        if d.name in done:
+            drop(folder, d.name)
+            continue
         try:
             rec = json.loads((d / "episode.json").read_bytes().decode("utf-8"))
         except (OSError, ValueError) as e:
@@ -163,6 +181,7 @@ def drop(folder, pid: str) -> None:
 def confirm(mem, rec: dict, arrays: dict) -> int:
     """Store a kept episode as a verified success (crediting the entries that steered it with a
     success); returns the entries stored or merged. The caller saves the memory, then drops it."""
+    _decide(mem, rec)
     mem.attach_uses(rec.get("uses") or {})
     mem.end_episode(True, namespace=rec["namespace"])
     if rec["kind"] == "screen":
@@ -177,8 +196,15 @@ def confirm(mem, rec: dict, arrays: dict) -> int:
 def reject(mem, rec: dict) -> dict:
     """A kept episode judged a failure: the entries that steered it are credited with a failure
     (deleted when they keep failing, their source episodes too); returns {"credited", "deleted"}."""
+    _decide(mem, rec)
     mem.attach_uses(rec.get("uses") or {})
     return mem.end_episode(False, namespace=rec["namespace"])
+
+
+def _decide(mem, rec: dict) -> None:
+    if rec["id"] in mem.reviewed:
+        raise PendingError(f"pending episode {rec['id']} was already decided (this memory holds its outcome)")
+    mem.reviewed.add(rec["id"])
 
 
 def open_saved(folder):

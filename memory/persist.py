@@ -214,7 +214,7 @@ def save(mem, path: Path) -> Path:
         "encoder_id": mem.encoder_id, "normalizer_hash": mem.normalizer_hash,
         "key_dim": mem.key_dim, "horizon": mem.horizon, "action_dim": mem.action_dim,
         "hist_len": mem.hist_len, "config": mem.config.to_dict(), "generation": gen,
-        "saved_at": time.time(), "namespaces": nss,
+        "saved_at": time.time(), "namespaces": nss, "reviewed": sorted(mem.reviewed),
     }
     meta["meta_sha256"] = meta_checksum(meta)
     text = json.dumps(meta, indent=1, sort_keys=True).encode("utf-8")
@@ -403,4 +403,5 @@ def load(cls, path: Path, *, encoder_id: str, normalizer_hash: str, on_error: st
         if on_error == "empty":
             return empty(e)
         raise
+    mem.reviewed = {str(i) for i in meta.get("reviewed") or ()}
     return mem

@@ -199,6 +199,7 @@ class ScreenMemory:
         self._ns: Dict[str, _Space] = {}
         self._uses: Dict[str, Dict[int, float]] = {}       # namespace -> entry id -> vote weight
         self.next_episode = 0
+        self.reviewed: set = set()      # pending episodes a person decided (as SuccessMemory.reviewed)
 
     # -- introspection ---------------------------------------------------------------------------
     def namespaces(self) -> List[str]:
@@ -620,7 +621,8 @@ class ScreenMemory:
                          "entries": f_np.name, "values": f_js.name})
         meta = {"format": "embodia.screen_memory", "schema_version": SCREEN_SCHEMA_VERSION,
                 "featurizer": self.featurizer.id, "config": self.config.to_dict(), "generation": gen,
-                "next_episode": self.next_episode, "saved_at": time.time(), "namespaces": recs}
+                "next_episode": self.next_episode, "saved_at": time.time(), "namespaces": recs,
+                "reviewed": sorted(self.reviewed)}
         text = json.dumps(meta, indent=1, sort_keys=True).encode("utf-8")
         write_atomic(path / "meta.json", lambda f: f.write(text))
         fsync_dir(path)
@@ -669,6 +671,7 @@ class ScreenMemory:
             raise MemoryMismatch(f"{mp}: keys from featurizer {meta.get('featurizer')!r}, this memory "
                                  f"uses {mem.featurizer.id!r}; re-key instead of mixing key spaces")
         mem.next_episode = int(meta.get("next_episode", 0))
+        mem.reviewed = {str(i) for i in meta.get("reviewed") or ()}
         for rec in meta.get("namespaces", []):
             try:
                 d = path / rec["dir"]

@@ -217,6 +217,9 @@ class SuccessMemory:
         self._src_uses: Dict[str, Dict[int, float]] = {}   # namespace -> source episode -> weight
         # namespace -> the sources that steered the success just reported, until add_episode stores it
         self._parents: Dict[str, Dict[int, float]] = {}
+        # ids of pending episodes a person decided (memory/pending.py): saved with the memory, so a
+        # record whose removal a crash cut short is dropped, not applied a second time
+        self.reviewed: set = set()
 
     # -- introspection ---------------------------------------------------------------------------
     def namespaces(self) -> List[str]:

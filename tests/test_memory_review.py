@@ -177,3 +177,49 @@ def test_review_on_a_real_terminal_asks_each_and_skip_keeps_it(tmp_path):
     assert f"{ids[2]}: confirmed" not in text and f"{ids[2]}: rejected" not in text
     assert [rec["id"] for rec in pending.pending(mem)] == [ids[2]]
     assert len(ScreenMemory.load(mem)) > 0
+
+
+def test_a_review_cut_short_after_the_memory_saved_is_not_applied_twice(fake_openai, tmp_path, monkeypatch):
+    """The memory is saved (with the decided id in it), then the crash comes before the record leaves
+    the list: the next look finishes the removal, so the failure is credited once, not twice."""
+    mem = tmp_path / "mem"
+    for _ in range(3):
+        r = CliRunner().invoke(cli.app, ["run", "-d", "gui-sim:settings", "-p", "expert", "-n", "1", "--memory",
+                                         str(mem), "--no-record", "--success", "oracle"])
+        assert r.exit_code == 0, r.output
+    judged_run(fake_openai, mem, tmp_path)
+    (rec,) = pending.pending(mem)
+    (ns,) = ScreenMemory.load(mem).namespaces()
+
+    class Killed(Exception):
+        pass
+
+    def crash(folder, pid):
+        raise Killed("killed between saving the memory and removing the record")
+    monkeypatch.setattr(pending, "drop", crash)
+    with pytest.raises(Killed):
+        CliRunner().invoke(cli.app, ["memory", "review", str(mem), "--reject", rec["id"]], catch_exceptions=False)
+    monkeypatch.undo()
+    assert (mem / "pending" / rec["id"]).is_dir()                        # the record is still on disk
+    saved = ScreenMemory.load(mem)
+    assert rec["id"] in saved.reviewed and sum(e["n_used_fail"] for e in saved.entries(ns)) == 2
+    assert pending.pending(mem) == [] and not (mem / "pending" / rec["id"]).exists()   # finished, not shown
+    r = CliRunner().invoke(cli.app, ["memory", "review", str(mem), "--reject", rec["id"]])
+    assert r.exit_code == 0 and "no pending episodes" in " ".join(r.output.split()), r.output
+    assert sum(e["n_used_fail"] for e in ScreenMemory.load(mem).entries(ns)) == 2       # credited once
+    with pytest.raises(pending.PendingError, match="already decided"):
+        pending.reject(ScreenMemory.load(mem), rec)
+
+
+def test_a_robot_memory_keeps_the_ids_it_decided(tmp_path):
+    from embodia.memory import MemoryConfig, SuccessMemory
+    m = SuccessMemory(MemoryConfig(), key_dim=2, horizon=4, action_dim=1, hist_len=2, encoder_id="e",
+                      normalizer_hash="h")
+    pid = pending.hold(tmp_path, {"kind": "robot", "namespace": "p/t", "instruction": "push", "label": {}},
+                       arrays={"keys": np.zeros((6, 2), np.float32), "actions": np.ones((6, 1), np.float32)})
+    rec, arrays = pending.get(tmp_path, pid)
+    assert pending.confirm(m, rec, arrays) > 0
+    m.save(tmp_path)                                       # ... and the crash comes before drop()
+    assert pending.open_saved(tmp_path).reviewed == {pid}
+    assert pending.pending(tmp_path) == []                 # the next look removes it instead of listing it
+    assert len(pending.open_saved(tmp_path)) == len(m)
