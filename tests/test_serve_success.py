@@ -3,8 +3,10 @@ itself when it ends (episode_end without __success__, a new episode, the connect
 import json
 import os
 import subprocess
+import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 from websockets.sync.client import connect
@@ -146,3 +148,35 @@ print("done")
     assert saved(tiny, path) > 0
     writes = [json.loads(line) for line in (path / "writes.jsonl").read_text().splitlines()]
     assert [(w["client"], w["success"]) for w in writes] == [("--success check", True)] * 2
+
+
+class SlowJudge:
+    """A label that takes as long as the test wants (a judge's HTTP call stands behind it)."""
+
+    def __init__(self, inner):
+        self.inner, self.release, self.asked = inner, threading.Event(), threading.Event()
+
+    def __call__(self, *args):
+        self.asked.set()
+        assert self.release.wait(30), "the test never released the judge"
+        return self.inner(*args)
+
+
+def test_a_slow_judge_holds_up_only_the_connection_it_labels(tiny, body, tmp_path):
+    path = tmp_path / "mem"
+    emb = body.embodiment
+    judge = SlowJudge(server_labeler(ALWAYS, emb))
+    server = PolicyServer(tiny, emb, memory=memory_for(tiny), memory_path=path,
+                          namespace=device_namespace("sim:twogap-push", emb), labeler=judge)
+    with server.running() as url:
+        with connect(url, max_size=None, open_timeout=10) as a, connect(url, max_size=None, open_timeout=10) as b:
+            unpackb(a.recv(timeout=10)), unpackb(b.recv(timeout=10))
+            drive(a, body, 1)
+            a.send(packb({"__ctrl__": "episode_end"}))          # a's label is now being asked ...
+            assert judge.asked.wait(20)
+            obs = body.reset(7)
+            reply = unpackb(_call(b, {**obs.features(), "prompt": PROMPT, "seed": 7}))   # ... b is served meanwhile
+            assert np.asarray(reply["actions"]).shape[1] == emb.action_dim
+            judge.release.set()
+            ack = unpackb(a.recv(timeout=30))
+    assert ack["label"]["source"] == "check" and ack["label"]["verified"] and ack["memory_entries"] > 0

@@ -55,8 +55,10 @@ Messages are msgpack maps, numpy arrays encoded as openpi-client encodes them (`
 Each connection is a session of its own (sampler seed, executed-step history, memory credit) over
 one shared model. Model calls and memory updates run one at a time on one worker thread, in arrival
 order; a connection has at most one request in flight, so a client waits at most one bounded
-decision per other connection ahead of it (fair round robin), and with more than
-``Limits.max_queue`` calls waiting a request is refused ("busy") instead of queued. Connections
+decision per other connection ahead of it (fair round robin). A ``--success`` label (a judge's
+HTTP call or generate, up to its timeout) is asked on a thread of its own, so it holds up only the
+connection whose episode it labels; the memory write it decides then takes its turn on the worker.
+With more than ``Limits.max_queue`` calls waiting a request is refused ("busy") instead of queued. Connections
 beyond ``Limits.max_connections`` (``max_connections_per_peer`` from one address) are refused at
 the handshake (503), and a connection that keeps sending refused messages is slowed down.
 
@@ -259,9 +261,9 @@ class _Session:
             self.labeler._kept = []         # its frames are this connection's own (the model is shared)
         self.episode: dict | None = None
 
-    def act(self, obs: Observation, prompt: str, begin: dict) -> np.ndarray:
+    def act(self, obs: Observation, prompt: str, begin: dict, label: dict | None = None) -> np.ndarray:
         if begin["reset"] or self.fresh:
-            self.close_episode()         # a client that starts anew without episode_end ended the last one
+            self.close_episode(label)    # a client that starts anew without episode_end ended the last one
             self.policy.reset(begin["seed"])
             self.fresh = False
             self.episode = {"first": obs, "last": obs, "prompt": prompt, "seed": begin["seed"], "t": 0}
@@ -275,17 +277,17 @@ class _Session:
             self.policy.observe(obs, a)                          # send what really ran
         return chunk
 
-    def end(self, success: bool | None, steps) -> tuple[int | None, dict | None]:
+    def end(self, success: bool | None, steps, label: dict | None = None) -> tuple[int | None, dict | None]:
         """Close the episode; with a memory and a known outcome, store a success or credit a failure.
         No outcome from the client and ``--success`` on the server: the server labels it (a verified
-        label is the outcome; any other keeps the episode pending). (memory entries, the label)."""
+        label is the outcome; any other keeps the episode pending; ``label``: already judged, see
+        ``judge``). (memory entries, the label)."""
         self.fresh = True
         mem = self.server.memory
         if steps is not None and mem is not None:
             self.policy.set_executed(steps[0], steps[1])
-        label = None
         if success is None:
-            label = self.close_episode()
+            label = self.close_episode(label)
         else:
             self.episode = None          # the client's outcome: the server's source is not asked
         if success is not None and mem is not None:
@@ -293,13 +295,23 @@ class _Session:
                 self.policy.end_episode(success)     # saves the memory (autosave)
         return (None if mem is None else len(mem)), label
 
-    def close_episode(self) -> dict | None:
-        """Label the episode in progress with the server's ``--success`` source (None: no source or
-        no episode): verified, the memory stores it or credits a failure; else it is held pending."""
-        ep, self.episode = self.episode, None
+    def judge(self) -> dict | None:
+        """The server's ``--success`` label of the episode in progress (None: no source or no episode);
+        changes nothing. A judge may take seconds, so the server asks it off the model's thread."""
+        ep = self.episode
         if self.labeler is None or ep is None:
             return None
-        label = self.labeler(self.server.body, ep["first"], ep["last"], ep["prompt"], ep["seed"]).to_dict()
+        return self.labeler(self.server.body, ep["first"], ep["last"], ep["prompt"], ep["seed"]).to_dict()
+
+    def close_episode(self, label: dict | None = None) -> dict | None:
+        """Close the episode in progress with its ``--success`` label (``label``, or asked here; None:
+        no source or no episode): verified, the memory stores it or credits a failure; else it is
+        held pending."""
+        if label is None:
+            label = self.judge()
+        ep, self.episode = self.episode, None
+        if label is None or ep is None:
+            return None
         mem = self.server.memory
         if mem is not None:
             with self._credit():
@@ -343,6 +355,10 @@ class PolicyServer:
         self._lock = threading.Lock()
         # one worker thread runs every model call and memory update, first come first served
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embodia-model")
+        # --success labels are asked on a thread of their own: a judge's HTTP call (up to its timeout)
+        # or generate() must not hold up the other connections' model calls
+        self._judge = (ThreadPoolExecutor(max_workers=1, thread_name_prefix="embodia-judge")
+                       if labeler is not None else None)
         self._queued = 0                   # calls submitted and not finished (event-loop thread only)
         self._conns: dict[str, int] = {}   # open connections per peer address (event-loop thread only)
         self._busy_since: float | None = None
@@ -459,7 +475,8 @@ class PolicyServer:
         finally:
             if session.episode is not None and session.labeler is not None:    # gone without episode_end
                 try:
-                    await self._run(session.close_episode)
+                    label = await self._label(session)
+                    await self._run(session.close_episode, label)
                 except Exception:      # noqa: BLE001 - a failed label must not take the server down
                     log.exception("labelling the episode of a closed connection failed")
             self._conns[host] -= 1
@@ -476,7 +493,8 @@ class PolicyServer:
             if "__ctrl__" in msg:
                 return await self._control(session, msg)
             obs, prompt, begin = read_observation(msg, self.embodiment, self.limits)
-            chunk, timing = await self._run(session.act, obs, prompt, begin)
+            label = await self._label(session) if begin["reset"] or session.fresh else None
+            chunk, timing = await self._run(session.act, obs, prompt, begin, label)
             info = dict(session.policy.info())
             return {"actions": chunk, "server_timing": timing} | ({"policy_info": info} if info else {})
         except ValueError as e:         # a refused request: the client can fix it and go on
@@ -501,7 +519,8 @@ class PolicyServer:
         client = msg.get("__client__")
         client = client[:64] if isinstance(client, str) else None
         before = len(self.memory) if self.memory is not None else None
-        (entries, label), timing = await self._run(session.end, success, steps)
+        label = await self._label(session) if success is None else None
+        (entries, label), timing = await self._run(session.end, success, steps, label)
         if success is not None and self.memory is not None:
             self._log_write(session, client, success, steps, before, entries)
         return {"__ack__": "episode_end", "memory_entries": entries, "server_timing": timing} | \
@@ -531,6 +550,13 @@ class PolicyServer:
                 f.write(json.dumps(rec) + "\n")
         except OSError as e:
             log.warning("could not log the memory write: %s", e)
+
+    async def _label(self, session: _Session) -> dict | None:
+        """The ``--success`` label of the session's episode in progress, asked on the judge's thread
+        (the model's worker serves other connections meanwhile); None without a source or an episode."""
+        if self._judge is None or session.episode is None:
+            return None
+        return await asyncio.get_running_loop().run_in_executor(self._judge, session.judge)
 
     async def _run(self, fn, *args):
         """``fn(*args)`` on the model's worker thread (calls run one at a time, in arrival order), and
