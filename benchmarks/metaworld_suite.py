@@ -20,6 +20,7 @@ import os
 import platform
 import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -39,6 +40,8 @@ def main():
     ap.add_argument("--workdir", default=None, help="with --memory-streams: where the streams' memories go")
     ap.add_argument("--query", default="", help="device query for every task, k=v&... as in a suite URI (e.g. repeat=1: the same "
                     "object and goal set-up in every episode of a task)")
+    ap.add_argument("--resume", default=None, help="keep finished tasks of the evaluation in this file; the same "
+                    "command after a stop goes on from it (removed once the run is reported)")
     args = ap.parse_args()
     if args.memory_streams and not args.workdir:
         ap.error("--memory-streams needs --workdir")
@@ -51,7 +54,9 @@ def main():
         return lambda task, row: print(f"{label}{task}: {row['successes']}/{row['episodes']}", file=sys.stderr,
                                        flush=True)
     rep = run_suite(args.suite, args.policy, episodes=args.episodes, seed=args.seed, jobs=args.jobs, query=query,
-                    on_task=progress(""))
+                    on_task=progress(""), resume=args.resume,
+                    on_resumed=lambda ts: print(f"resuming: {len(ts)} tasks finished by a stopped run",
+                                                file=sys.stderr))
     if args.table:
         print(suite_table(rep, published=query is None), file=sys.stderr)   # the paper's protocol only
     out = {"benchmark": "metaworld_suite", "suite": args.suite, "policy": args.policy,
@@ -73,6 +78,8 @@ def main():
                                               f"stream {s}: off {off['overall']['success_rate']:.3f}, "
                                               f"on {on['overall']['success_rate']:.3f}", file=sys.stderr))
     print(json.dumps(out))
+    if args.resume:
+        Path(args.resume).unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

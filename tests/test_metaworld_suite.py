@@ -275,3 +275,77 @@ def test_the_mean_of_groups_keeps_an_honest_interval_at_zero_and_one():
     assert abs((hi4 - lo4) - (hi1 - lo1) / 2) < 1e-9
     with pytest.raises(ValueError):
         mean_of_rates([(1, 0)])
+
+
+def test_a_stopped_suite_evaluation_goes_on_where_it_stopped(tmp_path):
+    """Each finished task is kept in the partial file; the same call after a stop runs only the rest,
+    and the report is the one an uninterrupted run writes."""
+    tasks, q = ["reach-v3", "button-press-v3", "drawer-close-v3", "push-v3"], {"max_steps": "60"}
+    whole = run_suite("mt50", "expert", episodes=2, seed=4, tasks=tasks, query=q)
+    part = tmp_path / "rep.json.partial"
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two(task, row):
+        if task == tasks[1]:
+            raise Stop
+    with pytest.raises(Stop):
+        run_suite("mt50", "expert", episodes=2, seed=4, tasks=tasks, query=q, resume=part, on_task=stop_after_two)
+    ran, resumed = [], []
+    again = run_suite("mt50", "expert", episodes=2, seed=4, tasks=tasks, query=q, resume=part,
+                      on_episode=lambda t, i, r: ran.append(t), on_resumed=resumed.extend)
+    assert resumed == tasks[:2] and sorted(set(ran)) == sorted(tasks[2:])      # only the rest ran
+    assert again["timing"]["resumed_tasks"] == 2 and list(again["tasks"]) == tasks
+    for t in tasks:
+        assert again["tasks"][t]["outcomes"] == whole["tasks"][t]["outcomes"], t
+    assert again["overall"] == whole["overall"]
+    with pytest.raises(ValueError, match="another run .*seed: 4 there, 5 now"):
+        run_suite("mt50", "expert", episodes=2, seed=5, tasks=tasks, query=q, resume=part)
+    with open(part, "a") as f:
+        f.write('{"task": "push-v3", "row": {"outco')          # a line a crash cut short is ignored
+    assert len(run_suite("mt50", "expert", episodes=2, seed=4, tasks=tasks, query=q, resume=part)["tasks"]) == 4
+
+
+def test_cli_suite_eval_resumes_from_its_partial_file_and_removes_it(tmp_path):
+    out = tmp_path / "rep.json"
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two(task, row):
+        if task == suite_tasks("hard")[1]:
+            raise Stop
+    with pytest.raises(Stop):      # what `embodia eval ... --json rep.json` leaves when stopped after two tasks
+        run_suite("hard", "random", episodes=1, seed=0, query={"max_steps": "3"}, resume=f"{out}.partial",
+                  on_task=stop_after_two)
+    args = ["eval", "--device", "sim:metaworld/hard?max_steps=3", "--policy", "random", "-n", "1", "--json", str(out)]
+    res = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "resuming: 2 of 6 tasks were finished by a stopped run" in " ".join(res.output.split())
+    rep = json.loads(out.read_text())
+    assert rep["overall"]["tasks"] == 6 and rep["timing"]["resumed_tasks"] == 2
+    assert not (tmp_path / "rep.json.partial").exists()
+    res = CliRunner().invoke(app, args[:-1] + [str(tmp_path / "b.json"), "--seed", "1"], catch_exceptions=False)
+    assert res.exit_code == 0 and "resuming" not in res.output        # another report: a fresh run
+
+
+def test_a_stopped_memory_run_resumes_with_the_memory_as_of_its_last_finished_task(tmp_path):
+    tasks, q = ["reach-v3", "button-press-v3"], {"max_steps": "200"}
+    mem, part = tmp_path / "mem", tmp_path / "r.partial"
+
+    class Stop(Exception):
+        pass
+
+    def on_episode(task, i, r):
+        if task == tasks[1]:
+            raise Stop                       # killed inside the second task, after its first episode
+    with pytest.raises(Stop):
+        run_suite("mt50", "embodia-tiny", episodes=2, tasks=tasks, query=q, memory=str(mem), resume=part,
+                  on_episode=on_episode)
+    res = CliRunner().invoke(app, ["memory", "stats", str(mem)], catch_exceptions=False)
+    assert "sawyer/metaworld/reach-v3:" in res.output and "button-press" not in res.output   # as of task 1
+    again = run_suite("mt50", "embodia-tiny", episodes=2, tasks=tasks, query=q, memory=str(mem), resume=part)
+    whole = run_suite("mt50", "embodia-tiny", episodes=2, tasks=tasks, query=q, memory=str(tmp_path / "m2"))
+    assert {t: r["outcomes"] for t, r in again["tasks"].items()} == \
+        {t: r["outcomes"] for t, r in whole["tasks"].items()}

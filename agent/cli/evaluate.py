@@ -48,7 +48,9 @@ from embodia.agent.cli.run import (
 def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] = ShiftOpt,
           episodes: int = typer.Option(100, "--episodes", "-n", min=1, help="episodes (per stream with --streams)"),
           seed: int = SeedOpt,
-          json_out: Optional[Path] = typer.Option(None, "--json", help="write the report here"),
+          json_out: Optional[Path] = typer.Option(None, "--json", help="write the report here (a suite "
+                                                 "keeps finished tasks in <file>.partial: run again to "
+                                                 "resume)"),
           record: Optional[Path] = typer.Option(None, "--record", help="also record to this dataset"),
           memory: str = typer.Option("off", "--memory", help="off | online (a fresh memory per stream, "
                                      "compared with off on paired seeds) | PATH (a persistent memory file)"),
@@ -80,10 +82,13 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
         if memory == "online" or async_exec or record:
             fail(f"{device} is a suite: --memory online, --async and --record apply to one task "
                  f"(e.g. sim:metaworld/reach-v3) for now; --memory PATH steers the whole suite")
+        partial = Path(f"{json_out}.partial") if json_out else None
         rep = suite_eval(device, policy, shift=shift, size=size, episodes=episodes, seed=seed, jobs=jobs,
-                         memory=None if memory == "off" else memory, workers=workers, ray_address=ray_address)
+                         memory=None if memory == "off" else memory, workers=workers, ray_address=ray_address,
+                         resume=partial)
         if json_out:
             write_json(rep, json_out)
+            partial.unlink(missing_ok=True)
             console.print(f"report written to {json_out}")
         return
     from embodia.agent.evaluation.suite import lean_uri
@@ -130,8 +135,11 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
 
 
 def suite_eval(device: str, policy: str, *, shift, size, episodes: int, seed: int, jobs: int = 1,
-               memory: Optional[str] = None, workers: Optional[int] = None, ray_address: Optional[str] = None) -> dict:
-    """Every task of a suite with a progress bar; the per-task, per-group and overall table printed."""
+               memory: Optional[str] = None, workers: Optional[int] = None, ray_address: Optional[str] = None,
+               resume: Optional[Path] = None) -> dict:
+    """Every task of a suite with a progress bar; the per-task, per-group and overall table printed.
+    ``resume``: the partial file that keeps finished tasks (``--json F`` -> ``F.partial``): the same
+    command after a stop goes on from there."""
     from embodia.agent.evaluation.suite import parse_suite, run_suite, suite_table, suite_tasks
     name, query = parse_suite(device)
     query.update({k: v for k, v in (("shift", shift), ("size", size)) if v})
@@ -147,13 +155,19 @@ def suite_eval(device: str, policy: str, *, shift, size, episodes: int, seed: in
             if jobs > 1 or workers:
                 wins.extend(row["outcomes"])
                 bar.update(task, advance=row["episodes"], status=f"{t}: {sum(wins)}/{len(wins)}")
+
+        def on_resumed(tasks):
+            bar.update(task, advance=len(tasks) * episodes)
+            console.print(f"resuming: {len(tasks)} of {len(suite_tasks(name))} tasks were finished by a stopped "
+                          f"run ({resume}); the rest run now")
         try:
             pool = None
             if workers:
                 from embodia.agent.fleet.suite_pool import ray_suite_pool
                 pool = ray_suite_pool(workers, ray_address)
             rep = run_suite(name, policy, episodes=episodes, seed=seed, query=query, on_episode=on_episode,
-                            on_task=on_task, jobs=jobs, memory=memory, pool=pool)
+                            on_task=on_task, jobs=jobs, memory=memory, pool=pool, resume=resume,
+                            on_resumed=on_resumed)
         except (ValueError, ImportError, FileNotFoundError, RuntimeError) as e:   # FleetError is a RuntimeError
             fail(str(e))
     console.print(suite_table(rep), markup=False, highlight=False)

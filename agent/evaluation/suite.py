@@ -110,8 +110,9 @@ class _Policies:
     With ``memory`` (a persistent memory file) the checkpoint is steered by ONE success memory for
     the whole suite, each task in its own namespace (embodiment/task), saved by `close`."""
 
-    def __init__(self, spec: str, threads: int | None, memory: str | None = None):
+    def __init__(self, spec: str, threads: int | None, memory: str | None = None, per_task: bool = False):
         self.spec, self.threads, self.loaded, self.memory, self.steered = spec, threads, None, memory, None
+        self.per_task = per_task    # the memory is saved as of each finished task only (a resumable run)
 
     def for_device(self, dev, uri: str = ""):
         if self.spec in STATE_ONLY or self.spec.startswith("replay:"):
@@ -127,6 +128,8 @@ class _Policies:
             return self.loaded
         if self.steered is None:
             self.steered = with_memory(self.loaded, self.memory, uri, dev)
+            if self.per_task:
+                self.steered.autosave = None    # not after every episode: a task cut short runs again
         self.steered.namespace = device_namespace(uri, dev.embodiment)
         return self.steered
 
@@ -134,10 +137,15 @@ class _Policies:
         if self.steered is not None:
             self.steered.memory.save(self.memory)
 
+    def save_memory(self) -> None:
+        if self.steered is not None:
+            self.steered.memory.save(self.memory)
+
 
 def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, query: dict | None = None,
               render: str = "policy", threads: int | None = None, on_episode=None, on_task=None,
-              tasks: list[str] | None = None, jobs: int = 1, memory: str | None = None, pool=None) -> dict:
+              tasks: list[str] | None = None, jobs: int = 1, memory: str | None = None, pool=None,
+              resume=None, on_resumed=None) -> dict:
     """Evaluate `policy_spec` on every task of `suite` (or the given subset `tasks`), `episodes` per task
     with seeds `seed .. seed + episodes - 1`. ``render``: "policy" renders only what the policy reads,
     "default" renders as a lone task does (one 96x96 camera; the benchmark's baseline). ``query`` goes
@@ -147,8 +155,11 @@ def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, que
     reported in suite order). ``memory``: a persistent memory file that steers the checkpoint across the
     whole suite, in one process, in task order (see `_Policies`). ``pool``: runs the tasks elsewhere,
     ``pool(names, uris, policy_spec, episodes, seed, on_task) -> {task: row}`` (Ray actors:
-    `embodia.agent.fleet.suite_pool.ray_suite_pool`). The report: per task, per group, overall
-    (Wilson 95%), protocol, timing."""
+    `embodia.agent.fleet.suite_pool.ray_suite_pool`). ``resume``: a partial file (`suite_resume`) that
+    keeps every finished task, so the same call after a stop goes on where it stopped (with ``memory``,
+    the memory is saved as of each finished task, and a stop mid-task leaves it there: that task runs
+    again from its first episode); ``on_resumed(tasks)`` names the tasks read back, once, before any
+    runs. The report: per task, per group, overall (Wilson 95%), protocol, timing."""
     if memory and (jobs > 1 or pool):
         raise ValueError("--memory runs the suite in one process (one memory grows task after task); "
                          "drop --jobs/--workers")
@@ -158,27 +169,47 @@ def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, que
     # What the user's URI says wins over what the policy reads (e.g. ?max_steps=200 for a quick look).
     q = {"max_steps": str(SUITE_MAX_STEPS), **(policy_reads(policy_spec) if render == "policy" else {}),
          **(query or {})}
+    partial = None
+    if resume is not None:
+        from embodia.agent.evaluation.suite_resume import PartialRun
+        partial = PartialRun(resume, {"suite": suite, "policy": policy_spec, "episodes": episodes, "seed": seed,
+                                      "query": q, "render": render, "memory": memory, "tasks": names})
+    done = dict(partial.done) if partial else {}
+    todo = [t for t in names if t not in done]
+    if done and on_resumed:
+        on_resumed([t for t in names if t in done])
+
+    def finished(task, row):
+        if partial is not None:
+            partial.add(task, row)
+        if on_task:
+            on_task(task, row)
     t0 = time.perf_counter()
     if pool is not None:
-        rows = pool(names, [task_uri(t, q) for t in names], policy_spec, episodes, seed, on_task)
+        rows = pool(todo, [task_uri(t, q) for t in todo], policy_spec, episodes, seed, finished)
     elif jobs > 1:
-        rows = _run_parallel(names, q, policy_spec, episodes, seed, jobs, on_task)
+        rows = _run_parallel(todo, q, policy_spec, episodes, seed, jobs, finished)
     else:
-        policies = _Policies(policy_spec, threads, memory)
+        policies = _Policies(policy_spec, threads, memory, per_task=partial is not None)
         rows = {}
         try:
-            for task in names:
+            for task in todo:
                 rows[task] = _run_task(task, task_uri(task, q), policies, episodes, seed, on_episode)
-                if on_task:
-                    on_task(task, rows[task])
+                if partial is not None:
+                    policies.save_memory()     # the memory as of this task, before the task counts as done
+                finished(task, rows[task])
         finally:
-            policies.close()
+            if partial is None:
+                policies.close()
     wall = time.perf_counter() - t0
+    ran = sum(r["episodes"] for r in rows.values())
+    rows = {t: dict(done[t]) if t in done else rows[t] for t in names}
     per_task = [r.pop("_timing") for r in rows.values()]
     timing = {k: sum(t[k] for t in per_task) for k in ("policy_s", "device_s", "steps")}
     rep = _report(suite, policy_spec, rows, seed=seed, episodes=episodes, query=q, render=render,
                    timing={**timing, "wall_s": wall, "jobs": jobs,
-                           "episodes_per_s": sum(r["episodes"] for r in rows.values()) / wall if wall else None})
+                           "episodes_per_s": ran / wall if wall and ran else None,
+                           "resumed_tasks": len(done)})
     rep["memory"] = memory
     return rep
 
