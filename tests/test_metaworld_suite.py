@@ -167,14 +167,34 @@ def test_memory_on_vs_off_over_a_suite_pairs_the_seeds_and_compares(tmp_path):
     seen = []
     rep = suite_memory_gain("mt50", "embodia-tiny", episodes=2, streams=2, workdir=tmp_path / "w", tasks=tasks,
                             query=q, on_task=lambda arm, s, t, row: seen.append((arm, s, t, row["episodes"])))
-    assert sorted(p.name for p in (tmp_path / "w").iterdir()) == ["stream0", "stream1"]   # one memory per stream
+    assert sorted(p.name for p in (tmp_path / "w").iterdir()) == [          # one memory per stream, and reports
+        "stream0", "stream0-off.json", "stream0-on.json", "stream1", "stream1-off.json", "stream1-on.json"]
     assert seen == [(arm, s, t, 2) for s in (0, 1) for arm in ("off", "on") for t in tasks]   # progress, task by task
     assert rep["overall"]["on"]["episodes"] == rep["overall"]["off"]["episodes"] == 8
     lo, hi = rep["gain"]["newcombe95"]
     assert lo <= rep["gain"]["diff"] <= hi and set(rep["groups"]) == {"easy"}
     assert rep["per_task_diff"].keys() == set(tasks) and len(rep["per_stream_gain"]) == 2
-    with pytest.raises(ValueError, match="empty memory"):           # a stream never starts from an old memory
+    with pytest.raises(ValueError, match="another run"):            # the reports there are another run's
         suite_memory_gain("mt50", "embodia-tiny", episodes=1, streams=1, workdir=tmp_path / "w", tasks=tasks, query=q)
+    (tmp_path / "w2" / "stream0").mkdir(parents=True)
+    with pytest.raises(ValueError, match="empty memory"):           # a stream never starts from an old memory
+        suite_memory_gain("mt50", "embodia-tiny", episodes=1, streams=1, workdir=tmp_path / "w2", tasks=tasks, query=q)
+
+    class Stop(Exception):
+        pass
+
+    def stop_in_the_on_arm(arm, s, t, row):
+        if (arm, s, t) == ("on", 0, tasks[0]):
+            raise Stop
+    with pytest.raises(Stop):
+        suite_memory_gain("mt50", "embodia-tiny", episodes=2, streams=2, workdir=tmp_path / "w3", tasks=tasks,
+                          query=q, on_task=stop_in_the_on_arm)
+    seen = []
+    again = suite_memory_gain("mt50", "embodia-tiny", episodes=2, streams=2, workdir=tmp_path / "w3", tasks=tasks,
+                              query=q, on_task=lambda arm, s, t, row: seen.append((arm, s, t)))
+    assert seen[0] == ("on", 0, tasks[1]) and len(seen) == 1 + 2 * len(tasks)    # went on where it stopped
+    assert {k: again[k] for k in ("overall", "per_task_diff", "per_stream_gain")} == \
+        {k: rep[k] for k in ("overall", "per_task_diff", "per_stream_gain")}
 
     def fake(outcomes):       # the arithmetic on hand-made reports: memory wins 3 episodes, loses 1
         return {"episodes_per_task": 2, "overall": {"success_rate": sum(sum(o) for o in outcomes.values()) / 4},

@@ -14,8 +14,10 @@ Newcombe 95% interval, paired discordant counts, and per task whether memory did
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from embodia.agent.evaluation.evaluate import write_json
 from embodia.agent.evaluation.stats import newcombe
 from embodia.agent.evaluation.suite import cell as rate
 from embodia.agent.evaluation.suite import run_suite
@@ -26,25 +28,40 @@ def suite_memory_gain(suite: str, policy_spec: str, *, episodes: int, streams: i
                       tasks: list[str] | None = None, query: dict | None = None, on_stream=None,
                       off_reports: list[dict] | None = None, on_task=None) -> dict:
     """Run both arms on every stream and compare. ``workdir`` holds one memory per stream
-    (``stream<s>``; an existing one is refused: a stream starts empty). ``off_reports``: "off" arm
-    reports already run on exactly these seeds (e.g. the checkpoint's own evaluation), reused.
-    ``on_task(arm, stream, task, row)`` after each task of each arm (progress)."""
+    (``stream<s>``; one that is not a stopped run's is refused: a stream starts empty), and each
+    arm's report (``stream<s>-<arm>.json``) or, while it runs, its finished tasks
+    (``stream<s>-<arm>.partial``): the same call after a stop goes on from there. ``off_reports``:
+    "off" arm reports already run on exactly these seeds (e.g. the checkpoint's own evaluation),
+    reused. ``on_task(arm, stream, task, row)`` after each task of each arm (progress)."""
     workdir = Path(workdir)
     arms: dict[str, list[dict]] = {"off": [], "on": []}
     for s in range(streams):
         mem = workdir / f"stream{s}"
-        if mem.exists():
+        if mem.exists() and not any((workdir / f"stream{s}-on{x}").exists() for x in (".json", ".partial")):
             raise ValueError(f"{mem} exists: each stream starts with an empty memory; use a fresh --workdir")
         kw = dict(episodes=episodes, seed=seed + s * episodes, tasks=tasks, query=query)
 
-        def progress(arm):
-            return (lambda task, row: on_task(arm, s, task, row)) if on_task else None
-        off = (off_reports[s] if off_reports and s < len(off_reports)
-               else run_suite(suite, policy_spec, on_task=progress("off"), **kw))
+        def arm(name, **extra):
+            done = workdir / f"stream{s}-{name}.json"
+            if done.is_file():             # finished by a run that stopped later on
+                rep = json.loads(done.read_text())
+                if (rep["policy"], rep["seed"], rep["episodes_per_task"]) != (policy_spec, kw["seed"], episodes):
+                    raise ValueError(f"{done}: a report of another run ({rep['policy']}, seed {rep['seed']} x "
+                                     f"{rep['episodes_per_task']}); use a fresh --workdir")
+                return rep
+            partial = workdir / f"stream{s}-{name}.partial"
+            rep = run_suite(suite, policy_spec, resume=partial,
+                            on_task=(lambda task, row: on_task(name, s, task, row)) if on_task else None,
+                            **kw, **extra)
+            write_json(rep, done)
+            partial.unlink(missing_ok=True)
+            return rep
+        workdir.mkdir(parents=True, exist_ok=True)
+        off = off_reports[s] if off_reports and s < len(off_reports) else arm("off")
         if off["seed"] != kw["seed"] or off["episodes_per_task"] != episodes:
             raise ValueError(f"off report {s} ran seed {off['seed']} x {off['episodes_per_task']}, "
                              f"not {kw['seed']} x {episodes}")
-        on = run_suite(suite, policy_spec, memory=str(mem), on_task=progress("on"), **kw)
+        on = arm("on", memory=str(mem))
         arms["off"].append(off)
         arms["on"].append(on)
         if on_stream:
