@@ -108,7 +108,7 @@ def cell(outcomes: list[bool]) -> dict:
 class _Policies:
     """One policy per task: a fresh scripted expert per task; a checkpoint loaded once and re-bound.
     With ``memory`` (a persistent memory file) the checkpoint is steered by ONE success memory for
-    the whole suite, each task in its own namespace (embodiment/task), saved by `close`."""
+    the whole suite, each task in its own namespace (embodiment/task), saved by `save_memory`."""
 
     def __init__(self, spec: str, threads: int | None, memory: str | None = None, per_task: bool = False):
         self.spec, self.threads, self.loaded, self.memory, self.steered = spec, threads, None, memory, None
@@ -132,10 +132,6 @@ class _Policies:
                 self.steered.autosave = None    # not after every episode: a task cut short runs again
         self.steered.namespace = device_namespace(uri, dev.embodiment)
         return self.steered
-
-    def close(self) -> None:
-        if self.steered is not None:
-            self.steered.memory.save(self.memory)
 
     def save_memory(self) -> None:
         if self.steered is not None:
@@ -199,8 +195,8 @@ def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, que
                     policies.save_memory()     # the memory as of this task, before the task counts as done
                 finished(task, rows[task])
         finally:
-            if partial is None:
-                policies.close()
+            if partial is None:     # a resumable run saved it as of its last finished task
+                policies.save_memory()
     wall = time.perf_counter() - t0
     ran = sum(r["episodes"] for r in rows.values())
     rows = {t: dict(done[t]) if t in done else rows[t] for t in names}
