@@ -311,6 +311,43 @@ def test_a_checkpoint_carries_the_memory_settings_it_was_tuned_with(ckpt, tmp_pa
             VLAPolicy.from_pretrained(tuned)
 
 
+def test_a_checkpoint_can_ask_for_the_offsets_key_which_ignores_where_the_scene_sits(ckpt, tmp_path):
+    import shutil
+
+    from embodia.agent.loop.factory import PolicyError, with_memory
+    from embodia.policies.robot.steered import KEY_ENCODER, OFFSETS_ENCODER, OffsetKey
+    from embodia.policies.robot.vla import CheckpointError
+    tuned = tmp_path / "tuned"
+    shutil.copytree(ckpt, tuned)
+    (tuned / "memory.json").write_text(json.dumps({"key": "offsets", "sigma": 1.0}))
+    with open_device("sim:twogap-push") as dev:
+        emb = dev.embodiment
+        pol = VLAPolicy.from_pretrained(tuned, threads=1).bind(emb)
+        plain = VLAPolicy.from_pretrained(ckpt, threads=1).bind(emb)
+        mem = memory_for(pol)
+        assert mem.encoder_id == OFFSETS_ENCODER and mem.config == MemoryConfig(sigma=1.0)
+        # pusher, puck and goal: 3 offsets of 2 + 3 motions (none recorded: zeros) + the 4 velocity channels
+        assert mem.key_dim == OffsetKey(emb, None).dim == 6 + 6 + 4
+        steered = SteeredPolicy(pol, mem, namespace="ns")
+        state = np.asarray(dev.reset(3).state, np.float64)
+        moved = state.copy()
+        for name in ("pusher", "puck", "goal"):          # the whole scene 7 cm to the side
+            moved[[c.name for c in emb.state].index(f"{name}_x")] += 0.07
+        assert np.array_equal(steered.key(state), steered.key(moved))
+        by_state = SteeredPolicy(plain, memory_for(plain), namespace="ns")
+        assert by_state.memory.encoder_id == KEY_ENCODER and not np.array_equal(by_state.key(state),
+                                                                                by_state.key(moved))
+        # a memory file remembers its key: the other key is refused, not mixed in
+        first = with_memory(pol, str(tmp_path / "m"), "sim:twogap-push", dev)
+        first.memory.save(tmp_path / "m")
+        assert with_memory(pol, str(tmp_path / "m"), "sim:twogap-push", dev).memory.encoder_id == OFFSETS_ENCODER
+        with pytest.raises(PolicyError, match="key encoder"):
+            with_memory(plain, str(tmp_path / "m"), "sim:twogap-push", dev)
+    (tuned / "memory.json").write_text(json.dumps({"key": "pixels"}))
+    with pytest.raises(CheckpointError, match="key must be"):
+        VLAPolicy.from_pretrained(tuned)
+
+
 def test_a_reopened_memory_numbers_new_episodes_after_its_own(ckpt, tmp_path):
     with open_device("sim:twogap-push") as dev:
         pol = VLAPolicy.from_pretrained(ckpt, threads=1).bind(dev.embodiment)

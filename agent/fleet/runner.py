@@ -374,9 +374,9 @@ class MemoryProxy:
 
 def memory_load_args(policy) -> dict:
     """What MemoryHost needs to load (or start) a memory for this VLA policy's keys and chunks."""
-    from embodia.policies.robot.steered import KEY_ENCODER, memory_for, normalizer_hash
+    from embodia.policies.robot.steered import memory_for, normalizer_hash
     fresh = memory_for(policy)
-    return dict(encoder_id=KEY_ENCODER, normalizer_hash=normalizer_hash(policy), key_dim=fresh.key_dim,
+    return dict(encoder_id=fresh.encoder_id, normalizer_hash=normalizer_hash(policy), key_dim=fresh.key_dim,
                 horizon=fresh.horizon, action_dim=fresh.action_dim, hist_len=fresh.hist_len)
 
 

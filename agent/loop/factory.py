@@ -198,14 +198,14 @@ def with_memory(policy, path: str, device_uri: str, device=None):
         steered.autosave = path         # saved after every episode: a kill loses at most the one in flight
         return steered
     from embodia.memory import SuccessMemory
-    from embodia.policies.robot.steered import KEY_ENCODER, SteeredPolicy, memory_for, normalizer_hash
+    from embodia.policies.robot.steered import SteeredPolicy, memory_for, normalizer_hash
     from embodia.policies.robot.vla import VLAPolicy
     if not isinstance(policy, VLAPolicy):
         raise PolicyError("--memory needs a VLA policy (embodia-tiny or a checkpoint)")
     fresh = memory_for(policy)      # with the checkpoint's own memory settings (memory.json), if it has them
     stored = (Path(path) / META).is_file()     # a memory already on disk keeps the settings it was made with
     try:
-        mem = SuccessMemory.load(path, encoder_id=KEY_ENCODER, normalizer_hash=normalizer_hash(policy),
+        mem = SuccessMemory.load(path, encoder_id=fresh.encoder_id, normalizer_hash=normalizer_hash(policy),
                                  config=None if stored else fresh.config,
                                  missing_ok=True, key_dim=fresh.key_dim, horizon=fresh.horizon,
                                  action_dim=fresh.action_dim, hist_len=fresh.hist_len)

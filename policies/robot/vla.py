@@ -256,7 +256,8 @@ def save_checkpoint(model: VLAModel, norms: dict, path, *, extra: dict | None = 
 
 def read_memory_settings(path) -> dict:
     """The checkpoint's ``memory.json`` (MemoryConfig fields a fresh success memory steering it starts
-    with), or {} when it has none. Unknown fields or invalid values: CheckpointError."""
+    with, and optionally ``"key"``: ``"state"`` or ``"offsets"``, the key it is queried with), or {}
+    when it has none. Unknown fields or invalid values: CheckpointError."""
     from embodia.memory import MemoryConfig
     f = Path(path) / MEMORY
     if not f.is_file():
@@ -264,11 +265,13 @@ def read_memory_settings(path) -> dict:
     d = _read_json(f)
     if not isinstance(d, dict):
         raise CheckpointError(f"{f}: expected a JSON object of memory settings")
-    unknown = sorted(set(d) - set(MemoryConfig.__dataclass_fields__))
+    unknown = sorted(set(d) - set(MemoryConfig.__dataclass_fields__) - {"key"})
     if unknown:
         raise CheckpointError(f"{f}: unknown memory settings {unknown}")
+    if d.get("key", "state") not in ("state", "offsets"):
+        raise CheckpointError(f"{f}: key must be \"state\" or \"offsets\", not {d['key']!r}")
     try:
-        MemoryConfig(**d)
+        MemoryConfig(**{k: v for k, v in d.items() if k != "key"})
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{f}: {e}") from None
     return d
