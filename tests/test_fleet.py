@@ -218,3 +218,20 @@ def test_workers_give_the_serial_per_episode_outcomes(local_ray, tmp_path):
         torch.set_num_threads(threads)
     assert [(r["seed"], r["success"], r["length"]) for r in fleet_rows] == \
            [(r["seed"], r["success"], r["length"]) for r in serial]
+
+
+def test_workers_steer_with_a_persistent_memory_file(local_ray, tmp_path):
+    """eval --workers --memory PATH: each worker's SteeredPolicy talks to the fleet's memory through a
+    MemoryProxy (its key encoder and episode numbering come from the host), twice on one file."""
+    from embodia.memory import SuccessMemory
+    from embodia.policies.robot.steered import KEY_ENCODER
+    mem = tmp_path / "mem"
+    for seed in ("0", "2"):
+        res = CliRunner().invoke(app, ["eval", "-d", "sim:twogap-push", "-p", "embodia-tiny", "-n", "2", "--seed",
+                                       seed, "--workers", "1", "--memory", str(mem)], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+    meta = json.loads((mem / "meta.json").read_text())
+    assert meta["encoder_id"] == KEY_ENCODER
+    stored = SuccessMemory.load(mem, encoder_id=KEY_ENCODER, normalizer_hash=meta["normalizer_hash"])
+    ids = [int(i) for ns in stored.namespaces() for i in set(stored.entries(ns)["episode_id"].tolist())]
+    assert ids and len(ids) == len(set(ids))          # the second run's successes numbered after the first's

@@ -284,6 +284,10 @@ class MemoryHost:
     def query(self, namespace, key, hist=None, **kw):
         return self.mem.query(namespace, key, hist, **kw)
 
+    def last_episode_id(self) -> int:
+        """The highest source episode id given out so far (the host numbers stored episodes itself)."""
+        return self._next_id - 1
+
     def record_use(self, client: str, namespace, retrieval) -> int:
         with self._as(client) as m:
             return m.record_use(namespace, retrieval)
@@ -338,7 +342,7 @@ class MemoryProxy:
         d = ray.get(host.describe.remote())
         self._local = SuccessMemory(d["config"], **d["dims"], encoder_id=d["encoder_id"],
                                     normalizer_hash=d["normalizer_hash"])     # empty: for guidance()
-        self.config = d["config"]
+        self.config, self.encoder_id = d["config"], d["encoder_id"]
         self._pending: list = []
 
     def _get(self, ref):
@@ -349,6 +353,9 @@ class MemoryProxy:
 
     def guidance(self, retrieval, steps: int = 10):
         return self._local.guidance(retrieval, steps)
+
+    def last_episode_id(self) -> int:
+        return self._get(self.host.last_episode_id.remote())
 
     def record_use(self, namespace, retrieval) -> None:
         self._pending.append(self.host.record_use.remote(self.client, namespace, retrieval))

@@ -102,7 +102,7 @@ class SteeredPolicy(Policy):
         emb = policy.embodiment
         self._snorm = policy.norms[emb.name]["state"]
         self._anorm = policy.norms[emb.name]["action"]
-        encoder = getattr(memory, "encoder_id", KEY_ENCODER)
+        encoder = memory.encoder_id
         if encoder not in KEYS.values():
             raise ValueError(f"a memory keyed by {encoder!r}; this policy makes {sorted(KEYS.values())}")
         self._offsets = OffsetKey(emb, self._snorm) if encoder == OFFSETS_ENCODER else None
