@@ -205,6 +205,10 @@ def test_memory_on_vs_off_over_a_suite_pairs_the_seeds_and_compares(tmp_path):
     assert (c["overall"]["on_only"], c["overall"]["off_only"]) == (3, 1) and c["gain"]["diff"] == 0.5
     assert c["tasks_better"] == ["reach-v3"] and c["tasks_worse"] == [] and c["per_task_diff"]["push-v3"] == 0
     assert c["per_stream_gain"] == [0.5]
+    assert set(c["gain"]) == {"diff", "newcombe95_paired", "newcombe95", "clustered95"}
+    from embodia.agent.evaluation.stats import newcombe_paired
+    assert c["gain"]["newcombe95_paired"] == list(newcombe_paired(0, 3, 1, 0)[1:])    # no episode won by both
+    assert c["gain"]["clustered95"][0] <= 0.5 <= c["gain"]["clustered95"][1]         # one cluster per task
 
 
 def test_the_bundled_mt50_checkpoint_solves_easy_tasks_and_stays_small():
@@ -295,6 +299,31 @@ def test_the_mean_of_groups_keeps_an_honest_interval_at_zero_and_one():
     assert abs((hi4 - lo4) - (hi1 - lo1) / 2) < 1e-9
     with pytest.raises(ValueError):
         mean_of_rates([(1, 0)])
+
+
+def test_the_paired_gain_interval_uses_the_pairing_and_the_clustered_one_the_dependence():
+    from embodia.agent.evaluation.stats import clustered_gain, newcombe, newcombe_paired
+    # the published example (Fagerland, Lydersen & Laake, ch. 8: Cavo et al. 2012, 161 pairs)
+    assert [round(x, 4) for x in newcombe_paired(59, 6, 16, 80)] == [-0.0621, -0.1186, -0.0046]
+    # our MT50 streams in miniature: the arms agree on 950 of 1000 episodes, memory wins 33, loses 17;
+    # ignoring the pairing the gain is not distinguishable from 0, with it it is
+    d, lo, hi = newcombe(684 + 33, 1000, 684 + 17, 1000)
+    dp, plo, phi = newcombe_paired(684, 33, 17, 266)
+    assert abs(d - 0.016) < 1e-12 and abs(dp - 0.016) < 1e-12 and lo < 0 < plo < dp < phi < hi
+    # swapping the arms mirrors the interval; no discordant pair at all: the gain is 0 inside it
+    _, mlo, mhi = newcombe_paired(684, 17, 33, 266)
+    assert abs(mlo + phi) < 1e-12 and abs(mhi + plo) < 1e-12
+    d0, lo0, hi0 = newcombe_paired(700, 0, 0, 300)
+    assert d0 == 0 and lo0 < 0 < hi0 and hi0 - lo0 < hi - lo
+    assert newcombe_paired(0, 3, 0, 0)[0] == 1.0               # degenerate margins: no correlation to use
+    with pytest.raises(ValueError):
+        newcombe_paired(0, 0, 0, 0)
+    # clusters: the same per-cluster gain everywhere is certain; scattered gains are not
+    assert clustered_gain([(5, 3, 10)] * 6) == (0.2, 0.2, 0.2)
+    g, clo, chi = clustered_gain([(9, 3, 10), (3, 3, 10), (5, 5, 10), (3, 3, 10), (6, 3, 10), (3, 3, 10)])
+    assert g == 0.15 and clo < 0 < chi
+    with pytest.raises(ValueError):
+        clustered_gain([(1, 0, 1)])
 
 
 def test_a_stopped_suite_evaluation_goes_on_where_it_stopped(tmp_path):

@@ -5,6 +5,6 @@ streams (``memory_eval``), and offline evaluation on recorded episodes, no devic
 May import: ``embodia.agent.loop`` and everything below it.
 """
 from embodia.agent.evaluation.evaluate import evaluate, summarize, write_json
-from embodia.agent.evaluation.stats import newcombe, wilson
+from embodia.agent.evaluation.stats import newcombe, newcombe_paired, wilson
 
-__all__ = ["evaluate", "summarize", "write_json", "wilson", "newcombe"]
+__all__ = ["evaluate", "summarize", "write_json", "wilson", "newcombe", "newcombe_paired"]
