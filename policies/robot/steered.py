@@ -16,11 +16,11 @@ import torch
 
 from embodia.devices import Policy
 from embodia.memory import MemoryConfig, SuccessMemory, stable_hash
-from embodia.policies.robot.vla import VLAPolicy
+from embodia.policies.robot.vla import MEMORY_KEYS, VLAPolicy
 
 KEY_ENCODER = "normalized-state/v1"       # the default key: the normalized state
 OFFSETS_ENCODER = "point-offsets/v1"      # opt-in (memory.json "key": "offsets"): see OffsetKey
-KEYS = {"state": KEY_ENCODER, "offsets": OFFSETS_ENCODER}
+KEYS = dict(zip(MEMORY_KEYS, (KEY_ENCODER, OFFSETS_ENCODER), strict=True))
 
 
 class OffsetKey:

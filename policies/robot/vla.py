@@ -254,6 +254,9 @@ def save_checkpoint(model: VLAModel, norms: dict, path, *, extra: dict | None = 
         os.replace(tmp, path)
 
 
+MEMORY_KEYS = ("state", "offsets")     # what memory.json's "key" may name (encoders in steered.KEYS)
+
+
 def read_memory_settings(path) -> dict:
     """The checkpoint's ``memory.json`` (MemoryConfig fields a fresh success memory steering it starts
     with, and optionally ``"key"``: ``"state"`` or ``"offsets"``, the key it is queried with), or {}
@@ -268,8 +271,8 @@ def read_memory_settings(path) -> dict:
     unknown = sorted(set(d) - set(MemoryConfig.__dataclass_fields__) - {"key"})
     if unknown:
         raise CheckpointError(f"{f}: unknown memory settings {unknown}")
-    if d.get("key", "state") not in ("state", "offsets"):
-        raise CheckpointError(f"{f}: key must be \"state\" or \"offsets\", not {d['key']!r}")
+    if d.get("key", "state") not in MEMORY_KEYS:
+        raise CheckpointError(f"{f}: key must be one of {list(MEMORY_KEYS)}, not {d['key']!r}")
     try:
         MemoryConfig(**{k: v for k, v in d.items() if k != "key"})
     except (TypeError, ValueError) as e:
