@@ -8,6 +8,8 @@ task, per difficulty group and overall with Wilson intervals; one JSON line.
         --workdir /tmp/mt50-mem        # + memory on vs off over paired streams (stream 0 = the evaluation)
     python benchmarks/metaworld_suite.py --policy embodia-mt50 --episodes 10 --memory-streams 1 \
         --workdir /tmp/mt50-rep1 --query repeat=1      # the same set-up in every episode of a task
+    python benchmarks/metaworld_suite.py --policy embodia-mt50 --episodes 10 --seed 20 --memory-streams 4 \
+        --workdir /tmp/mt50-offsets --memory-settings '{"key": "offsets", "sigma": 1.0}'   # the offsets key
 
 The same run as `embodia eval --device sim:metaworld/mt50 --policy expert -n 20`; this script adds
 the benchmark header and prints the table on stderr with --table.
@@ -42,9 +44,21 @@ def main():
                     "object and goal set-up in every episode of a task)")
     ap.add_argument("--resume", default=None, help="keep finished tasks of the evaluation in this file; the same "
                     "command after a stop goes on from it (removed once the run is reported)")
+    ap.add_argument("--memory-settings", default=None, help="with --workdir: run a copy of the checkpoint (in "
+                    "WORKDIR/policy) whose memory.json is this JSON object, e.g. "
+                    "'{\"key\": \"offsets\", \"sigma\": 1.0}'")
     args = ap.parse_args()
     if args.memory_streams and not args.workdir:
         ap.error("--memory-streams needs --workdir")
+    if args.memory_settings:
+        if not args.workdir:
+            ap.error("--memory-settings needs --workdir (the checkpoint copy goes there)")
+        from embodia.agent.evaluation.suite_memory import with_memory_settings
+        try:
+            settings = json.loads(args.memory_settings)
+            args.policy = with_memory_settings(args.policy, settings, Path(args.workdir) / "policy")
+        except ValueError as e:          # bad JSON, not a checkpoint, or settings the loader refuses
+            ap.error(f"--memory-settings: {e}")
     parsed = parse_suite(f"{PREFIX}{args.suite}?{args.query}")    # read as `embodia eval` reads the URI
     if parsed is None:
         ap.error(f"--suite {args.suite!r}: not a Meta-World suite")

@@ -3,6 +3,7 @@ import json
 import os
 import shutil
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -209,6 +210,31 @@ def test_memory_on_vs_off_over_a_suite_pairs_the_seeds_and_compares(tmp_path):
     from embodia.agent.evaluation.stats import newcombe_paired
     assert c["gain"]["newcombe95_paired"] == list(newcombe_paired(0, 3, 1, 0)[1:])    # no episode won by both
     assert c["gain"]["clustered95"][0] <= 0.5 <= c["gain"]["clustered95"][1]         # one cluster per task
+
+
+def test_a_checkpoint_copy_carries_other_memory_settings_and_steers_with_them(tmp_path):
+    from embodia.agent.evaluation.suite_memory import with_memory_settings
+    from embodia.policies.robot.steered import OFFSETS_ENCODER, memory_for
+    from embodia.policies.robot.vla import CheckpointError, VLAPolicy
+    offsets = {"key": "offsets", "sigma": 1.0}
+    path = with_memory_settings("embodia-mt50", offsets, tmp_path / "policy")
+    assert not (Path(path) / "train_state").exists() and {p.name for p in Path(path).iterdir()} >= {
+        "config.json", "model.safetensors", "memory.json"}
+    dev = open_device("sim:metaworld/reach-v3?camera=corner&size=96x96")
+    try:
+        pol = VLAPolicy.from_pretrained(path).bind(dev.embodiment)
+    finally:
+        dev.close()
+    mem = memory_for(pol)
+    assert mem.encoder_id == OFFSETS_ENCODER and mem.config.sigma == 1.0     # the bundle's own: state key, 0.1
+    assert with_memory_settings("embodia-mt50", offsets, tmp_path / "policy") == path    # the same copy again
+    with pytest.raises(ValueError, match="use a fresh folder"):
+        with_memory_settings("embodia-mt50", {"sigma": 0.5}, tmp_path / "policy")
+    with pytest.raises(CheckpointError, match="unknown memory settings"):
+        with_memory_settings("embodia-mt50", {"sigmaa": 1.0}, tmp_path / "bad")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy"]           # nothing half-made left
+    with pytest.raises(ValueError, match="not a checkpoint"):
+        with_memory_settings(str(tmp_path), offsets, tmp_path / "x")
 
 
 def test_the_bundled_mt50_checkpoint_solves_easy_tasks_and_stays_small():

@@ -80,6 +80,41 @@ def suite_memory_gain(suite: str, policy_spec: str, *, episodes: int, streams: i
     return compare(arms["on"], arms["off"])
 
 
+def with_memory_settings(policy_spec: str, settings: dict, folder) -> str:
+    """A copy of the checkpoint ``policy_spec`` (a bundled name or a folder) in ``folder`` whose
+    ``memory.json`` holds ``settings`` (checked as the checkpoint loader checks it); returns the
+    copy's path, to pass as the policy. The weights are the same; only what a fresh memory steering
+    it starts with changes (e.g. ``{"key": "offsets", "sigma": 1.0}``). A copy already there with
+    other settings is refused, so two runs never share a name for two set-ups.
+
+    >>> with_memory_settings("embodia-mt50", {"key": "offsets", "sigma": 1.0}, "/tmp/w/policy")  # doctest: +SKIP
+    '/tmp/w/policy'
+    """
+    import shutil
+
+    from embodia.agent.loop.factory import BUNDLED
+    from embodia.policies.robot.vla import MEMORY, read_memory_settings
+    src, dst = Path(BUNDLED.get(policy_spec) or Path(policy_spec).expanduser()), Path(folder)
+    if not (src / "config.json").is_file():
+        raise ValueError(f"{policy_spec}: not a checkpoint folder (no config.json); memory settings apply to one")
+    if dst.exists():
+        if read_memory_settings(dst) != settings:
+            raise ValueError(f"{dst} holds a copy with memory settings {read_memory_settings(dst)}, not {settings}; "
+                             "use a fresh folder")
+        return str(dst)
+    tmp = dst.with_name(dst.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("train_state", MEMORY))
+    (tmp / MEMORY).write_text(json.dumps(settings, indent=1) + "\n")
+    try:
+        read_memory_settings(tmp)                 # an unknown field or bad value: refused before any run
+    except ValueError:
+        shutil.rmtree(tmp)
+        raise
+    tmp.rename(dst)
+    return str(dst)
+
+
 def compare(on: list[dict], off: list[dict]) -> dict:
     """The gain of ``on`` over ``off`` from paired suite reports (same tasks and seeds, stream by stream)."""
     names = list(on[0]["tasks"])
