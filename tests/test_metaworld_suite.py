@@ -177,6 +177,12 @@ def test_memory_on_vs_off_over_a_suite_pairs_the_seeds_and_compares(tmp_path):
     assert rep["per_task_diff"].keys() == set(tasks) and len(rep["per_stream_gain"]) == 2
     with pytest.raises(ValueError, match="another run"):            # the reports there are another run's
         suite_memory_gain("mt50", "embodia-tiny", episodes=1, streams=1, workdir=tmp_path / "w", tasks=tasks, query=q)
+    with pytest.raises(ValueError, match="max_steps=40 there, 30 now"):           # nor another episode length
+        suite_memory_gain("mt50", "embodia-tiny", episodes=2, streams=1, workdir=tmp_path / "w", tasks=tasks,
+                          query={"max_steps": "30"})
+    with pytest.raises(ValueError, match=r"tasks: 2 there \(button-press-v3 not now\), 1 now"):
+        suite_memory_gain("mt50", "embodia-tiny", episodes=2, streams=1, workdir=tmp_path / "w", tasks=tasks[:1],
+                          query=q)
     (tmp_path / "w2" / "stream0").mkdir(parents=True)
     with pytest.raises(ValueError, match="empty memory"):           # a stream never starts from an old memory
         suite_memory_gain("mt50", "embodia-tiny", episodes=1, streams=1, workdir=tmp_path / "w2", tasks=tasks, query=q)

@@ -32,7 +32,7 @@ from embodia.agent.evaluation.evaluate import write_json
 from embodia.agent.evaluation.stats import clustered_gain, newcombe, newcombe_paired
 from embodia.agent.evaluation.suite import cell as rate
 from embodia.agent.evaluation.suite import run_suite
-from embodia.sim.metaworld import GROUPS
+from embodia.sim.metaworld import GROUPS, suite_tasks
 
 
 def suite_memory_gain(suite: str, policy_spec: str, *, episodes: int, streams: int, workdir, seed: int = 0,
@@ -56,9 +56,11 @@ def suite_memory_gain(suite: str, policy_spec: str, *, episodes: int, streams: i
             done = workdir / f"stream{s}-{name}.json"
             if done.is_file():             # finished by a run that stopped later on
                 rep = json.loads(done.read_text())
-                if (rep["policy"], rep["seed"], rep["episodes_per_task"]) != (policy_spec, kw["seed"], episodes):
-                    raise ValueError(f"{done}: a report of another run ({rep['policy']}, seed {rep['seed']} x "
-                                     f"{rep['episodes_per_task']}); use a fresh --workdir")
+                differs = _differs(rep, suite=suite, policy=policy_spec, seed=kw["seed"], episodes=episodes,
+                                   tasks=tasks or list(suite_tasks(suite)), query=query or {},
+                                   memory=extra.get("memory"))
+                if differs:
+                    raise ValueError(f"{done}: a report of another run ({differs}); use a fresh --workdir")
                 return rep
             partial = workdir / f"stream{s}-{name}.partial"
             rep = run_suite(suite, policy_spec, resume=partial,
@@ -78,6 +80,25 @@ def suite_memory_gain(suite: str, policy_spec: str, *, episodes: int, streams: i
         if on_stream:
             on_stream(s, off, on)
     return compare(arms["on"], arms["off"])
+
+
+def _differs(rep: dict, *, suite, policy, seed, episodes, tasks, query, memory) -> str:
+    """What in a finished arm's report is not this run's ("" when it is this run's): the same
+    identity a partial file carries (suite_resume.PartialRun), read from the report's fields."""
+    def stream(mem):        # the arm (on: its stream's memory, by name: a workdir may be given another way)
+        return Path(mem).name if mem else None
+    have = {"suite": rep.get("suite"), "policy": rep.get("policy"), "seed": rep.get("seed"),
+            "episodes": rep.get("episodes_per_task"), "tasks": sorted(rep.get("tasks", {})),
+            "memory": stream(rep.get("memory"))}
+    want = {"suite": suite, "policy": policy, "seed": seed, "episodes": episodes, "tasks": sorted(tasks),
+            "memory": stream(memory)}
+    out = [f"{k}: {have[k]} there, {want[k]} now" for k in want if k != "tasks" and have[k] != want[k]]
+    if have["tasks"] != want["tasks"]:
+        gone = ", ".join(sorted(set(have["tasks"]) - set(want["tasks"]))[:3])
+        out.append(f"tasks: {len(have['tasks'])} there ({gone} not now), {len(want['tasks'])} now")
+    used = rep.get("protocol", {}).get("device_query", {})
+    out += [f"{k}={used.get(k)} there, {v} now" for k, v in query.items() if str(used.get(k)) != str(v)]
+    return ", ".join(out)
 
 
 def with_memory_settings(policy_spec: str, settings: dict, folder) -> str:
