@@ -236,8 +236,10 @@ def test_a_checkpoint_copy_carries_other_memory_settings_and_steers_with_them(tm
     assert with_memory_settings("embodia-mt50", offsets, tmp_path / "policy") == path    # the same copy again
     with pytest.raises(ValueError, match="use a fresh folder"):
         with_memory_settings("embodia-mt50", {"sigma": 0.5}, tmp_path / "policy")
-    with pytest.raises(CheckpointError, match="unknown memory settings"):
+    with pytest.raises(CheckpointError, match=r'^memory settings \{"sigmaa": 1.0\}: unknown memory settings'):
         with_memory_settings("embodia-mt50", {"sigmaa": 1.0}, tmp_path / "bad")
+    with pytest.raises(CheckpointError, match=r"^memory settings \[1\]: expected a JSON object"):
+        with_memory_settings("embodia-mt50", [1], tmp_path / "bad")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["policy"]           # nothing half-made left
     with pytest.raises(ValueError, match="not a checkpoint"):
         with_memory_settings(str(tmp_path), offsets, tmp_path / "x")

@@ -112,12 +112,20 @@ def with_memory_settings(policy_spec: str, settings: dict, folder) -> str:
     '/tmp/w/policy'
     """
     import shutil
+    import tempfile
 
     from embodia.agent.loop.factory import BUNDLED
-    from embodia.policies.robot.vla import MEMORY, read_memory_settings
+    from embodia.policies.robot.vla import MEMORY, CheckpointError, read_memory_settings
     src, dst = Path(BUNDLED.get(policy_spec) or Path(policy_spec).expanduser()), Path(folder)
     if not (src / "config.json").is_file():
         raise ValueError(f"{policy_spec}: not a checkpoint folder (no config.json); memory settings apply to one")
+    with tempfile.TemporaryDirectory() as d:     # checked as the loader checks them, before anything is copied
+        f = Path(d) / MEMORY
+        f.write_text(json.dumps(settings))
+        try:
+            read_memory_settings(d)
+        except CheckpointError as e:
+            raise CheckpointError(f"memory settings {json.dumps(settings)}: {str(e).removeprefix(f'{f}: ')}") from None
     if dst.exists():
         if read_memory_settings(dst) != settings:
             raise ValueError(f"{dst} holds a copy with memory settings {read_memory_settings(dst)}, not {settings}; "
@@ -127,11 +135,6 @@ def with_memory_settings(policy_spec: str, settings: dict, folder) -> str:
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("train_state", MEMORY))
     (tmp / MEMORY).write_text(json.dumps(settings, indent=1) + "\n")
-    try:
-        read_memory_settings(tmp)                 # an unknown field or bad value: refused before any run
-    except ValueError:
-        shutil.rmtree(tmp)
-        raise
     tmp.rename(dst)
     return str(dst)
 
