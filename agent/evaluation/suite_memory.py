@@ -112,24 +112,17 @@ def with_memory_settings(policy_spec: str, settings: dict, folder) -> str:
     '/tmp/w/policy'
     """
     import shutil
-    import tempfile
 
     from embodia.agent.loop.factory import BUNDLED
-    from embodia.policies.robot.vla import MEMORY, CheckpointError, read_memory_settings
+    from embodia.policies.robot.vla import MEMORY, check_memory_settings, read_memory_settings
     src, dst = Path(BUNDLED.get(policy_spec) or Path(policy_spec).expanduser()), Path(folder)
     if not (src / "config.json").is_file():
         raise ValueError(f"{policy_spec}: not a checkpoint folder (no config.json); memory settings apply to one")
-    with tempfile.TemporaryDirectory() as d:     # checked as the loader checks them, before anything is copied
-        f = Path(d) / MEMORY
-        f.write_text(json.dumps(settings))
-        try:
-            read_memory_settings(d)
-        except CheckpointError as e:
-            raise CheckpointError(f"memory settings {json.dumps(settings)}: {str(e).removeprefix(f'{f}: ')}") from None
+    check_memory_settings(settings, f"memory settings {json.dumps(settings)}")    # before anything is copied
     if dst.exists():
-        if read_memory_settings(dst) != settings:
-            raise ValueError(f"{dst} holds a copy with memory settings {read_memory_settings(dst)}, not {settings}; "
-                             "use a fresh folder")
+        there = read_memory_settings(dst)
+        if there != settings:
+            raise ValueError(f"{dst} holds a copy with memory settings {there}, not {settings}; use a fresh folder")
         return str(dst)
     tmp = dst.with_name(dst.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -261,22 +261,27 @@ def read_memory_settings(path) -> dict:
     """The checkpoint's ``memory.json`` (MemoryConfig fields a fresh success memory steering it starts
     with, and optionally ``"key"``: ``"state"`` or ``"offsets"``, the key it is queried with), or {}
     when it has none. Unknown fields or invalid values: CheckpointError."""
-    from embodia.memory import MemoryConfig
     f = Path(path) / MEMORY
     if not f.is_file():
         return {}
-    d = _read_json(f)
+    return check_memory_settings(_read_json(f), str(f))
+
+
+def check_memory_settings(d, where: str) -> dict:
+    """``d`` if it is memory settings a checkpoint may carry (see read_memory_settings), else
+    CheckpointError, its message starting with ``where`` (the file, or what the settings came from)."""
+    from embodia.memory import MemoryConfig
     if not isinstance(d, dict):
-        raise CheckpointError(f"{f}: expected a JSON object of memory settings")
+        raise CheckpointError(f"{where}: expected a JSON object of memory settings")
     unknown = sorted(set(d) - set(MemoryConfig.__dataclass_fields__) - {"key"})
     if unknown:
-        raise CheckpointError(f"{f}: unknown memory settings {unknown}")
+        raise CheckpointError(f"{where}: unknown memory settings {unknown}")
     if d.get("key", "state") not in MEMORY_KEYS:
-        raise CheckpointError(f"{f}: key must be one of {list(MEMORY_KEYS)}, not {d['key']!r}")
+        raise CheckpointError(f"{where}: key must be one of {list(MEMORY_KEYS)}, not {d['key']!r}")
     try:
         MemoryConfig(**{k: v for k, v in d.items() if k != "key"})
     except (TypeError, ValueError) as e:
-        raise CheckpointError(f"{f}: {e}") from None
+        raise CheckpointError(f"{where}: {e}") from None
     return d
 
 
