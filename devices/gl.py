@@ -5,6 +5,7 @@ without a display the EGL backend (no extra packages) is chosen before anything 
 """
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import weakref
@@ -41,8 +42,12 @@ class CameraRenderer:
             raise RuntimeError(f"{self.owner}: no offscreen OpenGL renderer: {e}.{when} Without a display, "
                                "set MUJOCO_GL=egl (or osmesa) before anything imports mujoco, or open "
                                "the device with render=0") from e
-        # Free the GL context before interpreter teardown (EGL complains if it goes later).
+        # Free the GL context before interpreter teardown: mujoco terminates the EGL display at exit
+        # (an atexit hook made with its first context), and a context freed after that raises
+        # EGLError. atexit runs hooks last in, first out, so this one (made after the context) runs
+        # before mujoco's; weakref's own exit hook may be older than mujoco's, and run too late.
         self._finalizer = weakref.finalize(self, self._renderer.close)
+        atexit.register(self._finalizer)
 
     def render(self, data, cameras) -> dict:
         if self._renderer is None:
@@ -60,4 +65,5 @@ class CameraRenderer:
     def close(self) -> None:
         if self._renderer is not None:
             self._finalizer()
+            atexit.unregister(self._finalizer)
             self._renderer = None

@@ -206,3 +206,23 @@ def test_scene_overrides_change_the_model_and_shifts_apply_on_top():
     gaps = [default.model.geom(f"wall{i}") for i in range(3)]
     # the middle wall segment spans the space between the two gaps
     assert gaps[1].size[0] * 2 == pytest.approx(0.4 - 0.24)
+
+
+def test_a_device_left_open_exits_without_an_egl_error():
+    """A script that renders and exits without closing its device: the GL context goes before
+    mujoco terminates the EGL display. It failed with EGLError at exit when weakref's exit hook
+    (made by any earlier weakref.finalize, e.g. torch's import) was older than mujoco's."""
+    import subprocess
+    import sys
+    script = ("import weakref\n"
+              "class Early: pass\n"
+              "early = Early(); weakref.finalize(early, lambda: None)   # weakref's exit hook first\n"
+              "from embodia.devices import open_device\n"
+              "dev = open_device('sim:twogap-push')\n"
+              "obs = dev.reset(0)\n"
+              "print(sorted(obs.images))\n")
+    env = {**os.environ, "MUJOCO_GL": "egl"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "top" in out.stdout
+    assert "EGLError" not in out.stderr and "Traceback" not in out.stderr, out.stderr
