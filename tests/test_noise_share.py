@@ -1,22 +1,16 @@
 """benchmarks/metaworld_noise_share.py: the crossed set-up x noise design and what it reads from it."""
-import importlib.util
 import json
 import os
-from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+import bench_module
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("noise_share_bench", ROOT / "benchmarks" / "metaworld_noise_share.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_module.load("metaworld_noise_share")
 
 
 def _cells(f, n=6):

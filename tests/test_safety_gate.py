@@ -1,23 +1,17 @@
 """The safety gate against rephrased risky actions (issue 22): the labelled corpus in gate_cases.py
 (catch rate and false alarms, the rephrasings the issue lists), label normalization, key chords,
 the clickable target, gestures, type-and-submit and unresolvable targets."""
-import importlib.util
-import pathlib
 
+import bench_module
 import pytest
 from gate_cases import CASES, ISSUE_IDS, button
 
 from embodia.agent.loop.safety import RISK_CLASSES, SafetyGate, chord, classify, normalize
 from embodia.devices import GuiAction
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("gate_corpus_bench", ROOT / "benchmarks" / "gate_corpus.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_module.load("gate_corpus")
 
 
 def test_corpus_is_big_enough_and_holds_the_issue_cases():

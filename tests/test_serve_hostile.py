@@ -1,13 +1,12 @@
 """The policy server under hostile clients (issue 22): every hostile message gets an error (or, over
 the size limit, a closed connection), fabricated memory writes change nothing, a well-formed client
 keeps answering meanwhile, /healthz reports a stalled model, and a full queue refuses."""
-import importlib.util
 import threading
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
+import bench_module
 import pytest
 from websockets.sync.client import connect
 
@@ -15,14 +14,9 @@ from embodia.agent.loop.factory import make_device, make_policy
 from embodia.agent.serving.server import Limits, PolicyServer
 from embodia.policies.ws_policy import packb, unpackb
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("serve_hostile_bench", ROOT / "benchmarks" / "serve_hostile.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_module.load("serve_hostile")
 
 
 def test_hostile_clients_are_refused_and_a_good_client_keeps_answering():
