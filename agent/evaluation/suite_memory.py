@@ -43,7 +43,8 @@ def suite_memory_gain(suite: str, policy_spec: str, *, episodes: int, streams: i
     arm's report (``stream<s>-<arm>.json``) or, while it runs, its finished tasks
     (``stream<s>-<arm>.partial``): the same call after a stop goes on from there. ``off_reports``:
     "off" arm reports already run on exactly these seeds (e.g. the checkpoint's own evaluation),
-    reused. ``on_task(arm, stream, task, row)`` after each task of each arm (progress)."""
+    reused, and kept in the workdir as that stream's off report. ``on_task(arm, stream, task, row)``
+    after each task of each arm (progress)."""
     workdir = Path(workdir)
     arms: dict[str, list[dict]] = {"off": [], "on": []}
     for s in range(streams):
@@ -70,10 +71,13 @@ def suite_memory_gain(suite: str, policy_spec: str, *, episodes: int, streams: i
             partial.unlink(missing_ok=True)
             return rep
         workdir.mkdir(parents=True, exist_ok=True)
-        off = off_reports[s] if off_reports and s < len(off_reports) else arm("off")
+        given = bool(off_reports) and s < len(off_reports)
+        off = off_reports[s] if given else arm("off")
         if off["seed"] != kw["seed"] or off["episodes_per_task"] != episodes:
             raise ValueError(f"off report {s} ran seed {off['seed']} x {off['episodes_per_task']}, "
                              f"not {kw['seed']} x {episodes}")
+        if given and not (workdir / f"stream{s}-off.json").is_file():
+            write_json(off, workdir / f"stream{s}-off.json")   # beside the other arms: compare can be redone
         on = arm("on", memory=str(mem))
         arms["off"].append(off)
         arms["on"].append(on)
