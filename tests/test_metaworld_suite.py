@@ -434,7 +434,7 @@ def test_a_stopped_memory_run_resumes_with_the_memory_as_of_its_last_finished_ta
         {t: r["outcomes"] for t, r in whole["tasks"].items()}
 
 
-def test_a_given_off_report_is_kept_in_the_workdir_so_the_comparison_can_be_redone(tmp_path):
+def test_a_given_off_report_is_kept_in_the_workdir_so_the_comparison_can_be_redone(tmp_path, monkeypatch):
     from embodia.agent.evaluation.suite_memory import compare, suite_memory_gain
     tasks, q = ["reach-v3"], {"max_steps": "20"}
     off = run_suite("mt50", "embodia-tiny", episodes=2, seed=3, tasks=tasks, query=q)   # e.g. the evaluation
@@ -444,6 +444,15 @@ def test_a_given_off_report_is_kept_in_the_workdir_so_the_comparison_can_be_redo
     assert kept["tasks"]["reach-v3"]["outcomes"] == off["tasks"]["reach-v3"]["outcomes"]
     on = json.loads((tmp_path / "w" / "stream0-on.json").read_text())
     assert compare([on], [kept])["gain"] == rep["gain"]                 # from the files alone
+    assert on["run"]["memory"] == str((tmp_path / "w" / "stream0").resolve())
+    monkeypatch.chdir(tmp_path)                     # the same workdir named another way: its reports count
+    again = suite_memory_gain("mt50", "embodia-tiny", episodes=2, seed=3, streams=1, workdir="w", tasks=tasks,
+                              query=q)
+    assert again["gain"] == rep["gain"]
+    del on["run"]                                   # a report that does not say which run wrote it
+    (tmp_path / "w" / "stream0-on.json").write_text(json.dumps(on))
+    with pytest.raises(ValueError, match="does not name its run"):
+        suite_memory_gain("mt50", "embodia-tiny", episodes=2, seed=3, streams=1, workdir="w", tasks=tasks, query=q)
     with pytest.raises(ValueError, match="seed 3 x 2, not 4 x 2"):      # a report of other seeds is not kept
         suite_memory_gain("mt50", "embodia-tiny", episodes=2, seed=4, streams=1, workdir=tmp_path / "w2",
                           tasks=tasks, query=q, off_reports=[off])

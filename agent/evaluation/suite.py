@@ -22,6 +22,7 @@ from pathlib import Path
 
 from embodia.agent.evaluation.evaluate import machine, run_episodes
 from embodia.agent.evaluation.stats import mean_of_rates, wilson
+from embodia.agent.evaluation.suite_resume import PartialRun, run_identity
 from embodia.agent.loop.factory import BUNDLED, device_namespace, make_device, make_policy, with_memory
 from embodia.sim.metaworld import GROUPS, SUITE_MAX_STEPS, SUITES, group_of, suite_tasks
 
@@ -162,14 +163,10 @@ def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, que
     if render not in RENDER_MODES:
         raise ValueError(f"render={render!r}; one of {RENDER_MODES}")
     names = list(tasks) if tasks else list(suite_tasks(suite))
-    # What the user's URI says wins over what the policy reads (e.g. ?max_steps=200 for a quick look).
-    q = {"max_steps": str(SUITE_MAX_STEPS), **(policy_reads(policy_spec) if render == "policy" else {}),
-         **(query or {})}
-    partial = None
-    if resume is not None:
-        from embodia.agent.evaluation.suite_resume import PartialRun
-        partial = PartialRun(resume, {"suite": suite, "policy": policy_spec, "episodes": episodes, "seed": seed,
-                                      "query": q, "render": render, "memory": memory, "tasks": names})
+    q = suite_query(policy_spec, render, query)
+    run = run_identity(suite=suite, policy=policy_spec, episodes=episodes, seed=seed, query=q, render=render,
+                       memory=memory, tasks=names)
+    partial = PartialRun(resume, run) if resume is not None else None
     done = dict(partial.done) if partial else {}
     todo = [t for t in names if t not in done]
     if done and on_resumed:
@@ -207,7 +204,16 @@ def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, que
                            "episodes_per_s": ran / wall if wall and ran else None,
                            "resumed_tasks": len(done)})
     rep["memory"] = memory
+    rep["run"] = run         # what a later call compares to reuse this report (suite_resume.run_diff)
     return rep
+
+
+def suite_query(policy_spec: str, render: str = "policy", query: dict | None = None) -> dict:
+    """The device query every task of a suite evaluation opens with: the suite's episode length,
+    what the policy reads (``render="policy"``), then the caller's ``query``, which wins (e.g.
+    ``?max_steps=200`` for a quick look)."""
+    return {"max_steps": str(SUITE_MAX_STEPS), **(policy_reads(policy_spec) if render == "policy" else {}),
+            **(query or {})}
 
 
 _WORKER: dict = {}   # per worker process: its policy loader (a checkpoint loads once per process)

@@ -31,7 +31,8 @@ from pathlib import Path
 from embodia.agent.evaluation.evaluate import write_json
 from embodia.agent.evaluation.stats import clustered_gain, newcombe, newcombe_paired
 from embodia.agent.evaluation.suite import cell as rate
-from embodia.agent.evaluation.suite import run_suite
+from embodia.agent.evaluation.suite import run_suite, suite_query
+from embodia.agent.evaluation.suite_resume import run_diff, run_identity
 from embodia.sim.metaworld import GROUPS, suite_tasks
 
 
@@ -57,9 +58,13 @@ def suite_memory_gain(suite: str, policy_spec: str, *, episodes: int, streams: i
             done = workdir / f"stream{s}-{name}.json"
             if done.is_file():             # finished by a run that stopped later on
                 rep = json.loads(done.read_text())
-                differs = _differs(rep, suite=suite, policy=policy_spec, seed=kw["seed"], episodes=episodes,
-                                   tasks=tasks or list(suite_tasks(suite)), query=query or {},
-                                   memory=extra.get("memory"))
+                if not isinstance(rep.get("run"), dict):
+                    raise ValueError(f"{done}: a report that does not name its run (written before reports "
+                                     "did); use a fresh --workdir")
+                differs = run_diff(rep["run"], run_identity(
+                    suite=suite, policy=policy_spec, episodes=episodes, seed=kw["seed"],
+                    query=suite_query(policy_spec, "policy", query), render="policy", memory=extra.get("memory"),
+                    tasks=tasks or list(suite_tasks(suite))))
                 if differs:
                     raise ValueError(f"{done}: a report of another run ({differs}); use a fresh --workdir")
                 return rep
@@ -84,25 +89,6 @@ def suite_memory_gain(suite: str, policy_spec: str, *, episodes: int, streams: i
         if on_stream:
             on_stream(s, off, on)
     return compare(arms["on"], arms["off"])
-
-
-def _differs(rep: dict, *, suite, policy, seed, episodes, tasks, query, memory) -> str:
-    """What in a finished arm's report is not this run's ("" when it is this run's): the same
-    identity a partial file carries (suite_resume.PartialRun), read from the report's fields."""
-    def stream(mem):        # the arm (on: its stream's memory, by name: a workdir may be given another way)
-        return Path(mem).name if mem else None
-    have = {"suite": rep.get("suite"), "policy": rep.get("policy"), "seed": rep.get("seed"),
-            "episodes": rep.get("episodes_per_task"), "tasks": sorted(rep.get("tasks", {})),
-            "memory": stream(rep.get("memory"))}
-    want = {"suite": suite, "policy": policy, "seed": seed, "episodes": episodes, "tasks": sorted(tasks),
-            "memory": stream(memory)}
-    out = [f"{k}: {have[k]} there, {want[k]} now" for k in want if k != "tasks" and have[k] != want[k]]
-    if have["tasks"] != want["tasks"]:
-        gone = ", ".join(sorted(set(have["tasks"]) - set(want["tasks"]))[:3])
-        out.append(f"tasks: {len(have['tasks'])} there ({gone} not now), {len(want['tasks'])} now")
-    used = rep.get("protocol", {}).get("device_query", {})
-    out += [f"{k}={used.get(k)} there, {v} now" for k, v in query.items() if str(used.get(k)) != str(v)]
-    return ", ".join(out)
 
 
 def with_memory_settings(policy_spec: str, settings: dict, folder) -> str:

@@ -49,9 +49,8 @@ class PartialRun:
         if not isinstance(head, dict):
             raise ValueError(f"{self.path}: not a partial suite evaluation (its first line does not name a run); "
                              "delete it to start over")
-        if head != self.run:
-            diff = ", ".join(f"{k}: {_short(head.get(k))} there, {_short(self.run.get(k))} now"
-                             for k in sorted(set(head) | set(self.run)) if head.get(k) != self.run.get(k))
+        diff = run_diff(head, self.run)
+        if diff:
             raise ValueError(f"{self.path}: holds a stopped evaluation of another run ({diff}); "
                              "delete it to start over")
         for line in lines[1:]:
@@ -75,6 +74,40 @@ class PartialRun:
     def finish(self) -> None:
         """The whole run is reported: the partial file goes."""
         self.path.unlink(missing_ok=True)
+
+
+def run_identity(*, suite: str, policy: str, episodes: int, seed: int, query: dict, render: str,
+                 memory: str | None, tasks: list[str]) -> dict:
+    """What makes two suite evaluations the same run, in JSON-equal form: a partial file's first line
+    and a finished report's ``run`` field. The memory folder is named by its absolute path, and the
+    query's values as the device URI spells them (strings)."""
+    mem = str(Path(memory).expanduser().resolve()) if memory else None
+    return json.loads(json.dumps({"suite": suite, "policy": policy, "episodes": episodes, "seed": seed,
+                                  "query": {k: str(v) for k, v in query.items()}, "render": render,
+                                  "memory": mem, "tasks": list(tasks)}))
+
+
+def run_diff(there: dict, now: dict) -> str:
+    """What in ``there`` (a saved run's identity) is not ``now`` ("" when it is the same run).
+
+    >>> run_diff({"seed": 0, "query": {"max_steps": "40"}, "tasks": ["a", "b"]},
+    ...          {"seed": 1, "query": {"max_steps": "30"}, "tasks": ["a"]})
+    'query: max_steps=40 there, 30 now; seed: 0 there, 1 now; tasks: 2 there (b not now), 1 now'
+    """
+    out = []
+    for k in sorted(set(there) | set(now)):
+        a, b = there.get(k), now.get(k)
+        if a == b:
+            continue
+        if k == "query" and isinstance(a, dict) and isinstance(b, dict):
+            out.append("query: " + ", ".join(f"{q}={a.get(q)} there, {b.get(q)} now"
+                                              for q in sorted(set(a) | set(b)) if a.get(q) != b.get(q)))
+        elif k == "tasks" and isinstance(a, list) and isinstance(b, list):
+            gone = ", ".join(sorted(set(a) - set(b))[:3])
+            out.append(f"tasks: {len(a)} there" + (f" ({gone} not now)" if gone else "") + f", {len(b)} now")
+        else:
+            out.append(f"{k}: {_short(a)} there, {_short(b)} now")
+    return "; ".join(out)
 
 
 def _short(v) -> str:
