@@ -54,8 +54,8 @@ class NoiseSeed:
         return getattr(self.policy, name)
 
 
-def run(policy_spec: str, tasks: list[str], setups: int, noises: int, out: Path) -> dict:
-    """Every (task, set-up, noise) episode not yet in ``out``; returns task -> {(a, b): success}."""
+def read_log(out: Path) -> dict:
+    """The episodes logged in ``out``: task -> {(a, b): success}."""
     done: dict = {}
     if out.is_file():
         for line in out.read_text().splitlines():
@@ -64,6 +64,12 @@ def run(policy_spec: str, tasks: list[str], setups: int, noises: int, out: Path)
                 done.setdefault(r["task"], {})[(r["a"], r["b"])] = bool(r["success"])
             except (ValueError, KeyError):
                 continue        # a line a crash cut short: that episode runs again
+    return done
+
+
+def run(policy_spec: str, tasks: list[str], setups: int, noises: int, out: Path) -> dict:
+    """Every (task, set-up, noise) episode not yet in ``out``; returns task -> {(a, b): success}."""
+    done = read_log(out)
     total = len(tasks) * setups * noises
     n = sum(len(v) for t, v in done.items() if t in tasks)
     policy = None
@@ -217,10 +223,7 @@ def main():
     tasks = [t for t in args.tasks.split(",") if t]
     out = Path(args.out)
     t0 = time.time()
-    if args.analyse_only:
-        done = run(args.policy, [], args.setups, args.noises, out)
-    else:
-        done = run(args.policy, tasks, args.setups, args.noises, out)
+    done = read_log(out) if args.analyse_only else run(args.policy, tasks, args.setups, args.noises, out)
     done = {t: done[t] for t in tasks if t in done}
     print(json.dumps({"benchmark": "metaworld_noise_share", "policy": args.policy, "setup_seeds": SETUP0,
                       "noise_seeds": NOISE0, **analyse(done, np.random.default_rng(0)),

@@ -162,10 +162,9 @@ def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, que
                          "drop --jobs/--workers")
     if render not in RENDER_MODES:
         raise ValueError(f"render={render!r}; one of {RENDER_MODES}")
-    names = list(tasks) if tasks else list(suite_tasks(suite))
-    q = suite_query(policy_spec, render, query)
-    run = run_identity(suite=suite, policy=policy_spec, episodes=episodes, seed=seed, query=q, render=render,
-                       memory=memory, tasks=names)
+    run = suite_run(suite, policy_spec, episodes=episodes, seed=seed, tasks=tasks, query=query, render=render,
+                    memory=memory)
+    names, q = run["tasks"], suite_query(policy_spec, render, query)
     partial = PartialRun(resume, run) if resume is not None else None
     done = dict(partial.done) if partial else {}
     todo = [t for t in names if t not in done]
@@ -206,6 +205,15 @@ def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, que
     rep["memory"] = memory
     rep["run"] = run         # what a later call compares to reuse this report (suite_resume.run_diff)
     return rep
+
+
+def suite_run(suite: str, policy_spec: str, *, episodes: int, seed: int, tasks: list[str] | None = None,
+              query: dict | None = None, render: str = "policy", memory: str | None = None) -> dict:
+    """The identity of `run_suite` called with these arguments (`suite_resume.run_identity`): what its
+    partial file's first line and its report's ``run`` hold, for checking saved work against."""
+    return run_identity(suite=suite, policy=policy_spec, episodes=episodes, seed=seed,
+                        query=suite_query(policy_spec, render, query), render=render, memory=memory,
+                        tasks=list(tasks) if tasks else list(suite_tasks(suite)))
 
 
 def suite_query(policy_spec: str, render: str = "policy", query: dict | None = None) -> dict:

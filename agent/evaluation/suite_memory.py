@@ -31,9 +31,9 @@ from pathlib import Path
 from embodia.agent.evaluation.evaluate import write_json
 from embodia.agent.evaluation.stats import clustered_gain, newcombe, newcombe_paired
 from embodia.agent.evaluation.suite import cell as rate
-from embodia.agent.evaluation.suite import run_suite, suite_query
-from embodia.agent.evaluation.suite_resume import run_diff, run_identity
-from embodia.sim.metaworld import GROUPS, suite_tasks
+from embodia.agent.evaluation.suite import run_suite, suite_run
+from embodia.agent.evaluation.suite_resume import run_diff
+from embodia.sim.metaworld import GROUPS
 
 
 def suite_memory_gain(suite: str, policy_spec: str, *, episodes: int, streams: int, workdir, seed: int = 0,
@@ -61,10 +61,7 @@ def suite_memory_gain(suite: str, policy_spec: str, *, episodes: int, streams: i
                 if not isinstance(rep.get("run"), dict):
                     raise ValueError(f"{done}: a report that does not name its run (written before reports "
                                      "did); use a fresh --workdir")
-                differs = run_diff(rep["run"], run_identity(
-                    suite=suite, policy=policy_spec, episodes=episodes, seed=kw["seed"],
-                    query=suite_query(policy_spec, "policy", query), render="policy", memory=extra.get("memory"),
-                    tasks=tasks or list(suite_tasks(suite))))
+                differs = run_diff(rep["run"], suite_run(suite, policy_spec, **kw, **extra))
                 if differs:
                     raise ValueError(f"{done}: a report of another run ({differs}); use a fresh --workdir")
                 return rep
