@@ -164,6 +164,17 @@ class MemoryConfig:
     detector often reports as successes again, each stored as one more false source steered by the
     first; without the cascade that chain is credited as successes. 0 turns it off."""
 
+    # ---- the noise of successes (opt-in) --------------------------------------------------------
+    recall_seed: bool = False
+    """Episode level: a policy with a noise seed (a VLA's flow sampler) starts each episode of a
+    namespace from the seed of a stored success there, in place of the episode's own, so the
+    sampler draws the noise that worked before. The seed recalled is the one with the best record
+    (successes + 1) / (episodes + 2) among the seeds that have succeeded at least as often as they
+    have failed (ties: the latest success); with none, the episode's own seed. Off by default: on
+    MT50 under the protocol a policy's success rests mostly on the object and goal set-up, and a
+    noise seed that succeeded on one set-up succeeded on another 0.666 of the time against 0.644 by
+    chance (BENCHMARKS.md, "Why the memory moves this checkpoint so little")."""
+
     # ---- index -------------------------------------------------------------------------------
     ivf_threshold: int = 200_000
     """Exact IndexFlat below this many entries in a namespace (0.3-1 ms per query up to ~100k at

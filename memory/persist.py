@@ -216,6 +216,9 @@ def save(mem, path: Path) -> Path:
         "hist_len": mem.hist_len, "config": mem.config.to_dict(), "generation": gen,
         "saved_at": time.time(), "namespaces": nss, "reviewed": sorted(mem.reviewed),
     }
+    if any(mem.seeds.values()):
+        meta["seeds"] = {name: [[seed, *rec] for seed, rec in sorted(recs.items())]
+                         for name, recs in sorted(mem.seeds.items()) if recs}
     meta["meta_sha256"] = meta_checksum(meta)
     text = json.dumps(meta, indent=1, sort_keys=True).encode("utf-8")
     write_atomic(path / META, lambda f: f.write(text))
@@ -404,4 +407,23 @@ def load(cls, path: Path, *, encoder_id: str, normalizer_hash: str, on_error: st
             return empty(e)
         raise
     mem.reviewed = {str(i) for i in meta.get("reviewed") or ()}
+    mem.seeds = _read_seeds(path, meta.get("seeds") or {})
     return mem
+
+
+def _read_seeds(path: Path, seeds) -> Dict[str, Dict[int, list]]:
+    """meta.json's noise-seed records ({namespace: [[seed, successes, episodes, latest], ...]})."""
+    def bad(why: str):
+        return MemoryFileError(path / META, f"seeds: {why}")
+    if not isinstance(seeds, dict):
+        raise bad("not a mapping of namespaces")
+    out: Dict[str, Dict[int, list]] = {}
+    for name, recs in seeds.items():
+        if not isinstance(recs, list):
+            raise bad(f"{name!r} is not a list")
+        for rec in recs:
+            if (not isinstance(rec, list) or len(rec) != 4 or not all(type(v) is int for v in rec)
+                    or not 0 <= rec[1] <= rec[2]):
+                raise bad(f"{name!r}: {rec!r} is not [seed, successes, episodes, latest]")
+            out.setdefault(name, {})[rec[0]] = rec[1:]
+    return out

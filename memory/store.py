@@ -220,6 +220,8 @@ class SuccessMemory:
         # ids of pending episodes a person decided (memory/pending.py): saved with the memory, so a
         # record whose removal a crash cut short is dropped, not applied a second time
         self.reviewed: set = set()
+        # namespace -> noise seed -> [successes, episodes, order of its latest success] (recall_seed)
+        self.seeds: Dict[str, Dict[int, List[int]]] = {}
 
     # -- introspection ---------------------------------------------------------------------------
     def namespaces(self) -> List[str]:
@@ -826,7 +828,40 @@ class SuccessMemory:
         return n
 
     def drop_namespace(self, namespace: str) -> bool:
-        return self._ns.pop(namespace, None) is not None
+        seeds = self.seeds.pop(namespace, None)
+        return self._ns.pop(namespace, None) is not None or bool(seeds)
+
+    # -- the noise of successes (MemoryConfig.recall_seed) -----------------------------------------
+    def recall_seed(self, namespace: str) -> Optional[int]:
+        """The noise seed an episode of ``namespace`` starts from: among the stored seeds that have
+        succeeded at least as often as they failed, the best record (successes + 1) / (episodes + 2),
+        ties to the latest success; ``None`` when there is none (the episode keeps its own).
+
+        >>> mem = SuccessMemory(None, 1, 1, 1, encoder_id="e", normalizer_hash="h")
+        >>> mem.credit_seed("b/t", 7, True); mem.credit_seed("b/t", 9, True); mem.recall_seed("b/t")
+        9
+        >>> mem.credit_seed("b/t", 9, False); mem.credit_seed("b/t", 9, False); mem.recall_seed("b/t")
+        7
+        >>> mem.credit_seed("b/t", 7, False); mem.credit_seed("b/t", 7, False); mem.recall_seed("b/t") is None
+        True
+        """
+        good = [((w + 1) / (n + 2), last, seed) for seed, (w, n, last) in self.seeds.get(namespace, {}).items()
+                if 2 * w >= n]
+        return max(good)[2] if good else None
+
+    def credit_seed(self, namespace: str, seed: int, success: bool) -> None:
+        """Count an episode of ``namespace`` run from noise ``seed``: a success stores the seed or
+        adds to its record; a failure counts against a stored seed and is otherwise forgotten."""
+        recs = self.seeds.get(namespace, {})
+        rec = recs.get(int(seed))
+        if rec is None:
+            if not success:
+                return
+            rec = self.seeds.setdefault(namespace, {}).setdefault(int(seed), [0, 0, 0])
+        rec[1] += 1
+        if success:
+            rec[0] += 1
+            rec[2] = 1 + max(r[2] for r in self.seeds[namespace].values())
 
     def prune(self, namespace: Optional[str] = None, *, max_fail_ratio: float = 0.5,
               min_fail: int = 1) -> int:

@@ -368,3 +368,66 @@ def test_a_reopened_memory_numbers_new_episodes_after_its_own(ckpt, tmp_path):
         again.set_executed(list(states + 1), list(actions + 0.5))
         again.end_episode(True)
         assert sorted(set(again.memory.entries("ns")["episode_id"].tolist())) == [1, 2, 3]
+
+
+def test_a_memory_that_recalls_seeds_starts_episodes_from_the_noise_of_a_success(ckpt, tmp_path):
+    import shutil
+
+    import torch
+
+    from embodia.memory import MemoryFileError, SuccessMemory
+    from embodia.memory.persist import meta_checksum
+    from embodia.policies.robot.steered import KEY_ENCODER, normalizer_hash
+    tuned = tmp_path / "tuned"
+    shutil.copytree(ckpt, tuned)
+    (tuned / "memory.json").write_text(json.dumps({"recall_seed": True}))
+
+    def drawn_from(pol, seed):    # the policy's noise generator is where `seed` starts it
+        return torch.equal(pol.generator.get_state(), torch.Generator().manual_seed(seed).get_state())
+
+    with open_device("sim:twogap-push") as dev:
+        emb = dev.embodiment
+        pol = VLAPolicy.from_pretrained(tuned, threads=1).bind(emb)
+        mem = memory_for(pol)
+        assert mem.config == MemoryConfig(recall_seed=True)
+        steered = SteeredPolicy(pol, mem, namespace="ns")
+        states = np.zeros((12, emb.state_dim), np.float32)
+        actions = np.zeros((12, emb.action_dim), np.float32)
+
+        def episode(seed, success):
+            steered.reset(seed)
+            noise = steered.noise_seed
+            steered.set_executed(list(states), list(actions))
+            steered.end_episode(success)
+            return noise
+        assert episode(5, False) == 5 and mem.seeds == {}          # a failure with its own seed: forgotten
+        assert episode(6, True) == 6 and mem.seeds == {"ns": {6: [1, 1, 1]}}
+        steered.reset(7)
+        assert steered.noise_seed == 6 and steered.recalled_seed and drawn_from(pol, 6)
+        steered.namespace = "other"                                 # another task keeps its own seeds
+        steered.reset(7)
+        assert steered.noise_seed == 7 and not steered.recalled_seed and drawn_from(pol, 7)
+        steered.namespace = "ns"
+        r = run_episode(dev, steered, seed=8, max_steps=8)          # through the loop
+        assert steered.noise_seed == 6 and r.success is False and mem.seeds["ns"][6] == [1, 2, 1]
+        assert episode(9, False) == 6 and mem.recall_seed("ns") is None   # 1 success in 3: not recalled
+        assert episode(10, True) == 10 and mem.recall_seed("ns") == 10
+        mem.save(tmp_path / "m")
+        again = SuccessMemory.load(tmp_path / "m", encoder_id=KEY_ENCODER, normalizer_hash=normalizer_hash(pol))
+        assert again.seeds == mem.seeds and again.config.recall_seed
+        # off (the default): the episode's own seed, and nothing about seeds is kept
+        plain = VLAPolicy.from_pretrained(ckpt, threads=1).bind(emb)
+        off = SteeredPolicy(plain, memory_for(plain), namespace="ns")
+        off.reset(6)
+        off.set_executed(list(states), list(actions))
+        off.end_episode(True)
+        off.reset(7)
+        assert off.noise_seed == 7 and drawn_from(plain, 7) and off.memory.seeds == {}
+    meta_path = tmp_path / "m" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    assert meta["seeds"] == {"ns": [[6, 1, 3, 1], [10, 1, 1, 2]]}
+    meta["seeds"]["ns"][0] = [6, 4, 3, 1]                           # more successes than episodes
+    meta["meta_sha256"] = meta_checksum(meta)
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(MemoryFileError, match=r"seeds: 'ns': \[6, 4, 3, 1\]"):
+        SuccessMemory.load(tmp_path / "m", encoder_id=KEY_ENCODER, normalizer_hash=normalizer_hash(pol))

@@ -6,6 +6,7 @@ executed so far; when the consistent elite set is confident enough, sampling sta
 finishes the path. Below the confidence floor, or with an empty memory, the policy runs unchanged
 (bit-identical to running without memory for the same seed). After each episode the loop reports
 the verified outcome: successes are stored, failures are credited to the entries that steered.
+Opt-in (``recall_seed``), an episode starts its noise from a stored success's seed (`reset`).
 
 >>> steered = SteeredPolicy(VLAPolicy.from_pretrained(path).bind(emb), memory, namespace="pusher/twogap")  # doctest: +SKIP
 """
@@ -115,7 +116,13 @@ class SteeredPolicy(Policy):
         return self.policy.embodiment
 
     def reset(self, seed: int | None = None) -> None:
-        self.policy.reset(seed)
+        """Start an episode. With ``recall_seed`` in the memory's config the policy's noise starts
+        from a stored success's seed in this namespace (`SuccessMemory.recall_seed`), else from
+        ``seed``; ``noise_seed`` says which."""
+        recalled = self.memory.recall_seed(self.namespace) if self.memory.config.recall_seed else None
+        self.noise_seed = recalled if recalled is not None else seed
+        self.recalled_seed = recalled is not None
+        self.policy.reset(self.noise_seed)
         self.states: list[np.ndarray] = []     # what the loop executed, in the body's units
         self.actions: list[np.ndarray] = []
         self.steered = 0
@@ -172,6 +179,8 @@ class SteeredPolicy(Policy):
         if not self.learn:
             return
         self.memory.end_episode(bool(success), namespace=self.namespace)
+        if self.memory.config.recall_seed:
+            self.memory.credit_seed(self.namespace, 0 if self.noise_seed is None else self.noise_seed, success)
         if success and self.actions:
             self.remember(np.stack(self.states), np.stack(self.actions), self.episodes)
         if self.autosave is not None:
