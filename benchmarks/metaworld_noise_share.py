@@ -8,8 +8,8 @@ seed b (the policy's reset), every pair once. One JSON line with, per task and p
 * ``recall``: how often a noise seed that succeeded on one set-up succeeds on another, beside the
   same figure with the noise labels shuffled (``null``);
 * ``seed_memory``: a stream of the set-ups in random order, once with a fresh noise seed per
-  episode and once reusing the noise seed with the most successes so far (an episode-level memory
-  of successful noise), averaged over orders.
+  episode and once with the runtime's seed recall (the stored successful noise seed with the best
+  record), averaged over orders.
 
 A success memory recalls what worked; only the part of the outcome that carries over from one set-up
 to the next is recallable under the protocol (a new set-up every episode).
@@ -147,16 +147,19 @@ def recall(M: np.ndarray) -> tuple[float, int]:
 
 
 def seed_memory(M: np.ndarray, rng, orders: int = 2000) -> tuple[float, float]:
-    """Mean successes per stream without and with an episode-level memory of successful noise seeds."""
+    """Mean successes per stream without and with the runtime's seed recall (`MemoryConfig.recall_seed`:
+    `SuccessMemory.recall_seed` picks, `credit_seed` keeps the record)."""
+    from embodia.memory import SuccessMemory
+    mem = SuccessMemory(None, 1, 1, 1, encoder_id="noise-share", normalizer_hash="-")
     off = on = 0.0
     for _ in range(orders):
-        wins: dict[int, int] = {}
+        mem.seeds = {}
         for a, b in zip(rng.permutation(M.shape[0]), rng.permutation(M.shape[1])):
             off += M[a, b]
-            use = max(wins, key=wins.get) if wins else b
+            use = mem.recall_seed("task")
+            use = int(b) if use is None else use
             on += M[a, use]
-            if M[a, use]:
-                wins[use] = wins.get(use, 0) + 1
+            mem.credit_seed("task", use, bool(M[a, use]))
     return off / orders, on / orders
 
 
