@@ -275,6 +275,8 @@ class SuccessMemory:
                 "sigma": self._sigma(ns) if self.config.metric == "l2" and
                 (self.config.sigma is not None or ns.sigma_hist) else None,
             }
+            if self.seeds.get(name):     # seed recall: the successful noise seeds kept, the one next in line
+                out[name].update(noise_seeds=len(self.seeds[name]), recalled_seed=self.recall_seed(name))
         return out
 
     # -- insertion -------------------------------------------------------------------------------

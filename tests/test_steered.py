@@ -412,6 +412,7 @@ def test_a_memory_that_recalls_seeds_starts_episodes_from_the_noise_of_a_success
         assert steered.noise_seed == 6 and r.success is False and mem.seeds["ns"][6] == [1, 2, 1]
         assert episode(9, False) == 6 and mem.recall_seed("ns") is None   # 1 success in 3: not recalled
         assert episode(10, True) == 10 and mem.recall_seed("ns") == 10
+        assert (mem.stats()["ns"]["noise_seeds"], mem.stats()["ns"]["recalled_seed"]) == (2, 10)
         mem.save(tmp_path / "m")
         again = SuccessMemory.load(tmp_path / "m", encoder_id=KEY_ENCODER, normalizer_hash=normalizer_hash(pol))
         assert again.seeds == mem.seeds and again.config.recall_seed
