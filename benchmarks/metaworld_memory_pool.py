@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from embodia.agent.evaluation.suite_memory import compare
+from embodia.memory.persist import seed_records
 
 
 def read(path) -> dict:
@@ -52,11 +53,10 @@ def check_pair(on: dict, off: dict, label: str) -> list[str]:
 def recalled(on: dict) -> int | None:
     """Episodes of this arm that started from a recalled seed (None: no memory folder to read)."""
     folder = (on.get("run") or {}).get("memory")
-    meta = Path(folder) / "meta.json" if folder else None
-    if meta is None or not meta.is_file():
+    if not folder or not (Path(folder) / "meta.json").is_file():
         return None
-    seeds = json.loads(meta.read_text()).get("seeds") or {}
-    return sum(n - 1 for recs in seeds.values() for _, _, n, _ in recs)   # the first of each: its own seed
+    seeds = seed_records(folder)
+    return sum(n - 1 for recs in seeds.values() for _, n, _ in recs.values())   # the first of each: its own seed
 
 
 def workdir_pairs(workdir) -> list[tuple[str, str]]:

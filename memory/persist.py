@@ -411,6 +411,13 @@ def load(cls, path: Path, *, encoder_id: str, normalizer_hash: str, on_error: st
     return mem
 
 
+def seed_records(path) -> Dict[str, Dict[int, list]]:
+    """The noise-seed records ({namespace: {seed: [successes, episodes, latest]}}) of the memory
+    saved in folder ``path``, from its checked meta.json, without loading its entries."""
+    path = Path(path)
+    return _read_seeds(path, _read_meta(path).get("seeds") or {})
+
+
 def _read_seeds(path: Path, seeds) -> Dict[str, Dict[int, list]]:
     """meta.json's noise-seed records ({namespace: [[seed, successes, episodes, latest], ...]})."""
     def bad(why: str):

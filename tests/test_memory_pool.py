@@ -4,6 +4,8 @@ import json
 import bench_module
 import pytest
 
+from embodia.memory import SuccessMemory
+
 
 def _report(seed, outcomes, memory=None):
     tasks = {t: {"outcomes": o, "successes": sum(o), "episodes": len(o)} for t, o in outcomes.items()}
@@ -19,9 +21,11 @@ def test_reports_of_several_runs_pool_into_one_paired_comparison_and_the_pairing
     m = bench_module.load("metaworld_memory_pool")
     T, F = True, False
     mem = tmp_path / "mem30"
-    mem.mkdir()
+    saved = SuccessMemory(None, 1, 1, 1, encoder_id="e", normalizer_hash="h")
     # seed 12 ran 3 episodes: its own, then recalled twice; seed 30 only its own
-    (mem / "meta.json").write_text(json.dumps({"seeds": {"sawyer/reach-v3": [[12, 2, 3, 1], [30, 1, 1, 2]]}}))
+    for seed, success in ((12, True), (12, False), (12, True), (30, True)):
+        saved.credit_seed("sawyer/reach-v3", seed, success)
+    saved.save(mem)
     files = {"on30": _report(30, {"reach-v3": [F, T, T, T], "assembly-v3": [F, F, F, F]}, mem),
              "off30": _report(30, {"reach-v3": [F, T, F, T], "assembly-v3": [F, F, F, F]}),
              "on40": _report(40, {"reach-v3": [T, T, T, T], "assembly-v3": [F, T, F, F]}),
