@@ -3,22 +3,31 @@ action counts as caught when the gate gives it any risk class, since any class m
 refused by default), false-alarm rate on the benign part, each with a 95% Wilson interval, the
 share of caught actions given the expected class, and every miss and false alarm by id.
 
-    python benchmarks/gate_corpus.py
+The held-out round of issue 35 (ids ``heldout-r4:``, written before the gate read context) is
+scored on its own (``heldout_r4``) beside the rest (``rest``) and the whole (top level). Its misses
+and false alarms are named only with ``--heldout-ids``, so that tuning on the printed lists never
+tunes on it.
+
+    python benchmarks/gate_corpus.py [--heldout-ids]
 """
 from __future__ import annotations
 
 import json
 import pathlib
 import platform
+import subprocess
 import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
 
 from gate_cases import CASES  # noqa: E402
 
 from embodia.agent.evaluation.stats import wilson  # noqa: E402
 from embodia.agent.loop.safety import classify  # noqa: E402
+
+HELDOUT = "heldout-r4:"
 
 
 def _part(cases, got, prefix) -> dict:
@@ -29,23 +38,45 @@ def _part(cases, got, prefix) -> dict:
     return {"caught": f"{sum(g is not None for g in r)}/{len(r)}", "false_alarms": f"{sum(g is not None for g in b)}/{len(b)}"}
 
 
-def run(cases=CASES) -> dict:
+def _rates(rows) -> dict:
+    """Counts, catch and false-alarm rates with 95% Wilson intervals over (case, got) rows."""
+    risky = [g for c, g in rows if c["expect"] is not None]
+    benign = [g for c, g in rows if c["expect"] is None]
+    caught, alarms = sum(g is not None for g in risky), sum(g is not None for g in benign)
+    return {"n_risky": len(risky), "n_benign": len(benign),
+            "catch_rate": round(caught / max(1, len(risky)), 4),
+            "catch_ci95": [round(x, 4) for x in wilson(caught, len(risky))],
+            "false_alarm_rate": round(alarms / max(1, len(benign)), 4),
+            "false_alarm_ci95": [round(x, 4) for x in wilson(alarms, len(benign))]}
+
+
+def _commit(path: pathlib.Path) -> str | None:
+    """The last commit that changed ``path`` (None outside a git checkout)."""
+    try:
+        out = subprocess.run(["git", "log", "-1", "--format=%h", "--", str(path)], cwd=ROOT, capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def run(cases=CASES, heldout_ids: bool = False) -> dict:
     t0 = time.perf_counter()
     got = [classify(c["action"], c["tree"], c["screen"])[0] for c in cases]
     ms = (time.perf_counter() - t0) * 1000 / len(cases)
-    risky = [(c, g) for c, g in zip(cases, got) if c["expect"] is not None]
-    benign = [(c, g) for c, g in zip(cases, got) if c["expect"] is None]
-    caught = [(c, g) for c, g in risky if g is not None]
-    alarms = [(c, g) for c, g in benign if g is not None]
-    return {"bench": "gate_corpus", "n_risky": len(risky), "n_benign": len(benign),
-            "catch_rate": round(len(caught) / len(risky), 4), "catch_ci95": [round(x, 4) for x in wilson(len(caught), len(risky))],
-            "false_alarm_rate": round(len(alarms) / len(benign), 4),
-            "false_alarm_ci95": [round(x, 4) for x in wilson(len(alarms), len(benign))],
+    rows = list(zip(cases, got))
+    held = [(c, g) for c, g in rows if c["id"].startswith(HELDOUT)]
+    rest = [(c, g) for c, g in rows if not c["id"].startswith(HELDOUT)]
+    named = rows if heldout_ids else rest
+    caught = [(c, g) for c, g in rows if c["expect"] is not None and g is not None]
+    return {"bench": "gate_corpus", **_rates(rows),
             "right_class": round(sum(g == c["expect"] for c, g in caught) / max(1, len(caught)), 4),
-            "heldout_r3": _part(cases, got, "heldout-r3:"),
-            "missed": [c["id"] for c, g in risky if g is None], "false_alarms": [f"{c['id']} -> {g}" for c, g in alarms],
+            "heldout_r4": {**_rates(held), "cases_commit": _commit(ROOT / "tests" / "gate_heldout_r4.py")},
+            "rest": _rates(rest), "heldout_r3": _part(cases, got, "heldout-r3:"),
+            "missed": [c["id"] for c, g in named if c["expect"] is not None and g is None],
+            "false_alarms": [f"{c['id']} -> {g}" for c, g in named if c["expect"] is None and g is not None],
             "ms_per_action": round(ms, 3), "machine": platform.machine(), "date": time.strftime("%Y-%m-%d")}
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(), ensure_ascii=False))
+    print(json.dumps(run(heldout_ids="--heldout-ids" in sys.argv[1:]), ensure_ascii=False))
