@@ -7,11 +7,13 @@ a button (text, content description, resource id, an icon inside the button, a l
 clickable container, a reference by element index), plus gestures, keys and typed text.
 ``CASES`` is a list of dicts: id, expect (risk class or None), action (GuiAction), tree, screen.
 Ids starting with ``issue-`` are the rephrasings the issue lists; ids starting with
-``heldout-r4:`` are the context round of issue 35 (`gate_heldout_r4`), held out.
+``heldout-r4:`` are the context round of issue 35 (`gate_heldout_r4`), held out; ids starting with
+``context:`` its tuning set (`gate_tuning_r4`).
 """
 from __future__ import annotations
 
 import gate_heldout_r4
+import gate_tuning_r4
 
 from embodia.devices import GuiAction
 
@@ -314,12 +316,12 @@ def _heldout_cases():
 
 def cases() -> list[dict]:
     """Every case: the phone-screen ones above, then the context round written before the gate
-    read context (`gate_heldout_r4`, its own screens)."""
+    read context (`gate_heldout_r4`, its own screens) and the one it was tuned on (`gate_tuning_r4`)."""
     risky, benign = _special_cases()
     out = _label_cases() + risky + benign + _heldout_cases()
     for c in out:
         c["screen"] = SCREEN
-    return out + gate_heldout_r4.cases()
+    return out + gate_heldout_r4.cases() + gate_tuning_r4.cases()
 
 
 CASES = cases()
