@@ -304,12 +304,13 @@ def _label_cases():
     for label in ["Undo", "Undo remove", "Restore", "Recover deleted files", "Remove filter: Price", "Remove from queue",
                   "Remove from cart", "Remove highlight", "Remove tag", "Clear all filters", "Clear filters",
                   "Format: Markdown", "Format Cells\u2026", "Order by: price", "Sort order", "Order details",
-                  "Order #1234", "Order total", "Send a copy to myself", "Pay slips", "Pay period", "Transfer files",
+                  "Order #1234", "Order total", "Pay slips", "Pay period", "Transfer files",
                   "File transfer", "Buying guide", "Publish date", "Post code", "Undo send", "Cancel order",
                   "Remove background", "Trash (3)", "Bin (12)", "Send feedback?", "Delete history?", "Forgot password?",
                   "How do I delete my account?", "Learn more about payments", "Why was my post removed?"]:
         web(f"button:{label}", None, wbutton(label), press=label)
     for role, label in [("menu", "Format"), ("menu", "Delete"), ("check box", "Delete messages after 30 days"),
+                        ("check box", "Send a copy to myself"),
                         ("check box", "Post anonymously"), ("check box", "Remove EXIF data when sharing"),
                         ("radio button", "Pay monthly"), ("tree item", "Trash"), ("tree item", "Deleted Items"),
                         ("page tab", "Payments"), ("link", "Privacy: how we delete your data"),

@@ -1,26 +1,41 @@
 """The safety gate: GUI actions judged risky need a yes before they run; the default is No.
 
 Risk classes: ``send`` (messages, posts, mail; Enter or ctrl+enter in a message field),
-``delete`` (delete, remove, erase, uninstall; swipe-to-delete, a drag onto a trash can,
-shift+delete; destructive shell commands typed and submitted), ``pay``, ``purchase``,
-``install``, ``password`` (typing into a password field), ``system`` (shutdown, reboot,
-ctrl+alt+delete) and ``unknown`` (an action naming a UI element that is not on the screen: what
-it would do cannot be judged, so it is refused like any risk).
+``delete`` (delete, remove, erase, uninstall, deactivate or close an account, unsend; swipe-to-
+delete, a drag onto a trash can, shift+delete, quitting with unsaved work; destructive shell and
+SQL commands typed and submitted), ``pay``, ``purchase``, ``install``, ``password`` (typing a
+secret: a password, PIN, card number, CVC, wallet phrase), ``system`` (shut down, restart,
+ctrl+alt+delete) and ``unknown`` (an action naming a UI element that is not on the screen: what it
+would do cannot be judged, so it is refused like any risk).
 
-How a label is read (`normalize`): Unicode NFKC, zero-width and other format characters removed,
-letters that look Latin but are not (Cyrillic ``е``, Greek ``ο``) folded, ids split at camelCase,
-snake_case, dots and slashes, accents dropped; then matched against risky verbs in English,
-Spanish, Portuguese, French, German, Italian, Russian, Chinese, Japanese and Korean (`VERBS`).
+How a label is read (`embodia.agent.loop.safety_words`): Unicode NFKC, invisible characters
+removed, look-alike letters folded, ids split into words, accents dropped; then matched against
+risky verbs in ten languages, where a verb counts only as the act: not in "Post office", "the
+Trash", "Undo delete", "Order #1234", "Format Cells". Words of a target that only name a setting
+("Format: PDF"), a folder ("Trash (3)"), a help page or a question ("How to delete your
+account", "Send feedback?") or form a sentence are not read as acts; neither are check boxes,
+switches, tabs, menu-bar entries, combo boxes and the title of a list row (a podcast "Trash Talk").
 
-What an action targets: the clickable element that contains its point decides (a tap on an icon
-inside a Send button is a tap on Send), read with the non-clickable labels inside it; gestures are
-judged by what they do (a sideways swipe on a row offering delete, a drag onto a bin, a drop onto a
-button); `type` targets the focused element, and typed text with a newline is type-and-submit
-(each newline presses Enter), judged on its content (``rm -rf ~``) and on the field. Key chords
-are normalized whatever their spelling (``shift+delete``, ``("Shift", "Del")``, ``KEYCODE_FORWARD_DEL``).
+What an action does in its context (`embodia.agent.loop.safety_context` finds the context):
+- a click: the clickable element that contains its point decides, read with the non-clickable
+  labels inside it; a bare confirmation (OK, Yes, Proceed, Continue, Submit, 确定...) agrees to
+  what its dialog asks ("Delete 12 photos?" makes its OK a delete; a dialog that only reports, "12
+  items were deleted.", asks nothing), and on a page about payment (checkout, card number, total)
+  it pays;
+- `type`: into the focused (or named) field; a secret field is ``password``; text with a newline
+  is type-and-submit, judged by the field: a message field sends, a terminal or an unknown field
+  runs the command (``find . -delete``, ``git push origin +main``, ``DELETE FROM t``), a search
+  box or an editor's document runs nothing;
+- keys, whatever their spelling (``shift+delete``, ``("Shift", "Del")``, ``KEYCODE_FORWARD_DEL``):
+  quitting (ctrl+q, alt+F4) is ``delete`` when the focused application shows unsaved work (a
+  ``*`` in its window title, a modified-document status), Enter submits the focused field (in a
+  terminal: the command line after its prompt);
+- gestures by what they do (a sideways swipe on a row offering delete, a drag onto a bin, a drop
+  onto a button).
 
 A device without a UI tree gives the gate only the action itself (keys and typed text are still
-judged; a click is not), so on a plain desktop run unattended with that in mind.
+judged; a click, a dialog or unsaved work is not), so on a plain desktop run unattended with
+that in mind.
 
 Every decision is returned as a dict that the loop records on the step: the class, the evidence,
 whether it ran, and who decided (``allow-list``, ``user``, ``default-no``).
@@ -42,10 +57,24 @@ import re
 import unicodedata
 from typing import Callable, Iterable
 
+from embodia.agent.loop.safety_context import area as _area
+from embodia.agent.loop.safety_context import command_line, dialog_of, dialog_text, focused, page_text, role, unsaved_work
+from embodia.agent.loop.safety_context import inside as _inside
+from embodia.agent.loop.safety_context import label as _label
+from embodia.agent.loop.safety_words import BIN as _BIN
+from embodia.agent.loop.safety_words import COMMAND_FIELD as _COMMAND_FIELD
+from embodia.agent.loop.safety_words import MESSAGE_FIELD as _MESSAGE_FIELD
+from embodia.agent.loop.safety_words import ORDER as _ORDER
+from embodia.agent.loop.safety_words import PATTERNS as _PATTERNS
+from embodia.agent.loop.safety_words import SEARCH_FIELD as _SEARCH_FIELD
+from embodia.agent.loop.safety_words import normalize
+from embodia.agent.loop.safety_words import command_risk as _command_risk
+from embodia.agent.loop.safety_words import match as _match
+from embodia.agent.loop.safety_words import pattern as _pattern
+from embodia.agent.loop.safety_words import strip_format as _strip_format
 from embodia.devices import GuiAction
 
 RISK_CLASSES = ("send", "delete", "pay", "purchase", "install", "password", "system", "unknown")
-
 
 
 class RiskRefused(RuntimeError):
@@ -55,154 +84,6 @@ class RiskRefused(RuntimeError):
         self.decision = decision
         super().__init__(f"refused {decision['risk']!r} action ({decision['evidence']}); "
                          f"allow it with --allow {decision['risk']}")
-
-
-# -- reading labels ---------------------------------------------------------------------------------
-# letters from other scripts that render like Latin ones (the common homoglyph attacks)
-_CONFUSABLE = str.maketrans({
-    **dict(zip("АВЕЅІЈКМНОРСТХУаеѕіјкмнорсухԁԛԝһӏ", "ABESIJKMHOPCTXYaesijkmhopcyxdqwhl", strict=True)),
-    **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαεικνορτυχ", "ABEZHIKMNOPTYXaeikvoptux", strict=True)),
-    "ı": "i", "ɡ": "g", "ℓ": "l"})
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])")
-_SEPARATORS = re.compile(r"[_\-./:#@\\|+=,;()\[\]{}<>\"'`*~!?]+|\s+")
-
-
-def _strip_format(s: str) -> str:
-    # zero-width spaces/joiners, soft hyphens, bidi marks: invisible, so never part of a word
-    return "".join(c for c in s if unicodedata.category(c) != "Cf")
-
-
-def _words(s: str) -> str:
-    s = _SEPARATORS.sub(" ", _CAMEL.sub(" ", s))
-    return " ".join(s.casefold().split())
-
-
-def normalize(label: str) -> set[str]:
-    """The forms of a label the patterns are matched against: as written (NFKC, invisible characters
-    removed, ids split into words, case-folded), with look-alike letters folded to Latin, and
-    without accents.
-
-    >>> sorted(normalize("btnSend"))
-    ['btn send']
-    >>> "send" in normalize("S\\u0435nd") and "send" in normalize("Se\\u200bnd")     # Cyrillic e, zero-width space
-    True
-    >>> sorted(normalize("Löschen"))
-    ['loschen', 'löschen']
-    """
-    s = _strip_format(unicodedata.normalize("NFKC", str(label)))
-    plain, folded = _words(s), _words(s.translate(_CONFUSABLE))
-    bare = "".join(c for c in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(c))
-    return {plain, folded, _words(bare)}
-
-
-# risky verbs, by class and language; Latin-script words match whole words of the normalized
-# label (accents dropped), the rest as substrings (no spaces between words in CJK)
-VERBS = {
-    "password": ["password", "passcode", "passwd", "pwd", "pin", "pin code", "contrasena", "senha",
-                 "passwort", "kennwort", "mot de passe", "пароль", "密码", "密碼", "パスワード", "暗証番号", "비밀번호"],
-    "pay": ["pay", "pay now", "checkout", "check out", "place order", "confirm payment", "transfer money",
-            "send money", "submit payment", "make payment", "make a payment", "send payment", "authorize payment",
-            "approve payment", "approve transaction", "confirm transaction", "transfer", "wire", "wire money",
-            "donate", "donate now", "pagar", "pague", "realizar pedido", "finalizar compra", "bezahlen", "zahlen",
-            "jetzt bezahlen", "zur kasse", "payer", "passer la commande", "paga", "оплатить", "заплатить",
-            "оплата", "支付", "付款", "结账", "結帳", "お支払い", "支払う", "支払い", "決済", "결제"],
-    "purchase": ["buy", "buy now", "purchase", "subscribe", "order", "order now", "add to cart", "book now",
-                 "reserve now", "rent now", "upgrade now", "get premium", "confirm purchase", "comprar",
-                 "suscribirse", "suscribir", "assinar", "kaufen", "jetzt kaufen", "abonnieren", "bestellen",
-                 "acheter", "abonner", "s abonner", "commander", "acquista", "купить", "подписаться",
-                 "购买", "購買", "订阅", "訂閱", "購入", "買う", "구매"],
-    # before install: "アンインストール" holds "インストール"
-    "delete": ["delete", "del", "dlt", "remove", "erase", "uninstall", "discard", "trash", "move to trash",
-               "empty trash", "empty bin", "empty recycle bin", "clear all", "clear history", "clear data", "wipe",
-               # closing without saving throws the unsaved work away (GTK/Qt "Don't Save" dialogs)
-               "don t save", "dont save", "do not save", "without saving", "nicht speichern", "no guardar",
-               "ne pas enregistrer", "不保存", "保存しない",
-               "factory reset", "reset to factory", "factory data reset", "format", "format card", "rm",
-               "purge", "destroy", "eliminar", "borrar", "suprimir", "desinstalar", "excluir", "apagar",
-               "remover", "loschen", "loeschen", "entfernen", "deinstallieren", "supprimer", "effacer",
-               "desinstaller", "elimina", "cancella", "удалить", "удалите", "удаление", "стереть",
-               "删除", "刪除", "删掉", "移除", "卸载", "卸載", "清空", "削除", "消去", "アンインストール", "삭제"],
-    "install": ["install", "download app", "get app", "update app", "instalar", "installieren", "installer",
-                "installa", "установить", "安装", "安裝", "インストール", "설치"],
-    "send": ["send", "snd", "send now", "post", "tweet", "publish", "reply all", "share now", "enviar",
-             "envia", "envie", "publicar", "senden", "absenden", "abschicken", "versenden", "verschicken",
-             "posten", "veroffentlichen", "envoyer", "publier", "invia", "pubblica", "отправить",
-             "отправь", "послать", "опубликовать", "发送", "發送", "发布", "發佈", "发表", "送出",
-             "送信", "投稿", "送る", "보내기", "전송"],
-}
-_ORDER = ("password", "pay", "purchase", "delete", "install", "send")
-
-
-def _pattern(words: list[str]) -> re.Pattern:
-    latin = [w for w in words if re.fullmatch(r"[a-z ]+", w)]
-    other = [w for w in words if w not in latin]
-    alts = [r"\b(?:" + "|".join(re.escape(w) for w in sorted(latin, key=len, reverse=True)) + r")\b"]
-    if other:
-        alts.append("|".join(re.escape(w) for w in sorted(other, key=len, reverse=True)))
-    return re.compile("|".join(alts))
-
-
-_PATTERNS = {risk: _pattern(VERBS[risk]) for risk in _ORDER}
-_BIN = _pattern(["trash", "trash can", "bin", "recycle bin", "wastebasket", "garbage", "papelera", "basura",
-                 "papierkorb", "mulleimer", "muelleimer", "corbeille", "poubelle", "lixeira", "lixo", "cestino",
-                 "корзина", "垃圾桶", "回收站", "ゴミ箱", "휴지통"])
-_MESSAGE_FIELD = _pattern(["message", "messages", "msg", "chat", "reply", "comment", "compose", "sms", "tweet",
-                           "post", "mensaje", "mensagem", "nachricht", "kommentar", "commentaire", "messaggio",
-                           "сообщение", "消息", "信息", "留言", "评论", "メッセージ", "コメント", "메시지"])
-_COMMAND_FIELD = _pattern(["terminal", "command", "cmd", "shell", "console", "bash", "zsh", "powershell",
-                           "xterm", "konsole", "command prompt", "run"])
-
-# what a submitted command does; matched on the typed text (or the field's text on Enter)
-_COMMANDS = [
-    ("delete", re.compile(r"(^|[;&|`(]\s*|\bsudo\s+)(rm|rmdir|shred|wipefs|mkfs(\.\w+)?|fdisk|diskpart|"
-                          r"del|erase|rd|format|remove-item)\b|\bdd\b[^\n]*\bof=|>\s*/dev/(sd|nvme|hd|disk)|"
-                          r"\bdrop\s+(table|database)\b|\btruncate\s+table\b|\bgit\s+(reset\s+--hard|clean\s+-\w*f|"
-                          r"push\b[^\n]*(--force|\s-f\b))", re.I | re.M)),
-    ("system", re.compile(r"(^|[;&|`(]\s*|\bsudo\s+)(shutdown|reboot|halt|poweroff|init\s+[06]|kill|killall|"
-                          r"pkill|stop-computer|restart-computer|chmod\s+-r|chown\s+-r)\b|:\(\)\s*\{", re.I | re.M)),
-    ("install", re.compile(r"\b(curl|wget)\b[^\n]*\|\s*(sudo\s+)?(ba|z)?sh\b|(^|[;&|]\s*|\bsudo\s+)"
-                           r"(apt|apt-get|yum|dnf|pip3?|npm|brew|choco|winget)\s+install\b", re.I | re.M)),
-]
-
-
-# a verb followed by one of these names a place or a record, not the act ("Post office",
-# "Install guide", "Order history", "发送记录", "送信済み")
-_NOT_ACT = re.compile(r"\s*(office|guide|history|settings?|options?|info|information|rules|in|logs?|records?|"
-                      r"status|details|methods?|list|folder|date|time|address|queue|"
-                      r"记录|記錄|历史|歷史|设置|設定|済み|済|履歴|記録|中)\b", re.I)
-_ABBREV = {"del", "dlt", "rm", "snd", "pwd"}
-_ID_WORDS = {"btn", "button", "icon", "ic", "item", "action", "menu", "fab", "key"}
-
-
-def _acts(form: str, m: re.Match) -> bool:
-    """Whether a match in ``form`` reads as the act itself, not a noun phrase or a name."""
-    rest = form[m.end():]
-    if " " not in m.group(0) and _NOT_ACT.match(rest):     # a phrase ("reset to factory") is an act
-        return False
-    if m.group(0) in _ABBREV:        # "del" in "btnDel", not in "Del Mar hotel"
-        nxt = rest.split()[:1]
-        return not nxt or nxt[0] in _ID_WORDS
-    return True
-
-
-def _match(patterns, text: str):
-    """The first (class, matched words) whose pattern matches a form of ``text`` as an act, else None."""
-    forms = normalize(text) if text else set()
-    for risk, pat in patterns:
-        for f in sorted(forms):
-            for m in pat.finditer(f):
-                if _acts(f, m):
-                    return risk, m.group(0)
-    return None
-
-
-def _command_risk(text: str):
-    text = unicodedata.normalize("NFKC", _strip_format(text or "")).translate(_CONFUSABLE)
-    for risk, pat in _COMMANDS:
-        m = pat.search(text)
-        if m:
-            return risk, m.group(0).strip()
-    return None
 
 
 # -- key chords -------------------------------------------------------------------------------------
@@ -225,7 +106,7 @@ def chord(keys: Iterable[str]) -> frozenset[str]:
         parts = [k] if len(k) == 1 else [p for p in re.split(r"\s*[+\s]\s*|(?<=\w)-(?=\w)", k) if p]
         for p in parts:
             p = re.sub(r"^keycode_", "", p)
-            p = re.sub(r"^(ctrl|control|shift|alt|meta|cmd|command|super|win)_?(left|right)$", r"\1", p)
+            p = re.sub(r"^(ctrl|control|shift|alt|meta|cmd|command|super|win)_?(left|right|l|r)$", r"\1", p)
             out.add(_KEY_ALIASES.get(p, p))
     return frozenset(out)
 
@@ -236,29 +117,21 @@ _CHORDS = [({"ctrl", "alt", "delete"}, "system", "ctrl+alt+delete"),
            ({"meta", "delete"}, "delete", "cmd+delete (move to trash)"),
            ({"ctrl", "enter"}, "send", "ctrl+enter (submit)"),
            ({"meta", "enter"}, "send", "cmd+enter (submit)")]
+# chords that quit an application or close its window: the work it has not saved goes with it.
+# (ctrl+w closes one document, and every editor here asks about that document first: the
+# "Don't Save" of its dialog is what the gate stops.)
+_QUIT = [({"ctrl", "q"}, "ctrl+q (quit)"), ({"alt", "f4"}, "alt+F4 (close the window)"),
+         ({"meta", "q"}, "cmd+q (quit)"), ({"ctrl", "shift", "q"}, "ctrl+shift+q (quit)"),
+         ({"ctrl", "shift", "w"}, "ctrl+shift+w (close the window)")]
 
 
 # -- what an action targets -------------------------------------------------------------------------
-def _label(e: dict) -> str:
-    return " ".join(str(e.get(k) or "") for k in ("text", "desc", "id", "hint") if e.get(k))
-
-
 def _screen_size(screen):
     if screen is None:
         return None
     if hasattr(screen, "width"):
         return screen.width, screen.height
     return tuple(screen)
-
-
-def _area(e):
-    b = e["bounds"]
-    return max(0, b[2] - b[0]) * max(0, b[3] - b[1])
-
-
-def _inside(e, outer):
-    a, b = e.get("bounds"), outer["bounds"]
-    return e is not outer and a and a[0] >= b[0] and a[1] >= b[1] and a[2] <= b[2] and a[3] <= b[3]
 
 
 def _pixel(point, screen):
@@ -320,44 +193,175 @@ def target_element(action: GuiAction, tree: list | None, screen) -> dict | None:
     return None
 
 
+# roles that choose, open or show rather than act: a menu-bar entry opens its menu, a check box or
+# switch sets an option, tabs, tree and list items select, a combo box picks, headings and
+# paragraphs are text
+_NO_ACT_ROLES = {"menu", "check box", "radio button", "switch", "toggle", "page tab", "tree item", "list item",
+                 "table cell", "combo box", "heading", "paragraph", "android.widget.checkbox", "android.widget.switch",
+                 "android.widget.radiobutton", "android.widget.spinner"}
+_SETTING = re.compile(r"^\s*[^\W\d_][\w' ]{0,30}:\s+\S")           # "Format: PDF", "Order by: date"
+_COUNTED = re.compile(r"^\s*\S+(\s\S+)?\s*\(\d+\)\s*$")             # "Trash (3)": a folder and its count
+_ABOUT = re.compile(r"^\s*(how|why|what|when|where|learn|about|help|tips?|faq)\b|[?\uff1f]\s*$", re.I)
+_SENTENCE = re.compile(r"^\s*(\S+\s+){3,}\S+[.!]\s*$")
+
+
+def _words_of(e: dict) -> str:
+    """The words of ``e`` that can name an act: its id and hint, and its text and description
+    unless they only name a setting or a folder, ask a question, point to help or form a sentence
+    ("Format: PDF", "Trash (3)", "Send feedback?", "How to delete your account")."""
+    keep = [v for v in (str(e.get(k) or "") for k in ("text", "desc"))
+            if v and not (_SETTING.match(v) or _COUNTED.match(v) or _ABOUT.search(v) or _SENTENCE.match(v))]
+    return " ".join(keep + [str(e[k]) for k in ("id", "hint") if e.get(k)])
+
+
+def _content_item(el: dict, tree: list) -> bool:
+    """A list row that opens an item: a clickable container, not a button, with no text of its
+    own and a title and a subtitle inside. Its texts name the item (a podcast "Trash Talk")."""
+    if "button" in role(el) or role(el) in ("menu item", "link") or el.get("text") or el.get("desc"):
+        return False
+    return sum(1 for e in tree if not e.get("clickable") and _inside(e, el) and _label(e)) >= 2
+
+
 def _target_text(action, tree, screen) -> str:
-    """What the target says: its own label, the non-clickable labels inside it (a button's text
+    """What the target says: its own words, the non-clickable labels inside it (a button's text
     and icon), and the labels under the point up to it."""
     el = target_element(action, tree, screen)
-    if el is None:
+    if el is None or role(el) in _NO_ACT_ROLES or (el.get("clickable") and _content_item(el, tree)):
         return ""
-    parts = [_label(el)]
+    parts = [_words_of(el)]
     if el.get("clickable") and el.get("bounds"):
-        parts += [_label(e) for e in tree if not e.get("clickable") and _inside(e, el) and _label(e)]
+        parts += [_words_of(e) for e in tree if not e.get("clickable") and _inside(e, el) and _label(e)]
     if action.element is not None and action.element != el.get("index"):
-        parts.append(_label(_element(action, tree)))
+        parts.append(_words_of(_element(action, tree)))
     return " | ".join(p for p in parts if p)
 
 
-def _focused(tree):
-    return next((e for e in tree or () if e.get("focused")), None)
+# -- context: dialogs, pages, fields ----------------------------------------------------------------
+# a button that agrees to whatever its dialog asks
+_CONFIRM = re.compile(r"^(ok|okay|yes|y|sure|proceed|continue|confirm|submit|apply|accept|agree|go|authorize|approve|"
+                      r"yes i m sure|i m sure|i understand|yes continue|leave|leave anyway|quit|quit anyway|exit|"
+                      r"close anyway|ja|oui|si|sim|aceptar|confirmar|continuar|"
+                      r"bestatigen|fortfahren|confirmer|valider|continuer|conferma|procedi|да|подтвердить|продолжить|"
+                      r"确定|确认|好|是|继续|はい|確認|続行|확인|예)$")
+# a dialog that asks before it acts, rather than reporting what happened ("12 items were deleted.")
+_ASKS = re.compile(r"[?\uff1f]|\bwill\b|\bcan ?not be undone|can't be undone|\bpermanently\b|\bare you sure\b|"
+                   r"\breally\b|\bwirklich\b|d[eé]finitivement|irr[eé]versible|endg[uü]ltig", re.I)
+_MONEY = re.compile(r"[$€£¥₹]\s?\d|\d\s?(€|eur|usd|gbp)\b", re.I)
+_PAY_CONTEXT = _pattern(["checkout", "check out", "payment", "payment details", "card number", "cvc", "cvv",
+                         "charged", "billed", "billing", "card ending"])
+# weaker words: paying only beside an amount ("Total: $23.40")
+_PRICE_CONTEXT = _pattern(["pay", "total", "order total", "price", "amount", "amount due", "subtotal"])
+# words that make a dialog destructive only as its question ("Replace it?"), not as a button's label
+_CONTEXT_ONLY = [("delete", _pattern(["replace", "overwrite", "will be lost", "may not be saved", "not be saved"]))]
+
+
+def _confirms(el: dict) -> bool:
+    """Whether the button's text or description is a bare confirmation (its id does not count)."""
+    return any(_CONFIRM.match(f) for k in ("text", "desc") if el.get(k) for f in normalize(el[k]))
+
+
+def _pays(text: str):
+    """("pay", words) when ``text`` is about paying: payment words, or price words beside an amount."""
+    return _match([("pay", _PAY_CONTEXT)], text, False) or \
+        (_MONEY.search(text) and _match([("pay", _PRICE_CONTEXT)], text, False)) or None
+
+
+def _confirm_in_context(el: dict, tree: list, screen):
+    """What a confirm button (OK, Yes, Proceed, Submit...) agrees to: the act its dialog asks about
+    (a dialog that only reports asks nothing), or paying, on a page about payment."""
+    box = dialog_of(el, tree, screen)
+    if box is not None:
+        text = dialog_text(box, tree)
+        money = _MONEY.search(text)
+        if not (_ASKS.search(text) or money):
+            return None
+        m = _labels_risk(text) or _match(_CONTEXT_ONLY, text) or (money and _pays(text))
+        return (m[0], f"confirms the dialog {text[:160]!r} ({m[1]!r})") if m else None
+    text = page_text(el, tree)
+    m = _pays(text)
+    return ("pay", f"confirms on a payment page {text[:160]!r} ({m[1]!r})") if m else None
+
+
+def _click(action, tree, screen):
+    """A click is judged by what its target says, and a confirm button by what it confirms."""
+    text = _target_text(action, tree, screen)
+    m = _labels_risk(text)
+    if m:
+        return m[0], f"{action.type} on element {text.strip()!r} ({m[1]!r})"
+    el = target_element(action, tree, screen)
+    if el is not None and _confirms(el):
+        c = _confirm_in_context(el, tree, screen)
+        if c:
+            return c[0], f"{action.type} on {text.strip()!r}, which {c[1]}"
+    return None, ""
 
 
 def _field_kind(e) -> str | None:
-    """"message" or "command" for a text field where Enter submits, else None."""
+    """What Enter does in a text field: "command" (runs it), "search" (looks it up), "message"
+    (sends it), "document" (a new line in a document), else None (unknown)."""
     if e is None:
         return None
-    text = " ".join([_label(e), str(e.get("role") or "")])
-    if _match([("command", _COMMAND_FIELD)], text):
+    text = " ".join([_label(e), role(e)])
+    if _match([("command", _COMMAND_FIELD)], text, False):
         return "command"
-    if _match([("message", _MESSAGE_FIELD)], text):
+    if _match([("search", _SEARCH_FIELD)], text, False):
+        return "search"
+    if _match([("message", _MESSAGE_FIELD)], text, False):
         return "message"
+    b = e.get("bounds")
+    # a tall editable text area: an editor's document (mousepad, gedit), where Enter is a new line
+    if e.get("editable") and role(e) in ("text", "document text", "paragraph", "entry") and b and b[3] - b[1] >= 100:
+        return "document"
     return None
 
 
 def _submit(field, content: str, how: str):
-    """The risk of submitting ``content`` (typed text, or the field's text on Enter) in ``field``."""
+    """The risk of submitting ``content`` (typed text, or the command line on Enter) in ``field``;
+    an unknown field is judged as a command line, a search box or a document runs nothing."""
+    kind = _field_kind(field)
+    if kind in ("search", "document"):
+        return None, ""
     c = _command_risk(content)
     if c:
         return c[0], f"{how} runs {c[1]!r}"
-    kind = _field_kind(field)
     if kind == "message":
         return "send", f"{how} in message field {_label(field)!r}"
+    return None, ""
+
+
+def _secret_field(el) -> bool:
+    """A field for a password, PIN, card number, CVC or wallet key (a search box never is)."""
+    if el.get("password"):
+        return True
+    return _field_kind(el) != "search" and bool(_match([("password", _PATTERNS["password"])], _label(el), False))
+
+
+def _type(action, tree, screen):
+    el = target_element(action, tree, screen) if action.element is not None or action.point is not None \
+        else focused(tree)
+    el = el or focused(tree)
+    if el is not None and _secret_field(el):
+        return "password", f"typing into secret field {_label(el)!r}"
+    if "\n" in action.text or "\r" in action.text:
+        return _submit(el, action.text, "typing with a newline (type and submit)")
+    return None, ""
+
+
+def _key(action, tree):
+    """Key chords by what they do: fixed ones (shift+delete), quitting where work is unsaved, and
+    Enter by the field it submits."""
+    keys = chord(action.keys) if action.type == "key" else frozenset({"enter"})
+    for need, risk, why in _CHORDS:
+        if need <= keys and risk:
+            return risk, why
+    for need, why in _QUIT:
+        work = unsaved_work(tree) if need <= keys else None
+        if work:
+            return "delete", f"{why} with unsaved work ({work!r})"
+    if "enter" in keys:
+        field = focused(tree)
+        shown = str((field or {}).get("value") or (field or {}).get("text") or "")
+        return _submit(field, command_line(shown), "Enter")
     return None, ""
 
 
@@ -373,7 +377,7 @@ def _gesture(action, tree, screen):
     if action.type == "drag" and end is not None:
         hits = [e for e in _hits(tree, end) if not size or _area(e) < 0.5 * size[0] * size[1]]
         text = " | ".join(_label(e) for e in hits if _label(e))
-        if _match([("delete", _BIN)], text):
+        if _match([("delete", _BIN)], text, False):
             return "delete", f"drag onto {text!r}"
         m = _labels_risk(text)
         if m:
@@ -406,28 +410,11 @@ def classify(action: GuiAction, tree: list | None = None, screen=None) -> tuple[
         if t in ("swipe", "drag", "scroll"):
             return _gesture(action, tree or [], screen) if tree else (None, "")
         if t == "type":
-            el = target_element(action, tree, screen) if action.element is not None or action.point is not None \
-                else _focused(tree)
-            el = el or _focused(tree)
-            if el is not None and (el.get("password") or _match([("password", _PATTERNS["password"])], _label(el))):
-                return "password", f"typing into password field {_label(el)!r}"
-            if "\n" in action.text or "\r" in action.text:
-                return _submit(el, action.text, "typing with a newline (type and submit)")
-            return None, ""
+            return _type(action, tree, screen)
         if t == "key" or (t == "system_button" and action.button == "enter"):
-            keys = chord(action.keys) if t == "key" else frozenset({"enter"})
-            for need, risk, why in _CHORDS:
-                if need <= keys and risk:
-                    return risk, why
-            if "enter" in keys:
-                field = _focused(tree)
-                return _submit(field, str((field or {}).get("text") or ""), "Enter")
-            return None, ""
+            return _key(action, tree)
         if t in ("click", "double_click", "long_press", "right_click") and tree:
-            text = _target_text(action, tree, screen)
-            m = _labels_risk(text)
-            if m:
-                return m[0], f"{t} on element {text.strip()!r} ({m[1]!r})"
+            return _click(action, tree, screen)
     except _Unresolved as e:
         return "unknown", f"unresolvable target: {e}"
     return None, ""

@@ -1,0 +1,228 @@
+"""How the safety gate (`embodia.agent.loop.safety`) reads words: labels normalized against
+look-alike letters, invisible characters and id spellings; the risky verbs by class and language;
+when a verb names the act and when only a place, a record or a name ("Post office", "the Trash",
+"Undo delete"); and what a submitted shell or SQL command would do.
+
+>>> sorted(normalize("btnSend"))
+['btn send']
+>>> match([(r, PATTERNS[r]) for r in ORDER], "Undo delete"), match([("delete", PATTERNS["delete"])], "Delete 3 items")
+(None, ('delete', 'delete'))
+>>> command_risk("git push origin +main\\n"), command_risk("grep -r 'DELETE FROM' src/\\n")
+(('delete', 'git push origin +main'), None)
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# letters from other scripts that render like Latin ones (the common homoglyph attacks)
+CONFUSABLE = str.maketrans({
+    **dict(zip("АВЕЅІЈКМНОРСТХУаеѕіјкмнорсухԁԛԝһӏ", "ABESIJKMHOPCTXYaesijkmhopcyxdqwhl", strict=True)),
+    **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαεικνορτυχ", "ABEZHIKMNOPTYXaeikvoptux", strict=True)),
+    "ı": "i", "ɡ": "g", "ℓ": "l"})
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])")
+_SEPARATORS = re.compile(r"[_\-./:#@\\|+=,;()\[\]{}<>\"'`*~!?]+|\s+")
+
+
+def strip_format(s: str) -> str:
+    # zero-width spaces/joiners, soft hyphens, bidi marks: invisible, so never part of a word
+    return "".join(c for c in s if unicodedata.category(c) != "Cf")
+
+
+def _words(s: str) -> str:
+    s = _SEPARATORS.sub(" ", _CAMEL.sub(" ", s))
+    return " ".join(s.casefold().split())
+
+
+def normalize(label: str) -> set[str]:
+    """The forms of a label the patterns are matched against: as written (NFKC, invisible characters
+    removed, ids split into words, case-folded), with look-alike letters folded to Latin, and
+    without accents.
+
+    >>> sorted(normalize("btnSend"))
+    ['btn send']
+    >>> "send" in normalize("S\\u0435nd") and "send" in normalize("Se\\u200bnd")     # Cyrillic e, zero-width space
+    True
+    >>> sorted(normalize("Löschen"))
+    ['loschen', 'löschen']
+    """
+    s = strip_format(unicodedata.normalize("NFKC", str(label)))
+    plain, folded = _words(s), _words(s.translate(CONFUSABLE))
+    bare = "".join(c for c in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(c))
+    return {plain, folded, _words(bare)}
+
+
+# risky verbs, by class and language; Latin-script words match whole words of the normalized
+# label (accents dropped), the rest as substrings (no spaces between words in CJK)
+VERBS = {
+    "password": ["password", "passcode", "passwd", "pwd", "pin", "pin code", "contrasena", "senha",
+                 "passwort", "kennwort", "mot de passe", "пароль", "密码", "密碼", "パスワード", "暗証番号", "비밀번호",
+                 # secrets that are not called passwords: card details, wallet keys
+                 "passphrase", "card number", "credit card number", "debit card number", "cardnumber", "card no",
+                 "cc number", "cvc", "cvv", "cvc2", "cvv2", "csc", "security code", "card security code",
+                 "card verification", "numero de tarjeta", "kartennummer", "numero de carte", "numero do cartao",
+                 "numero della carta", "seed phrase", "recovery phrase", "mnemonic", "private key", "secret key"],
+    "pay": ["pay", "pay now", "checkout", "check out", "place order", "place your order", "complete payment", "confirm payment", "transfer money",
+            "send money", "submit payment", "make payment", "make a payment", "send payment", "authorize payment",
+            "approve payment", "approve transaction", "confirm transaction", "transfer", "wire", "wire money",
+            "donate", "donate now", "pagar", "pague", "realizar pedido", "finalizar compra", "bezahlen", "zahlen",
+            "jetzt bezahlen", "zur kasse", "payer", "passer la commande", "paga", "оплатить", "заплатить",
+            "оплата", "支付", "付款", "结账", "結帳", "お支払い", "支払う", "支払い", "決済", "결제"],
+    "purchase": ["buy", "buy now", "purchase", "subscribe", "order", "order now", "add to cart", "book now",
+                 "reserve now", "rent now", "upgrade now", "get premium", "confirm purchase", "confirm booking",
+                 "start subscription", "comprar",
+                 "suscribirse", "suscribir", "assinar", "kaufen", "jetzt kaufen", "abonnieren", "bestellen",
+                 "acheter", "abonner", "s abonner", "commander", "acquista", "купить", "подписаться",
+                 "购买", "購買", "订阅", "訂閱", "購入", "買う", "구매"],
+    # before install: "アンインストール" holds "インストール"
+    "delete": ["delete", "del", "dlt", "remove", "erase", "uninstall", "discard", "trash", "move to trash", "bin",
+               # account actions: gone for good, or gone for the other side ("Unsend")
+               "deactivate", "unsend", "close account", "close my account", "close your account",
+               "terminate account", "recall message", "recall this message", "\U0001f5d1",
+               "empty trash", "empty bin", "empty recycle bin", "empty the trash", "empty the bin", "clear chat",
+               "clear conversation", "clear messages", "clear storage", "clear all", "clear history", "clear data", "wipe",
+               # closing without saving throws the unsaved work away (GTK/Qt "Don't Save" dialogs)
+               "don t save", "dont save", "do not save", "without saving", "nicht speichern", "no guardar",
+               "ne pas enregistrer", "不保存", "保存しない",
+               "factory reset", "reset to factory", "factory data reset", "format", "format card", "rm",
+               "purge", "destroy", "eliminar", "borrar", "suprimir", "desinstalar", "excluir", "apagar",
+               "remover", "loschen", "loeschen", "entfernen", "deinstallieren", "supprimer", "effacer",
+               "desinstaller", "elimina", "cancella", "удалить", "удалите", "удаление", "стереть",
+               "删除", "刪除", "删掉", "移除", "卸载", "卸載", "清空", "削除", "消去", "アンインストール", "삭제"],
+    "install": ["install", "download app", "get app", "update app", "instalar", "installieren", "installer",
+                "installa", "установить", "安装", "安裝", "インストール", "설치"],
+    "send": ["send", "snd", "send now", "post", "tweet", "publish", "reply all", "share now", "enviar",
+             "envia", "envie", "publicar", "senden", "absenden", "abschicken", "versenden", "verschicken",
+             "posten", "veroffentlichen", "envoyer", "publier", "invia", "pubblica", "отправить",
+             "отправь", "послать", "опубликовать", "发送", "發送", "发布", "發佈", "发表", "送出",
+             "送信", "投稿", "送る", "보내기", "전송"],
+    # "power_settings_new" / "restart_alt": Material icon names shown as the button's text
+    "system": ["shut down", "shutdown", "power off", "poweroff", "restart", "reboot", "restart now",
+               "power settings new", "restart alt", "\u23fb", "\u23fc", "\u23fd", "apagar equipo",
+               "herunterfahren", "neu starten", "eteindre", "redemarrer", "выключить", "перезагрузить",
+               "关机", "重启", "シャットダウン", "再起動", "전원 끄기", "다시 시작"],
+}
+ORDER = ("password", "pay", "purchase", "delete", "install", "send", "system")
+
+
+def pattern(words: list[str]) -> re.Pattern:
+    latin = [w for w in words if re.fullmatch(r"[a-z ]+", w)]
+    other = [w for w in words if w not in latin]
+    alts = [r"\b(?:" + "|".join(re.escape(w) for w in sorted(latin, key=len, reverse=True)) + r")\b"]
+    if other:
+        alts.append("|".join(re.escape(w) for w in sorted(other, key=len, reverse=True)))
+    return re.compile("|".join(alts))
+
+
+PATTERNS = {risk: pattern(VERBS[risk]) for risk in ORDER}
+BIN = pattern(["trash", "trash can", "bin", "recycle bin", "wastebasket", "garbage", "papelera", "basura",
+                 "papierkorb", "mulleimer", "muelleimer", "corbeille", "poubelle", "lixeira", "lixo", "cestino",
+                 "корзина", "垃圾桶", "回收站", "ゴミ箱", "휴지통"])
+MESSAGE_FIELD = pattern(["message", "messages", "msg", "chat", "reply", "comment", "compose", "sms", "tweet",
+                          "write something", "say something", "what s on your mind", "start a post",
+                           "post", "mensaje", "mensagem", "nachricht", "kommentar", "commentaire", "messaggio",
+                           "сообщение", "消息", "信息", "留言", "评论", "メッセージ", "コメント", "메시지"])
+COMMAND_FIELD = pattern(["terminal", "command", "cmd", "shell", "console", "bash", "zsh", "powershell",
+                           "xterm", "konsole", "command prompt", "run"])
+# a field whose Enter looks something up, never sends or runs it (checked before message and
+# secret fields: "Search messages", "Search passwords")
+SEARCH_FIELD = pattern(["search", "find", "filter", "look up", "lookup", "buscar", "suchen", "rechercher",
+                          "cerca", "pesquisar", "поиск", "搜索", "検索", "검색"])
+
+# what a submitted command does; matched on the typed text (or, on Enter, the command line a
+# terminal shows). A command starts a line, follows ; & | ` ( or sudo, or is a -c/-e argument
+# (``psql -c 'DELETE FROM t'``), so that ``grep 'DELETE FROM'`` or ``man shutdown`` run nothing.
+_START = r"(^|[;&|`(]\s*|\bsudo\s+)"
+_SQL_START = r"(^|;\s*|\s(-c|-e|--eval|--command|--execute)\s+[\"']?)\s*"
+_COMMANDS = [
+    # (a leading backslash runs the command past any alias: \\rm)
+    ("delete", re.compile(_START + r"\\?(rm|rmdir|shred|wipefs|mkfs(\.\w+)?|fdisk|diskpart|unlink|truncate|"
+                          r"del|erase|rd|format|remove-item|clear-recyclebin)\b|\bdd\b[^\n]*\bof=|>\s*/dev/(sd|nvme|hd|disk)|"
+                          r"\bdrop\s+(table|database)\b|\btruncate\s+table\b|\bgit\s+(reset\s+--hard|clean\s+-\w*f|"
+                          r"push\b[^\n]*(--force|\s-f\b|--delete\b|\s-d\b|--mirror\b|\s\+\S+|\s:\S+)|"
+                          r"checkout\s+(--\s+)?\.(\s|$)|restore\s+(-\S+\s+)*\.(\s|$)|stash\s+(clear|drop)\b|branch\s+-D\b)|"
+                          r"\bfind\b[^\n]*\s-(delete\b|exec(dir)?\s+(sudo\s+)?(rm|shred|unlink)\b)|" + _SQL_START +
+                          r"(delete\s+from|truncate)\b|\bdrop\s+column\b|\bxargs\s+(-\S+\s+)*(sudo\s+)?(rm|shred)\b|"
+                          r"\brsync\b[^\n]*\s--delete|\bpm\s+(uninstall|clear)\b|\bcrontab\s+-r\b|\bmv\b[^\n]*\s/dev/null\b|^\s*:?\s*>\s*[^\s>&]|"
+                          r"\bdocker\s+((system|volume|image|container|network|builder)\s+prune|rm|rmi|volume\s+rm)\b|"
+                          r"\bkubectl\s+delete\b|\bterraform\s+destroy\b|\baws\s+s3\s+(rm|rb)\b|\bgh\s+repo\s+delete\b|"
+                          r"\bredis-cli\b[^\n]*\bflush(all|db)\b|\bdropDatabase\s*\(|\bpacman\s+-R|" + _START +
+                          r"(apt|apt-get|yum|dnf|zypper|snap)\s+(remove|purge|erase)\b|"
+                          r"\b(pip3?|npm|brew|flatpak|choco|winget|gem|cargo)\s+(uninstall|remove)\b", re.I | re.M)),
+    ("system", re.compile(_START + r"(shutdown|reboot|halt|poweroff|init\s+[06]|kill|killall|"
+                          r"pkill|stop-computer|restart-computer|chmod\s+-r|chown\s+-r)\b|:\(\)\s*\{|"
+                          r"\b(systemctl|loginctl)\s+(poweroff|reboot|halt|kexec|soft-reboot)\b|\btelinit\s+[06]\b", re.I | re.M)),
+    ("install", re.compile(r"\b(curl|wget)\b[^\n]*\|\s*(sudo\s+)?(ba|z)?sh\b|(^|[;&|]\s*|\bsudo\s+)"
+                           r"(apt|apt-get|yum|dnf|pip3?|npm|brew|choco|winget)\s+install\b", re.I | re.M)),
+]
+
+
+# a verb followed by one of these names a place or a record, not the act ("Post office",
+# "Install guide", "Order history", "发送记录", "送信済み"), or is the subject of a sentence
+# ("Trash is empty", "Uninstall complete")
+_NOT_ACT = re.compile(r"\s*(office|guide|history|settings?|options?|info|information|rules|in|logs?|records?|"
+                      r"status|details|methods?|list|folder|date|time|address|queue|by|of|summary|total|number|"
+                      r"no|id|frame|confirmation|tracking|placed|received|complete|completed|finished|failed|"
+                      r"successful|is|was|has|have|are|were|"
+                      r"记录|記錄|历史|歷史|设置|設定|済み|済|履歴|記録|中)\b", re.I)
+# a word before the verb that undoes or names it: "Undo delete", "Cancel order", "Sort order", "File transfer"
+_UNDOES = {"undo", "cancel", "restore", "recover", "sort", "file", "data"}
+# and one that makes a verb a noun ("the Trash", "from the bin", "your order"); not for field
+# names, where "Type a message" is still a message field
+_ARTICLES = {"your", "the", "a", "an", "from", "in", "into"}
+# words after one verb that make it a noun ("Pay slips", "Pin title", "Post code", "Transfer files")
+_NOUN_AFTER = {"pay": re.compile(r"\s*(slips?|stubs?|period|rate|grade|scale|day)\b"),
+               "pin": re.compile(r"\s*(title|name|description|board|notes?|chat|message|location|it|to)\b"),
+               "post": re.compile(r"\s*(code|malone)\b"),
+               "transfer": re.compile(r"\s*(files?|photos?|data|speed|mode|progress)\b"),
+               "order": re.compile(r"\s*\d"),                                        # "Order #1234"
+               # formatting text is no loss; formatting storage is
+               "format": re.compile(r"(?!\s*($|(the\s+)?(disk|drive|card|sd|usb|volume|partition|device|storage|"
+                                    r"phone|memory|[a-z])\b))")}
+# what a remove/clear acts on when nothing is lost: the view, the selection, a list of picks
+_CLEARS = {"remove", "clear all", "delete", "erase"}
+_HARMLESS_OBJECT = re.compile(r"\s*(all\s+)?(filters?|tags?|highlights?|formatting|format|background|selection|"
+                              r"sort|from\s+(the\s+)?(queue|cart|basket|favou?rites|playlist|wishlist|watchlist))\b")
+_ABBREV = {"del", "dlt", "rm", "snd", "pwd"}
+_ID_WORDS = {"btn", "button", "icon", "ic", "item", "action", "menu", "fab", "key"}
+
+
+def _acts(form: str, m: re.Match, verbs: bool = True) -> bool:
+    """Whether a match in ``form`` reads as the act itself, not a noun phrase or a name
+    (``verbs=False``: a word that names a kind of field or place, where articles do not count)."""
+    word, rest = m.group(0), form[m.end():]
+    before = form[:m.start()].split()[-1:]
+    if " " not in word:              # a phrase ("reset to factory") is an act
+        if _NOT_ACT.match(rest) or (word in _NOUN_AFTER and _NOUN_AFTER[word].match(rest)):
+            return False
+        if before and (before[0] in _UNDOES or (verbs and before[0] in _ARTICLES)):
+            return False
+    if form[max(0, m.start() - 1):m.start()] in ("已", "被"):     # "已发送": already sent
+        return False
+    if word in _CLEARS and _HARMLESS_OBJECT.match(rest):
+        return False
+    if word in _ABBREV:        # "del" in "btnDel", not in "Del Mar hotel"
+        nxt = rest.split()[:1]
+        return not nxt or nxt[0] in _ID_WORDS
+    return True
+
+
+def match(patterns, text: str, verbs: bool = True):
+    """The first (class, matched words) whose pattern matches a form of ``text`` as an act, else
+    None (``verbs=False``: kinds of fields and places, see `_acts`)."""
+    forms = normalize(text) if text else set()
+    for risk, pat in patterns:
+        for f in sorted(forms):
+            for m in pat.finditer(f):
+                if _acts(f, m, verbs):
+                    return risk, m.group(0)
+    return None
+
+
+def command_risk(text: str):
+    text = unicodedata.normalize("NFKC", strip_format(text or "")).translate(CONFUSABLE)
+    for risk, pat in _COMMANDS:
+        m = pat.search(text)
+        if m:
+            return risk, m.group(0).strip()
+    return None
