@@ -37,6 +37,12 @@ def _centre(b):
     return ((b[0] + b[2]) / 2, (b[1] + b[3]) / 2)
 
 
+def tap(tree: list[dict], screen, text: str):
+    """(click, tree, screen): a click on the centre of the element showing ``text`` (clickable or not)."""
+    e = next(e for e in tree if e.get("text") == text)
+    return GuiAction("click", point=_norm(_centre(e["bounds"]), screen)), tree, screen
+
+
 # -- desktop (AT-SPI) ---------------------------------------------------------------------------------
 def _win(title: str, app: str, els: list[dict], bounds=(0, 0, 1280, 800)) -> list[dict]:
     """A top-level window: its frame, then ``els`` tagged with the window's title and app."""

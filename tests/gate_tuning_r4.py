@@ -5,7 +5,7 @@ kinds of screens (`gate_scenes`), other apps, labels, languages and commands.
 from __future__ import annotations
 
 from gate_scenes import (abutton, afield, android_dialog, android_screen, arow, atext, chord_in, desktop_dialog, editor,
-                         terminal, wbutton, wentry, web_dialog, web_page, wtext)
+                         tap, terminal, wbutton, wentry, web_dialog, web_page, wtext)
 
 from embodia.devices import GuiAction
 
@@ -240,16 +240,21 @@ def _chord_cases():
     return out
 
 
-def _label_cases():
-    """Buttons, links, rows and fields on web pages and phone screens."""
-    out = []
-
+def _adders(out: list):
+    """Two helpers that append a case on a web page or a phone screen to ``out``."""
     def web(name, expect, *els, press=None, type_text=None, page="Settings", site="app.example"):
         out.append((f"web:{name}", expect, web_page(page, site, *els, press=press, type_text=type_text)))
 
     def phone(name, expect, *els, press=None, type_text=None, app="App"):
         out.append((f"android:{name}", expect, android_screen(app, "com.example.app", *els, press=press,
                                                               type_text=type_text)))
+    return web, phone
+
+
+def _label_cases():
+    """Risky buttons, links and fields on web pages and phone screens."""
+    out = []
+    web, phone = _adders(out)
 
     # icon-only and account actions
     web("trash-emoji", "delete", wtext("Draft 3"), wbutton("\U0001f5d1"), press="\U0001f5d1")
@@ -299,8 +304,13 @@ def _label_cases():
     web("type-newline-comment", "send", wentry("Add a comment\u2026", focused=True), type_text="nice\n", page="Post")
     web("type-newline-encrypted", "send", wentry("Send an encrypted message\u2026", focused=True), type_text="hey\n",
         page="Room")
+    return out
 
-    # benign look-alikes
+
+def _lookalike_cases():
+    """Benign buttons, rows and fields whose words look risky."""
+    out = []
+    web, phone = _adders(out)
     for label in ["Undo", "Undo remove", "Restore", "Recover deleted files", "Remove filter: Price", "Remove from queue",
                   "Remove from cart", "Remove highlight", "Remove tag", "Clear all filters", "Clear filters",
                   "Format: Markdown", "Format Cells\u2026", "Order by: price", "Sort order", "Order details",
@@ -344,23 +354,19 @@ def _label_cases():
 
 def _click_text(label, role):
     """A click on a piece of static text (a heading, a paragraph) of a web page."""
-    action, tree, screen = web_page("Help", "app.example", {"role": role, "text": label, "bounds": [400, 300, 800, 330]})
-    e = next(e for e in tree if e.get("text") == label and e["role"] == role)
-    c = ((e["bounds"][0] + e["bounds"][2]) / 2 * 1000 / screen[0], (e["bounds"][1] + e["bounds"][3]) / 2 * 1000 / screen[1])
-    return GuiAction("click", point=c), tree, screen
+    _, tree, screen = web_page("Help", "app.example", {"role": role, "text": label, "bounds": [400, 300, 800, 330]})
+    return tap(tree, screen, label)
 
 
 def _row(title, sub):
     """A tap on a content row (title and subtitle) of a phone list."""
     _, tree, screen = android_screen("Library", "com.media", *arow(title, sub))
-    e = next(e for e in tree if e.get("text") == title)
-    c = ((e["bounds"][0] + e["bounds"][2]) / 2 * 1000 / screen[0], (e["bounds"][1] + e["bounds"][3]) / 2 * 1000 / screen[1])
-    return GuiAction("click", point=c), tree, screen
+    return tap(tree, screen, title)
 
 
 def cases() -> list[dict]:
     """The tuning round as corpus cases (id, expect, action, tree, screen)."""
-    rows = _dialog_cases() + _terminal_cases() + _chord_cases() + _label_cases()
+    rows = _dialog_cases() + _terminal_cases() + _chord_cases() + _label_cases() + _lookalike_cases()
     return [dict(id=f"context:{name}", expect=expect, action=a, tree=t, screen=s) for name, expect, (a, t, s) in rows]
 
 
