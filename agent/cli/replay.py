@@ -34,7 +34,10 @@ def replay(dataset: Path = typer.Argument(..., help="dataset directory, GUI reco
         fail(str(e))
     rows = []
     for i in episode_indices(episode, ds.num_episodes, dataset):
-        r = replay_episode(ds, i, device_uri=device, stop_on_divergence=stop_on_divergence)
+        try:        # a lying episode (DatasetError), or a device its record names that does not open
+            r = replay_episode(ds, i, device_uri=device, stop_on_divergence=stop_on_divergence)
+        except (ValueError, FileNotFoundError, ImportError) as e:
+            fail(f"cannot replay episode {i} of {dataset}: {e}")
         rows.append(r)
         diff = r["final_state_max_abs_diff"]
         console.print(f"episode {i} (seed {r['seed']}): replayed {r['steps']}/{r['recorded_steps']} steps, "
@@ -48,10 +51,10 @@ def replay(dataset: Path = typer.Argument(..., help="dataset directory, GUI reco
 
 
 def episode_indices(episode: str, n: int, source) -> list[int]:
-    """'all' or one index of the n episodes in ``source``, or a one-line error (exit 1 when the
-    source holds none: nothing was replayed)."""
+    """'all' or one index of the n episodes in ``source``, or a one-line error (exit 2, also when
+    the source holds none: a dataset of no episodes is input a replay cannot use)."""
     if n == 0:
-        fail(f"{source}: no episodes to replay (it holds none)", code=1)
+        fail(f"{source}: no episodes to replay (it holds none)")
     if episode == "all":
         return list(range(n))
     try:

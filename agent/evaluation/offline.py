@@ -43,6 +43,7 @@ from typing import Callable
 import numpy as np
 
 from embodia.agent.evaluation.stats import wilson
+from embodia.agent.recording.dataset_checks import DatasetError
 from embodia.devices import GuiAction, Observation, as_policy
 from embodia.devices.embodiment import Screen
 
@@ -176,6 +177,8 @@ def score_robot(ds, policy, *, episodes: list[int] | None = None, stride: int | 
         raise ValueError(f"{ds.root}: no action feature to score against")
     names = [c.name for c in emb.actions]
     stride = max(1, int(stride or emb.exec_horizon or 1))
+    if ds.num_episodes == 0:         # an empty report would print None where its numbers go
+        raise DatasetError(f"{ds.root}: no episodes to score (meta/info.json total_episodes=0)")
     eps = list(range(ds.num_episodes)) if episodes is None else _check_episodes(episodes, ds.num_episodes, ds.root)
     scale = action_scale(ds)
     mean_action = np.asarray(ds.stats.get("action", {}).get("mean", np.zeros(emb.action_dim)), np.float64)
