@@ -32,9 +32,15 @@ def replay(dataset: Path = typer.Argument(..., help="dataset directory, GUI reco
         ds = LocalDataset(dataset)
     except (ValueError, FileNotFoundError) as e:
         fail(str(e))
+    chosen = episode_indices(episode, ds.num_episodes, dataset)
+    try:            # every chosen episode read before any is replayed: a lie is refused before the work
+        for i in chosen:
+            ds.episode(i)
+    except ValueError as e:        # DatasetError
+        fail(str(e))
     rows = []
-    for i in episode_indices(episode, ds.num_episodes, dataset):
-        try:        # a lying episode (DatasetError), or a device its record names that does not open
+    for i in chosen:
+        try:        # a device its record names that does not open
             r = replay_episode(ds, i, device_uri=device, stop_on_divergence=stop_on_divergence)
         except (ValueError, FileNotFoundError, ImportError) as e:
             fail(f"cannot replay episode {i} of {dataset}: {e}")

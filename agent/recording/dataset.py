@@ -49,12 +49,27 @@ STEPLOG_DIR = ".steplogs"   # crash-safe logs of running episodes (hidden from L
 EMBODIA = "embodia"         # our own section in info.json and prefix of our episode columns
 
 
+def episode_files(root: Path) -> list[Path]:
+    """The episodes parquet files, each folder checked to lie inside ``root`` before it is listed
+    (a symlinked meta/episodes or chunk folder is not followed out of the dataset)."""
+    top = root / EPISODES_DIR
+    if not top.is_dir():
+        return []
+    inside(root, top, top)
+    files = []
+    for chunk in sorted(top.glob("chunk-*")):
+        if chunk.is_dir():
+            inside(root, chunk, chunk)
+            files.extend(sorted(chunk.glob("file-*.parquet")))
+    return files
+
+
 def committed_episode_rows(root: Path, n: int, total_frames: int | None = None) -> list[dict]:
     """Episode rows 0..n-1 sorted by index. A writer commits info.json last, so rows past its
     total_episodes belong to an unfinished commit and are ignored. Every episodes file must lie
     inside ``root`` (a symlinked meta/episodes is not followed out)."""
     rows = []
-    for f in sorted((root / EPISODES_DIR).glob("chunk-*/file-*.parquet")):
+    for f in episode_files(root):
         rows.extend(read_table(f, root=root).to_pylist())
     return check_rows(root / EPISODES_DIR, rows, n, total_frames, root / INFO_PATH)
 
@@ -165,7 +180,9 @@ class LocalDataset:
         self._tasks: list[str] | None = None
         self._stats: dict | None = None
         self._table_cache: tuple[Path, Any] | None = None
-        self._committed_rows()      # counts and paths checked now, before a verb does any work
+        self._committed_rows()      # counts, paths and stats checked now, before a verb does any work
+        if (self.root / STATS_PATH).exists():
+            self._stats = self.stats
 
     # -- metadata ---------------------------------------------------------------------------------
     @property
@@ -239,8 +256,7 @@ class LocalDataset:
 
     def _load_episodes(self) -> list[dict]:
         n = self.committed_episodes
-        files = sorted((self.root / EPISODES_DIR).glob("chunk-*/file-*.parquet"))
-        if not files:
+        if not episode_files(self.root):
             if n:
                 raise DatasetError(f"{self.root / EPISODES_DIR}: no episodes parquet, "
                                    f"but {self.root / INFO_PATH} says total_episodes={n}")
