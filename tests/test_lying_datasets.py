@@ -295,6 +295,15 @@ def test_the_honest_dataset_trains_and_ingests(base, tmp_path, verb):
     assert ("checkpoint written" if verb == "train" else "ingested 2 successful episodes") in r.output
 
 
+def test_a_stray_nested_info_json_beside_a_dataset_is_no_gui_recording(base, tmp_path):
+    """Every dataset verb first asks whether its folder is a GUI recording (a root info.json): a
+    nested one is a plain no, and the dataset is read as what it is."""
+    from embodia.agent.recording.gui_log import is_gui_recording
+    root, _ = make(base, tmp_path, lambda root, outside: (root / "info.json").write_text("[" * 100_000))
+    assert not is_gui_recording(root)
+    assert invoke(VERBS["view"](root, tmp_path)).exit_code == 0
+
+
 def test_a_report_with_a_nan_is_written_as_valid_json(tmp_path):
     """A policy may predict NaN; the report then holds null, never bare NaN/Infinity."""
     write_json({"mae": float("nan"), "per": [np.float32("inf"), 1.5], "n": np.int64(3)}, tmp_path / "r.json")
@@ -314,7 +323,9 @@ FIELDS = ["fps", "total_episodes", "total_frames", "total_tasks", "codebase_vers
           "robot_type", "features", "embodia", "features.observation.state.shape", "features.action.shape",
           "features.action.names", "features.observation.images.top.shape",
           "features.observation.images.top.dtype", "features.observation.state.dtype",
-          "embodia.embodiment.hz", "embodia.embodiment.chunk", "embodia.embodiment.actions"]
+          "embodia.embodiment.hz", "embodia.embodiment.chunk", "embodia.embodiment.exec_horizon",
+          "embodia.embodiment.name", "embodia.embodiment.actions", "embodia.embodiment.state",
+          "embodia.embodiment.cameras"]
 FEATURES = ("observation.state", "action", "observation.images.top")
 
 

@@ -166,6 +166,8 @@ def check_info(where, info) -> None:
         if key not in info:
             raise DatasetError(f"{where}: missing field {key!r}")
     check_fps(where, info)
+    if not isinstance(info.get("robot_type"), (str, type(None))):
+        raise DatasetError(f"{where}: robot_type must be text, got {show(info.get('robot_type'))}")
     check_count(where, info, "total_episodes", required=True)
     for key in ("total_frames", "total_tasks"):
         check_count(where, info, key)
@@ -179,6 +181,7 @@ def check_info(where, info) -> None:
 def check_embodiment(where, info: dict, emb) -> None:
     """The stored embodiment agrees with the features it describes (a state of 10 channels is not
     shape [3]), and its rate and chunk are sane."""
+    _check_types(where, emb)
     feats = info["features"]
     for key, channels in ((STATE, emb.state), (ACTION, emb.actions)):
         if key in feats and width(feats[key]) != len(channels):
@@ -190,6 +193,25 @@ def check_embodiment(where, info: dict, emb) -> None:
         f = feats.get(f"{IMAGES}.{cam.name}")
         if not f or f["dtype"] not in ("video", "image"):
             raise DatasetError(f"{where}: the embodiment's camera {cam.name!r} has no image feature")
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+
+
+def _check_types(where, emb) -> None:
+    """The stored embodiment's fields have the types every consumer assumes (a name is text, a
+    limit a number, a camera a bounded size): a dataclass built from JSON checks none of them."""
+    texts = [emb.name, emb.kind, emb.action_kind, emb.convention] + [c.name for c in emb.actions + emb.state]
+    if not all(isinstance(t, str) for t in texts):
+        raise DatasetError(f"{where}: embodia.embodiment: names, kind and convention must be text")
+    if not all(_number(c.low) and _number(c.high) for c in emb.actions + emb.state):
+        raise DatasetError(f"{where}: embodia.embodiment: channel limits must be numbers or null")
+    if not (_number(emb.hz) and _is_int(emb.chunk) and _is_int(emb.exec_horizon)):
+        raise DatasetError(f"{where}: embodia.embodiment: hz must be a number, chunk and exec_horizon whole numbers")
+    for cam in emb.cameras:
+        if not (isinstance(cam.name, str) and all(_is_int(d) and 1 <= d <= MAX_SIDE for d in (cam.width, cam.height))):
+            raise DatasetError(f"{where}: embodia.embodiment: camera {show(cam)} is not a name and a size")
 
 
 # -- episode rows, arrays, stats ---------------------------------------------------------------------
