@@ -276,6 +276,15 @@ def test_every_verb_refuses_every_lie_in_one_line(base, tmp_path, name, verb):
         watch.close()
 
 
+@pytest.mark.parametrize("name", ["fps 0", "NaN action", "data_path ..", "0 episodes"])
+def test_train_refuses_a_lying_held_out_set_before_training(base, tmp_path, name):
+    lie, words = LIES[name]
+    root, _ = make(base, tmp_path, lie)
+    r = invoke(["train", "--data", base, "--heldout", root, *VERBS["train"](root, tmp_path)[3:]])
+    assert_refused(r, tmp_path, words)
+    assert not (tmp_path / "ckpt").exists()
+
+
 @pytest.mark.parametrize("verb", ["eval-offline", "replay", "view"])
 def test_the_honest_dataset_passes_the_same_verbs(base, tmp_path, verb):
     """The control: the uncorrupted copy is read, so the refusals above are the lies' doing."""
