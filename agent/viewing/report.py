@@ -178,18 +178,16 @@ def _dataset_view(src: Path, out: Path, rows: list | None = None) -> dict:
     from embodia.agent.recording.dataset import DatasetError, LocalDataset
     try:
         ds = LocalDataset(src)
-        if not ds.episodes and rows is None:
-            raise DatasetError(f"{src}: no episodes to view (meta/info.json total_episodes=0)")
-        return _dataset_rows(ds, src, out, [] if rows is None else rows)
-    except (DatasetError, OSError) as e:     # a dataset that lies is refused by its reader, in one line
+        episodes = ds.episodes
+    except (DatasetError, OSError) as e:
         raise ViewError(str(e)) from None
-
-
-def _dataset_rows(ds, src: Path, out: Path, rows: list) -> dict:
+    if not episodes and rows is None:
+        raise ViewError(f"{src}: no episodes to view (meta/info.json total_episodes=0)")
     emb = ds.embodiment
     vkey = ds.video_keys[0] if ds.video_keys else None
     placed: dict[Path, str] = {}
-    for k, row in enumerate(ds.episodes):
+    rows = [] if rows is None else rows
+    for k, row in enumerate(episodes):
         i = len(rows)                  # the report's numbering (several datasets: one after another)
         ep = ds.episode(k)
         data = {"index": i, "kind": "robot", "task": ep["task"], "seed": ep["seed"], "success": ep["success"],
@@ -197,8 +195,8 @@ def _dataset_rows(ds, src: Path, out: Path, rows: list) -> dict:
                 "meta": ep["meta"], "end_info": ep["info"], "timing": ep["timing"], "fps": ds.fps,
                 "action_names": [c.name for c in emb.actions], "state_names": [c.name for c in emb.state],
                 "action": np.round(ep["action"], 4).tolist(), "state": np.round(ep["state"], 4).tolist()}
-        if vkey is not None and "steplog" not in row:
-            video = ds.video_file(row, vkey)          # refused unless it lies inside the dataset
+        if vkey is not None and "steplog" not in row:     # a killed writer's episode has no video yet
+            video = ds.video_file(row, vkey)                # refused unless it lies inside the dataset
             if video not in placed:
                 placed[video] = f"assets/videos/{i:06d}.mp4"
                 _place(video, out / placed[video])
