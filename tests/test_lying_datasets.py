@@ -313,6 +313,14 @@ def test_a_stray_nested_info_json_beside_a_dataset_is_no_gui_recording(base, tmp
     assert invoke(VERBS["view"](root, tmp_path)).exit_code == 0
 
 
+def test_an_info_json_over_the_size_cap_is_refused_before_it_is_read(base, tmp_path, monkeypatch):
+    from embodia.agent.recording import dataset_checks
+    root, _ = make(base, tmp_path, lambda root, outside: None)
+    monkeypatch.setattr(dataset_checks, "MAX_JSON_BYTES", 1000)       # the real cap is 64 MB
+    with pytest.raises(DatasetError, match=r"info\.json: \d+ bytes, more than the 1000"):
+        LocalDataset(root)
+
+
 def test_a_report_with_a_nan_is_written_as_valid_json(tmp_path):
     """A policy may predict NaN; the report then holds null, never bare NaN/Infinity."""
     write_json({"mae": float("nan"), "per": [np.float32("inf"), 1.5], "n": np.int64(3)}, tmp_path / "r.json")

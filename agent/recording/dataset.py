@@ -10,7 +10,9 @@
 
 Only pyarrow, PyAV, numpy and OpenCV are used, so the reader has no LeRobot dependency. It also reads
 plain LeRobot v3 datasets (the embodiment is then rebuilt from the feature names and `fps`).
-Errors name the file that is missing or corrupt (`DatasetError`).
+Errors name the file that is missing or corrupt (`DatasetError`). Nothing info.json claims is
+trusted unchecked: counts, shapes, values and paths are held against the files
+(`embodia.agent.recording.dataset_checks`), so a dataset that lies is refused in one line.
 """
 from __future__ import annotations
 
