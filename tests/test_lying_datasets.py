@@ -185,6 +185,14 @@ def action_shape(shape):
     return lie
 
 
+def modality_out(root, outside):
+    """The dataset's own meta/modality.json, a symlink to a valid mapping outside it."""
+    target = outside / f"{MARKER}-modality.json"
+    target.write_text(json.dumps({"embodiment": "planar_pusher", "action": {"vx": {"start": 0, "end": 1},
+                                                                           "vy": {"start": 1, "end": 2}}}))
+    (root / "meta/modality.json").symlink_to(target)
+
+
 def nan_stats(root, outside):
     stats = json.loads((root / "meta/stats.json").read_text())
     stats["action"]["mean"][0] = float("nan")
@@ -218,6 +226,10 @@ LIES = {
                       "video_path"),
     "video symlinked out (..)": (symlink_out(VIDEO0, relative=True), "outside the dataset"),
     "meta/episodes file symlinked out": (symlink_out(EPISODES0), "outside the dataset"),
+    "info.json symlinked out": (symlink_out(INFO), "outside the dataset"),
+    "stats.json symlinked out": (symlink_out("meta/stats.json"), "outside the dataset"),
+    "tasks.parquet symlinked out": (symlink_out("meta/tasks.parquet"), "outside the dataset"),
+    "modality.json symlinked out": (modality_out, "outside the dataset"),
     "meta/episodes symlinked out (..)": (episodes_dir_out, "outside the dataset"),
 }
 

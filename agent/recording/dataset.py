@@ -175,6 +175,8 @@ class LocalDataset:
         check_embodiment(where, self.info, self.embodiment)
         self._camera_keys: dict[str, str] = {}
         mapping = Path(modality) if modality else self.root / MODALITY_PATH
+        if not modality and mapping.is_file():
+            inside(self.root, mapping, mapping)     # the dataset's own mapping, not one the user names
         if modality or mapping.is_file():
             self.embodiment, self._camera_keys = apply_modality(
                 self.embodiment, load_modality(mapping), self.features, source=str(mapping))
@@ -183,6 +185,8 @@ class LocalDataset:
         self._stats: dict | None = None
         self._table_cache: tuple[Path, Any] | None = None
         self._committed_rows()      # counts, paths and stats checked now, before a verb does any work
+        if (self.root / TASKS_PATH).exists():
+            inside(self.root, self.root / TASKS_PATH, self.root / TASKS_PATH)
         if (self.root / STATS_PATH).exists():
             self._stats = self.stats
 
