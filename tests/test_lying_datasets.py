@@ -193,6 +193,14 @@ def modality_out(root, outside):
     (root / "meta/modality.json").symlink_to(target)
 
 
+def steplogs_out(root, outside):
+    """.steplogs (where a killed writer's episodes wait) as a symlink to a folder of logs outside."""
+    logs = outside / f"{MARKER}-steplogs"
+    logs.mkdir()
+    (logs / "episode_0001.jsonl").write_text('{"kind": "header"}\n')
+    (root / ".steplogs").symlink_to(logs)
+
+
 def nan_stats(root, outside):
     stats = json.loads((root / "meta/stats.json").read_text())
     stats["action"]["mean"][0] = float("nan")
@@ -230,6 +238,7 @@ LIES = {
     "stats.json symlinked out": (symlink_out("meta/stats.json"), "outside the dataset"),
     "tasks.parquet symlinked out": (symlink_out("meta/tasks.parquet"), "outside the dataset"),
     "modality.json symlinked out": (modality_out, "outside the dataset"),
+    ".steplogs symlinked out": (steplogs_out, "outside the dataset"),
     "meta/episodes symlinked out (..)": (episodes_dir_out, "outside the dataset"),
 }
 

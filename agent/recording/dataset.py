@@ -184,7 +184,8 @@ class LocalDataset:
         self._tasks: list[str] | None = None
         self._stats: dict | None = None
         self._table_cache: tuple[Path, Any] | None = None
-        self._committed_rows()      # counts, paths and stats checked now, before a verb does any work
+        self._committed_rows()      # counts, paths, step logs and stats checked now, before a verb works
+        self._pending = self.pending
         if (self.root / TASKS_PATH).exists():
             inside(self.root, self.root / TASKS_PATH, self.root / TASKS_PATH)
         if (self.root / STATS_PATH).exists():
