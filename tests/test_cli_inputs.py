@@ -1,7 +1,8 @@
 """Every CLI option and device-URI parameter fed random and boundary values (hypothesis, issue 22):
 no traceback ever; a value the command cannot use exits 2 with one line, before any work; a value
 it can use reaches the work (here a stand-in that stops there). Also: output paths are checked
-before the episodes run, and `replay --episode all` of an empty dataset says so and exits 1."""
+before the episodes run, and `replay --episode all` of an empty dataset says so and exits 2 (issue 35:
+every dataset verb refuses a dataset of no episodes as bad input)."""
 import importlib
 from contextlib import contextmanager
 from pathlib import Path
@@ -167,7 +168,7 @@ def test_replay_of_an_empty_dataset_says_so_and_fails(tmp_path, monkeypatch):
     with open_device("sim:twogap-push") as dev:
         DatasetWriter(tmp_path / "ds", dev.embodiment).close()
     r = CliRunner().invoke(cli.app, ["replay", str(tmp_path / "ds"), "--episode", "all"])
-    assert r.exit_code == 1 and "no episodes to replay" in r.output
+    assert r.exit_code == 2 and "no episodes to replay" in r.output
 
 
 @settings(max_examples=30, deadline=None)

@@ -45,9 +45,13 @@ def eval_offline(dataset: Path = typer.Argument(..., help="LeRobot v3 dataset di
                                      api_key_env=api_key_env, coords=coords)
         with progress() as bar:
             task = bar.add_task("offline eval", total=None, status="")
-            rep = offline.score(dataset, pol, episodes=offline.parse_episodes(episodes), stride=stride, seed=seed,
-                                memory=memory, plot_dir=plots, plot_episodes=plot_episodes,
-                                progress=lambda done, total: bar.update(task, completed=done, total=total))
+            try:
+                rep = offline.score(dataset, pol, episodes=offline.parse_episodes(episodes), stride=stride,
+                                    seed=seed, memory=memory, plot_dir=plots, plot_episodes=plot_episodes,
+                                    progress=lambda done, total: bar.update(task, completed=done, total=total))
+            except BaseException:
+                bar.update(task, visible=False)      # the error's one line stands alone
+                raise
     except (PolicyError, DatasetError, ValueError, IndexError, OSError) as e:
         fail(str(e))
     rep.update(policy=policy)

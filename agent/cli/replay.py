@@ -32,9 +32,18 @@ def replay(dataset: Path = typer.Argument(..., help="dataset directory, GUI reco
         ds = LocalDataset(dataset)
     except (ValueError, FileNotFoundError) as e:
         fail(str(e))
+    chosen = episode_indices(episode, ds.num_episodes, dataset)
+    try:            # every chosen episode read before any is replayed: a lie is refused before the work
+        for i in chosen:
+            ds.episode(i)
+    except ValueError as e:        # DatasetError
+        fail(str(e))
     rows = []
-    for i in episode_indices(episode, ds.num_episodes, dataset):
-        r = replay_episode(ds, i, device_uri=device, stop_on_divergence=stop_on_divergence)
+    for i in chosen:
+        try:        # a device its record names that does not open
+            r = replay_episode(ds, i, device_uri=device, stop_on_divergence=stop_on_divergence)
+        except (ValueError, FileNotFoundError, ImportError) as e:
+            fail(f"cannot replay episode {i} of {dataset}: {e}")
         rows.append(r)
         diff = r["final_state_max_abs_diff"]
         console.print(f"episode {i} (seed {r['seed']}): replayed {r['steps']}/{r['recorded_steps']} steps, "
@@ -48,10 +57,10 @@ def replay(dataset: Path = typer.Argument(..., help="dataset directory, GUI reco
 
 
 def episode_indices(episode: str, n: int, source) -> list[int]:
-    """'all' or one index of the n episodes in ``source``, or a one-line error (exit 1 when the
-    source holds none: nothing was replayed)."""
+    """'all' or one index of the n episodes in ``source``, or a one-line error (exit 2, also when
+    the source holds none: a dataset of no episodes is input a replay cannot use)."""
     if n == 0:
-        fail(f"{source}: no episodes to replay (it holds none)", code=1)
+        fail(f"{source}: no episodes to replay (it holds none)")
     if episode == "all":
         return list(range(n))
     try:

@@ -118,9 +118,12 @@ def async_summary(results: list[EpisodeResult], smooth: str) -> dict:
 
 
 def write_json(report: dict, path) -> None:
+    """The report as JSON, atomically; a non-finite number (a NaN a policy predicted) is written as
+    null: bare NaN/Infinity is not JSON, and a reader of the report would fail on it."""
+    from embodia.agent.recording.dataset_checks import json_safe
     tmp = f"{path}.tmp"
     with open(tmp, "w") as f:
-        json.dump(report, f, indent=2, default=_jsonable)
+        json.dump(json_safe(report), f, indent=2, default=_jsonable, allow_nan=False)
         f.write("\n")
     os.replace(tmp, path)
 

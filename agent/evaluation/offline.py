@@ -43,6 +43,7 @@ from typing import Callable
 import numpy as np
 
 from embodia.agent.evaluation.stats import wilson
+from embodia.agent.recording.dataset_checks import DatasetError
 from embodia.devices import GuiAction, Observation, as_policy
 from embodia.devices.embodiment import Screen
 
@@ -176,6 +177,7 @@ def score_robot(ds, policy, *, episodes: list[int] | None = None, stride: int | 
         raise ValueError(f"{ds.root}: no action feature to score against")
     names = [c.name for c in emb.actions]
     stride = max(1, int(stride or emb.exec_horizon or 1))
+    scoreable(ds)
     eps = list(range(ds.num_episodes)) if episodes is None else _check_episodes(episodes, ds.num_episodes, ds.root)
     scale = action_scale(ds)
     mean_action = np.asarray(ds.stats.get("action", {}).get("mean", np.zeros(emb.action_dim)), np.float64)
@@ -237,6 +239,14 @@ def score_robot(ds, policy, *, episodes: list[int] | None = None, stride: int | 
         out["memory_effect"] = {k: out["memory"][k]["nmae_mean"] - out["overall"][k]["nmae_mean"]
                                 for k in ("first", "chunk")}
     return out
+
+
+def scoreable(ds):
+    """``ds``, or DatasetError when it holds no episodes: an empty report would print None where
+    its numbers go."""
+    if ds.num_episodes == 0:
+        raise DatasetError(f"{ds.root}: no episodes to score (meta/info.json total_episodes=0)")
+    return ds
 
 
 def _check_episodes(episodes, n: int, root) -> list[int]:
@@ -599,7 +609,7 @@ def embodiment_of(path):
         info = json.loads((Path(path) / "info.json").read_text())
         return Embodiment.from_dict(info["embodiment"])
     from embodia.agent.recording.dataset import LocalDataset
-    return LocalDataset(path).embodiment
+    return scoreable(LocalDataset(path)).embodiment      # refused before any policy loads or bar shows
 
 
 def offline_policy(spec: str, path, *, seed: int = 0, threads: int | None = None, **policy_kw):

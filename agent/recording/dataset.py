@@ -10,17 +10,31 @@
 
 Only pyarrow, PyAV, numpy and OpenCV are used, so the reader has no LeRobot dependency. It also reads
 plain LeRobot v3 datasets (the embodiment is then rebuilt from the feature names and `fps`).
-Errors name the file that is missing or corrupt (`DatasetError`).
+Errors name the file that is missing or corrupt (`DatasetError`). Nothing info.json claims is
+trusted unchecked: counts, shapes, values and paths are held against the files
+(`embodia.agent.recording.dataset_checks`), so a dataset that lies is refused in one line.
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from embodia.agent.recording.dataset_checks import (
+    DatasetError,
+    check_arrays,
+    check_embodiment,
+    check_info,
+    check_rows,
+    check_stats,
+    fill_template,
+    inside,
+    load_json,
+    parse_json,
+    show,
+)
 from embodia.agent.recording.modality import MODALITY_PATH, apply_modality, load_modality
 from embodia.devices.embodiment import Camera, Channel, Embodiment
 from embodia.devices.observation import ACTION, IMAGES, STATE
@@ -37,43 +51,39 @@ STEPLOG_DIR = ".steplogs"   # crash-safe logs of running episodes (hidden from L
 EMBODIA = "embodia"         # our own section in info.json and prefix of our episode columns
 
 
-class DatasetError(ValueError):
-    """A dataset that is missing, corrupt or inconsistent; the message names the file."""
+def episode_files(root: Path) -> list[Path]:
+    """The episodes parquet files, each folder checked to lie inside ``root`` before it is listed
+    (a symlinked meta/episodes or chunk folder is not followed out of the dataset)."""
+    top = root / EPISODES_DIR
+    if not top.is_dir():
+        return []
+    inside(root, top, top)
+    files = []
+    for chunk in sorted(top.glob("chunk-*")):
+        if chunk.is_dir():
+            inside(root, chunk, chunk)
+            files.extend(sorted(chunk.glob("file-*.parquet")))
+    return files
 
 
-def committed_episode_rows(root: Path, n: int) -> list[dict]:
+def committed_episode_rows(root: Path, n: int, total_frames: int | None = None) -> list[dict]:
     """Episode rows 0..n-1 sorted by index. A writer commits info.json last, so rows past its
-    total_episodes belong to an unfinished commit and are ignored."""
+    total_episodes belong to an unfinished commit and are ignored. Every episodes file must lie
+    inside ``root`` (a symlinked meta/episodes is not followed out)."""
     rows = []
-    for f in sorted((root / EPISODES_DIR).glob("chunk-*/file-*.parquet")):
-        rows.extend(read_table(f).to_pylist())
-    rows = sorted((r for r in rows if r["episode_index"] < n), key=lambda r: r["episode_index"])
-    if [r["episode_index"] for r in rows] != list(range(n)):
-        raise DatasetError(f"{root / EPISODES_DIR}: episode rows do not cover 0..{n - 1} "
-                           f"as {root / INFO_PATH} says (total_episodes={n})")
-    return rows
+    for f in episode_files(root):
+        rows.extend(read_table(f, root=root).to_pylist())
+    return check_rows(root / EPISODES_DIR, rows, n, total_frames, root / INFO_PATH)
 
 
 # -- low-level readers with errors that name the file ------------------------------------------------
-def load_json(path: Path) -> Any:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DatasetError(f"{path}: missing") from None
-    except OSError as e:
-        raise DatasetError(f"{path}: unreadable ({e})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise DatasetError(f"{path}: corrupt JSON ({e})") from None
-
-
-def read_table(path: Path, columns: list[str] | None = None):
-    """A parquet file as a pyarrow Table, or DatasetError naming the file."""
+def read_table(path: Path, columns: list[str] | None = None, root: Path | None = None):
+    """A parquet file as a pyarrow Table, or DatasetError naming the file; inside ``root`` when given."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     path = Path(path)
+    if root is not None:
+        inside(root, path, path)
     if not path.is_file():
         raise DatasetError(f"{path}: missing")
     try:
@@ -98,15 +108,23 @@ def list_column_to_numpy(col, dtype=np.float32) -> np.ndarray:
     return flat.reshape(n, flat.size // n)
 
 
-def _json_field(v, default):
+def _json_field(v, where: str) -> dict:
+    """An episode's JSON column (info, meta, timing) as a dict: every reader indexes it as one, and
+    its parse is bounded (`parse_json`)."""
     if v is None or v == "":
-        return default
-    if isinstance(v, str):
-        try:
-            return json.loads(v)
-        except json.JSONDecodeError:
-            return v
-    return v
+        return {}
+    out = parse_json(v, where) if isinstance(v, str) else v
+    if not isinstance(out, dict):
+        raise DatasetError(f"{where}: expected a JSON object, got {show(out)}")
+    return out
+
+
+def image_size(feature: dict) -> tuple[int, int]:
+    """(height, width) of an image feature, whose names say when channels come first."""
+    names = feature.get("names")
+    first = names[0] if isinstance(names, list) and names else None
+    shape = feature["shape"]
+    return tuple(int(d) for d in (shape[1:3] if first == "channels" else shape[:2]))
 
 
 def embodiment_from_info(info: dict) -> Embodiment:
@@ -129,8 +147,7 @@ def embodiment_from_info(info: dict) -> Embodiment:
     cams = []
     for key, f in feats.items():
         if key.startswith(IMAGES + ".") and f.get("dtype") in ("video", "image"):
-            channels_first = (f.get("names") or [None])[0] == "channels"
-            h, w = f["shape"][1:3] if channels_first else f["shape"][:2]
+            h, w = image_size(f)
             cams.append(Camera(key[len(IMAGES) + 1:], int(w), int(h)))
     return Embodiment(name=info.get("robot_type") or "unknown", kind="lerobot dataset",
                       actions=tuple(Channel(n) for n in names(ACTION)),
@@ -148,21 +165,18 @@ class LocalDataset:
         self.root = Path(root)
         if not self.root.is_dir():
             raise DatasetError(f"{self.root}: no such dataset directory")
-        self.info = load_json(self.root / INFO_PATH)
-        if not isinstance(self.info, dict) or "features" not in self.info:
-            raise DatasetError(f"{self.root / INFO_PATH}: not a LeRobot info.json (no 'features')")
-        version = str(self.info.get("codebase_version", ""))
-        if not version.startswith("v3"):
-            raise DatasetError(f"{self.root / INFO_PATH}: codebase_version {version!r}; only v3.x is supported")
-        for key in ("fps", "total_episodes", "data_path"):
-            if key not in self.info:
-                raise DatasetError(f"{self.root / INFO_PATH}: missing field {key!r}")
+        where = self.root / INFO_PATH
+        self.info = load_json(where, root=self.root)
+        check_info(where, self.info)
         try:
             self.embodiment = embodiment_from_info(self.info)
-        except (TypeError, ValueError, KeyError) as e:
-            raise DatasetError(f"{self.root / INFO_PATH}: cannot rebuild the embodiment ({e})") from None
+        except (TypeError, ValueError, KeyError, AttributeError) as e:
+            raise DatasetError(f"{where}: cannot rebuild the embodiment ({e})") from None
+        check_embodiment(where, self.info, self.embodiment)
         self._camera_keys: dict[str, str] = {}
         mapping = Path(modality) if modality else self.root / MODALITY_PATH
+        if not modality and mapping.is_file():
+            inside(self.root, mapping, mapping)     # the dataset's own mapping, not one the user names
         if modality or mapping.is_file():
             self.embodiment, self._camera_keys = apply_modality(
                 self.embodiment, load_modality(mapping), self.features, source=str(mapping))
@@ -170,6 +184,12 @@ class LocalDataset:
         self._tasks: list[str] | None = None
         self._stats: dict | None = None
         self._table_cache: tuple[Path, Any] | None = None
+        self._committed_rows()      # counts, paths, step logs and stats checked now, before a verb works
+        self._pending = self.pending
+        if (self.root / TASKS_PATH).exists():
+            inside(self.root, self.root / TASKS_PATH, self.root / TASKS_PATH)
+        if (self.root / STATS_PATH).exists():
+            self._stats = self.stats
 
     # -- metadata ---------------------------------------------------------------------------------
     @property
@@ -217,7 +237,7 @@ class LocalDataset:
             if not path.exists() and self.committed_episodes == 0:
                 self._tasks = []
             else:
-                t = read_table(path)
+                t = read_table(path, root=self.root)
                 if "task_index" not in t.column_names:
                     raise DatasetError(f"{path}: no task_index column")
                 tcol = "task" if "task" in t.column_names else "__index_level_0__"
@@ -243,13 +263,13 @@ class LocalDataset:
 
     def _load_episodes(self) -> list[dict]:
         n = self.committed_episodes
-        files = sorted((self.root / EPISODES_DIR).glob("chunk-*/file-*.parquet"))
-        if not files:
+        if not episode_files(self.root):
             if n:
                 raise DatasetError(f"{self.root / EPISODES_DIR}: no episodes parquet, "
                                    f"but {self.root / INFO_PATH} says total_episodes={n}")
             return []
-        rows = committed_episode_rows(self.root, n)
+        rows = committed_episode_rows(self.root, n, self.info.get("total_frames"))
+        where = self.root / EPISODES_DIR
         for r in rows:
             tasks = r.get("tasks") or []
             r["task"] = tasks[0] if tasks else ""
@@ -257,13 +277,42 @@ class LocalDataset:
             r["success"] = r.get(f"{EMBODIA}/success")
             fs = r.get(f"{EMBODIA}/final_state")
             r["final_state"] = None if fs is None else np.asarray(fs, np.float32)
-            r["info"] = _json_field(r.get(f"{EMBODIA}/info"), {})
+            for key in ("info", "meta", "timing"):
+                r[key] = _json_field(r.get(f"{EMBODIA}/{key}"), f"{where}: episode {r['episode_index']} "
+                                                                  f"{EMBODIA}/{key}")
             # the process died mid-episode (recovered step log), or the loop says it was interrupted
-            r["interrupted"] = bool(r.get(f"{EMBODIA}/interrupted")) or (
-                isinstance(r["info"], dict) and r["info"].get("interrupted") is True)
-            r["meta"] = _json_field(r.get(f"{EMBODIA}/meta"), {})
-            r["timing"] = _json_field(r.get(f"{EMBODIA}/timing"), {})
+            r["interrupted"] = bool(r.get(f"{EMBODIA}/interrupted")) or r["info"].get("interrupted") is True
+            self.data_file(r)
+            for key in self.video_keys:
+                self.video_file(r, key)
+                self._video_start(r, key)
         return rows
+
+    def data_file(self, row: dict) -> Path:
+        """The data parquet of an episode row, refused unless it lies inside the dataset."""
+        return fill_template(self.root, self.root / INFO_PATH, self.info, "data_path",
+                             chunk_index=self._row_index(row, "data/chunk_index"),
+                             file_index=self._row_index(row, "data/file_index"))
+
+    def video_file(self, row: dict, key: str) -> Path:
+        """One camera's mp4 of an episode row, refused unless it lies inside the dataset."""
+        return fill_template(self.root, self.root / INFO_PATH, self.info, "video_path", video_key=key,
+                             chunk_index=self._row_index(row, f"videos/{key}/chunk_index"),
+                             file_index=self._row_index(row, f"videos/{key}/file_index"))
+
+    def _video_start(self, row: dict, key: str) -> float:
+        t0 = row.get(f"videos/{key}/from_timestamp") or 0.0
+        if not (isinstance(t0, (int, float)) and math.isfinite(t0) and t0 >= 0):
+            raise DatasetError(f"{self.root / EPISODES_DIR}: episode {row.get('episode_index')} "
+                               f"videos/{key}/from_timestamp {show(t0)} is not a time")
+        return float(t0)
+
+    def _row_index(self, row: dict, column: str) -> int:
+        v = row.get(column)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise DatasetError(f"{self.root / EPISODES_DIR}: episode {row.get('episode_index')} {column} "
+                               f"{show(v)} is not a file index")
+        return v
 
     @property
     def stats(self) -> dict[str, dict[str, np.ndarray]]:
@@ -273,9 +322,7 @@ class LocalDataset:
             if not path.exists() and self.committed_episodes == 0:
                 self._stats = {}
             else:
-                raw = load_json(path)
-                self._stats = {k: {s: np.asarray(v, dtype=np.int64 if s == "count" else np.float64)
-                                   for s, v in d.items()} for k, d in raw.items()}
+                self._stats = check_stats(path, load_json(path, root=self.root), self.features)
         return self._stats
 
     # -- per episode ------------------------------------------------------------------------------
@@ -286,14 +333,13 @@ class LocalDataset:
 
     def _data_table(self, path: Path):
         if self._table_cache is None or self._table_cache[0] != path:
-            self._table_cache = (path, read_table(path))
+            self._table_cache = (path, read_table(path, root=self.root))
         return self._table_cache[1]
 
     def _episode_rows(self, i: int):
         import pyarrow.compute as pc
         row = self.episodes[i]
-        path = self.root / self.info["data_path"].format(chunk_index=row["data/chunk_index"],
-                                                         file_index=row["data/file_index"])
+        path = self.data_file(row)
         table = self._data_table(path)
         if "episode_index" not in table.column_names:
             raise DatasetError(f"{path}: no episode_index column")
@@ -311,7 +357,14 @@ class LocalDataset:
         row = self.episodes[i]
         if "steplog" in row:                  # left by a killed writer (`pending`)
             from embodia.agent.recording.pending import episode_from_log
-            return episode_from_log(row, i)
+            where, out = row["steplog"], episode_from_log(row, i)
+        else:
+            where, out = self._episode_arrays(i, row)
+        check_arrays(where, i, out, self.features)
+        return out
+
+    def _episode_arrays(self, i: int, row: dict) -> tuple[Path, dict]:
+        """`episode` of a committed episode: its rows of the data parquet."""
         path, sub = self._episode_rows(i)
         out = {"episode_index": i, "length": int(row["length"]), "task": row["task"], "seed": row["seed"],
                "success": row["success"], "interrupted": row["interrupted"],
@@ -319,7 +372,10 @@ class LocalDataset:
                "timing": row["timing"]}
         for key, name in ((STATE, "state"), (ACTION, "action")):
             if key in sub.column_names:
-                out[name] = list_column_to_numpy(sub.column(key), np.float32)
+                try:
+                    out[name] = list_column_to_numpy(sub.column(key), np.float32)
+                except DatasetError as e:
+                    raise DatasetError(f"{path}: {key}: {e}") from None
             else:
                 out[name] = np.zeros((sub.num_rows, 0), np.float32)
         for key in ("timestamp", "frame_index", "index", "task_index"):
@@ -327,7 +383,7 @@ class LocalDataset:
                 out[key] = sub.column(key).to_numpy()
         out["intervention"] = (sub.column("intervention").to_numpy(zero_copy_only=False).astype(bool)
                                if "intervention" in sub.column_names else np.zeros(sub.num_rows, bool))
-        return out
+        return path, out
 
     def _camera_key(self, camera: str) -> str:
         if camera in self._camera_keys:        # renamed by the mapping file
@@ -358,11 +414,12 @@ class LocalDataset:
                     raise DatasetError(f"{path}: episode {i} frame {j} of {key}: undecodable image")
                 out.append(cv2.cvtColor(img, cv2.COLOR_BGR2RGB))
             return np.stack(out) if out else np.zeros((0, *self.features[key]["shape"]), np.uint8)
-        path = self.root / self.info["video_path"].format(
-            video_key=key, chunk_index=row[f"videos/{key}/chunk_index"],
-            file_index=row[f"videos/{key}/file_index"])
-        t0 = float(row.get(f"videos/{key}/from_timestamp") or 0.0)
-        return decode_video(path, start=t0, count=length, fps=self.fps)
+        path = self.video_file(row, key)
+        frames = decode_video(path, start=self._video_start(row, key), count=length, fps=self.fps)
+        if frames.shape[1:3] != image_size(self.features[key]):
+            raise DatasetError(f"{path}: frames of {frames.shape[2]}x{frames.shape[1]}, info.json's "
+                               f"features.{key}.shape says {self.features[key]['shape']}")
+        return frames
 
     def __len__(self) -> int:
         return self.num_episodes

@@ -47,7 +47,7 @@ def is_gui_recording(path) -> bool:
     p = Path(path)
     try:
         return json.loads((p / "info.json").read_text()).get("format") == GUI_FORMAT
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):     # a nesting json cannot hold: not ours
         return False
 
 

@@ -30,9 +30,9 @@ the dataset has one, or the file given to it (``embodia train --modality FILE``)
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
+from embodia.agent.recording.dataset_checks import DatasetError, parse_json
 from embodia.devices.embodiment import Camera, Channel, Embodiment
 from embodia.devices.observation import ACTION, IMAGES, STATE
 
@@ -49,10 +49,10 @@ def load_modality(path) -> dict:
     """The mapping file as a dict, checked for shape (not yet against a dataset)."""
     path = Path(path)
     try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
+        spec = parse_json(path.read_text(encoding="utf-8"), str(path))    # bounded: no RecursionError
     except FileNotFoundError:
         raise ModalityError(f"{path}: no such mapping file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, DatasetError) as e:
         raise ModalityError(f"{path}: not a readable JSON mapping ({e})") from None
     if not isinstance(spec, dict):
         raise ModalityError(f"{path}: a mapping file holds a JSON object, got {type(spec).__name__}")

@@ -48,12 +48,15 @@ def complete_logs(root: Path, committed_ids: set, embodiment=None) -> list[dict]
     from embodia.agent.recording.files import _normalized
     from embodia.agent.recording.steplog import RecordingError, read_steplog
     emb_dict = _normalized(embodiment.to_dict()) if embodiment is not None else None
+    from embodia.agent.recording.dataset_checks import inside
     steplogs = Path(root) / ".steplogs"
     if not steplogs.is_dir():
         return []
+    inside(root, steplogs, steplogs)       # a symlink out of the dataset is refused, not listed
     alive = _writer_alive(steplogs)
     found = []
     for p in steplogs.glob("episode_*.jsonl"):
+        inside(root, p, p)
         try:
             header, steps, end = read_steplog(p, decode_images=False)
         except (RecordingError, OSError, ValueError):

@@ -61,6 +61,7 @@ from embodia.agent.recording.dataset import (
     load_json,
     read_table,
 )
+from embodia.agent.recording.dataset_checks import check_info, check_rows
 from embodia.agent.recording.feature_stats import (
     IMAGE_STATS_MAX_SIDE,
     QUANTILES,
@@ -350,6 +351,7 @@ class DatasetWriter:
         version = info.get("codebase_version") if isinstance(info, dict) else None
         if version != CODEBASE_VERSION:
             raise DatasetError(f"{path}: not a LeRobot {CODEBASE_VERSION} info.json (codebase_version={version!r})")
+        check_info(path, info)            # appending trusts its counts no more than a reader does
         section = info.get(EMBODIA)
         if not isinstance(section, dict) or "embodiment" not in section:
             raise RecordingError(f"{path}: no '{EMBODIA}' section; appending to datasets not written by "
@@ -408,11 +410,7 @@ class DatasetWriter:
         files = sorted((self.root / EPISODES_DIR).glob("chunk-*/file-*.parquet"))
         for f in files:
             rows.extend(read_table(f).to_pylist())
-        committed = sorted((r for r in rows if r["episode_index"] < n), key=lambda r: r["episode_index"])
-        if [r["episode_index"] for r in committed] != list(range(n)):
-            raise DatasetError(f"{self.root / EPISODES_DIR}: episode rows do not cover 0..{n - 1} as "
-                               f"{self.root / INFO_PATH} says (total_episodes={n})")
-        self._episodes = committed
+        self._episodes = check_rows(self.root / EPISODES_DIR, rows, n, None, self.root / INFO_PATH)
         tasks_path = self.root / TASKS_PATH
         all_tasks = 0
         if tasks_path.exists():

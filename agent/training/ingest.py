@@ -45,10 +45,10 @@ def ingest_dataset(memory_path: str | Path, data: str | Path, policy_spec: str =
     chosen = episodes_to_store(ds.episodes, as_successes)
     if not chosen:
         raise ValueError(nothing_to_store(data, ds.episodes))
+    recorded = [ds.episode(i) for i in chosen]    # a lying episode is refused before the policy loads
     policy = make_policy(policy_spec, EmbodimentOnly(ds.embodiment))
     steered, added, episodes = None, 0, 0
-    for i in chosen:
-        e = ds.episode(i)
+    for i, e in zip(chosen, recorded):
         uri = device_uri or (e.get("meta") or {}).get("device") or "unknown:task"
         steered = steered or with_memory(policy, str(memory_path), uri)
         steered.namespace = device_namespace(uri, ds.embodiment)

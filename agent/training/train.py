@@ -23,6 +23,7 @@ from safetensors.torch import load_file, save_file
 
 from embodia.action_heads import QuantileNormalizer, flow_loss
 from embodia.agent.recording.dataset import LocalDataset
+from embodia.agent.recording.dataset_checks import DatasetError, json_safe
 from embodia.policies.backbone import Backbone, tiny_config, train_tokenizer
 from embodia.policies.robot.vla import VLAConfig, VLAModel, load_checkpoint, save_checkpoint
 
@@ -318,6 +319,16 @@ def heldout_log(out) -> Path:
     return out.with_name(out.name + ".heldout.jsonl")
 
 
+def check_heldout(cfg: TrainConfig) -> None:
+    """The held-out episodes `score_heldout` will read, read once before training: a set that lies
+    is refused now, not after the first save."""
+    ds = LocalDataset(cfg.heldout)
+    if not ds.num_episodes:
+        raise DatasetError(f"{cfg.heldout}: no episodes to score as the held-out set")
+    for i in range(min(cfg.heldout_episodes, ds.num_episodes)):
+        ds.episode(i)
+
+
 def score_heldout(cfg: TrainConfig, out: Path, step: int, log=print) -> dict:
     """Score the checkpoint just saved in ``out`` on ``cfg.heldout`` (offline: recorded observations,
     predicted vs recorded actions) and append one line to `heldout_log` (``<out>.heldout.jsonl``)."""
@@ -334,8 +345,8 @@ def score_heldout(cfg: TrainConfig, out: Path, step: int, log=print) -> dict:
            "chunk_mae": rep["overall"]["chunk"]["mae_mean"],
            "baseline_first_nmae": rep["baseline_mean_action"]["first"]["nmae_mean"],
            "seconds": round(time.perf_counter() - t0, 2)}
-    with open(heldout_log(out), "a") as f:
-        f.write(json.dumps(row) + "\n")
+    with open(heldout_log(out), "a") as f:     # a diverged model's NaN is null: the log stays JSON
+        f.write(json.dumps(json_safe(row), allow_nan=False) + "\n")
     log(f"held-out at step {step}: first-action error {row['first_nmae']:.4f}, chunk {row['chunk_nmae']:.4f} "
         f"(normalized; mean-action baseline {row['baseline_first_nmae']:.4f})")
     return row
@@ -346,6 +357,8 @@ def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=
     torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
     datasets = [LocalDataset(d, modality=cfg.modality) for d in cfg.data]
+    if cfg.heldout:
+        check_heldout(cfg)
     state_dir = out / TRAIN_STATE
     resume = resume and (state_dir / "state.json").exists()
     if resume:      # the checkpoint's backbone (tokenizer included); raw weights come below

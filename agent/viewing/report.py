@@ -181,6 +181,8 @@ def _dataset_view(src: Path, out: Path, rows: list | None = None) -> dict:
         episodes = ds.episodes
     except (DatasetError, OSError) as e:
         raise ViewError(str(e)) from None
+    if not episodes and rows is None:
+        raise ViewError(f"{src}: no episodes to view (meta/info.json total_episodes=0)")
     emb = ds.embodiment
     vkey = ds.video_keys[0] if ds.video_keys else None
     placed: dict[Path, str] = {}
@@ -193,9 +195,8 @@ def _dataset_view(src: Path, out: Path, rows: list | None = None) -> dict:
                 "meta": ep["meta"], "end_info": ep["info"], "timing": ep["timing"], "fps": ds.fps,
                 "action_names": [c.name for c in emb.actions], "state_names": [c.name for c in emb.state],
                 "action": np.round(ep["action"], 4).tolist(), "state": np.round(ep["state"], 4).tolist()}
-        if vkey is not None:
-            video = src / ds.info["video_path"].format(video_key=vkey, chunk_index=row[f"videos/{vkey}/chunk_index"],
-                                                       file_index=row[f"videos/{vkey}/file_index"])
+        if vkey is not None and "steplog" not in row:     # a killed writer's episode has no video yet
+            video = ds.video_file(row, vkey)                # refused unless it lies inside the dataset
             if video not in placed:
                 placed[video] = f"assets/videos/{i:06d}.mp4"
                 _place(video, out / placed[video])
