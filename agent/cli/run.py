@@ -168,9 +168,15 @@ def steered_by(policy, memory: Optional[str], device_uri: str, device):
         return policy
     from embodia.agent.loop.factory import PolicyError, with_memory
     try:
-        return with_memory(policy, memory, device_uri, device)
+        steered = with_memory(policy, memory, device_uri, device)
     except PolicyError as e:
         fail(str(e))
+    stale = getattr(steered.memory, "lock_taken_over", None)
+    if stale:
+        from embodia.memory.lock import describe
+        console.print(f"[yellow]{escape(memory)}: took over the writer lock of {escape(describe(stale))}, "
+                      "which is no longer running[/yellow]", soft_wrap=True)
+    return steered
 
 
 @app.command()
