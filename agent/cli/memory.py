@@ -145,11 +145,13 @@ def memory_review(path: Path = typer.Argument(..., help="memory directory"),
 def show_pending(rec: dict) -> None:
     """One pending episode: id, instruction, the label's source, confidence and reason, the final frame."""
     from rich.markup import escape
+
+    from embodia.agent.cli.validate import one_line
     lab = rec.get("label") or {}
     conf = lab.get("confidence")
     console.print(escape(f"{rec['id']} {rec['namespace']}: {rec.get('instruction')!r}\n"
                   f"  source={lab.get('source')} confidence={'-' if conf is None else f'{conf:.2f}'} "
-                  f"said={lab.get('success')} reason={lab.get('reason')!r} steps={rec.get('steps_n')}\n"
+                  f"said={lab.get('success')} reason={one_line(repr(lab.get('reason')))} steps={rec.get('steps_n')}\n"
                   f"  final frame: {rec.get('frame_path') or '(none)'}"
                   + (f"\n  final state: {rec['final_state']}" if rec.get("final_state") else "")),
                   soft_wrap=True, highlight=False)
