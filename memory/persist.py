@@ -344,6 +344,15 @@ def read_consistently(path: Path, read):
 def _read_meta(path: Path) -> dict:
     mp = path / META
     meta = read_json(mp, "missing (no memory saved here)")
+    try:
+        _check_read_meta(mp, meta)
+    except MemoryFileError as e:
+        e.meta_read = True      # meta.json is there and parses: its own message says what is wrong
+        raise
+    return meta
+
+
+def _check_read_meta(mp: Path, meta: dict) -> None:
     sv = meta.get("schema_version")
     if sv != SCHEMA_VERSION:
         raise MemoryFileError(mp, f"unsupported schema_version {sv!r} (this code reads {SCHEMA_VERSION})")
@@ -358,7 +367,6 @@ def _read_meta(path: Path) -> dict:
         raise MemoryFileError(mp, "edited outside embodia: its checksum does not match its content (config, "
                               "dims or file list changed); pass the config you want at load time instead")
     check_meta(mp, meta)
-    return meta
 
 
 # -- meta.json's fields, each range-checked on load ---------------------------------------------------
@@ -619,6 +627,8 @@ def _load(cls, path: Path, *, encoder_id: str, normalizer_hash: str, on_error: s
         meta = _read_meta(path)
     except MemoryFileError as e:
         if stored_files(path):      # a deleted or broken meta.json: never an empty memory over real data
+            if getattr(e, "meta_read", False):
+                raise
             raise _orphans_error(path, e.reason) from e
         if missing_ok and not (path / META).exists():
             return empty(e, warn=False)
