@@ -64,7 +64,7 @@ import numpy as np
 from embodia.devices.actions import ActionError, GuiAction
 from embodia.devices.base import DeviceLost, environ
 from embodia.devices.embodiment import Screen
-from embodia.devices.gui import GuiDevice, gui_embodiment, settle
+from embodia.devices.gui import ELEMENT_FIELDS, GuiDevice, gui_embodiment, settle
 
 __all__ = ["DesktopDevice", "FailSafe", "NoDisplay", "Settle", "open_desktop"]
 
@@ -152,6 +152,8 @@ class DesktopDevice(GuiDevice):
     supported = frozenset({"click", "double_click", "right_click", "long_press", "drag", "swipe",
                            "scroll", "type", "key", "system_button"})
     capabilities = frozenset({"screenshot", "text_input"})
+    # the AT-SPI tree's elements (`embodia.devices.atspi`): the shared fields and the ones it adds
+    element_fields = ELEMENT_FIELDS | {"box", "enabled", "editable", "window", "app", "ref", "checked", "value"}
     paste_keys = ("ctrl", "v")
 
     def __init__(self, display: str = "", *, pixel_ratio: float = 1.0, settle: float = 1.5,

@@ -67,11 +67,22 @@ def settle(grab: Callable[[], np.ndarray], *, timeout_s: float = 2.0, interval_s
             return cur, waited, False
 
 
+# the element fields every GUI device's tree may carry (the module doc); a device adds its own
+ELEMENT_FIELDS = frozenset({"index", "role", "text", "desc", "id", "bounds", "clickable", "password", "focused"})
+# fields whose value is true or false (a `check:` predicate comparing one with anything else is refused)
+BOOLEAN_FIELDS = frozenset({"clickable", "password", "focused", "checked", "enabled", "editable", "scrollable"})
+
+
 class GuiDevice(SimDevice):
-    """Base of GUI devices; see the module doc for what a subclass implements."""
+    """Base of GUI devices; see the module doc for what a subclass implements. ``element_fields``
+    names what its UI tree's elements can carry and ``roles`` the roles they can have (None: an open
+    set, as Android class names are): a ``check:`` predicate naming anything else is refused before
+    the first episode (`embodia.agent.loop.success.check_predicate`)."""
 
     supported: frozenset[str] = frozenset()
     capabilities = frozenset({"screenshot"})
+    element_fields: frozenset[str] = ELEMENT_FIELDS
+    roles: frozenset[str] | None = None
 
     def __init__(self):
         self.last_obs: Observation | None = None

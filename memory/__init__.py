@@ -12,6 +12,7 @@ Leaf package: numpy, faiss and the standard library only.
 if __name__ != "embodia.memory":     # the folder is the source of embodia.memory, never a package of its own
     raise ModuleNotFoundError(f"no module named {__name__!r}: import embodia.memory", name=__name__)
 from embodia.memory.config import MemoryConfig
+from embodia.memory.lock import MemoryBusy
 from embodia.memory.screen import ScreenMemory, ScreenRetrieval
 from embodia.memory.screen_config import ScreenMemoryConfig
 from embodia.memory.store import (
@@ -27,5 +28,5 @@ from embodia.memory.store import (
 )
 
 __all__ = ["MemoryConfig", "SuccessMemory", "Retrieval", "MemoryStoreError", "MemoryFileError",
-           "MemoryMismatch", "make_namespace", "stable_hash", "tau0_from_confidence",
+           "MemoryMismatch", "MemoryBusy", "make_namespace", "stable_hash", "tau0_from_confidence",
            "SCHEMA_VERSION", "ScreenMemory", "ScreenMemoryConfig", "ScreenRetrieval"]

@@ -129,26 +129,44 @@ def reviewed(folder) -> set:
 
 def pending(folder) -> list[dict]:
     """The kept episodes, oldest first, each its episode.json plus ``frame_path`` (absolute, or None).
-    A record the saved memory already names as decided (a review cut short between saving the memory
-    and removing the record) is removed here, not listed."""
+    Only reads: a record the saved memory already names as decided (a review cut short between
+    saving the memory and removing the record) is left out, and removed by the next writer
+    (`tidy`); a record that leaves the list while it is read (a review beside this) is skipped."""
     root = Path(folder) / PENDING
     if not root.is_dir():
         return []
     done = reviewed(folder)
     out = []
     for d in sorted(root.iterdir()):
-        if not d.is_dir() or not _ID.fullmatch(d.name):
+        if not d.is_dir() or not _ID.fullmatch(d.name) or d.name in done:
             continue            # .tmp-* (a hold cut short) and .gone-* (a removal cut short) are not listed
-        if d.name in done:
-            drop(folder, d.name)
-            continue
         try:
             rec = json.loads((d / "episode.json").read_bytes().decode("utf-8"))
-        except (OSError, ValueError) as e:
-            raise PendingError(f"{d / 'episode.json'}: unreadable ({e})") from e
-        rec["frame_path"] = str((d / rec["frame"]).resolve()) if rec.get("frame") else None
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError, RecursionError) as e:
+            raise PendingError(f"{d / 'episode.json'}: unreadable ({type(e).__name__}: {str(e)[:200]})") from None
+        if not isinstance(rec, dict):
+            raise PendingError(f"{d / 'episode.json'}: not a pending episode record")
+        rec["frame_path"] = str((d / rec["frame"]).resolve()) if isinstance(rec.get("frame"), str) else None
         out.append(rec)
     return out
+
+
+def tidy(folder) -> int:
+    """Finish what killed writers left under ``folder/pending``: records cut short while held
+    (``.tmp-*``) or removed (``.gone-*``), and records the saved memory names as decided. Called by
+    the folder's writer lock's new holder (`embodia.memory.persist.writer`), when no other process
+    writes here; returns how many records it removed."""
+    root = Path(folder) / PENDING
+    if not root.is_dir():
+        return 0
+    done, n = reviewed(folder), 0
+    for d in sorted(root.iterdir()):
+        if d.is_dir() and (d.name.startswith((".tmp-", ".gone-")) or d.name in done):
+            shutil.rmtree(d, ignore_errors=True)
+            n += 1
+    return n
 
 
 def get(folder, pid: str) -> tuple[dict, dict]:
@@ -207,20 +225,21 @@ def _decide(mem, rec: dict) -> None:
     mem.reviewed.add(rec["id"])
 
 
-def open_saved(folder):
+def open_saved(folder, lock: bool = False):
     """The memory saved in ``folder`` (a ScreenMemory or a SuccessMemory, by its meta.json), opened
-    with the key encoder it names: review needs no policy."""
+    with the key encoder it names: review needs no policy. ``lock``: hold the folder's writer lock
+    (to save it again), taken before anything is read."""
+    from embodia.memory.persist import read_json, writer
     from embodia.memory.screen import ScreenMemory
-    from embodia.memory.store import MemoryFileError, SuccessMemory
+    from embodia.memory.store import SuccessMemory
     path = Path(folder)
+    w = writer(path) if lock and (path / "meta.json").is_file() else None
     try:
-        meta = json.loads((path / "meta.json").read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        raise MemoryFileError(path / "meta.json", "missing (no memory saved here)") from None
-    except (OSError, ValueError) as e:
-        raise MemoryFileError(path / "meta.json", f"unreadable ({e})") from e
-    if not isinstance(meta, dict):
-        raise MemoryFileError(path / "meta.json", "not a memory")
-    if meta.get("format") == "embodia.screen_memory":
-        return ScreenMemory.load(path)
-    return SuccessMemory.load(path, encoder_id=meta.get("encoder_id"), normalizer_hash=meta.get("normalizer_hash"))
+        meta = read_json(path / "meta.json", "missing (no memory saved here)")
+        if meta.get("format") == "embodia.screen_memory":
+            return ScreenMemory.load(path, lock=lock)
+        return SuccessMemory.load(path, encoder_id=meta.get("encoder_id"), normalizer_hash=meta.get("normalizer_hash"),
+                                  lock=lock)
+    finally:
+        if w is not None:
+            w.release()        # the memory holds its own count of it now

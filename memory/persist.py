@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import time
@@ -87,7 +88,8 @@ def _ns_dirname(name: str) -> str:
 
 
 _DIR = re.compile(r"ns/[A-Za-z0-9_.-]{1,48}-[0-9a-f]{8}")
-_FILES = {"entries": re.compile(r"entries-[0-9a-f]{1,32}\.npz"), "index": re.compile(r"index-[0-9a-f]{1,32}\.faiss")}
+_FILES = {"entries": re.compile(r"entries-[0-9a-f]{1,32}\.npz"), "index": re.compile(r"index-[0-9a-f]{1,32}\.faiss"),
+          "values": re.compile(r"values-[0-9a-f]{1,32}\.json")}
 
 
 def meta_checksum(meta: dict) -> str:
@@ -178,10 +180,19 @@ def write_atomic(path, write) -> None:
 
 
 def save(mem, path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
+    """Write ``mem`` to ``path`` under the folder's writer lock (held already when the memory was
+    loaded with ``lock=True``, else taken for the length of this save)."""
+    w = writer(path)
+    try:
+        return _save(mem, path)
+    finally:
+        w.release()
+
+
+def _save(mem, path: Path) -> Path:
     if not (path / META).is_file() and stored_files(path):
         raise _orphans_error(path, "missing")
-    gen = f"{time.time_ns():x}"
+    gen = new_generation(path)
     nss = []
     for name in mem.namespaces():
         ns = mem._ns[name]
@@ -224,37 +235,124 @@ def save(mem, path: Path) -> Path:
     write_atomic(path / META, lambda f: f.write(text))
     fsync_dir(path)
     # the new generation is committed: remove older files (only names this module writes)
-    keep = {(r["dir"], r["entries"]) for r in nss} | {(r["dir"], r.get("index")) for r in nss}
-    root = path / "ns"
-    if root.is_dir():
-        for d in root.iterdir():
-            if not d.is_dir():
-                continue
-            for f in d.iterdir():
-                ours = re.fullmatch(r"(entries-[0-9a-f]+\.npz|index-[0-9a-f]+\.faiss)", f.name)
-                stale_tmp = re.fullmatch(r"\.(entries-[0-9a-f]+\.npz|index-[0-9a-f]+\.faiss)\.tmp-\d+",
-                                         f.name)
-                if (ours and (f"ns/{d.name}", f.name) not in keep) or stale_tmp:
-                    f.unlink(missing_ok=True)
-            if not any(d.iterdir()):
-                d.rmdir()
+    collect(path, {(r["dir"], r["entries"]) for r in nss} | {(r["dir"], r.get("index")) for r in nss})
     return path
+
+
+_GENERATIONAL = re.compile(r"(entries-[0-9a-f]+\.npz|index-[0-9a-f]+\.faiss|values-[0-9a-f]+\.json)")
+_TEMP = re.compile(r"\.(.+)\.tmp-(\d+)")
+
+
+def new_generation(path: Path) -> str:
+    """A generation name newer than the one meta.json commits (a clock stepped back never reuses an
+    older name, which the save's clean-up would then take for a stale file)."""
+    gen = time.time_ns()
+    try:
+        gen = max(gen, int(json.loads((path / META).read_bytes())["generation"], 16) + 1)
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        pass
+    return f"{gen:x}"
+
+
+def collect(path: Path, keep: set | None = None) -> None:
+    """Remove what a committed save no longer names: namespace files of other generations than
+    ``keep`` ({(dir, name)}; None: keep them all), temp files of processes that are not running,
+    emptied folders. Run by the writer lock's holder only, so no save of another process is in flight."""
+    root = path / "ns"
+    for d in (root.iterdir() if root.is_dir() else ()):
+        if not d.is_dir():
+            continue
+        for f in d.iterdir():
+            if keep is not None and _GENERATIONAL.fullmatch(f.name) and (f"ns/{d.name}", f.name) not in keep:
+                f.unlink(missing_ok=True)
+        remove_dead_temps(d)
+        if keep is not None and not any(d.iterdir()):
+            d.rmdir()
+    remove_dead_temps(path)
+
+
+def remove_dead_temps(folder: Path) -> int:
+    """Delete the temp files (``.<name>.tmp-<pid>``, `write_atomic`'s) in ``folder`` whose writing
+    process is not running: what a kill during a save leaves; returns how many."""
+    from embodia.memory.lock import pid_alive
+    n = 0
+    for f in (folder.iterdir() if folder.is_dir() else ()):
+        m = _TEMP.fullmatch(f.name)
+        if m and f.is_file() and int(m.group(2)) != os.getpid() and not pid_alive(int(m.group(2))):
+            f.unlink(missing_ok=True)
+            n += 1
+    return n
+
+
+def writer(path):
+    """This process's writer lock on memory folder ``path`` (`embodia.memory.lock`): `MemoryBusy`
+    naming the holder when another live process has it. The first hold also clears what killed
+    writers left: temp files of dead processes, pending records cut short or already decided."""
+    from embodia.memory import lock, pending
+    w = lock.hold(path)
+    if w.count == 1:
+        collect(Path(path))
+        pending.tidy(path)
+    return w
+
+
+def read_json(mp: Path, missing: str) -> dict:
+    """A meta.json as a dict: MemoryFileError (``missing`` when absent) for a file that is unreadable,
+    over MAX_META_BYTES, not JSON (nesting too deep included) or not an object."""
+    try:
+        with open(mp, "rb") as f:
+            raw = f.read(MAX_META_BYTES + 1)
+    except FileNotFoundError:
+        raise MemoryFileError(mp, missing) from None
+    except OSError as e:
+        raise MemoryFileError(mp, f"unreadable: {e}") from e
+    if len(raw) > MAX_META_BYTES:
+        raise MemoryFileError(mp, f"larger than {MAX_META_BYTES >> 20} MB: not a meta.json this memory writes")
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise MemoryFileError(mp, f"corrupted or truncated JSON ({type(e).__name__}: {str(e)[:100]})") from None
+    if not isinstance(meta, dict):
+        raise MemoryFileError(mp, "not a JSON object")
+    return meta
+
+
+def committed_generation(path: Path):
+    """The generation meta.json names now (None when unreadable): a reader compares it before and
+    after reading the files, to tell a file a newer save removed from a damaged one."""
+    try:
+        return json.loads((Path(path) / META).read_bytes()).get("generation")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return None
+
+
+READ_TRIES = 5
+
+
+def read_consistently(path: Path, read):
+    """``read()``, again (up to READ_TRIES times) when it failed on a file that a save committed
+    meanwhile removed: readers take no lock, so this is how they never see a half-written state."""
+    for attempt in range(READ_TRIES):
+        before = committed_generation(path)
+        try:
+            return read()
+        except MemoryFileError:
+            if attempt + 1 == READ_TRIES or committed_generation(path) == before:
+                raise
 
 
 def _read_meta(path: Path) -> dict:
     mp = path / META
+    meta = read_json(mp, "missing (no memory saved here)")
     try:
-        text = mp.read_bytes()
-    except FileNotFoundError:
-        raise MemoryFileError(mp, "missing (no memory saved here)") from None
-    except OSError as e:
-        raise MemoryFileError(mp, f"unreadable: {e}") from e
-    try:
-        meta = json.loads(text.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise MemoryFileError(mp, f"corrupted or truncated JSON ({e})") from e
-    if not isinstance(meta, dict):
-        raise MemoryFileError(mp, "not a JSON object")
+        _check_read_meta(mp, meta)
+    except MemoryFileError as e:
+        e.meta_read = True      # meta.json is there and parses: its own message says what is wrong
+        raise
+    return meta
+
+
+def _check_read_meta(mp: Path, meta: dict) -> None:
     sv = meta.get("schema_version")
     if sv != SCHEMA_VERSION:
         raise MemoryFileError(mp, f"unsupported schema_version {sv!r} (this code reads {SCHEMA_VERSION})")
@@ -268,22 +366,140 @@ def _read_meta(path: Path) -> dict:
     elif meta["meta_sha256"] != meta_checksum(meta):
         raise MemoryFileError(mp, "edited outside embodia: its checksum does not match its content (config, "
                               "dims or file list changed); pass the config you want at load time instead")
-    if not isinstance(meta["namespaces"], list):
-        raise MemoryFileError(mp, "namespaces is not a list")
-    return meta
+    check_meta(mp, meta)
+
+
+# -- meta.json's fields, each range-checked on load ---------------------------------------------------
+MAX_SEED = 2 ** 64 - 1          # torch.Generator.manual_seed takes 0..2**64-1 (VLAPolicy.reset seeds it)
+MAX_SEED_RECORDS = 10_000       # per namespace; credit_seed forgets the worst record beyond it
+MAX_NAMESPACES = 100_000
+MAX_DIM = 1 << 16
+MAX_COUNT = 2 ** 63 - 1         # counters and ids are int64 on disk
+MAX_META_BYTES = 64 << 20
+MAX_REVIEWED = 1_000_000
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_GEN = re.compile(r"[0-9a-f]{1,32}")
+
+
+def _bad(mp: Path, field: str, v, expected: str) -> MemoryFileError:
+    shown = repr(v)
+    return MemoryFileError(mp, f"{field} = {shown[:60] + ('...' if len(shown) > 60 else '')}: expected {expected}")
+
+
+def whole(mp: Path, field: str, v, lo: int = 0, hi: int = MAX_COUNT) -> int:
+    """``v`` when it is a whole number in [lo, hi] (not a bool, not a float); else MemoryFileError naming the field."""
+    if type(v) is not int or not lo <= v <= hi:
+        raise _bad(mp, field, v, f"a whole number {lo}..{hi}")
+    return v
+
+
+def text(mp: Path, field: str, v, pattern: re.Pattern | None = None, limit: int = 4096) -> str:
+    """``v`` when it is a string (of ``pattern``, at most ``limit`` characters); else MemoryFileError."""
+    if not isinstance(v, str) or len(v) > limit or (pattern is not None and not pattern.fullmatch(v)):
+        raise _bad(mp, field, v, "a string" + (f" of the form {pattern.pattern}" if pattern else "")
+                   + f" of at most {limit} characters")
+    return v
+
+
+def moment(mp: Path, field: str, v) -> float:
+    """A time stamp: a finite number >= 0."""
+    if type(v) not in (int, float) or not (math.isfinite(v) and v >= 0):
+        raise _bad(mp, field, v, "a finite time >= 0")
+    return float(v)
+
+
+def finite_config(mp: Path, cfg) -> dict:
+    """The stored config: a mapping whose numbers are all finite (NaN passes every `<=` check)."""
+    if not isinstance(cfg, dict):
+        raise _bad(mp, "config", cfg, "a mapping")
+    for k, v in cfg.items():
+        if isinstance(v, float) and not math.isfinite(v):
+            raise _bad(mp, f"config.{k}", v, "a finite number")
+    return cfg
+
+
+def check_common(mp: Path, meta: dict) -> None:
+    """The fields both kinds of memory write: generation, saved_at, namespaces, reviewed."""
+    if "generation" in meta:
+        text(mp, "generation", meta["generation"], _GEN)
+    if "saved_at" in meta:
+        moment(mp, "saved_at", meta["saved_at"])
+    nss = meta.get("namespaces", [])
+    if not isinstance(nss, list) or len(nss) > MAX_NAMESPACES:
+        raise _bad(mp, "namespaces", type(nss).__name__, f"a list of at most {MAX_NAMESPACES} records")
+    for i, rec in enumerate(nss):
+        if not isinstance(rec, dict):
+            raise _bad(mp, f"namespaces[{i}]", rec, "a record")
+        text(mp, f"namespaces[{i}].name", rec.get("name"))
+        whole(mp, f"namespaces[{i}].n", rec.get("n"))
+    reviewed = meta.get("reviewed", [])
+    if not isinstance(reviewed, list) or len(reviewed) > MAX_REVIEWED:
+        raise _bad(mp, "reviewed", type(reviewed).__name__, f"a list of at most {MAX_REVIEWED} ids")
+    for i, r in enumerate(reviewed):
+        text(mp, f"reviewed[{i}]", r, limit=64)
+
+
+def check_meta(mp: Path, meta: dict) -> None:
+    """MemoryFileError naming the first field of a robot memory's meta.json out of its range."""
+    if meta.get("format", "embodia.success_memory") != "embodia.success_memory":
+        raise _bad(mp, "format", meta.get("format"), "'embodia.success_memory'")
+    text(mp, "encoder_id", meta["encoder_id"])
+    text(mp, "normalizer_hash", meta["normalizer_hash"])
+    for k in ("key_dim", "horizon", "action_dim"):
+        whole(mp, k, meta[k], 1, MAX_DIM)
+    whole(mp, "hist_len", meta["hist_len"], 0, MAX_DIM)
+    finite_config(mp, meta["config"])
+    check_common(mp, meta)
+    _read_seeds(mp.parent, meta.get("seeds") or {})
+    for i, rec in enumerate(meta["namespaces"]):
+        whole(mp, f"namespaces[{i}].bytes", rec.get("bytes"))
+        text(mp, f"namespaces[{i}].sha256", rec.get("sha256"), _HEX64)
+        if rec.get("index") is not None:
+            text(mp, f"namespaces[{i}].index_sha256", rec.get("index_sha256"), _HEX64)
+            whole(mp, f"namespaces[{i}].index_n_trained", rec.get("index_n_trained", 0))
+
+
+def check_file(f: Path, size: int, sha256: str) -> None:
+    """MemoryFileError unless ``f`` is there with the size and sha256 meta.json gives (a file that
+    vanishes while it is read is missing too: a newer save removed it)."""
+    try:
+        if not f.is_file():
+            raise MemoryFileError(f, "missing")
+        got = f.stat().st_size
+        if got != size:
+            raise MemoryFileError(f, f"truncated or altered: {got} bytes, meta.json says {size}")
+        if sha256_file(f) != sha256:
+            raise MemoryFileError(f, "corrupted: sha256 differs from meta.json")
+    except OSError as e:
+        raise MemoryFileError(f, f"unreadable ({type(e).__name__}: {e})") from None
+
+
+def check_screen_meta(mp: Path, meta: dict) -> None:
+    """MemoryFileError naming the first field of a screen memory's meta.json out of its range (file
+    names included: only the ones its save writes, inside the folder)."""
+    text(mp, "featurizer", meta.get("featurizer"))
+    finite_config(mp, meta.get("config"))
+    whole(mp, "next_episode", meta.get("next_episode", 0))
+    check_common(mp, meta)
+    for i, rec in enumerate(meta.get("namespaces", [])):
+        files = rec.get("files")
+        names = {rec.get("entries"), rec.get("values")}
+        if not isinstance(files, dict) or set(files) != names:
+            raise _bad(mp, f"namespaces[{i}].files", files, "the entries and values files, each with bytes and sha256")
+        for name, info in files.items():
+            if not isinstance(info, dict):
+                raise _bad(mp, f"namespaces[{i}].files[{name!r}]", info, "{bytes, sha256}")
+            whole(mp, f"namespaces[{i}].files[{name!r}].bytes", info.get("bytes"))
+            text(mp, f"namespaces[{i}].files[{name!r}].sha256", info.get("sha256"), _HEX64)
+        _inside(mp.parent, rec, "entries")
+        _inside(mp.parent, rec, "values")
 
 
 def _load_namespace(mem, path: Path, rec: dict):
     if not isinstance(rec, dict):
         raise MemoryFileError(path / META, f"bad namespace record {rec!r}")
     f = _inside(path, rec, "entries")
-    if not f.is_file():
-        raise MemoryFileError(f, "missing")
-    size = f.stat().st_size
-    if size != rec.get("bytes"):
-        raise MemoryFileError(f, f"truncated or altered: {size} bytes, meta.json says {rec.get('bytes')}")
-    if sha256_file(f) != rec.get("sha256"):
-        raise MemoryFileError(f, "corrupted: sha256 differs from meta.json")
+    check_file(f, rec.get("bytes"), rec.get("sha256"))
     try:
         with np.load(f, allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}
@@ -310,6 +526,10 @@ def _load_namespace(mem, path: Path, rec: dict):
         raise MemoryFileError(f, f"invalid content ({e})") from e
     if name != rec.get("name"):
         raise MemoryFileError(f, f"holds namespace {name!r}, meta.json says {rec.get('name')!r}")
+    if n != rec.get("n"):
+        raise MemoryFileError(f, f"holds {n} entries, meta.json says {rec.get('n')}")
+    for k in _STATE:
+        whole(f, f"ns_state.{k}", state[k])
     if n:
         ns.cols.append(cols)
     for k in _STATE:
@@ -341,9 +561,47 @@ def _load_namespace(mem, path: Path, rec: dict):
 
 
 def load(cls, path: Path, *, encoder_id: str, normalizer_hash: str, on_error: str = "raise",
-         missing_ok: bool = False, config=None, dims: Dict[str, int]):
+         missing_ok: bool = False, config=None, dims: Dict[str, int], lock: bool = False):
+    """``SuccessMemory.load``. With ``lock`` the folder's writer lock is taken first and held by the
+    memory (released when it is garbage-collected or its process ends)."""
     if on_error not in ("raise", "empty"):
         raise ValueError("on_error must be 'raise' or 'empty'")
+    w = writer(path) if lock else None
+    try:
+        kw = dict(encoder_id=encoder_id, normalizer_hash=normalizer_hash, missing_ok=missing_ok, config=config,
+                  dims=dims)
+        try:
+            mem = read_consistently(path, lambda: _load(cls, path, on_error="raise", **kw))
+        except MemoryFileError:
+            if on_error == "raise":
+                raise
+            mem = _load(cls, path, on_error="empty", **kw)
+    except BaseException:
+        if w is not None:
+            w.release()
+        raise
+    if w is not None:
+        hold_with(mem, w)
+    return mem
+
+
+def hold_with(mem, w) -> None:
+    """Tie writer lock ``w`` to ``mem``: released by `let_go`, or when the memory is collected."""
+    import weakref
+    mem.writer_lock = weakref.finalize(mem, w.release)     # a finalizer runs once, however it is called
+    mem.lock_taken_over = w.took_over                      # the dead holder of a stale lock ({}: none)
+
+
+def let_go(mem) -> None:
+    """Release the writer lock ``mem`` was loaded with (``lock=True``); a no-op for any other memory.
+    The memory may still be read; a later ``save`` takes the lock again for its length."""
+    unlock = getattr(mem, "writer_lock", None)
+    if unlock is not None:
+        unlock()
+
+
+def _load(cls, path: Path, *, encoder_id: str, normalizer_hash: str, on_error: str, missing_ok: bool,
+          config, dims: Dict[str, int]):
     meta = None
 
     def empty(err: Exception, warn: bool = True):
@@ -369,6 +627,8 @@ def load(cls, path: Path, *, encoder_id: str, normalizer_hash: str, on_error: st
         meta = _read_meta(path)
     except MemoryFileError as e:
         if stored_files(path):      # a deleted or broken meta.json: never an empty memory over real data
+            if getattr(e, "meta_read", False):
+                raise
             raise _orphans_error(path, e.reason) from e
         if missing_ok and not (path / META).exists():
             return empty(e, warn=False)
@@ -419,18 +679,23 @@ def seed_records(path) -> Dict[str, Dict[int, list]]:
 
 
 def _read_seeds(path: Path, seeds) -> Dict[str, Dict[int, list]]:
-    """meta.json's noise-seed records ({namespace: [[seed, successes, episodes, latest], ...]})."""
-    def bad(why: str):
-        return MemoryFileError(path / META, f"seeds: {why}")
-    if not isinstance(seeds, dict):
-        raise bad("not a mapping of namespaces")
+    """meta.json's noise-seed records ({namespace: [[seed, successes, episodes, latest], ...]}), each
+    number range-checked: a seed the noise generator cannot take would stop every later run."""
+    mp = path / META
+    if not isinstance(seeds, dict) or len(seeds) > MAX_NAMESPACES:
+        raise _bad(mp, "seeds", type(seeds).__name__, f"a mapping of at most {MAX_NAMESPACES} namespaces")
     out: Dict[str, Dict[int, list]] = {}
     for name, recs in seeds.items():
-        if not isinstance(recs, list):
-            raise bad(f"{name!r} is not a list")
-        for rec in recs:
-            if (not isinstance(rec, list) or len(rec) != 4 or not all(type(v) is int for v in rec)
-                    or not 0 <= rec[1] <= rec[2]):
-                raise bad(f"{name!r}: {rec!r} is not [seed, successes, episodes, latest]")
-            out.setdefault(name, {})[rec[0]] = rec[1:]
+        where = f"seeds[{name[:40]!r}]"
+        if not isinstance(recs, list) or len(recs) > MAX_SEED_RECORDS:
+            n = len(recs) if isinstance(recs, list) else type(recs).__name__
+            raise _bad(mp, where, n, f"a list of at most {MAX_SEED_RECORDS} seed records")
+        for i, rec in enumerate(recs):
+            if not isinstance(rec, list) or len(rec) != 4:
+                raise _bad(mp, f"{where}[{i}]", rec, "[seed, successes, episodes, latest]")
+            seed = whole(mp, f"{where}[{i}].seed", rec[0], 0, MAX_SEED)
+            episodes = whole(mp, f"{where}[{i}].episodes", rec[2])
+            whole(mp, f"{where}[{i}].successes", rec[1], 0, episodes)
+            whole(mp, f"{where}[{i}].latest", rec[3])
+            out.setdefault(name, {})[seed] = rec[1:]
     return out

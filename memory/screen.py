@@ -33,7 +33,6 @@ element as ``embodia.devices.gui`` describes it; an action as ``GuiAction.to_dic
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from embodia.memory import persist
 from embodia.memory.index import KeyIndex
 from embodia.memory.persist import MemoryFileError, MemoryMismatch
 from embodia.memory.screen_config import ScreenMemoryConfig
@@ -595,11 +595,19 @@ class ScreenMemory:
         """Write to directory ``path`` atomically: per namespace ``entries-<gen>.npz`` (keys and
         numeric columns) and ``values-<gen>.json``, then ``meta.json`` (schema, featurizer id,
         config, file sizes and sha256) by atomic rename: the commit point. Older generations are
-        removed afterwards; a crash leaves the old memory or the new one, never a mix."""
-        from embodia.memory.persist import _ns_dirname, fsync_dir, sha256_file, write_atomic
+        removed afterwards; a crash leaves the old memory or the new one, never a mix. Under the
+        folder's writer lock (`embodia.memory.lock`), like ``SuccessMemory.save``."""
         path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        gen = f"{time.time_ns():x}"
+        w = persist.writer(path)
+        try:
+            return self._save(path)
+        finally:
+            w.release()
+
+    def _save(self, path: Path) -> Path:
+        from embodia.memory.persist import _ns_dirname, fsync_dir, sha256_file, write_atomic
+        persist.check_not_orphaned(path)
+        gen = persist.new_generation(path)
         recs = []
         for name in self.namespaces():
             s = self._ns[name]
@@ -626,42 +634,42 @@ class ScreenMemory:
         text = json.dumps(meta, indent=1, sort_keys=True).encode("utf-8")
         write_atomic(path / "meta.json", lambda f: f.write(text))
         fsync_dir(path)
-        keep = {(r["dir"], f) for r in recs for f in r["files"]}
-        root = path / "ns"
-        for d in (root.iterdir() if root.is_dir() else ()):
-            if not d.is_dir():
-                continue
-            for f in d.iterdir():
-                ours = re.fullmatch(r"(entries-[0-9a-f]+\.npz|values-[0-9a-f]+\.json)", f.name)
-                if ours and (f"ns/{d.name}", f.name) not in keep:
-                    f.unlink(missing_ok=True)
-            if not any(d.iterdir()):
-                d.rmdir()
+        persist.collect(path, {(r["dir"], f) for r in recs for f in r["files"]})
         return path
 
     @classmethod
     def load(cls, path, *, config: Optional[ScreenMemoryConfig] = None,
-             missing_ok: bool = False) -> "ScreenMemory":
-        """Load a memory written by ``save``. A missing/corrupted/truncated file or another schema:
-        ``MemoryFileError`` naming the file (``missing_ok``: no meta.json -> an empty memory). A
-        memory keyed by another featurizer (``config`` changing dim, seed or block weights):
-        ``MemoryMismatch``. No pickle: ``np.load(allow_pickle=False)`` and JSON."""
-        from embodia.memory.persist import sha256_file
+             missing_ok: bool = False, lock: bool = False) -> "ScreenMemory":
+        """Load a memory written by ``save``. A missing/corrupted/truncated file, another schema or
+        a meta.json field out of range: ``MemoryFileError`` naming the file and field
+        (``missing_ok``: no meta.json -> an empty memory). A memory keyed by another featurizer
+        (``config`` changing dim, seed or block weights): ``MemoryMismatch``. ``lock``: take the
+        folder's writer lock first and hold it while this memory lives (as ``SuccessMemory.load``).
+        No pickle: ``np.load(allow_pickle=False)`` and JSON."""
         path = Path(path)
+        w = persist.writer(path) if lock else None
+        try:
+            mem = persist.read_consistently(path, lambda: cls._read(path, config, missing_ok))
+        except BaseException:
+            if w is not None:
+                w.release()
+            raise
+        if w is not None:
+            persist.hold_with(mem, w)
+        return mem
+
+    @classmethod
+    def _read(cls, path: Path, config: Optional[ScreenMemoryConfig], missing_ok: bool) -> "ScreenMemory":
         mp = path / "meta.json"
         if missing_ok and not mp.exists():
             return cls(config)
-        try:
-            meta = json.loads(mp.read_bytes().decode("utf-8"))
-        except FileNotFoundError:
-            raise MemoryFileError(mp, "missing (no screen memory saved here)") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise MemoryFileError(mp, f"unreadable or corrupted ({e})") from e
-        if not isinstance(meta, dict) or meta.get("format") != "embodia.screen_memory":
+        meta = persist.read_json(mp, "missing (no screen memory saved here)")
+        if meta.get("format") != "embodia.screen_memory":
             raise MemoryFileError(mp, "not a screen memory")
         if meta.get("schema_version") != SCREEN_SCHEMA_VERSION:
             raise MemoryFileError(mp, f"unsupported schema_version {meta.get('schema_version')!r} "
                                       f"(this code reads {SCREEN_SCHEMA_VERSION})")
+        persist.check_screen_meta(mp, meta)
         try:
             cfg = config if config is not None else ScreenMemoryConfig.from_dict(meta["config"])
         except (KeyError, TypeError, ValueError) as e:
@@ -670,36 +678,36 @@ class ScreenMemory:
         if meta.get("featurizer") != mem.featurizer.id:
             raise MemoryMismatch(f"{mp}: keys from featurizer {meta.get('featurizer')!r}, this memory "
                                  f"uses {mem.featurizer.id!r}; re-key instead of mixing key spaces")
-        mem.next_episode = int(meta.get("next_episode", 0))
-        mem.reviewed = {str(i) for i in meta.get("reviewed") or ()}
+        mem.next_episode = meta.get("next_episode", 0)
+        mem.reviewed = set(meta.get("reviewed") or ())
         for rec in meta.get("namespaces", []):
-            try:
-                d = path / rec["dir"]
-                for fn, info in rec["files"].items():
-                    f = d / fn
-                    if not f.is_file():
-                        raise MemoryFileError(f, "missing")
-                    if f.stat().st_size != info["bytes"] or sha256_file(f) != info["sha256"]:
-                        raise MemoryFileError(f, "truncated or corrupted (size or sha256 differs from meta.json)")
-                with np.load(d / rec["entries"], allow_pickle=False) as z:
-                    data = {k: z[k] for k in z.files}
-                values = json.loads((d / rec["values"]).read_bytes().decode("utf-8"))
-                s = _Space(rec["name"], cfg)
-                s.set_keys(np.asarray(data["keys"], np.float32).reshape(-1, cfg.dim))
-                s.num = {k: data[f"col_{k}"].astype(dt) for k, dt in _NUM.items()}
-                s.values = values["values"]
-                if values.get("name") != rec["name"] or not (len(s.values) == s.keys.shape[0] ==
-                                                              s.num["ids"].shape[0] == rec["n"]):
-                    raise ValueError("entry counts or namespace name disagree")
-                for k, v in zip(_NS_STATE, data["state"].tolist()):
-                    setattr(s, k, int(v))
-                s.success_lengths = [int(x) for x in data["success_lengths"]]
-                s.source_credit = {int(r[0]): [float(r[1]), float(r[2]), int(r[3])] for r in data["source_credit"]}
-            except MemoryFileError:
-                raise
-            except (KeyError, TypeError, ValueError, OSError) as e:
-                raise MemoryFileError(path / rec.get("dir", "?") if isinstance(rec, dict) else mp,
-                                      f"invalid content ({type(e).__name__}: {e})") from e
-            s.index.rebuild(s.keys, s.num["ids"])
+            s = _read_space(path, rec, cfg)
             mem._ns[s.name] = s
         return mem
+
+
+def _read_space(path: Path, rec: dict, cfg: ScreenMemoryConfig) -> _Space:
+    """One namespace of a saved screen memory, its files checked against meta.json first."""
+    f_np, f_js = persist._inside(path, rec, "entries"), persist._inside(path, rec, "values")
+    for f in (f_np, f_js):
+        info = rec["files"][f.name]
+        persist.check_file(f, info["bytes"], info["sha256"])
+    try:
+        with np.load(f_np, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+        values = json.loads(f_js.read_bytes().decode("utf-8"))
+        s = _Space(rec["name"], cfg)
+        s.set_keys(np.asarray(data["keys"], np.float32).reshape(-1, cfg.dim))
+        s.num = {k: data[f"col_{k}"].astype(dt) for k, dt in _NUM.items()}
+        s.values = values["values"]
+        if values.get("name") != rec["name"] or not (len(s.values) == s.keys.shape[0] ==
+                                                      s.num["ids"].shape[0] == rec["n"]):
+            raise ValueError("entry counts or namespace name disagree")
+        for k, v in zip(_NS_STATE, data["state"].tolist()):
+            setattr(s, k, persist.whole(f_np, f"state.{k}", int(v)))
+        s.success_lengths = [int(x) for x in data["success_lengths"]]
+        s.source_credit = {int(r[0]): [float(r[1]), float(r[2]), int(r[3])] for r in data["source_credit"]}
+    except (KeyError, TypeError, ValueError, OSError, RecursionError) as e:
+        raise MemoryFileError(f_np, f"invalid content ({type(e).__name__}: {str(e)[:200]})") from None
+    s.index.rebuild(s.keys, s.num["ids"])
+    return s

@@ -853,12 +853,18 @@ class SuccessMemory:
 
     def credit_seed(self, namespace: str, seed: int, success: bool) -> None:
         """Count an episode of ``namespace`` run from noise ``seed``: a success stores the seed or
-        adds to its record; a failure counts against a stored seed and is otherwise forgotten."""
+        adds to its record; a failure counts against a stored seed and is otherwise forgotten. Seeds
+        outside the noise generator's range (0..2**64-1) are refused (ValueError): saved, they would
+        stop every later run; beyond ``persist.MAX_SEED_RECORDS`` seeds the worst record is forgotten."""
+        if not (isinstance(seed, (int, np.integer)) and 0 <= int(seed) <= persist.MAX_SEED):
+            raise ValueError(f"noise seed {seed!r}: expected a whole number 0..{persist.MAX_SEED}")
         recs = self.seeds.get(namespace, {})
         rec = recs.get(int(seed))
         if rec is None:
             if not success:
                 return
+            if len(recs) >= persist.MAX_SEED_RECORDS:       # the lowest (successes + 1) / (episodes + 2), oldest
+                del recs[min(recs, key=lambda s: ((recs[s][0] + 1) / (recs[s][1] + 2), recs[s][2]))]
             rec = self.seeds.setdefault(namespace, {}).setdefault(int(seed), [0, 0, 0])
         rec[1] += 1
         if success:
@@ -885,7 +891,8 @@ class SuccessMemory:
 
     # -- persistence -----------------------------------------------------------------------------
     def save(self, path) -> Path:
-        """Write the memory to directory ``path`` atomically: every namespace's ``entries-<gen>.npz``
+        """Write the memory to directory ``path`` atomically, under the folder's writer lock
+        (`embodia.memory.lock`: `MemoryBusy` when another process holds it): every namespace's ``entries-<gen>.npz``
         (source of truth) and, for IVF namespaces, an ``index-<gen>.faiss`` cache are written to
         temp files, fsynced and renamed; ``meta.json`` (schema, hashes, dims, config, file list
         with sha256) is written last by an atomic rename: the commit point. Files of older
@@ -897,8 +904,14 @@ class SuccessMemory:
     def load(cls, path, *, encoder_id: str, normalizer_hash: str, on_error: str = "raise",
              missing_ok: bool = False, config: Optional[MemoryConfig] = None,
              key_dim: Optional[int] = None, horizon: Optional[int] = None,
-             action_dim: Optional[int] = None, hist_len: Optional[int] = None) -> "SuccessMemory":
+             action_dim: Optional[int] = None, hist_len: Optional[int] = None,
+             lock: bool = False) -> "SuccessMemory":
         """Load a memory saved by ``save``.
+
+        * ``lock``: to save it again, take the folder's writer lock first (before reading) and keep
+          it while this memory lives: another writer gets `MemoryBusy` naming this process instead
+          of overwriting (or losing) this one's episodes. Readers leave it False and never wait.
+        * Every field of meta.json is range-checked (`persist.check_meta`): MemoryFileError naming it.
 
         * Another ``encoder_id`` / ``normalizer_hash`` (or dims that differ from the ones given):
           ``MemoryMismatch``, whatever ``on_error`` says (re-key instead of mixing key spaces).
@@ -913,4 +926,4 @@ class SuccessMemory:
         return persist.load(cls, Path(path), encoder_id=encoder_id, normalizer_hash=normalizer_hash,
                             on_error=on_error, missing_ok=missing_ok, config=config,
                             dims=dict(key_dim=key_dim, horizon=horizon, action_dim=action_dim,
-                                      hist_len=hist_len))
+                                      hist_len=hist_len), lock=lock)

@@ -94,3 +94,17 @@ def test_generation_errors_are_unknown(model_dir, settings, monkeypatch):  # noq
     lab = judged(settings, judge).info["success_label"]
     assert lab["success"] is None and not lab["verified"] and lab["reason"] == "no reply from the judge"
     assert judge.reply.error == "RuntimeError: CUDA out of memory"
+
+
+def test_a_local_judge_is_bounded_in_time_like_an_endpoint(model_dir, settings):  # noqa: F811
+    """`judge:hf` generation stops at the judge's deadline (transformers' max_time): 4,000 new
+    tokens allowed, 0.5 s given; the reply is cut, so the label is unknown (issue 35)."""
+    import time
+
+    from embodia.agent.loop.hf_judge import LocalJudgeModel
+    model = LocalJudgeModel(str(model_dir), max_new_tokens=4000, timeout_s=0.5)
+    judge = JudgeLabeler(str(model_dir), "", api_key_env=None, reply=model)
+    first = settings.reset(0)
+    t0 = time.monotonic()
+    lab = judge(settings, first, first, "Turn on Mobile data", 0)
+    assert time.monotonic() - t0 < 0.5 + 3.0 and lab.verified is False and lab.success is None

@@ -158,3 +158,109 @@ def test_cli_gui_run_refuses_a_screen_memory_folder_without_meta(tmp_path):
                                  "--memory", str(p), "--no-record"])
     assert r.exit_code == 2 and "refusing" in " ".join(r.output.split())
     assert (p / "ns" / "messages-0123abcd" / "entries-1a.npz").read_bytes() == b"saved entries"
+
+
+# -- every field of meta.json range-checked on load (issue 35) ----------------------------------------
+
+def with_seeds(path, recs):
+    edit_meta(path, lambda m: m.update(seeds={"ns": recs}), rehash=True)     # the checksum is recomputable
+
+
+@pytest.mark.parametrize("recs,says", [
+    ([[2 ** 64, 1, 1, 1]], r"seeds\['ns'\]\[0\].seed = 18446744073709551616: expected a whole number "
+                           r"0..18446744073709551615"),
+    ([[-1, 1, 1, 1]], r"seeds\['ns'\]\[0\].seed = -1: expected a whole number 0"),
+    ([[5, -1, 1, 1]], r"seeds\['ns'\]\[0\].successes = -1"),
+    ([[5, 2, 1, 1]], r"seeds\['ns'\]\[0\].successes = 2: expected a whole number 0..1"),
+    ([[5, 1, 1, -3]], r"seeds\['ns'\]\[0\].latest = -3"),
+    ([[5, 1, 1, True]], r"seeds\['ns'\]\[0\].latest = True"),
+    ([[s, 1, 1, 1] for s in range(100_000)], r"seeds\['ns'\] = 100000: expected a list of at most 10000 seed records"),
+])
+def test_seed_records_out_of_range_are_refused_on_load(tmp_path, recs, says):
+    """A seed of 2**64 used to pass `memory stats` and then stop every run in VLAPolicy.reset
+    (torch.Generator.manual_seed: Overflow when unpacking long long); negative seeds and 100,000
+    records were accepted silently."""
+    from embodia.memory.persist import seed_records
+    p = tmp_path / "m"
+    saved(p)
+    with_seeds(p, recs)
+    for read in (lambda: SuccessMemory.load(p, **KW), lambda: seed_records(p)):
+        with pytest.raises(MemoryFileError, match=says):
+            read()
+
+
+def test_the_largest_seed_loads_and_seeds_the_generator(tmp_path, monkeypatch):
+    import torch
+
+    from embodia.memory import persist
+    p = tmp_path / "m"
+    saved(p)
+    with_seeds(p, [[2 ** 64 - 1, 1, 1, 1]])
+    mem = SuccessMemory.load(p, **KW)
+    torch.Generator().manual_seed(mem.recall_seed("ns"))       # what VLAPolicy.reset does with it
+    with pytest.raises(ValueError, match="noise seed"):
+        mem.credit_seed("ns", 2 ** 64, True)                   # never saved, so never refused later
+    monkeypatch.setattr(persist, "MAX_SEED_RECORDS", 50)       # (10,000: the same rule, slower to fill)
+    mem.credit_seed("ns", 2 ** 64 - 1, False)                  # the big one now the worst record
+    for s in range(60):                                         # the records stay within what load accepts
+        mem.credit_seed("ns", s, True)
+    assert len(mem.seeds["ns"]) == 50 and 2 ** 64 - 1 not in mem.seeds["ns"]
+    mem.save(p)
+    assert len(SuccessMemory.load(p, **KW).seeds["ns"]) == 50
+
+
+@pytest.mark.parametrize("edit,says", [
+    (lambda m: m.update(hist_len=-1), r"hist_len = -1: expected a whole number 0\.\."),
+    (lambda m: m.update(key_dim=True), r"key_dim = True: expected a whole number 1\.\."),
+    (lambda m: m.update(saved_at=float("nan")), r"saved_at = nan: expected a finite time"),
+    (lambda m: m["namespaces"][0].update(n=-5), r"namespaces\[0\].n = -5"),
+    (lambda m: m["namespaces"][0].update(bytes="12"), r"namespaces\[0\].bytes = '12'"),
+    (lambda m: m["namespaces"][0].update(sha256="x" * 64), r"namespaces\[0\].sha256"),
+    (lambda m: m.update(reviewed=[7]), r"reviewed\[0\] = 7"),
+    (lambda m: m["config"].update(sigma_min=float("inf")), r"config.sigma_min = inf: expected a finite number"),
+    (lambda m: m.update(generation="../x"), r"generation = '../x'"),
+])
+def test_every_meta_field_is_range_checked(tmp_path, edit, says):
+    p = tmp_path / "m"
+    saved(p)
+    edit_meta(p, edit, rehash=True)
+    with pytest.raises(MemoryFileError, match=says):
+        SuccessMemory.load(p, **KW)
+
+
+def test_screen_meta_fields_are_range_checked(tmp_path):
+    from embodia.memory import ScreenMemory
+    tree = [{"index": 0, "role": "Switch", "text": "Wi-Fi", "id": "w", "bounds": [0, 0, 10, 10]}]
+    for edit, says in [(lambda m: m.update(next_episode=-1), r"next_episode = -1"),
+                       (lambda m: m["namespaces"][0].update(dir="../../x-00000000"), "not a folder this memory writes"),
+                       (lambda m: m["namespaces"][0].update(n=-1), r"namespaces\[0\].n = -1"),
+                       (lambda m: next(iter(m["namespaces"][0]["files"].values())).update(bytes=-1), "bytes = -1")]:
+        mem = ScreenMemory()
+        mem.add_episode("app/t", [(tree, "Turn on Wi-Fi", {"type": "click", "element": 0})], True)
+        p = tmp_path / f"s{len(list(tmp_path.iterdir()))}"
+        mem.save(p)
+        edit_meta(p, edit)
+        with pytest.raises(MemoryFileError, match=says):
+            ScreenMemory.load(p)
+    (p / "meta.json").write_text("[" * 100_000)                 # nested too deep: an error, not a RecursionError
+    with pytest.raises(MemoryFileError, match="RecursionError"):
+        ScreenMemory.load(p)
+
+
+def test_cli_refuses_a_seed_out_of_range_in_one_line(tmp_path):
+    """The issue's run: `memory stats` and `embodia run --memory` on a memory whose seed is 2**64."""
+    from typer.testing import CliRunner
+
+    from embodia.agent.cli.app import app
+    mem = tmp_path / "mem"
+    run = ["run", "-d", "sim:twogap-push", "-p", "embodia-tiny", "--memory", str(mem), "--no-record",
+           "--max-steps", "8", "--success", "check:state.puck_y > -100"]
+    r = CliRunner().invoke(app, run)
+    assert r.exit_code == 0, r.output
+    (ns,) = [rec["name"] for rec in json.loads((mem / "meta.json").read_text())["namespaces"]]
+    edit_meta(mem, lambda m: m.update(seeds={ns: [[2 ** 64, 1, 1, 1]]}), rehash=True)
+    for args in (["memory", "stats", str(mem)], run):
+        r = CliRunner().invoke(app, args)
+        out = " ".join(r.output.split())
+        assert r.exit_code == 2 and "seed = 18446744073709551616: expected a whole number" in out, r.output
+        assert "Traceback" not in r.output and "Overflow" not in r.output

@@ -181,7 +181,8 @@ def test_review_on_a_real_terminal_asks_each_and_skip_keeps_it(tmp_path):
 
 def test_a_review_cut_short_after_the_memory_saved_is_not_applied_twice(fake_openai, tmp_path, monkeypatch):
     """The memory is saved (with the decided id in it), then the crash comes before the record leaves
-    the list: the next look finishes the removal, so the failure is credited once, not twice."""
+    the list: the next look does not show it and the next writer finishes the removal, so the
+    failure is credited once, not twice."""
     mem = tmp_path / "mem"
     for _ in range(3):
         r = CliRunner().invoke(cli.app, ["run", "-d", "gui-sim:settings", "-p", "expert", "-n", "1", "--memory",
@@ -203,7 +204,11 @@ def test_a_review_cut_short_after_the_memory_saved_is_not_applied_twice(fake_ope
     assert (mem / "pending" / rec["id"]).is_dir()                        # the record is still on disk
     saved = ScreenMemory.load(mem)
     assert rec["id"] in saved.reviewed and sum(e["n_used_fail"] for e in saved.entries(ns)) == 2
-    assert pending.pending(mem) == [] and not (mem / "pending" / rec["id"]).exists()   # finished, not shown
+    assert pending.pending(mem) == [] and (mem / "pending" / rec["id"]).is_dir()   # not shown; listing only reads
+    del saved
+    writer = ScreenMemory.load(mem, lock=True)                  # the next writer finishes the removal
+    assert not (mem / "pending" / rec["id"]).exists()
+    del writer                                                  # (its lock goes with it)
     r = CliRunner().invoke(cli.app, ["memory", "review", str(mem), "--reject", rec["id"]])
     assert r.exit_code == 0 and "no pending episodes" in " ".join(r.output.split()), r.output
     assert sum(e["n_used_fail"] for e in ScreenMemory.load(mem).entries(ns)) == 2       # credited once

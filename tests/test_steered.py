@@ -430,5 +430,5 @@ def test_a_memory_that_recalls_seeds_starts_episodes_from_the_noise_of_a_success
     meta["seeds"]["ns"][0] = [6, 4, 3, 1]                           # more successes than episodes
     meta["meta_sha256"] = meta_checksum(meta)
     meta_path.write_text(json.dumps(meta))
-    with pytest.raises(MemoryFileError, match=r"seeds: 'ns': \[6, 4, 3, 1\]"):
+    with pytest.raises(MemoryFileError, match=r"seeds\['ns'\]\[0\].successes = 4: expected a whole number 0..3"):
         SuccessMemory.load(tmp_path / "m", encoder_id=KEY_ENCODER, normalizer_hash=normalizer_hash(pol))

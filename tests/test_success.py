@@ -397,3 +397,39 @@ def test_check_feeds_the_robot_success_memory(tmp_path):
     assert "label success by check (verified" in " ".join(r.output.split())
     r = CliRunner().invoke(cli.app, ["memory", "stats", str(mem)])
     assert "planar_pusher/twogap-push: entries=8," in " ".join(r.output.split()), r.output
+
+
+# -- names the device does not have (issue 35) --------------------------------------------------------
+
+@pytest.mark.parametrize("pred,says", [
+    ("element(role=Switch, chekced=true)", "elements have no field 'chekced'; they have: bounds, checked, clickable"),
+    ('element(__class__="x")', "elements have no field '__class__'; they have:"),
+    ("element(role=Swich, checked=true)", "has no element role 'Swich'; its roles: Button, CheckBox"),
+    ("element(role=Switch, checked=ture)", "element field 'checked' is true or false, not 'ture'"),
+])
+def test_a_misspelled_element_predicate_is_refused_before_any_episode(tmp_path, pred, says):
+    """Before this, each of these labelled every episode "failure by check (verified)" on gui-sim,
+    though the expert had done the task, and failure credit then dropped the entries that steered."""
+    mem, ds = tmp_path / "mem", tmp_path / "ds"
+    r = CliRunner().invoke(cli.app, ["run", "-d", "gui-sim:settings", "-p", "expert", "-n", "2", "--memory", str(mem),
+                                     "--record", str(ds), "--success", f"check:{pred}"])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2 and says in out and "Traceback" not in r.output, r.output
+    assert "seed 0" not in out and "label" not in out                  # no episode ran, none was labelled
+    assert not (mem / "meta.json").exists() and not (ds / "meta").exists()
+
+
+def test_element_names_are_checked_against_the_device_schema():
+    from embodia.agent.loop.success import check_predicate
+    with open_device("gui-sim:settings") as dev:
+        ok = parse_predicate('element(role=Switch, text~"blue", checked=false, scrollable!=true) and '
+                             'element(role~"button")')
+        check_predicate(ok, dev.embodiment, dev.capabilities, None, dev.element_fields, dev.roles)
+        with pytest.raises(PredicateError, match="no element role 'slider'"):
+            check_predicate(parse_predicate('element(role~"slider")'), dev.embodiment, dev.capabilities, None,
+                            dev.element_fields, dev.roles)
+    # where the device's schema is unknown (a recorded dataset), private names are still refused
+    with open_device("gui-sim:settings") as dev:
+        with pytest.raises(PredicateError, match="no field '__dict__'"):
+            check_predicate(parse_predicate("element(__dict__=1)"), dev.embodiment, dev.capabilities)
+        check_predicate(parse_predicate("element(anything=1)"), dev.embodiment, dev.capabilities)

@@ -13,13 +13,14 @@ memory_app = typer.Typer(help="Inspect, build and prune success-memory files.", 
 app.add_typer(memory_app, name="memory")
 
 
-def load_as_saved(path: Path):
-    """Open a memory (robot or screen) with the key encoder its own meta.json names (inspection only,
-    no policy needed)."""
+def load_as_saved(path: Path, lock: bool = False):
+    """Open a memory (robot or screen) with the key encoder its own meta.json names (no policy
+    needed); ``lock`` for a command that saves it (refused, naming the holder, while another process
+    writes the folder)."""
     from embodia.memory import MemoryStoreError
     from embodia.memory.pending import open_saved
     try:
-        return open_saved(path)
+        return open_saved(path, lock=lock)
     except MemoryStoreError as e:
         fail(str(e))
     except (OSError, ValueError, KeyError) as e:
@@ -66,7 +67,7 @@ def memory_prune(path: Path = typer.Argument(..., help="memory directory"),
                  min_fail: int = typer.Option(1, "--min-fail")):
     """Delete entries that steered failures (or a whole namespace with --drop)."""
     check_inputs(locals())
-    mem = load_as_saved(path)
+    mem = load_as_saved(path, lock=True)
     if drop:
         if not namespace:
             fail("--drop needs --namespace")
@@ -122,7 +123,7 @@ def memory_review(path: Path = typer.Argument(..., help="memory directory"),
         if pid not in ids:
             fail(f"no pending episode {pid!r} in {path / pending.PENDING} (pending: {sorted(ids)})")
     try:
-        mem = pending.open_saved(path)
+        mem = pending.open_saved(path, lock=True)
     except MemoryStoreError as e:
         fail(str(e))
     for pid, ok in decided.items():
@@ -144,11 +145,13 @@ def memory_review(path: Path = typer.Argument(..., help="memory directory"),
 def show_pending(rec: dict) -> None:
     """One pending episode: id, instruction, the label's source, confidence and reason, the final frame."""
     from rich.markup import escape
+
+    from embodia.agent.cli.validate import one_line
     lab = rec.get("label") or {}
     conf = lab.get("confidence")
     console.print(escape(f"{rec['id']} {rec['namespace']}: {rec.get('instruction')!r}\n"
                   f"  source={lab.get('source')} confidence={'-' if conf is None else f'{conf:.2f}'} "
-                  f"said={lab.get('success')} reason={lab.get('reason')!r} steps={rec.get('steps_n')}\n"
+                  f"said={lab.get('success')} reason={one_line(repr(lab.get('reason')))} steps={rec.get('steps_n')}\n"
                   f"  final frame: {rec.get('frame_path') or '(none)'}"
                   + (f"\n  final state: {rec['final_state']}" if rec.get("final_state") else "")),
                   soft_wrap=True, highlight=False)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -38,6 +39,7 @@ from embodia.agent.cli.app import (
     session,
     slug,
 )
+from embodia.agent.cli.validate import one_line
 
 SuccessOpt = typer.Option(None, "--success", help="who says an episode succeeded: oracle (the simulator's "
                           "check; default where there is one) | ask (a person, on the terminal) | "
@@ -88,7 +90,8 @@ def label_note(r) -> str:
     conf = f", confidence {lab['confidence']:.2f}" if lab.get("confidence") is not None else ""
     state = "verified" if lab["verified"] else "unverified, not stored"     # (a memory keeps it pending)
     said = {True: "success", False: "failure", None: "unknown"}[lab["success"]]
-    return f"; label {said} by {lab['source']} ({state}{conf}{': ' + lab['reason'] if lab.get('reason') else ''})"
+    reason = f": {one_line(lab['reason'])}" if lab.get("reason") else ""      # a judge's reason costs one line at most
+    return f"; label {said} by {one_line(lab['source'], 80)} ({state}{conf}{reason})"
 
 
 def episodes_with_progress(device, policy, *, episodes: int, seed: int, label: str, writer=None, **run_kw):
@@ -168,9 +171,15 @@ def steered_by(policy, memory: Optional[str], device_uri: str, device):
         return policy
     from embodia.agent.loop.factory import PolicyError, with_memory
     try:
-        return with_memory(policy, memory, device_uri, device)
+        steered = with_memory(policy, memory, device_uri, device)
     except PolicyError as e:
         fail(str(e))
+    stale = getattr(steered.memory, "lock_taken_over", None)
+    if stale:
+        from embodia.memory.lock import describe
+        console.print(f"[yellow]{escape(memory)}: took over the writer lock of {escape(describe(stale))}, "
+                      "which is no longer running[/yellow]", soft_wrap=True)
+    return steered
 
 
 @app.command()
@@ -192,8 +201,8 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
     step log + screenshots + JSON actions)."""
     check_inputs(locals())
     out = None if no_record else (record or Path("runs") / slug(device))
-    with session(device, policy, shift, size, **policy_options(base_url, api_key_env, coords, samples,
-                                                               select)) as (dev, pol):
+    with memory_held(memory), session(device, policy, shift, size, **policy_options(base_url, api_key_env, coords,
+                                                                                    samples, select)) as (dev, pol):
         writer = recorder(out, dev)
         labeler = labeler_for(success, dev, base_url, api_key_env)
         steered = steered_by(pol, memory, device, dev)
@@ -213,12 +222,31 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         outcome = {True: "[green]success[/green]", False: "[red]failure[/red]", None: "done"}[r.success]
         console.print(f"seed {r.seed}: {outcome} in {r.steps} steps; {r.instruction!r}; "
                       f"policy {r.timing['policy_s'] * 1e3:.0f} ms, device {r.timing['device_s'] * 1e3:.0f} ms"
-                      + async_note(r.timing.get("async")) + label_note(r)
+                      + async_note(r.timing.get("async")) + escape(label_note(r))
                       + (f"; {r.info['person_steps']} steps by a person" if r.info.get("person_steps") else "")
                       + (f"; recorded as episode {r.episode_index} in {out}" if writer else ""))
     pending_note(memory)
     if any(r.error for r in results):
         raise typer.Exit(1)
+
+
+@contextmanager
+def memory_held(memory: Optional[str]):
+    """The writer lock of the memory folder (`embodia.memory.lock`), taken before the device and
+    the policy open, so a second run on the folder is refused at once, naming the first (exit 2)."""
+    if not memory:
+        yield
+        return
+    from embodia.memory import MemoryBusy
+    from embodia.memory.persist import writer
+    try:
+        w = writer(Path(memory))
+    except MemoryBusy as e:
+        fail(str(e))
+    try:
+        yield
+    finally:
+        w.release()
 
 
 def pending_note(memory: Optional[str]) -> None:

@@ -103,6 +103,13 @@ def printable(x) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(x))
 
 
+def one_line(x, limit: int = 160) -> str:
+    """Text shown in one line of at most ``limit`` characters (`printable`, then cut with an ellipsis):
+    what a model or a file says costs a line to print, whatever its length."""
+    s = printable(x) if len(str(x)) <= 4 * limit else printable(str(x)[:4 * limit])
+    return s if len(s) <= limit else s[:limit - 1] + "…"
+
+
 def output_file(name: str, v) -> None:
     if v is None:
         return

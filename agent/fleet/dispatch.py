@@ -49,7 +49,9 @@ def fleet_episodes(device, policy, spec: WorkerSpec, *, episodes: int, seed: int
     ``memory`` every worker steers with that one memory file (checked against ``policy`` here)."""
     kw = {}
     if memory:
-        with_memory(policy, memory, spec.device)       # the file fits this policy, or a clear error now
+        from embodia.memory.persist import let_go
+        let_go(with_memory(policy, memory, spec.device).memory)   # the file fits this policy and is free, or a
+                                                                # clear error now; the memory's actor writes it
         kw = dict(memory=memory, memory_load=memory_load_args(policy))
     with open_fleet(device, spec, workers, address, on_unit, record=recorder is not None, **kw) as fleet:
         results = fleet.episodes(episodes=episodes, seed=seed, record=recorder, meta=meta)

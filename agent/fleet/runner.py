@@ -265,7 +265,7 @@ class MemoryHost:
         from embodia.memory import SuccessMemory
         one_thread()
         self.path, self.save_every = str(path), max(1, int(save_every))
-        self.mem = SuccessMemory.load(self.path, missing_ok=True, **load)
+        self.mem = SuccessMemory.load(self.path, missing_ok=True, lock=True, **load)   # the fleet's one writer
         ids = [int(self.mem.entries(ns)["episode_id"].max(initial=0)) for ns in self.mem.namespaces()]
         self._next_id = max(ids, default=0) + 1      # ids stay unique across workers and runs
         self._episode: dict[str, dict] = {}          # client -> SuccessMemory.lend_episode bookkeeping
@@ -322,8 +322,10 @@ class MemoryHost:
         return self.path
 
     def close(self) -> dict:
-        """Save (every stored success is on disk when this returns) and summarize."""
+        """Save (every stored success is on disk when this returns), give the writer lock back and summarize."""
+        from embodia.memory.persist import let_go
         self.save()
+        let_go(self.mem)
         return {"path": self.path, "saves": self.saves, "save_every": self.save_every,
                 "stored_successes": dict(self.stored), "stats": self.mem.stats()}
 

@@ -182,7 +182,7 @@ def with_memory(policy, path: str, device_uri: str, device=None):
     every episode): a VLA gets a SuccessMemory; on a GUI device any GUI policy gets a ScreenMemory
     (replace mode).
     Raises PolicyError for a policy that cannot use one or a memory file that does not fit."""
-    from embodia.memory import MemoryFileError, MemoryMismatch
+    from embodia.memory import MemoryBusy, MemoryFileError, MemoryMismatch
     from embodia.memory.persist import META, check_not_orphaned
     try:
         check_not_orphaned(path)       # a deleted meta.json never becomes an empty memory saved over the old
@@ -191,8 +191,10 @@ def with_memory(policy, path: str, device_uri: str, device=None):
     if device is not None and device.embodiment.is_gui:
         from embodia.memory import ScreenMemory
         from embodia.policies.gui.screen_memory import ScreenMemoryPolicy
-        try:
-            steered = ScreenMemoryPolicy(policy, ScreenMemory.load(path, missing_ok=True), device=device)
+        try:       # the writer lock first: a second process on this folder is refused, naming this one
+            steered = ScreenMemoryPolicy(policy, ScreenMemory.load(path, missing_ok=True, lock=True), device=device)
+        except MemoryBusy as e:
+            raise PolicyError(str(e)) from None
         except (MemoryFileError, MemoryMismatch) as e:
             raise PolicyError(f"{e} (move the file away to start from an empty memory)") from None
         steered.autosave = path         # saved after every episode: a kill loses at most the one in flight
@@ -208,7 +210,9 @@ def with_memory(policy, path: str, device_uri: str, device=None):
         mem = SuccessMemory.load(path, encoder_id=fresh.encoder_id, normalizer_hash=normalizer_hash(policy),
                                  config=None if stored else fresh.config,
                                  missing_ok=True, key_dim=fresh.key_dim, horizon=fresh.horizon,
-                                 action_dim=fresh.action_dim, hist_len=fresh.hist_len)
+                                 action_dim=fresh.action_dim, hist_len=fresh.hist_len, lock=True)
+    except MemoryBusy as e:
+        raise PolicyError(str(e)) from None
     except (MemoryFileError, MemoryMismatch) as e:
         raise PolicyError(f"{e} (move the file away to start from an empty memory)") from None
     import faiss  # one search per decision on a small index: OpenMP threads only contend

@@ -20,10 +20,14 @@ class LocalJudgeModel:
     A folder that cannot be loaded raises ModelLoadError (a ValueError) naming it."""
 
     def __init__(self, path: str, *, max_new_tokens: int = 128, device: str = "cpu",
-                 generation_kwargs: dict | None = None, vlm=None):
+                 generation_kwargs: dict | None = None, vlm=None, timeout_s: float = 60.0):
+        """The reply is bounded like an endpoint's: ``max_new_tokens`` in size and ``timeout_s`` in
+        time (transformers' ``max_time``: generation stops after the step in flight, and the cut
+        reply does not parse, so the label is unknown)."""
         from embodia.policies.gui.local_vlm import LocalVLMPolicy
+        kwargs = {"max_time": float(timeout_s), **(generation_kwargs or {})}
         self.vlm = vlm if vlm is not None else LocalVLMPolicy(path, max_new_tokens=max_new_tokens, device=device,
-                                                              generation_kwargs=generation_kwargs)
+                                                              generation_kwargs=kwargs)
         self.error: str | None = None
 
     def __call__(self, text: str, images) -> str | None:

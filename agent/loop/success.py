@@ -14,7 +14,9 @@ episode's info (``info["success_label"]``: the result, the recording's end line,
 - ``judge:openai:<model>`` (with ``--base-url``), or ``judge:hf:<path>`` (a local transformers model,
   `embodia.agent.loop.hf_judge`): a vision-language model shown the instruction, the
   first and final screens or frames and up to 3 evenly spaced ones in between, replying ``{"success": true|false, "confidence": 0..1,
-  "reason": "..."}``, parsed strictly; anything else is "unknown";
+  "reason": "..."}``, parsed strictly (a reason of at most ``MAX_REASON`` characters); anything else is
+  "unknown", and so is a reply that is not complete within the judge's deadline (60 s for the whole
+  exchange, not per read) or is larger than 1 MB;
 - ``learned`` (or ``learned:<checkpoint>``): the learned success detector shipped with
   ``embodia-tiny`` (`embodia.policies.success_head`): a small head on the checkpoint's frozen
   backbone reads the first and final observation and the instruction and gives a calibrated
@@ -69,8 +71,6 @@ import os
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +83,7 @@ LEARNED_THRESHOLD = 0.9   # the learned detector's label verifies at p >= this (
                           # from held-out measurements: benchmarks/success_labels.py, BENCHMARKS.md
 MAX_PREDICATE = 2000      # characters
 MAX_DEPTH = 32            # nesting of not/( ... ): deeper is an error, never a RecursionError
+MAX_REASON = 2000         # characters of a judge's reason: a longer one is out of the reply schema
 
 
 class PredicateError(ValueError):
@@ -359,12 +360,18 @@ def atoms(node) -> list:
     return [o for o in node[2:] if o[0] in ("state", "body")]
 
 
-def check_predicate(node, embodiment, capabilities=(), bodies: list | None = None) -> None:
+def check_predicate(node, embodiment, capabilities=(), bodies: list | None = None,
+                    fields: frozenset | None = None, roles: frozenset | None = None) -> None:
     """PredicateError when the predicate names a state channel the body does not have, a MuJoCo body
-    the scene does not have (``bodies``: the scene's body names, None for no MuJoCo scene), or looks
-    at a UI tree the device does not give: found before the episode starts."""
+    the scene does not have (``bodies``: the scene's body names, None for no MuJoCo scene), looks
+    at a UI tree the device does not give, or names an element field or role its tree never has
+    (``fields``, ``roles``: the device's ``element_fields`` and ``roles``; None: not known, only
+    private names such as ``__class__`` are refused): found before the episode starts, so a typo is
+    never a verified failure of every episode."""
     names = [c.name for c in embodiment.state]
     for a in atoms(node):
+        if a[0] == "element":
+            check_element(a[1], embodiment.name, fields, roles)
         if a[0] == "body":
             body = a[1].rsplit(".", 1)[0]
             if bodies is None:
@@ -377,6 +384,28 @@ def check_predicate(node, embodiment, capabilities=(), bodies: list | None = Non
                                  f"it has: {shown or 'none'}")
         if a[0] == "element" and "ui_tree" not in capabilities:
             raise PredicateError(f"predicate: element(...) reads a UI tree, which {embodiment.name!r} does not give")
+
+
+def _listed(names) -> str:
+    names = sorted(names)
+    return ", ".join(names[:24]) + (", ..." if len(names) > 24 else "")
+
+
+def check_element(fields_used, device_name: str, fields: frozenset | None, roles: frozenset | None) -> None:
+    """PredicateError for an ``element(...)`` field the device's elements never carry, a role they
+    never have, or a true/false field compared with something else; the message lists what exists."""
+    from embodia.devices.gui import BOOLEAN_FIELDS
+    for name, op, value in fields_used:
+        if name.startswith("_") or (fields is not None and name not in fields):
+            known = _listed(fields) if fields is not None else "role, text, desc, id, checked, clickable, ..."
+            raise PredicateError(f"predicate: {device_name!r} elements have no field {name!r}; they have: {known}")
+        if name in BOOLEAN_FIELDS and op != "~" and not isinstance(value, bool):
+            raise PredicateError(f"predicate: element field {name!r} is true or false, not {value!r}")
+        if name == "role" and roles is not None and isinstance(value, str):
+            hit = value in roles if op != "~" else any(value.lower() in r.lower() for r in roles)
+            if not hit:
+                raise PredicateError(f"predicate: {device_name!r} has no element role {value!r}; "
+                                     f"its roles: {_listed(roles)}")
 
 
 # -- predicate semantics -----------------------------------------------------------------------------
@@ -484,7 +513,8 @@ class CheckLabeler:
         self.node = parse_predicate(src)
         self.uses_bodies = any(a[0] == "body" for a in atoms(self.node))
         check_predicate(self.node, device.embodiment, device.capabilities,
-                        scene_bodies(device) if self.uses_bodies else None)
+                        scene_bodies(device) if self.uses_bodies else None,
+                        getattr(device, "element_fields", None), getattr(device, "roles", None))
 
     def __call__(self, device, first, final, instruction, seed) -> Label:
         try:        # called at the episode's end: the scene's bodies are where the final observation saw them
@@ -583,7 +613,7 @@ def parse_judgement(text) -> tuple[bool, float, str] | None:
         return None
     ok, conf, reason = obj["success"], obj["confidence"], obj["reason"]
     if not isinstance(ok, bool) or isinstance(conf, bool) or not isinstance(conf, (int, float)) \
-            or not isinstance(reason, str) or not (0.0 <= conf <= 1.0):
+            or not isinstance(reason, str) or not (0.0 <= conf <= 1.0) or len(reason) > MAX_REASON:
         return None
     return ok, float(conf), reason
 
@@ -605,6 +635,7 @@ class JudgeLabeler:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.key = os.environ.get(api_key_env) if api_key_env else None
         self.reply = reply
+        self.error: str | None = None       # why the last ask got no reply
         self.source = f"judge:{'hf' if reply is not None else 'openai'}:{model}"
 
     def on_step(self, t, obs, action, next_obs) -> bool:
@@ -637,18 +668,28 @@ class JudgeLabeler:
         return {"model": self.model, "temperature": 0, "messages": [{"role": "user", "content": parts}]}
 
     def ask(self, body: dict) -> str | None:
-        """The reply's text, or None when the endpoint failed or answered something else."""
+        """The reply's text, or None (why in ``self.error``) when the endpoint failed, ran past the
+        deadline (``timeout_s`` for the whole exchange, `embodia.agent.loop.bounded_http`), sent
+        more than ``MAX_REPLY_BYTES`` or anything but a chat completion."""
+        from embodia.agent.loop.bounded_http import ReplyError, post
         headers = {"Content-Type": "application/json"}
         if self.key:
             headers["Authorization"] = f"Bearer {self.key}"
-        req = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers, method="POST")
+        self.error = None
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
-                reply = json.loads(r.read())
-            content = reply["choices"][0]["message"]["content"]
-        except (OSError, ValueError, KeyError, IndexError, TypeError):   # URLError/HTTPError are OSErrors
+            raw = post(self.url, json.dumps(body).encode(), headers, deadline_s=self.timeout_s)
+        except ReplyError as e:
+            self.error = str(e)
             return None
-        return content if isinstance(content, str) else None
+        try:
+            content = json.loads(raw)["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError) as e:
+            self.error = f"not a chat completion ({type(e).__name__})"
+            return None
+        if not isinstance(content, str):
+            self.error = "not a chat completion (no text content)"
+            return None
+        return content
 
     def __call__(self, device, first, final, instruction, seed) -> Label:
         between, self._kept = self.between(), []
@@ -659,7 +700,8 @@ class JudgeLabeler:
             text = self.ask(self.request(instruction, first, final, between))
         got = parse_judgement(text)
         if got is None:
-            why = "no reply from the judge" if text is None else f"unparsable reply: {text[:200]!r}"
+            why = (f"no reply from the judge ({self.error})" if text is None and self.error else
+                   "no reply from the judge" if text is None else f"unparsable reply: {text[:200]!r}")
             return Label(None, self.source, None, False, why, claimed_done(device))
         ok, conf, reason = got
         return Label(ok, self.source, conf, conf >= self.threshold, reason,

@@ -47,7 +47,7 @@ import numpy as np
 
 from embodia.devices.base import Policy
 from embodia.devices.embodiment import Screen
-from embodia.devices.gui import GuiDevice, gui_embodiment
+from embodia.devices.gui import ELEMENT_FIELDS, GuiDevice, gui_embodiment
 from embodia.sim.gui.tasks import (
     SCREENS,
     SHIFTS,
@@ -61,7 +61,7 @@ from embodia.sim.gui.tasks import (
     plan,
     templates_for,
 )
-from embodia.sim.gui.widgets import render, ui_tree
+from embodia.sim.gui.widgets import ROLES, render, ui_tree
 
 GATE_ALLOW = ("send",)
 DEFAULT_MAX_STEPS = 10           # the expert needs 1-5 steps on the base screens
@@ -77,6 +77,8 @@ class GuiSimDevice(GuiDevice):
 
     capabilities = frozenset({"screenshot", "ui_tree", "text_input", "success", "expert", "deterministic",
                               "sandbox"})
+    element_fields = ELEMENT_FIELDS | {"checked", "scrollable"}      # widgets.ui_tree writes these
+    roles = frozenset(ROLES.values())
 
     def __init__(self, target: str = "all", *, task: str = "any", split: str = "train", shift=(),
                  form: str = "phone", max_steps: int = DEFAULT_MAX_STEPS):
