@@ -127,9 +127,10 @@ def _write(fd: int, holder: dict) -> None:
 class WriterLock:
     """This process's hold on one folder's writer lock (see the module doc); ``release`` when done."""
 
-    def __init__(self, folder: Path, fd: int, took_over: dict):
+    def __init__(self, folder: Path, fd: int, took_over: dict, created: tuple = ()):
         self.folder, self.fd, self.count = folder, fd, 1
         self.took_over = took_over      # the dead holder whose stale lock this one replaced ({}: none)
+        self.created = created          # the folders this hold made (deepest first): removed if left empty
 
     def release(self) -> None:
         """Count one hold down; the last one empties the file's text and drops the flock."""
@@ -144,7 +145,22 @@ class WriterLock:
                 _write(self.fd, {})
             except OSError:
                 pass
+            self._tidy_unused()
             os.close(self.fd)         # closing drops the flock
+
+    def _tidy_unused(self) -> None:
+        """A folder this hold created and nothing was saved into (a run refused after its lock was
+        taken) goes again, so a mistyped --memory leaves no folder behind."""
+        if not self.created:
+            return
+        try:
+            if [p.name for p in self.folder.iterdir()] != [LOCK]:
+                return
+            (self.folder / LOCK).unlink()
+            for d in self.created:
+                d.rmdir()
+        except OSError:
+            pass
 
 
 _HELD: dict[str, WriterLock] = {}
@@ -155,6 +171,7 @@ def hold(folder) -> WriterLock:
     """This process's writer lock on ``folder`` (created when absent); `MemoryBusy` when another
     live process holds it. Re-entrant: a folder this process holds counts up."""
     folder = Path(folder)
+    created = tuple(p for p in (folder, *folder.parents) if not p.exists())
     folder.mkdir(parents=True, exist_ok=True)
     key = str(folder.resolve())
     with _GUARD:
@@ -169,7 +186,7 @@ def hold(folder) -> WriterLock:
         except BaseException:
             os.close(fd)
             raise
-        lock = _HELD[key] = WriterLock(Path(key), fd, old)
+        lock = _HELD[key] = WriterLock(Path(key), fd, old, tuple(p.resolve() for p in created))
         return lock
 
 

@@ -208,3 +208,19 @@ def test_pending_only_reads(tmp_path):
     w = persist.writer(p)
     assert [d.name for d in (p / "pending").iterdir()] == [keep]
     w.release()
+
+
+def test_a_lock_on_a_folder_nothing_was_saved_into_leaves_no_folder(tmp_path):
+    """`embodia run --memory typo` refused after its lock was taken leaves no folder behind; a
+    folder that existed, or that a save wrote into, stays."""
+    w = lock.hold(tmp_path / "new" / "mem")
+    assert (tmp_path / "new" / "mem" / lock.LOCK).exists()
+    w.release()
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "old").mkdir()
+    lock.hold(tmp_path / "old").release()
+    assert (tmp_path / "old").is_dir()
+    w = lock.hold(tmp_path / "used")
+    (tmp_path / "used" / "meta.json").write_text("{}")
+    w.release()
+    assert (tmp_path / "used" / "meta.json").exists()
