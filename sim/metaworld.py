@@ -116,6 +116,17 @@ SUITES: dict[str, tuple[str, ...]] = {
 }
 SUITE_MAX_STEPS = 500   # LeRobot's Meta-World episodes: 500 steps on every task (MT1's max_path_length)
 
+# Observation protocols (`?obs=`): what the policy receives. "state" is Meta-World's 39 numbers with
+# the object and goal positions in them; "lerobot" is what LeRobot's Meta-World environment
+# (`obs_type=pixels_agent_pos`) hands a policy: the `corner2` image, that camera moved to
+# (0.75, 0.075, 0.7) and turned upright, and `agent_pos`, the first four numbers of Meta-World's
+# observation (hand x, y, z and the gripper opening). Nothing else: the object and the goal are
+# only in the pixels. Scripted experts still act from the full state, which the device keeps.
+OBS_PROTOCOLS = ("state", "lerobot")
+LEROBOT_CAMERA = "corner2"
+LEROBOT_CAMERA_POS = (0.75, 0.075, 0.7)
+AGENT_POS = 4   # hand_x, hand_y, hand_z, gripper_open
+
 
 def group_of(task: str) -> str:
     """The difficulty group of a task.
@@ -206,8 +217,13 @@ class MetaWorldDevice(SimDevice):
 
     def __init__(self, task: str, shift: str | None = None, size=(96, 96),
                  cameras: list[str] | None = None, render: bool = True,
-                 max_steps: int | None = None, repeat: int = 0):
+                 max_steps: int | None = None, repeat: int = 0, obs: str = "state"):
         envs = _require_metaworld()
+        if obs not in OBS_PROTOCOLS:
+            raise ValueError(f"unknown observation protocol obs={obs!r}; known: {', '.join(OBS_PROTOCOLS)}")
+        if obs == "lerobot" and cameras is not None and list(cameras) != [LEROBOT_CAMERA]:
+            raise ValueError(f"obs=lerobot reads the {LEROBOT_CAMERA!r} camera only, not {list(cameras)}")
+        self.obs_protocol = obs
         if task not in envs:
             raise ValueError(f"unknown Meta-World task {task!r}; known: {', '.join(sorted(envs))}")
         if isinstance(shift, str) and shift.strip().lower() in ("", "none"):
@@ -241,7 +257,11 @@ class MetaWorldDevice(SimDevice):
         w, h = parse_size(size)
         all_cams = [mujoco.mj_id2name(self.model, mujoco.mjtObj.mjOBJ_CAMERA, i)
                     for i in range(self.model.ncam)]
-        cams = [DEFAULT_CAMERA] if cameras is None else list(cameras)
+        if obs == "lerobot":
+            cams = [LEROBOT_CAMERA]
+            self.model.cam_pos[self.model.camera(LEROBOT_CAMERA).id] = LEROBOT_CAMERA_POS
+        else:
+            cams = [DEFAULT_CAMERA] if cameras is None else list(cameras)
         for c in cams:
             if c not in all_cams:
                 raise ValueError(f"camera {c!r} not in the Meta-World scene; it has {all_cams}")
@@ -253,11 +273,12 @@ class MetaWorldDevice(SimDevice):
 
         self.hz = 1.0 / (env.frame_skip * float(self.model.opt.timestep))
         space = env.observation_space
+        state = state_channels(space.low, space.high)
         self.embodiment = Embodiment(
             name="sawyer", kind="arm (Sawyer, Meta-World)", hz=self.hz,
             actions=(Channel("dx", -1.0, 1.0), Channel("dy", -1.0, 1.0), Channel("dz", -1.0, 1.0),
                      Channel("gripper", -1.0, 1.0)),
-            state=state_channels(space.low, space.high),
+            state=state[:AGENT_POS] if obs == "lerobot" else state,
             cameras=tuple(Camera(c, w, h) for c in cams), chunk=16, exec_horizon=8,
             action_kind="delta", convention=_CONVENTION)
         self._expert_cls = expert_policy_class(task)
@@ -351,8 +372,16 @@ class MetaWorldDevice(SimDevice):
         if self._obs is None:
             raise RuntimeError(f"metaworld/{self.task}: call reset() before observe()")
         # The cached observation: env._get_obs() advances Meta-World's frame stack, so never here.
-        return Observation(images=self.render(), state=self._obs.copy(),
+        state = self._obs[:AGENT_POS] if self.obs_protocol == "lerobot" else self._obs
+        return Observation(images=self.render(), state=state.copy(),
                            timestamp=float(self.data.time) - self._t0)
+
+    def full_state(self) -> np.ndarray:
+        """Meta-World's whole 39-number observation (objects and goal included), whatever the
+        protocol: what the scripted expert reads. Policies get `observe()`."""
+        if self._obs is None:
+            raise RuntimeError(f"metaworld/{self.task}: call reset() before full_state()")
+        return self._obs.copy()
 
     def success(self) -> bool:
         return self._success_step is not None
@@ -375,7 +404,9 @@ class MetaWorldDevice(SimDevice):
     def expert(self) -> "MetaWorldExpert":
         if self._expert_cls is None:
             raise NotImplementedError(f"Meta-World has no scripted policy for {self.task}")
-        return MetaWorldExpert(self._expert_cls())
+        # Under obs=lerobot the observation lacks the object and goal: the expert reads the device.
+        privileged = self.full_state if self.obs_protocol == "lerobot" else None
+        return MetaWorldExpert(self._expert_cls(), privileged)
 
     def render(self) -> dict[str, np.ndarray]:
         cams = self.embodiment.cameras
@@ -396,10 +427,12 @@ class MetaWorldDevice(SimDevice):
 
 
 class MetaWorldExpert(Policy):
-    """Meta-World's scripted policy for the task, applied to `obs.state` (needs the goal in it)."""
+    """Meta-World's scripted policy for the task, applied to `obs.state` (needs the goal in it), or to
+    `full_state()` where the observation protocol hides the objects and goal from the policy."""
 
-    def __init__(self, policy):
+    def __init__(self, policy, full_state=None):
         self.policy = policy
+        self.full_state = full_state
 
     def reset(self, seed: int | None = None) -> None:
         pass   # the scripted policies are stateless and deterministic
@@ -408,7 +441,7 @@ class MetaWorldExpert(Policy):
         return {}
 
     def act(self, obs, instruction: str = "") -> np.ndarray:
-        s = np.asarray(obs.state, dtype=np.float64)
+        s = np.asarray(obs.state if self.full_state is None else self.full_state(), dtype=np.float64)
         with warnings.catch_warnings():   # "Constant(s) may be too high": the env clips anyway
             warnings.simplefilter("ignore")
             a = self.policy.get_action(s)
@@ -416,10 +449,11 @@ class MetaWorldExpert(Policy):
 
 
 def open_metaworld(task: str, shift: str | None = None, size="96x96", camera=None, render="1",
-                   max_steps=None, repeat="0", **_) -> MetaWorldDevice:
-    """Factory for `sim:metaworld/<task>[?shift=heavy&size=96x96&camera=corner&render=0&max_steps=500&repeat=3]`
-    (``repeat=K``: seed s shows the task variation of seed s % K, so a stream repeats K set-ups)."""
+                   max_steps=None, repeat="0", obs="state", **_) -> MetaWorldDevice:
+    """Factory for `sim:metaworld/<task>[?shift=heavy&size=96x96&camera=corner&render=0&max_steps=500&repeat=3&obs=lerobot]`
+    (``repeat=K``: seed s shows the task variation of seed s % K, so a stream repeats K set-ups;
+    ``obs=lerobot``: LeRobot's view, the `corner2` image and the 4-number `agent_pos`)."""
     cams = camera.split(",") if isinstance(camera, str) and camera else camera
     return MetaWorldDevice(task, shift=shift, size=parse_size(size), cameras=cams,
                            render=_truthy(render), max_steps=int(max_steps) if max_steps else None,
-                           repeat=int(repeat))
+                           repeat=int(repeat), obs=obs)

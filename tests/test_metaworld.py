@@ -209,3 +209,60 @@ def test_imports_without_metaworld():
     assert out.returncode == 0, out.stderr
     assert "ERR" in out.stdout and "pip install 'embodia[metaworld]'" in out.stdout
     assert "unavailable" in out.stdout
+
+
+def test_lerobot_protocol_gives_the_policy_no_object_or_goal():
+    """obs=lerobot: the policy's state is LeRobot's 4-number agent_pos, the only camera is corner2;
+    set-ups that move the object and the goal change the image and nothing else it receives."""
+    with open_metaworld("pick-place-v3", obs="lerobot", size="64x64") as d:
+        e = d.embodiment
+        assert [c.name for c in e.state] == ["hand_x", "hand_y", "hand_z", "gripper_open"]
+        assert [(c.name, c.width, c.height) for c in e.cameras] == [("corner2", 64, 64)]
+        a, full_a = d.reset(1), d.full_state()
+        b, full_b = d.reset(2), d.full_state()
+        a.validate(e)
+        assert a.state.shape == (4,) and set(a.images) == {"corner2"}
+        # the object (4:7) and the goal (36:39) moved between the set-ups; the hand did not
+        assert np.linalg.norm(full_a[36:39] - full_b[36:39]) > 0.01
+        assert np.linalg.norm(full_a[4:7] - full_b[4:7]) > 0.01
+        assert np.array_equal(a.state, b.state) and np.array_equal(a.state, full_a[:4])
+        assert not np.array_equal(a.images["corner2"], b.images["corner2"])
+        # the state follows the hand as it moves
+        d.act([1.0, 0.0, 0.0, 0.0])
+        assert d.observe().state[0] > b.state[0]
+
+
+def test_lerobot_camera_is_placed_and_turned_as_lerobot_does():
+    """Our corner2 image against Meta-World's own renderer with LeRobot's camera position and its
+    flip of both image axes: the same view (only lighting details differ), not the mirrored one."""
+    from metaworld.env_dict import ALL_V3_ENVIRONMENTS
+    ref_env = ALL_V3_ENVIRONMENTS["pick-place-v3"](render_mode="rgb_array", camera_name="corner2",
+                                                   width=96, height=96)
+    try:
+        ref_env._partially_observable, ref_env._set_task_called = False, True
+        ref_env._freeze_rand_vec, ref_env.seeded_rand_vec = False, True
+        ref_env.model.cam_pos[ref_env.model.camera("corner2").id] = [0.75, 0.075, 0.7]
+        ref_env.seed(3)
+        ref_env.reset()
+        raw = ref_env.render().astype(int)
+    finally:
+        ref_env.close()
+    with open_metaworld("pick-place-v3", obs="lerobot", size="96x96") as d:
+        ours = d.reset(3).images["corner2"].astype(int)
+    flipped = np.abs(np.flip(raw, (0, 1)) - ours).mean()
+    assert flipped < 15 and flipped < np.abs(raw - ours).mean() / 3
+
+
+def test_lerobot_protocol_expert_acts_from_the_full_state():
+    with open_metaworld("reach-v3", obs="lerobot", render="0") as d:
+        assert d.reset(0).state.shape == (4,)
+        assert run_expert(d, 0)[0]
+
+
+def test_lerobot_protocol_refuses_other_cameras_and_unknown_protocols():
+    with pytest.raises(ValueError, match="corner2"):
+        open_metaworld("reach-v3", obs="lerobot", camera="corner")
+    with pytest.raises(ValueError, match="observation protocol.*lerobot"):
+        open_metaworld("reach-v3", obs="pixels")
+    with open_device("sim:metaworld/reach-v3?obs=lerobot&render=0") as d:
+        assert d.obs_protocol == "lerobot" and len(d.embodiment.state) == 4
