@@ -28,6 +28,7 @@ from embodia.devices.embodiment import Camera, Channel, Embodiment
 from embodia.devices.gl import CameraRenderer
 from embodia.devices.mujoco import parse_size
 from embodia.devices.observation import Observation
+from embodia.sim.metaworld_shifts import SHIFTS, ActionShift, SceneShift, ShiftSpec
 
 INSTALL_HINT = "pip install 'embodia[metaworld]'"
 
@@ -206,18 +207,12 @@ def _truthy(v) -> bool:
 class MetaWorldDevice(SimDevice):
     """One Meta-World v3 task driven by end-effector deltas; success as Meta-World reports it."""
 
-    SHIFTS: dict[str, str] = {
-        "heavy": "the free objects (puck, mug, peg, ...) have 2x mass and inertia and half the "
-                 "sliding friction (theirs governs their contacts): pushed objects slide further",
-        "slippery": "the free objects' sliding friction is 0.3x (theirs governs their contacts): "
-                    "grasps slip",
-        "camera": "the camera is moved 8 cm sideways and 5 cm up (the view changes, the task does not)",
-        "dim": "lights at 35% of their brightness (the view changes, the task does not)",
-    }
+    SHIFTS = SHIFTS   # name -> what it changes at severity s (sim/metaworld_shifts.py)
 
     def __init__(self, task: str, shift: str | None = None, size=(96, 96),
                  cameras: list[str] | None = None, render: bool = True,
-                 max_steps: int | None = None, repeat: int = 0, obs: str = "state"):
+                 max_steps: int | None = None, repeat: int = 0, obs: str = "state",
+                 severity: float = 1.0, drift: int = 0, jitter: float = 0.0, cell: int = 0):
         envs = _require_metaworld()
         if obs not in OBS_PROTOCOLS:
             raise ValueError(f"unknown observation protocol obs={obs!r}; known: {', '.join(OBS_PROTOCOLS)}")
@@ -226,19 +221,24 @@ class MetaWorldDevice(SimDevice):
         self.obs_protocol = obs
         if task not in envs:
             raise ValueError(f"unknown Meta-World task {task!r}; known: {', '.join(sorted(envs))}")
-        if isinstance(shift, str) and shift.strip().lower() in ("", "none"):
-            shift = None
-        if shift is not None and shift not in self.SHIFTS:
-            raise ValueError(f"unknown metaworld shift {shift!r}; known: "
-                             + ", ".join(f"{k} ({v})" for k, v in self.SHIFTS.items()))
+        self._shift = ShiftSpec.parse(shift, severity)
         import mujoco
         self._mj = mujoco
-        self.task, self.shift = task, shift
-        if int(repeat) < 0:
-            raise ValueError(f"repeat must be >= 0, got {repeat}")
+        self.task, self.shift = task, self._shift.name
+        if int(repeat) < 0 or int(drift) < 0 or int(cell) < 0:
+            raise ValueError(f"repeat, drift and cell must be >= 0, got {repeat}, {drift}, {cell}")
+        if not (np.isfinite(jitter) and 0 <= float(jitter) <= 0.1):
+            raise ValueError(f"jitter is a half-width in metres from 0 to 0.1, got {jitter!r}")
         # > 0: seed s shows the variation of seed s % repeat (a robot that meets the same few set-ups
-        # again, the setting where a success memory can recall); the policy still gets seed s
-        self.repeat = int(repeat)
+        # again, the setting where a success memory can recall); the policy still gets seed s.
+        # `cell` picks another K set-ups (those of seeds K*cell .. K*cell + K - 1), `jitter` moves the
+        # objects and the goal of each episode up to that many metres from its set-up (drawn from
+        # seed s), so set-ups come back similar but never identical.
+        self.repeat, self.cell, self.jitter = int(repeat), int(cell), float(jitter)
+        self.drift = int(drift)
+        self._episodes = 0          # resets so far: how far a drifting shift has grown
+        self._now = self._shift
+        self._base_vecs: dict[int, np.ndarray] = {}
 
         env = envs[task]()
         # Goal observable, seeded task variations: the same switches Meta-World's MT1 benchmark and
@@ -268,8 +268,9 @@ class MetaWorldDevice(SimDevice):
         if not render:
             cams = []
         self._upright_cameras(cams)
-        if shift is not None:
-            self._apply_shift(shift, cams)
+        self._scene = SceneShift(env, cams, task)
+        self._scene.apply(self._shift)      # at full severity once: a shift the task cannot take fails here
+        self._act_shift = ActionShift()
 
         self.hz = 1.0 / (env.frame_skip * float(self.model.opt.timestep))
         space = env.observation_space
@@ -310,42 +311,24 @@ class MetaWorldDevice(SimDevice):
                 mj.mju_mulQuat(q, m.cam_quat[i].copy(), np.array([0.0, 0.0, 0.0, 1.0]))
                 m.cam_quat[i] = q
 
-    def _apply_shift(self, shift: str, cams: list[str]) -> None:
-        mj, m = self._mj, self.model
-        if shift in ("heavy", "slippery"):
-            mass, friction = (2.0, 0.5) if shift == "heavy" else (1.0, 0.3)
-            free = [int(m.jnt_bodyid[j]) for j in range(m.njnt) if m.jnt_type[j] == mj.mjtJoint.mjJNT_FREE]
-            if not free:
-                raise ValueError(f"shift {shift!r} changes free objects; {self.task} has none")
-            for b in free:
-                m.body_mass[b] *= mass
-                m.body_inertia[b] *= mass
-                geoms = m.geom_bodyid == b
-                m.geom_friction[geoms, 0] *= friction
-                # MuJoCo takes the larger friction of two touching geoms (the pads have 2.0), so
-                # without priority a lower object friction would change nothing.
-                m.geom_priority[geoms] = np.maximum(m.geom_priority[geoms], 10)
-        elif shift == "camera":
-            for c in cams:
-                m.cam_pos[m.camera(c).id] += np.array([0.08, 0.0, 0.05])
-        elif shift == "dim":
-            m.light_diffuse[:] *= 0.35
-            m.light_ambient[:] *= 0.35
-            m.light_specular[:] *= 0.35
-            m.vis.headlight.diffuse[:] = np.asarray(m.vis.headlight.diffuse) * 0.35
-            m.vis.headlight.ambient[:] = np.asarray(m.vis.headlight.ambient) * 0.35
-        else:   # pragma: no cover - SHIFTS and this function go together
-            raise AssertionError(shift)
-
     # -- Device protocol ---------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> Observation:
         if seed is None:
             seed = int(np.random.default_rng().integers(2**31))
         self.seed = int(seed)
+        grown = min(1.0, self._episodes / self.drift) if self.drift else 1.0
+        self._now = self._shift.at(self._shift.severity * grown)
+        self._scene.apply(self._now)
+        self._act_shift.reset()
+        self._episodes += 1
         # env.seed reseeds env.np_random, the only source of the task variation (object and goal
         # positions); the rest of the reset (hand settling, physics) is deterministic.
-        self.env.seed(self.seed % self.repeat if self.repeat else self.seed)
-        obs, _ = self.env.reset()
+        base = self.repeat * self.cell + self.seed % self.repeat if self.repeat else self.seed
+        if self.jitter > 0:
+            obs = self._jittered_reset(base)
+        else:
+            self.env.seed(base)
+            obs, _ = self.env.reset()
         self._obs = np.asarray(obs, dtype=np.float32)
         self._last_info = {}
         self._success_step = None
@@ -353,11 +336,38 @@ class MetaWorldDevice(SimDevice):
         self._t0 = float(self.data.time)
         return self.observe()
 
+    def shift_now(self) -> ShiftSpec:
+        """The shift at the severity of the episode running: full unless it drifts (`drift=N`: the
+        n-th episode since the device opened runs at severity x min(1, n / N), the first one clean)."""
+        return self._now
+
+    def _jittered_reset(self, base: int):
+        """Reset to set-up `base` with its object and goal moved up to `jitter` metres (drawn from the
+        episode's seed): the env draws its rand vec from a box around the base one, so a task that
+        redraws until object and goal are apart still finds a draw (the base one is apart)."""
+        from gymnasium.spaces import Box
+        env = self.env
+        space = env._random_reset_space
+        if base not in self._base_vecs:
+            env.seed(base)
+            env.reset()
+            self._base_vecs[base] = np.array(env._last_rand_vec, dtype=np.float64)
+        vec = self._base_vecs[base]
+        env._random_reset_space = Box(np.maximum(space.low, vec - self.jitter),
+                                      np.minimum(space.high, vec + self.jitter), dtype=np.float64)
+        try:
+            env.seed(self.seed)
+            obs, _ = env.reset()
+        finally:
+            env._random_reset_space = space
+        return obs
+
     def act(self, action) -> np.ndarray:
         if self._obs is None:
             raise RuntimeError(f"metaworld/{self.task}: call reset() before act()")
         a = check_action(action, self.embodiment)
-        obs, _, _, _, info = self.env.step(a)
+        # the arm gets the shifted action; what the policy commanded is what is returned and recorded
+        obs, _, _, _, info = self.env.step(self._act_shift(self.shift_now(), a))
         if not np.all(np.isfinite(self.data.qpos)):
             raise FloatingPointError(f"metaworld/{self.task}: simulation diverged (non-finite qpos) "
                                      f"after action {a.tolist()}")
@@ -399,6 +409,8 @@ class MetaWorldDevice(SimDevice):
         out["success_step"] = self._success_step
         out["steps"] = self._steps
         out["seed"] = self.seed
+        if self.shift is not None:
+            out["shift_severity"] = self.shift_now().severity
         return out
 
     def expert(self) -> "MetaWorldExpert":
@@ -449,11 +461,15 @@ class MetaWorldExpert(Policy):
 
 
 def open_metaworld(task: str, shift: str | None = None, size="96x96", camera=None, render="1",
-                   max_steps=None, repeat="0", obs="state", **_) -> MetaWorldDevice:
-    """Factory for `sim:metaworld/<task>[?shift=heavy&size=96x96&camera=corner&render=0&max_steps=500&repeat=3&obs=lerobot]`
-    (``repeat=K``: seed s shows the task variation of seed s % K, so a stream repeats K set-ups;
-    ``obs=lerobot``: LeRobot's view, the `corner2` image and the 4-number `agent_pos`)."""
+                   max_steps=None, repeat="0", obs="state", severity="1", drift="0", jitter="0", cell="0",
+                   **_) -> MetaWorldDevice:
+    """Factory for `sim:metaworld/<task>[?shift=heavy&severity=1&drift=0&size=96x96&camera=corner&render=0
+    &max_steps=500&repeat=3&cell=0&jitter=0.02&obs=lerobot]` (``repeat=K``: seed s shows the task
+    variation of seed s % K (+ K x cell), so a stream repeats K set-ups; ``jitter``: each episode moves
+    them up to that many metres; ``severity``/``drift``: see sim/metaworld_shifts.py; ``obs=lerobot``:
+    LeRobot's view, the `corner2` image and the 4-number `agent_pos`)."""
     cams = camera.split(",") if isinstance(camera, str) and camera else camera
     return MetaWorldDevice(task, shift=shift, size=parse_size(size), cameras=cams,
                            render=_truthy(render), max_steps=int(max_steps) if max_steps else None,
-                           repeat=int(repeat), obs=obs)
+                           repeat=int(repeat), obs=obs, severity=float(severity), drift=int(drift),
+                           jitter=float(jitter), cell=int(cell))

@@ -266,3 +266,89 @@ def test_lerobot_protocol_refuses_other_cameras_and_unknown_protocols():
         open_metaworld("reach-v3", obs="pixels")
     with open_device("sim:metaworld/reach-v3?obs=lerobot&render=0") as d:
         assert d.obs_protocol == "lerobot" and len(d.embodiment.state) == 4
+
+
+def _drive(dev, seed, actions):
+    dev.reset(seed)
+    for a in actions:
+        dev.act(a)
+    return dev.observe().state
+
+
+ACTIONS = [np.array([0.8, -0.5, 0.3, 1.0], np.float32), np.array([-0.2, 0.9, -0.6, -1.0], np.float32),
+           np.array([0.5, 0.5, 0.5, 0.5], np.float32), np.array([-1.0, 0.0, 0.2, 1.0], np.float32)]
+
+
+def test_delay_shift_gives_the_arm_each_action_one_step_late():
+    with open_metaworld("push-v3", render="0") as nominal, \
+            open_metaworld("push-v3", shift="delay", render="0") as late, \
+            open_metaworld("push-v3", shift="delay", severity="2", render="0") as later:
+        zero = np.zeros(4, np.float32)
+        assert np.array_equal(_drive(late, 4, ACTIONS), _drive(nominal, 4, [zero] + ACTIONS[:-1]))
+        assert np.array_equal(_drive(later, 4, ACTIONS), _drive(nominal, 4, [zero, zero] + ACTIONS[:-2]))
+        assert not np.array_equal(_drive(late, 4, ACTIONS), _drive(nominal, 4, ACTIONS))
+        assert late.info()["shift_severity"] == 1.0
+
+
+def test_gain_shift_is_a_miscalibrated_arm():
+    from embodia.sim.metaworld_shifts import GAIN_DRIFT, GAIN_LOSS
+    with open_metaworld("push-v3", render="0") as nominal, \
+            open_metaworld("push-v3", shift="gain", severity="0.5", render="0") as off:
+        want = []
+        for a in ACTIONS:
+            b = a.copy()
+            b[:3] = b[:3] * (1 - GAIN_LOSS * 0.5) + 0.5 * GAIN_DRIFT
+            want.append(np.clip(b, -1, 1))
+        assert np.array_equal(_drive(off, 1, ACTIONS), _drive(nominal, 1, want))
+
+
+def test_pose_shift_starts_the_arm_elsewhere_and_severity_zero_is_no_shift():
+    from embodia.sim.metaworld_shifts import POSE_OFFSET
+    with open_metaworld("reach-v3", render="0") as nominal, \
+            open_metaworld("reach-v3", shift="pose", render="0") as moved, \
+            open_metaworld("reach-v3", shift="pose", severity="0", render="0") as zero:
+        n, m = nominal.reset(0).state, moved.reset(0).state
+        assert np.allclose(m[:3] - n[:3], POSE_OFFSET, atol=0.02)
+        assert np.array_equal(zero.reset(0).state, n)
+        assert np.allclose(m[4:7], n[4:7]) and np.allclose(m[36:], n[36:])   # same object and goal
+        assert run_expert(moved, 0)[0]
+
+
+def test_drift_grows_a_shift_over_the_stream():
+    with open_metaworld("pick-place-v3", shift="heavy", severity="2", drift="4", render="0") as d:
+        b = d.model.body("obj").id
+        mass0 = d._scene.nominal["body_mass"][b]
+        seen = []
+        for ep in range(6):
+            d.reset(ep)
+            seen.append((d.info()["shift_severity"], d.model.body_mass[b] / mass0))
+        assert [s for s, _ in seen] == [0.0, 0.5, 1.0, 1.5, 2.0, 2.0]
+        assert np.allclose([m for _, m in seen], [1.0, 1.5, 2.0, 2.5, 3.0, 3.0])   # never compounds
+
+
+def test_jitter_brings_set_ups_back_similar_but_never_identical():
+    pos = {}
+    with open_metaworld("pick-place-v3", render="0", repeat="3", jitter="0.02") as d:
+        for seed in range(9):
+            s = d.reset(seed).state
+            pos[seed] = np.concatenate([s[4:7], s[36:39]])
+        again = np.concatenate([d.reset(4).state[4:7], d.reset(4).state[36:39]])
+    with open_metaworld("pick-place-v3", render="0", repeat="3", cell="1") as exact:
+        other_cell = exact.reset(0).state[4:7]
+    assert np.array_equal(again, pos[4])                                    # deterministic per seed
+    for seed in range(3, 9):
+        same_base = pos[seed] - pos[seed % 3]
+        assert 0 < np.abs(same_base).max() <= 0.04 + 1e-6                   # never identical, close
+    assert np.abs(pos[0] - pos[1]).max() > 0.05                              # other set-ups: far
+    assert np.abs(other_cell - pos[0][:3]).max() > 0.02                      # another cell, other set-ups
+
+
+def test_shift_arguments_are_checked():
+    with pytest.raises(ValueError, match="severity"):
+        open_metaworld("reach-v3", shift="gain", severity="-1", render="0")
+    with pytest.raises(ValueError, match="jitter"):
+        open_metaworld("reach-v3", jitter="0.5", render="0")
+    with pytest.raises(ValueError, match="free objects"):
+        open_metaworld("door-open-v3", shift="heavy", render="0")
+    with pytest.raises(ValueError, match="unknown metaworld shift.*delay"):
+        open_metaworld("reach-v3", shift="late", render="0")
