@@ -212,7 +212,8 @@ class MetaWorldDevice(SimDevice):
     def __init__(self, task: str, shift: str | None = None, size=(96, 96),
                  cameras: list[str] | None = None, render: bool = True,
                  max_steps: int | None = None, repeat: int = 0, obs: str = "state",
-                 severity: float = 1.0, drift: int = 0, jitter: float = 0.0, cell: int = 0):
+                 severity: float = 1.0, drift: int = 0, jitter: float = 0.0, cell: int = 0,
+                 cell_span: int = 0):
         envs = _require_metaworld()
         if obs not in OBS_PROTOCOLS:
             raise ValueError(f"unknown observation protocol obs={obs!r}; known: {', '.join(OBS_PROTOCOLS)}")
@@ -225,16 +226,21 @@ class MetaWorldDevice(SimDevice):
         import mujoco
         self._mj = mujoco
         self.task, self.shift = task, self._shift.name
-        if int(repeat) < 0 or int(drift) < 0 or int(cell) < 0:
-            raise ValueError(f"repeat, drift and cell must be >= 0, got {repeat}, {drift}, {cell}")
+        if min(int(repeat), int(drift), int(cell), int(cell_span)) < 0:
+            raise ValueError(f"repeat, drift, cell and cell_span must be >= 0, got {repeat}, {drift}, {cell}, "
+                             f"{cell_span}")
         if not (np.isfinite(jitter) and 0 <= float(jitter) <= 0.1):
             raise ValueError(f"jitter is a half-width in metres from 0 to 0.1, got {jitter!r}")
         # > 0: seed s shows the variation of seed s % repeat (a robot that meets the same few set-ups
         # again, the setting where a success memory can recall); the policy still gets seed s.
         # `cell` picks another K set-ups (those of seeds K*cell .. K*cell + K - 1), `jitter` moves the
         # objects and the goal of each episode up to that many metres from its set-up (drawn from
-        # seed s), so set-ups come back similar but never identical.
+        # seed s), so set-ups come back similar but never identical. `cell_span=N`: seeds come in
+        # blocks of N, each its own cell (cell + s // N), and a drifting shift grows with the
+        # episode's place in its block (s % N): a stream of N episodes from a multiple of N is one
+        # cell, whichever process runs it.
         self.repeat, self.cell, self.jitter = int(repeat), int(cell), float(jitter)
+        self.cell_span = int(cell_span)
         self.drift = int(drift)
         self._episodes = 0          # resets so far: how far a drifting shift has grown
         self._now = self._shift
@@ -316,14 +322,16 @@ class MetaWorldDevice(SimDevice):
         if seed is None:
             seed = int(np.random.default_rng().integers(2**31))
         self.seed = int(seed)
-        grown = min(1.0, self._episodes / self.drift) if self.drift else 1.0
+        cell, place = ((self.cell + self.seed // self.cell_span, self.seed % self.cell_span) if self.cell_span
+                       else (self.cell, self._episodes))
+        grown = min(1.0, place / self.drift) if self.drift else 1.0
         self._now = self._shift.at(self._shift.severity * grown)
         self._scene.apply(self._now)
         self._act_shift.reset()
         self._episodes += 1
         # env.seed reseeds env.np_random, the only source of the task variation (object and goal
         # positions); the rest of the reset (hand settling, physics) is deterministic.
-        base = self.repeat * self.cell + self.seed % self.repeat if self.repeat else self.seed
+        base = self.repeat * cell + self.seed % self.repeat if self.repeat else self.seed
         if self.jitter > 0:
             obs = self._jittered_reset(base)
         else:
@@ -338,7 +346,8 @@ class MetaWorldDevice(SimDevice):
 
     def shift_now(self) -> ShiftSpec:
         """The shift at the severity of the episode running: full unless it drifts (`drift=N`: the
-        n-th episode since the device opened runs at severity x min(1, n / N), the first one clean)."""
+        n-th episode since the device opened, or of its cell with `cell_span`, runs at severity x
+        min(1, n / N), the first one clean)."""
         return self._now
 
     def _jittered_reset(self, base: int):
@@ -462,14 +471,15 @@ class MetaWorldExpert(Policy):
 
 def open_metaworld(task: str, shift: str | None = None, size="96x96", camera=None, render="1",
                    max_steps=None, repeat="0", obs="state", severity="1", drift="0", jitter="0", cell="0",
-                   **_) -> MetaWorldDevice:
+                   cell_span="0", **_) -> MetaWorldDevice:
     """Factory for `sim:metaworld/<task>[?shift=heavy&severity=1&drift=0&size=96x96&camera=corner&render=0
-    &max_steps=500&repeat=3&cell=0&jitter=0.02&obs=lerobot]` (``repeat=K``: seed s shows the task
-    variation of seed s % K (+ K x cell), so a stream repeats K set-ups; ``jitter``: each episode moves
-    them up to that many metres; ``severity``/``drift``: see sim/metaworld_shifts.py; ``obs=lerobot``:
+    &max_steps=500&repeat=3&cell=0&cell_span=40&jitter=0.02&obs=lerobot]` (``repeat=K``: seed s shows
+    the task variation of seed s % K (+ K x cell), so a stream repeats K set-ups; ``cell_span=N``:
+    every block of N seeds is a cell of its own; ``jitter``: each episode moves them up to that many
+    metres; ``severity``/``drift``: see sim/metaworld_shifts.py; ``obs=lerobot``:
     LeRobot's view, the `corner2` image and the 4-number `agent_pos`)."""
     cams = camera.split(",") if isinstance(camera, str) and camera else camera
     return MetaWorldDevice(task, shift=shift, size=parse_size(size), cameras=cams,
                            render=_truthy(render), max_steps=int(max_steps) if max_steps else None,
                            repeat=int(repeat), obs=obs, severity=float(severity), drift=int(drift),
-                           jitter=float(jitter), cell=int(cell))
+                           jitter=float(jitter), cell=int(cell), cell_span=int(cell_span))

@@ -352,3 +352,17 @@ def test_shift_arguments_are_checked():
         open_metaworld("door-open-v3", shift="heavy", render="0")
     with pytest.raises(ValueError, match="unknown metaworld shift.*delay"):
         open_metaworld("reach-v3", shift="late", render="0")
+
+
+def test_cell_span_makes_each_block_of_seeds_its_own_cell_and_drift_follows_the_block():
+    with open_metaworld("pick-place-v3", render="0", repeat="2", cell_span="4", shift="gain", drift="2") as d:
+        obj = {}
+        for seed in (0, 1, 2, 3, 4, 5, 6):
+            obj[seed] = d.reset(seed).state[4:7].copy()
+            if seed in (0, 4):
+                assert d.info()["shift_severity"] == 0.0          # the first episode of a cell is clean
+        assert d.info()["shift_severity"] == 1.0
+        assert np.array_equal(obj[0], obj[2]) and np.array_equal(obj[1], obj[3])   # cell 0: seeds 0, 1
+        assert not np.array_equal(obj[0], obj[4]) and np.array_equal(obj[4], obj[6])  # cell 1: seeds 2, 3
+    with open_metaworld("pick-place-v3", render="0", repeat="2", cell="1") as d:
+        assert np.array_equal(d.reset(0).state[4:7], obj[4])
