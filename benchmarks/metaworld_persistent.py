@@ -1,9 +1,9 @@
 """Persistent deployment on Meta-World: a frozen policy in one cell under a local shift, its success
 memory on vs off, paired episode by episode; one JSON line.
 
-    # does exactly replaying a stored success pass the task by itself? (decides --jitter; minutes)
+    # does exactly replaying a stored success pass the task by itself? (decides --jitter; 20 minutes)
     python benchmarks/metaworld_persistent.py replay-check --tasks hard,very_hard --repeat 3 \\
-        --jitter 0,0.01,0.02,0.03 --streams 4 --episodes 12 --seed 1000
+        --jitter 0,0.02,0.04 --streams 3 --episodes 9 --seed 1008
 
     # the evaluation: clean and shifted cells, memory arms, per axis and pooled (hours; resumable)
     python benchmarks/metaworld_persistent.py eval --policy embodia-mt50 --tasks hard,very_hard \\
@@ -247,7 +247,8 @@ def main(argv=None) -> None:
         p.add_argument("--episodes", type=int, default=30, help="episodes per stream (one cell each)")
         p.add_argument("--seed", type=int, default=40000, help="a multiple of --episodes")
     rc.add_argument("--jitter", default="0,0.01,0.02,0.03", help="comma list of jitters to measure (metres)")
-    ev.add_argument("--jitter", type=float, default=0.02)
+    ev.add_argument("--jitter", type=float, default=0.04,
+                    help="metres; at 4 cm a replayed success passes 0.21 of hard set-ups (BENCHMARKS.md)")
     ev.add_argument("--policy", default="embodia-mt50")
     ev.add_argument("--axes", default="gain,delay,pose")
     ev.add_argument("--severity", default="", help="axis=severity,... (default 1 each)")
