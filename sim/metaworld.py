@@ -28,6 +28,7 @@ from embodia.devices.embodiment import Camera, Channel, Embodiment
 from embodia.devices.gl import CameraRenderer
 from embodia.devices.mujoco import parse_size
 from embodia.devices.observation import Observation
+from embodia.sim.metaworld_shifts import SHIFTS, ActionShift, SceneShift, ShiftSpec
 
 INSTALL_HINT = "pip install 'embodia[metaworld]'"
 
@@ -116,6 +117,17 @@ SUITES: dict[str, tuple[str, ...]] = {
 }
 SUITE_MAX_STEPS = 500   # LeRobot's Meta-World episodes: 500 steps on every task (MT1's max_path_length)
 
+# Observation protocols (`?obs=`): what the policy receives. "state" is Meta-World's 39 numbers with
+# the object and goal positions in them; "lerobot" is what LeRobot's Meta-World environment
+# (`obs_type=pixels_agent_pos`) hands a policy: the `corner2` image, that camera moved to
+# (0.75, 0.075, 0.7) and turned upright, and `agent_pos`, the first four numbers of Meta-World's
+# observation (hand x, y, z and the gripper opening). Nothing else: the object and the goal are
+# only in the pixels. Scripted experts still act from the full state, which the device keeps.
+OBS_PROTOCOLS = ("state", "lerobot")
+LEROBOT_CAMERA = "corner2"
+LEROBOT_CAMERA_POS = (0.75, 0.075, 0.7)
+AGENT_POS = 4   # hand_x, hand_y, hand_z, gripper_open
+
 
 def group_of(task: str) -> str:
     """The difficulty group of a task.
@@ -195,34 +207,44 @@ def _truthy(v) -> bool:
 class MetaWorldDevice(SimDevice):
     """One Meta-World v3 task driven by end-effector deltas; success as Meta-World reports it."""
 
-    SHIFTS: dict[str, str] = {
-        "heavy": "the free objects (puck, mug, peg, ...) have 2x mass and inertia and half the "
-                 "sliding friction (theirs governs their contacts): pushed objects slide further",
-        "slippery": "the free objects' sliding friction is 0.3x (theirs governs their contacts): "
-                    "grasps slip",
-        "camera": "the camera is moved 8 cm sideways and 5 cm up (the view changes, the task does not)",
-        "dim": "lights at 35% of their brightness (the view changes, the task does not)",
-    }
+    SHIFTS = SHIFTS   # name -> what it changes at severity s (sim/metaworld_shifts.py)
 
     def __init__(self, task: str, shift: str | None = None, size=(96, 96),
                  cameras: list[str] | None = None, render: bool = True,
-                 max_steps: int | None = None, repeat: int = 0):
+                 max_steps: int | None = None, repeat: int = 0, obs: str = "state",
+                 severity: float = 1.0, drift: int = 0, jitter: float = 0.0, cell: int = 0,
+                 cell_span: int = 0):
         envs = _require_metaworld()
+        if obs not in OBS_PROTOCOLS:
+            raise ValueError(f"unknown observation protocol obs={obs!r}; known: {', '.join(OBS_PROTOCOLS)}")
+        if obs == "lerobot" and cameras is not None and list(cameras) != [LEROBOT_CAMERA]:
+            raise ValueError(f"obs=lerobot reads the {LEROBOT_CAMERA!r} camera only, not {list(cameras)}")
+        self.obs_protocol = obs
         if task not in envs:
             raise ValueError(f"unknown Meta-World task {task!r}; known: {', '.join(sorted(envs))}")
-        if isinstance(shift, str) and shift.strip().lower() in ("", "none"):
-            shift = None
-        if shift is not None and shift not in self.SHIFTS:
-            raise ValueError(f"unknown metaworld shift {shift!r}; known: "
-                             + ", ".join(f"{k} ({v})" for k, v in self.SHIFTS.items()))
+        self._shift = ShiftSpec.parse(shift, severity)
         import mujoco
         self._mj = mujoco
-        self.task, self.shift = task, shift
-        if int(repeat) < 0:
-            raise ValueError(f"repeat must be >= 0, got {repeat}")
+        self.task, self.shift = task, self._shift.name
+        if min(int(repeat), int(drift), int(cell), int(cell_span)) < 0:
+            raise ValueError(f"repeat, drift, cell and cell_span must be >= 0, got {repeat}, {drift}, {cell}, "
+                             f"{cell_span}")
+        if not (np.isfinite(jitter) and 0 <= float(jitter) <= 0.1):
+            raise ValueError(f"jitter is a half-width in metres from 0 to 0.1, got {jitter!r}")
         # > 0: seed s shows the variation of seed s % repeat (a robot that meets the same few set-ups
-        # again, the setting where a success memory can recall); the policy still gets seed s
-        self.repeat = int(repeat)
+        # again, the setting where a success memory can recall); the policy still gets seed s.
+        # `cell` picks another K set-ups (those of seeds K*cell .. K*cell + K - 1), `jitter` moves the
+        # objects and the goal of each episode up to that many metres from its set-up (drawn from
+        # seed s), so set-ups come back similar but never identical. `cell_span=N`: seeds come in
+        # blocks of N, each its own cell (cell + s // N), and a drifting shift grows with the
+        # episode's place in its block (s % N): a stream of N episodes from a multiple of N is one
+        # cell, whichever process runs it.
+        self.repeat, self.cell, self.jitter = int(repeat), int(cell), float(jitter)
+        self.cell_span = int(cell_span)
+        self.drift = int(drift)
+        self._episodes = 0          # resets so far: how far a drifting shift has grown
+        self._now = self._shift
+        self._base_vecs: dict[int, np.ndarray] = {}
 
         env = envs[task]()
         # Goal observable, seeded task variations: the same switches Meta-World's MT1 benchmark and
@@ -241,23 +263,29 @@ class MetaWorldDevice(SimDevice):
         w, h = parse_size(size)
         all_cams = [mujoco.mj_id2name(self.model, mujoco.mjtObj.mjOBJ_CAMERA, i)
                     for i in range(self.model.ncam)]
-        cams = [DEFAULT_CAMERA] if cameras is None else list(cameras)
+        if obs == "lerobot":
+            cams = [LEROBOT_CAMERA]
+            self.model.cam_pos[self.model.camera(LEROBOT_CAMERA).id] = LEROBOT_CAMERA_POS
+        else:
+            cams = [DEFAULT_CAMERA] if cameras is None else list(cameras)
         for c in cams:
             if c not in all_cams:
                 raise ValueError(f"camera {c!r} not in the Meta-World scene; it has {all_cams}")
         if not render:
             cams = []
         self._upright_cameras(cams)
-        if shift is not None:
-            self._apply_shift(shift, cams)
+        self._scene = SceneShift(env, cams, task)
+        self._scene.apply(self._shift)      # at full severity once: a shift the task cannot take fails here
+        self._act_shift = ActionShift()
 
         self.hz = 1.0 / (env.frame_skip * float(self.model.opt.timestep))
         space = env.observation_space
+        state = state_channels(space.low, space.high)
         self.embodiment = Embodiment(
             name="sawyer", kind="arm (Sawyer, Meta-World)", hz=self.hz,
             actions=(Channel("dx", -1.0, 1.0), Channel("dy", -1.0, 1.0), Channel("dz", -1.0, 1.0),
                      Channel("gripper", -1.0, 1.0)),
-            state=state_channels(space.low, space.high),
+            state=state[:AGENT_POS] if obs == "lerobot" else state,
             cameras=tuple(Camera(c, w, h) for c in cams), chunk=16, exec_horizon=8,
             action_kind="delta", convention=_CONVENTION)
         self._expert_cls = expert_policy_class(task)
@@ -289,42 +317,26 @@ class MetaWorldDevice(SimDevice):
                 mj.mju_mulQuat(q, m.cam_quat[i].copy(), np.array([0.0, 0.0, 0.0, 1.0]))
                 m.cam_quat[i] = q
 
-    def _apply_shift(self, shift: str, cams: list[str]) -> None:
-        mj, m = self._mj, self.model
-        if shift in ("heavy", "slippery"):
-            mass, friction = (2.0, 0.5) if shift == "heavy" else (1.0, 0.3)
-            free = [int(m.jnt_bodyid[j]) for j in range(m.njnt) if m.jnt_type[j] == mj.mjtJoint.mjJNT_FREE]
-            if not free:
-                raise ValueError(f"shift {shift!r} changes free objects; {self.task} has none")
-            for b in free:
-                m.body_mass[b] *= mass
-                m.body_inertia[b] *= mass
-                geoms = m.geom_bodyid == b
-                m.geom_friction[geoms, 0] *= friction
-                # MuJoCo takes the larger friction of two touching geoms (the pads have 2.0), so
-                # without priority a lower object friction would change nothing.
-                m.geom_priority[geoms] = np.maximum(m.geom_priority[geoms], 10)
-        elif shift == "camera":
-            for c in cams:
-                m.cam_pos[m.camera(c).id] += np.array([0.08, 0.0, 0.05])
-        elif shift == "dim":
-            m.light_diffuse[:] *= 0.35
-            m.light_ambient[:] *= 0.35
-            m.light_specular[:] *= 0.35
-            m.vis.headlight.diffuse[:] = np.asarray(m.vis.headlight.diffuse) * 0.35
-            m.vis.headlight.ambient[:] = np.asarray(m.vis.headlight.ambient) * 0.35
-        else:   # pragma: no cover - SHIFTS and this function go together
-            raise AssertionError(shift)
-
     # -- Device protocol ---------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> Observation:
         if seed is None:
             seed = int(np.random.default_rng().integers(2**31))
         self.seed = int(seed)
+        cell, place = ((self.cell + self.seed // self.cell_span, self.seed % self.cell_span) if self.cell_span
+                       else (self.cell, self._episodes))
+        grown = min(1.0, place / self.drift) if self.drift else 1.0
+        self._now = self._shift.at(self._shift.severity * grown)
+        self._scene.apply(self._now)
+        self._act_shift.reset()
+        self._episodes += 1
         # env.seed reseeds env.np_random, the only source of the task variation (object and goal
         # positions); the rest of the reset (hand settling, physics) is deterministic.
-        self.env.seed(self.seed % self.repeat if self.repeat else self.seed)
-        obs, _ = self.env.reset()
+        base = self.repeat * cell + self.seed % self.repeat if self.repeat else self.seed
+        if self.jitter > 0:
+            obs = self._jittered_reset(base)
+        else:
+            self.env.seed(base)
+            obs, _ = self.env.reset()
         self._obs = np.asarray(obs, dtype=np.float32)
         self._last_info = {}
         self._success_step = None
@@ -332,11 +344,39 @@ class MetaWorldDevice(SimDevice):
         self._t0 = float(self.data.time)
         return self.observe()
 
+    def shift_now(self) -> ShiftSpec:
+        """The shift at the severity of the episode running: full unless it drifts (`drift=N`: the
+        n-th episode since the device opened, or of its cell with `cell_span`, runs at severity x
+        min(1, n / N), the first one clean)."""
+        return self._now
+
+    def _jittered_reset(self, base: int):
+        """Reset to set-up `base` with its object and goal moved up to `jitter` metres (drawn from the
+        episode's seed): the env draws its rand vec from a box around the base one, so a task that
+        redraws until object and goal are apart still finds a draw (the base one is apart)."""
+        from gymnasium.spaces import Box
+        env = self.env
+        space = env._random_reset_space
+        if base not in self._base_vecs:
+            env.seed(base)
+            env.reset()
+            self._base_vecs[base] = np.array(env._last_rand_vec, dtype=np.float64)
+        vec = self._base_vecs[base]
+        env._random_reset_space = Box(np.maximum(space.low, vec - self.jitter),
+                                      np.minimum(space.high, vec + self.jitter), dtype=np.float64)
+        try:
+            env.seed(self.seed)
+            obs, _ = env.reset()
+        finally:
+            env._random_reset_space = space
+        return obs
+
     def act(self, action) -> np.ndarray:
         if self._obs is None:
             raise RuntimeError(f"metaworld/{self.task}: call reset() before act()")
         a = check_action(action, self.embodiment)
-        obs, _, _, _, info = self.env.step(a)
+        # the arm gets the shifted action; what the policy commanded is what is returned and recorded
+        obs, _, _, _, info = self.env.step(self._act_shift(self.shift_now(), a))
         if not np.all(np.isfinite(self.data.qpos)):
             raise FloatingPointError(f"metaworld/{self.task}: simulation diverged (non-finite qpos) "
                                      f"after action {a.tolist()}")
@@ -351,8 +391,16 @@ class MetaWorldDevice(SimDevice):
         if self._obs is None:
             raise RuntimeError(f"metaworld/{self.task}: call reset() before observe()")
         # The cached observation: env._get_obs() advances Meta-World's frame stack, so never here.
-        return Observation(images=self.render(), state=self._obs.copy(),
+        state = self._obs[:AGENT_POS] if self.obs_protocol == "lerobot" else self._obs
+        return Observation(images=self.render(), state=state.copy(),
                            timestamp=float(self.data.time) - self._t0)
+
+    def full_state(self) -> np.ndarray:
+        """Meta-World's whole 39-number observation (objects and goal included), whatever the
+        protocol: what the scripted expert reads. Policies get `observe()`."""
+        if self._obs is None:
+            raise RuntimeError(f"metaworld/{self.task}: call reset() before full_state()")
+        return self._obs.copy()
 
     def success(self) -> bool:
         return self._success_step is not None
@@ -370,12 +418,16 @@ class MetaWorldDevice(SimDevice):
         out["success_step"] = self._success_step
         out["steps"] = self._steps
         out["seed"] = self.seed
+        if self.shift is not None:
+            out["shift_severity"] = self.shift_now().severity
         return out
 
     def expert(self) -> "MetaWorldExpert":
         if self._expert_cls is None:
             raise NotImplementedError(f"Meta-World has no scripted policy for {self.task}")
-        return MetaWorldExpert(self._expert_cls())
+        # Under obs=lerobot the observation lacks the object and goal: the expert reads the device.
+        privileged = self.full_state if self.obs_protocol == "lerobot" else None
+        return MetaWorldExpert(self._expert_cls(), privileged)
 
     def render(self) -> dict[str, np.ndarray]:
         cams = self.embodiment.cameras
@@ -396,10 +448,12 @@ class MetaWorldDevice(SimDevice):
 
 
 class MetaWorldExpert(Policy):
-    """Meta-World's scripted policy for the task, applied to `obs.state` (needs the goal in it)."""
+    """Meta-World's scripted policy for the task, applied to `obs.state` (needs the goal in it), or to
+    `full_state()` where the observation protocol hides the objects and goal from the policy."""
 
-    def __init__(self, policy):
+    def __init__(self, policy, full_state=None):
         self.policy = policy
+        self.full_state = full_state
 
     def reset(self, seed: int | None = None) -> None:
         pass   # the scripted policies are stateless and deterministic
@@ -408,7 +462,7 @@ class MetaWorldExpert(Policy):
         return {}
 
     def act(self, obs, instruction: str = "") -> np.ndarray:
-        s = np.asarray(obs.state, dtype=np.float64)
+        s = np.asarray(obs.state if self.full_state is None else self.full_state(), dtype=np.float64)
         with warnings.catch_warnings():   # "Constant(s) may be too high": the env clips anyway
             warnings.simplefilter("ignore")
             a = self.policy.get_action(s)
@@ -416,10 +470,16 @@ class MetaWorldExpert(Policy):
 
 
 def open_metaworld(task: str, shift: str | None = None, size="96x96", camera=None, render="1",
-                   max_steps=None, repeat="0", **_) -> MetaWorldDevice:
-    """Factory for `sim:metaworld/<task>[?shift=heavy&size=96x96&camera=corner&render=0&max_steps=500&repeat=3]`
-    (``repeat=K``: seed s shows the task variation of seed s % K, so a stream repeats K set-ups)."""
+                   max_steps=None, repeat="0", obs="state", severity="1", drift="0", jitter="0", cell="0",
+                   cell_span="0", **_) -> MetaWorldDevice:
+    """Factory for `sim:metaworld/<task>[?shift=heavy&severity=1&drift=0&size=96x96&camera=corner&render=0
+    &max_steps=500&repeat=3&cell=0&cell_span=40&jitter=0.02&obs=lerobot]` (``repeat=K``: seed s shows
+    the task variation of seed s % K (+ K x cell), so a stream repeats K set-ups; ``cell_span=N``:
+    every block of N seeds is a cell of its own; ``jitter``: each episode moves them up to that many
+    metres; ``severity``/``drift``: see sim/metaworld_shifts.py; ``obs=lerobot``:
+    LeRobot's view, the `corner2` image and the 4-number `agent_pos`)."""
     cams = camera.split(",") if isinstance(camera, str) and camera else camera
     return MetaWorldDevice(task, shift=shift, size=parse_size(size), cameras=cams,
                            render=_truthy(render), max_steps=int(max_steps) if max_steps else None,
-                           repeat=int(repeat))
+                           repeat=int(repeat), obs=obs, severity=float(severity), drift=int(drift),
+                           jitter=float(jitter), cell=int(cell), cell_span=int(cell_span))

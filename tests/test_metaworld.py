@@ -209,3 +209,160 @@ def test_imports_without_metaworld():
     assert out.returncode == 0, out.stderr
     assert "ERR" in out.stdout and "pip install 'embodia[metaworld]'" in out.stdout
     assert "unavailable" in out.stdout
+
+
+def test_lerobot_protocol_gives_the_policy_no_object_or_goal():
+    """obs=lerobot: the policy's state is LeRobot's 4-number agent_pos, the only camera is corner2;
+    set-ups that move the object and the goal change the image and nothing else it receives."""
+    with open_metaworld("pick-place-v3", obs="lerobot", size="64x64") as d:
+        e = d.embodiment
+        assert [c.name for c in e.state] == ["hand_x", "hand_y", "hand_z", "gripper_open"]
+        assert [(c.name, c.width, c.height) for c in e.cameras] == [("corner2", 64, 64)]
+        a, full_a = d.reset(1), d.full_state()
+        b, full_b = d.reset(2), d.full_state()
+        a.validate(e)
+        assert a.state.shape == (4,) and set(a.images) == {"corner2"}
+        # the object (4:7) and the goal (36:39) moved between the set-ups; the hand did not
+        assert np.linalg.norm(full_a[36:39] - full_b[36:39]) > 0.01
+        assert np.linalg.norm(full_a[4:7] - full_b[4:7]) > 0.01
+        assert np.array_equal(a.state, b.state) and np.array_equal(a.state, full_a[:4])
+        assert not np.array_equal(a.images["corner2"], b.images["corner2"])
+        # the state follows the hand as it moves
+        d.act([1.0, 0.0, 0.0, 0.0])
+        assert d.observe().state[0] > b.state[0]
+
+
+def test_lerobot_camera_is_placed_and_turned_as_lerobot_does():
+    """Our corner2 image against Meta-World's own renderer with LeRobot's camera position and its
+    flip of both image axes: the same view (only lighting details differ), not the mirrored one."""
+    from metaworld.env_dict import ALL_V3_ENVIRONMENTS
+    ref_env = ALL_V3_ENVIRONMENTS["pick-place-v3"](render_mode="rgb_array", camera_name="corner2",
+                                                   width=96, height=96)
+    try:
+        ref_env._partially_observable, ref_env._set_task_called = False, True
+        ref_env._freeze_rand_vec, ref_env.seeded_rand_vec = False, True
+        ref_env.model.cam_pos[ref_env.model.camera("corner2").id] = [0.75, 0.075, 0.7]
+        ref_env.seed(3)
+        ref_env.reset()
+        raw = ref_env.render().astype(int)
+    finally:
+        ref_env.close()
+    with open_metaworld("pick-place-v3", obs="lerobot", size="96x96") as d:
+        ours = d.reset(3).images["corner2"].astype(int)
+    flipped = np.abs(np.flip(raw, (0, 1)) - ours).mean()
+    assert flipped < 15 and flipped < np.abs(raw - ours).mean() / 3
+
+
+def test_lerobot_protocol_expert_acts_from_the_full_state():
+    with open_metaworld("reach-v3", obs="lerobot", render="0") as d:
+        assert d.reset(0).state.shape == (4,)
+        assert run_expert(d, 0)[0]
+
+
+def test_lerobot_protocol_refuses_other_cameras_and_unknown_protocols():
+    with pytest.raises(ValueError, match="corner2"):
+        open_metaworld("reach-v3", obs="lerobot", camera="corner")
+    with pytest.raises(ValueError, match="observation protocol.*lerobot"):
+        open_metaworld("reach-v3", obs="pixels")
+    with open_device("sim:metaworld/reach-v3?obs=lerobot&render=0") as d:
+        assert d.obs_protocol == "lerobot" and len(d.embodiment.state) == 4
+
+
+def _drive(dev, seed, actions):
+    dev.reset(seed)
+    for a in actions:
+        dev.act(a)
+    return dev.observe().state
+
+
+ACTIONS = [np.array([0.8, -0.5, 0.3, 1.0], np.float32), np.array([-0.2, 0.9, -0.6, -1.0], np.float32),
+           np.array([0.5, 0.5, 0.5, 0.5], np.float32), np.array([-1.0, 0.0, 0.2, 1.0], np.float32)]
+
+
+def test_delay_shift_gives_the_arm_each_action_one_step_late():
+    with open_metaworld("push-v3", render="0") as nominal, \
+            open_metaworld("push-v3", shift="delay", render="0") as late, \
+            open_metaworld("push-v3", shift="delay", severity="2", render="0") as later:
+        zero = np.zeros(4, np.float32)
+        assert np.array_equal(_drive(late, 4, ACTIONS), _drive(nominal, 4, [zero] + ACTIONS[:-1]))
+        assert np.array_equal(_drive(later, 4, ACTIONS), _drive(nominal, 4, [zero, zero] + ACTIONS[:-2]))
+        assert not np.array_equal(_drive(late, 4, ACTIONS), _drive(nominal, 4, ACTIONS))
+        assert late.info()["shift_severity"] == 1.0
+
+
+def test_gain_shift_is_a_miscalibrated_arm():
+    from embodia.sim.metaworld_shifts import GAIN_DRIFT, GAIN_LOSS
+    with open_metaworld("push-v3", render="0") as nominal, \
+            open_metaworld("push-v3", shift="gain", severity="0.5", render="0") as off:
+        want = []
+        for a in ACTIONS:
+            b = a.copy()
+            b[:3] = b[:3] * (1 - GAIN_LOSS * 0.5) + 0.5 * GAIN_DRIFT
+            want.append(np.clip(b, -1, 1))
+        assert np.array_equal(_drive(off, 1, ACTIONS), _drive(nominal, 1, want))
+
+
+def test_pose_shift_starts_the_arm_elsewhere_and_severity_zero_is_no_shift():
+    from embodia.sim.metaworld_shifts import POSE_OFFSET
+    with open_metaworld("reach-v3", render="0") as nominal, \
+            open_metaworld("reach-v3", shift="pose", render="0") as moved, \
+            open_metaworld("reach-v3", shift="pose", severity="0", render="0") as zero:
+        n, m = nominal.reset(0).state, moved.reset(0).state
+        assert np.allclose(m[:3] - n[:3], POSE_OFFSET, atol=0.02)
+        assert np.array_equal(zero.reset(0).state, n)
+        assert np.allclose(m[4:7], n[4:7]) and np.allclose(m[36:], n[36:])   # same object and goal
+        assert run_expert(moved, 0)[0]
+
+
+def test_drift_grows_a_shift_over_the_stream():
+    with open_metaworld("pick-place-v3", shift="heavy", severity="2", drift="4", render="0") as d:
+        b = d.model.body("obj").id
+        mass0 = d._scene.nominal["body_mass"][b]
+        seen = []
+        for ep in range(6):
+            d.reset(ep)
+            seen.append((d.info()["shift_severity"], d.model.body_mass[b] / mass0))
+        assert [s for s, _ in seen] == [0.0, 0.5, 1.0, 1.5, 2.0, 2.0]
+        assert np.allclose([m for _, m in seen], [1.0, 1.5, 2.0, 2.5, 3.0, 3.0])   # never compounds
+
+
+def test_jitter_brings_set_ups_back_similar_but_never_identical():
+    pos = {}
+    with open_metaworld("pick-place-v3", render="0", repeat="3", jitter="0.02") as d:
+        for seed in range(9):
+            s = d.reset(seed).state
+            pos[seed] = np.concatenate([s[4:7], s[36:39]])
+        again = np.concatenate([d.reset(4).state[4:7], d.reset(4).state[36:39]])
+    with open_metaworld("pick-place-v3", render="0", repeat="3", cell="1") as exact:
+        other_cell = exact.reset(0).state[4:7]
+    assert np.array_equal(again, pos[4])                                    # deterministic per seed
+    for seed in range(3, 9):
+        same_base = pos[seed] - pos[seed % 3]
+        assert 0 < np.abs(same_base).max() <= 0.04 + 1e-6                   # never identical, close
+    assert np.abs(pos[0] - pos[1]).max() > 0.05                              # other set-ups: far
+    assert np.abs(other_cell - pos[0][:3]).max() > 0.02                      # another cell, other set-ups
+
+
+def test_shift_arguments_are_checked():
+    with pytest.raises(ValueError, match="severity"):
+        open_metaworld("reach-v3", shift="gain", severity="-1", render="0")
+    with pytest.raises(ValueError, match="jitter"):
+        open_metaworld("reach-v3", jitter="0.5", render="0")
+    with pytest.raises(ValueError, match="free objects"):
+        open_metaworld("door-open-v3", shift="heavy", render="0")
+    with pytest.raises(ValueError, match="unknown metaworld shift.*delay"):
+        open_metaworld("reach-v3", shift="late", render="0")
+
+
+def test_cell_span_makes_each_block_of_seeds_its_own_cell_and_drift_follows_the_block():
+    with open_metaworld("pick-place-v3", render="0", repeat="2", cell_span="4", shift="gain", drift="2") as d:
+        obj = {}
+        for seed in (0, 1, 2, 3, 4, 5, 6):
+            obj[seed] = d.reset(seed).state[4:7].copy()
+            if seed in (0, 4):
+                assert d.info()["shift_severity"] == 0.0          # the first episode of a cell is clean
+        assert d.info()["shift_severity"] == 1.0
+        assert np.array_equal(obj[0], obj[2]) and np.array_equal(obj[1], obj[3])   # cell 0: seeds 0, 1
+        assert not np.array_equal(obj[0], obj[4]) and np.array_equal(obj[4], obj[6])  # cell 1: seeds 2, 3
+    with open_metaworld("pick-place-v3", render="0", repeat="2", cell="1") as d:
+        assert np.array_equal(d.reset(0).state[4:7], obj[4])

@@ -457,3 +457,23 @@ def test_a_given_off_report_is_kept_in_the_workdir_so_the_comparison_can_be_redo
         suite_memory_gain("mt50", "embodia-tiny", episodes=2, seed=4, streams=1, workdir=tmp_path / "w2",
                           tasks=tasks, query=q, off_reports=[off])
     assert not (tmp_path / "w2" / "stream0-off.json").exists()
+
+
+@pytest.mark.slow
+def test_a_checkpoint_trained_under_obs_lerobot_is_evaluated_under_it(tmp_path):
+    """Demos recorded with obs=lerobot train a checkpoint whose body is the hand and gripper only; a
+    suite evaluation opens every task that way by itself (read from the checkpoint's config)."""
+    from embodia.agent.evaluation.suite import record_suite
+    from embodia.agent.training.train import TrainConfig, expand_data, train
+    data, ckpt = tmp_path / "demos", tmp_path / "ckpt"
+    rep = record_suite("mt50", "expert", data, episodes=2, seed=1000, only_success=True, tasks=["reach-v3"],
+                       query={"obs": "lerobot", "size": "32x32", "max_steps": "80"})
+    assert rep["tasks"]["reach-v3"]["successes"] == 2
+    info = json.loads((data / "reach-v3" / "meta" / "info.json").read_text())
+    assert info["features"]["observation.state"]["shape"] == [4]
+    assert set(k for k in info["features"] if k.startswith("observation.images.")) == {"observation.images.corner2"}
+    train(TrainConfig(data=expand_data([data]), out=str(ckpt), steps=3, threads=1, save_every=3))
+    assert policy_reads(str(ckpt)) == {"obs": "lerobot", "camera": "corner2", "size": "32x32"}
+    rep = run_suite("mt50", str(ckpt), episodes=1, seed=0, tasks=["reach-v3"], query={"max_steps": "3"})
+    assert rep["protocol"]["device_query"]["obs"] == "lerobot"
+    assert rep["overall"]["episodes"] == 1 and not rep["tasks"]["reach-v3"]["errors"]

@@ -27,6 +27,9 @@ ARMS = {
     "no-mode-selection": {"mode_selection": False},
     "fixed-confidence": {"fixed_confidence": 1.0},
     "replay": {"replay": True},
+    # the noise of a stored success, no steering: what seed recall alone buys (a confidence held at
+    # 0, below any confidence floor, never steers)
+    "seed-recall-only": {"recall_seed": True, "fixed_confidence": 0.0},
     "noisy-labels": {},      # 10% of episodes falsely reported successful: failure credit must clean up
     # the same false labels with failure credit switched off: what the credit itself buys
     "noisy-no-credit": NO_CREDIT,
@@ -155,18 +158,22 @@ def poison_summary(per_stream: list) -> dict:
 
 
 def arm_factory(policy, namespace: str) -> Callable[..., object]:
-    """`make(arm, stream=0)`: the plain policy for "off", else a policy steered by a fresh memory.
-    A stream's result depends only on the arm, the stream index and the seeds, so it is the same
-    whether streams run in one process or many."""
+    """`make(arm, stream=0)`: the plain policy for "off", else a policy steered by a fresh memory
+    with the checkpoint's own memory settings (its memory.json; the defaults without one) and the
+    arm's changes on top, so "online" is the memory as the checkpoint ships it and each ablation
+    differs from it in one thing. A stream's result depends only on the arm, the stream index and
+    the seeds, so it is the same whether streams run in one process or many."""
     from embodia.memory import MemoryConfig
     from embodia.policies.robot.steered import SteeredPolicy, memory_for
+    own = {k: v for k, v in getattr(policy, "memory_settings", {}).items() if k != "key"}
 
     def make(arm: str, stream: int = 0):
         if arm not in ARMS:
             raise ValueError(f"unknown arm {arm!r}; known: {', '.join(ARMS)}")
         if ARMS[arm] is None:
             return policy
-        steered = SteeredPolicy(policy, memory_for(policy, MemoryConfig(**ARMS[arm])), namespace=namespace)
+        config = MemoryConfig(**{**own, **ARMS[arm]})
+        steered = SteeredPolicy(policy, memory_for(policy, config), namespace=namespace)
         return NoisyLabels(steered, NOISY_RATE, *NOISY[arm]) if arm in NOISY else steered
     return make
 
@@ -429,21 +436,48 @@ def run_streams_parallel(device_uri: str, policy_spec: str, *, arms: list[str], 
                 todo.append((arm, s))
     if cache is not None:
         cache.mkdir(parents=True, exist_ok=True)
-    if todo:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
-                                 initializer=_worker_init,
-                                 initargs=(device_uri, shift, size, policy_spec, threads, drift, blind)) as ex:
-            futs = [ex.submit(_worker_run, arm, s, episodes, seed) for arm, s in todo]
-            for f in as_completed(futs):
-                arm, s, res = f.result()
-                runs[arm, s] = res
-                if cache is not None:
-                    tmp = cache_file(arm, s).with_suffix(".tmp")
-                    tmp.write_text(json.dumps(res, default=float))
-                    tmp.replace(cache_file(arm, s))
-                if on_stream:
-                    on_stream(arm, s, res, cached=False)
+    if not todo:
+        return runs
+    init = (device_uri, shift, size, policy_spec, threads, drift, blind)
+    if jobs == 1:      # one worker: this process, without a pool's start-up (the same streams)
+        results = _streams_here(init, todo, episodes, seed)
+    else:
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
+                                   initializer=_worker_init, initargs=init)
+        results = (f.result() for f in as_completed([pool.submit(_worker_run, arm, s, episodes, seed)
+                                                     for arm, s in todo]))
+    try:
+        for arm, s, res in results:
+            runs[arm, s] = res
+            if cache is not None:
+                tmp = cache_file(arm, s).with_suffix(".tmp")
+                tmp.write_text(json.dumps(res, default=float))
+                tmp.replace(cache_file(arm, s))
+            if on_stream:
+                on_stream(arm, s, res, cached=False)
+    finally:
+        if jobs > 1:
+            pool.shutdown(cancel_futures=True)
     return runs
+
+
+def _streams_here(init: tuple, todo: list, episodes: int, seed: int):
+    """The streams of `todo` in this process, one at a time, as a worker would run them (its torch
+    thread count restored afterwards); yields (arm, stream, result)."""
+    import torch
+    before = torch.get_num_threads()
+    try:
+        _worker_init(*init)
+        for arm, s in todo:
+            yield _worker_run(arm, s, episodes, seed)
+    finally:
+        for key in ("device", "drift"):
+            dev = _WORKER.pop(key, None)
+            dev = dev[1] if isinstance(dev, tuple) else dev
+            if dev is not None:
+                dev.close()
+        _WORKER.clear()
+        torch.set_num_threads(before)
 
 
 def learning_curve_png(report: dict, path, title: str = "") -> None:

@@ -24,7 +24,8 @@ from embodia.agent.evaluation.evaluate import machine, run_episodes
 from embodia.agent.evaluation.stats import mean_of_rates, wilson
 from embodia.agent.evaluation.suite_resume import PartialRun, run_identity
 from embodia.agent.loop.factory import BUNDLED, device_namespace, make_device, make_policy, with_memory
-from embodia.sim.metaworld import GROUPS, SUITE_MAX_STEPS, SUITES, group_of, suite_tasks
+from embodia.sim.metaworld import (AGENT_POS, GROUPS, SUITE_MAX_STEPS, SUITES, group_of, state_channels,
+                                   suite_tasks)
 
 PREFIX = "sim:metaworld/"
 # MT50 success in % per difficulty group, as the SmolVLA paper publishes it (arXiv 2506.01844, its
@@ -66,9 +67,13 @@ def policy_reads(policy_spec: str) -> dict[str, str]:
     if cfg.is_file():
         emb = json.loads(cfg.read_text()).get("embodiments", {}).get("sawyer", {}).get("embodiment", {})
         cams = emb.get("cameras") or []
+        # a checkpoint trained under obs=lerobot knows only the hand and gripper: open it that way
+        lerobot = [c["name"] for c in emb.get("state") or []] == [c.name for c in state_channels()[:AGENT_POS]]
+        reads = {"obs": "lerobot"} if lerobot else {}
         if not cams:
-            return {"render": "0"}
-        return {"camera": ",".join(c["name"] for c in cams), "size": f"{cams[0]['width']}x{cams[0]['height']}"}
+            return {**reads, "render": "0"}
+        return {**reads, "camera": ",".join(c["name"] for c in cams),
+                "size": f"{cams[0]['width']}x{cams[0]['height']}"}
     return {}
 
 

@@ -38,6 +38,10 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--save-every", type=int, default=500)
     ap.add_argument("--record-only", action="store_true")
+    ap.add_argument("--obs", choices=("state", "lerobot"), default="state",
+                    help="what the demos (and so the checkpoint) read: Meta-World's 39-number state with a "
+                         "corner image, or LeRobot's view (the corner2 image and the 4-number agent_pos)")
+    ap.add_argument("--size", default=None, help="the camera image's size in the demos (WxH; default 96x96)")
     ap.add_argument("--bundle", type=Path, default=None,
                     help="after training, copy the inference files (no training state) into this folder")
     args = ap.parse_args(argv)
@@ -49,7 +53,9 @@ def main(argv=None) -> None:
     row = {"date": time.strftime("%Y-%m-%d %H:%M"), "steps": args.steps, "finished": False}
     before = signal.signal(signal.SIGTERM, _stopped)     # `kill` stops it as Ctrl-C does: the row is written
     try:
+        query = {**({"size": args.size} if args.size else {}), **({"obs": "lerobot"} if args.obs == "lerobot" else {})}
         rep = record_suite("mt50", "expert", args.data, episodes=args.episodes, seed=DEMO_SEED, only_success=True,
+                           query=query,
                            on_task=lambda t, r: print(f"{t}: {r['successes']} demos ({r['recorded']} recorded, "
                                                       f"{r['resumed_from']} from before)", flush=True))
         row.update(demos=rep["successes"], recorded=rep["recorded"], record_s=round(time.perf_counter() - t0))
