@@ -70,7 +70,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import hmac
 import json
 import logging
 import math
@@ -87,6 +86,7 @@ from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
 
 from embodia.agent.loop.success import JudgeLabeler
+from embodia.agent.serving.access import same_secret
 from embodia.devices import Embodiment, Observation, as_policy
 from embodia.devices.observation import ACTION, STATE, image_key
 from embodia.policies.ws_policy import MEMORY_TOKEN_ENV, packb, unpackb
@@ -100,18 +100,28 @@ class Limits:
     """What one request may ask of the server; everything is checked before the model runs.
 
     ``max_prompt_chars``: instruction length (a 1 MB prompt held the model for minutes);
+    ``max_prompt_tokens``: the same in the policy's own tokens, what a decision's cost grows with
+    (2,000 emoji are 8,000 byte-level tokens; policies without a tokenizer are bounded by characters);
     ``max_abs``: the bound on a state or action value where the embodiment gives none;
     ``max_steps``: executed steps an episode_end may carry; ``max_queue``: model calls waiting
     before new ones are refused; ``stall_s``: a model call running longer makes /healthz fail;
-    ``max_connections`` (``_per_peer``: from one address): more are refused at the handshake (503),
-    since every connection gets its turn at the model."""
+    ``max_connections`` (``_per_peer``: from one address, below it so that one address cannot
+    hold every place): more are refused at the handshake (503); ``idle_s``: a connection that sends
+    no request for this long is closed, even if it answers pings (idle ones held places for ever)."""
     max_prompt_chars: int = 2000
+    max_prompt_tokens: int = 256
     max_abs: float = 1e4
     max_steps: int = 10_000
     max_queue: int = 64
     stall_s: float = 30.0
     max_connections: int = 256
     max_connections_per_peer: int = 32
+    idle_s: float = 120.0
+
+    def __post_init__(self):
+        if not 1 <= self.max_connections_per_peer < self.max_connections:
+            raise ValueError(f"max_connections_per_peer ({self.max_connections_per_peer}) must be at least 1 and "
+                             f"below max_connections ({self.max_connections})")
 
 
 def _bounds(channels, max_abs: float):
@@ -252,7 +262,8 @@ class _Session:
             self.policy = SteeredPolicy(self.policy, server.memory, namespace=server.namespace)
             self.policy.autosave = server.memory_path    # saved after each stored or held episode
         self.credit: dict = {}      # SuccessMemory.lend_episode's bookkeeping for this connection
-        self.peer = "?"
+        self.peer = self.host = "?"
+        self.counted: str | None = None      # the last prompt whose tokens were counted and allowed
         self.fresh = True           # the next request starts an episode
         # --success on the server: its own copy (a judge keeps this connection's frames), and the
         # episode in progress as the client sent it (first and last observation, prompt, seed)
@@ -360,6 +371,10 @@ class PolicyServer:
         self._judge = (ThreadPoolExecutor(max_workers=1, thread_name_prefix="embodia-judge")
                        if labeler is not None else None)
         self._queued = 0                   # calls submitted and not finished (event-loop thread only)
+        self._waiting: dict[str, list[asyncio.Future]] = {}   # calls waiting for the model, per address
+        self._running = False              # a call holds the model (event-loop thread only)
+        # the policy's own token count of a prompt, if it has a tokenizer (what its cost grows with)
+        self._count_tokens = getattr(policy, "prompt_tokens", None)
         self._conns: dict[str, int] = {}   # open connections per peer address (event-loop thread only)
         self._busy_since: float | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -377,7 +392,8 @@ class PolicyServer:
                          "memory_writes": "token" if memory is not None and self.memory_token else "off",
                          "labels": "server" if labeler is not None else "client",
                          "max_message_bytes": self.max_message_bytes,
-                         "max_prompt_chars": limits.max_prompt_chars, "max_steps": limits.max_steps}
+                         "max_prompt_chars": limits.max_prompt_chars, "max_steps": limits.max_steps,
+                         "max_prompt_tokens": limits.max_prompt_tokens if self._count_tokens else None}
 
     # -- running ------------------------------------------------------------------------------------
     async def serve(self, host: str = "127.0.0.1", port: int = 8000, *, on_ready=None) -> None:
@@ -443,7 +459,7 @@ class PolicyServer:
             return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections; retry later\n")
         if self.api_key is not None:
             sent = request.headers.get("Authorization", "")
-            if not hmac.compare_digest(sent.encode(), f"Api-Key {self.api_key}".encode()):
+            if not same_secret(sent, f"Api-Key {self.api_key}"):
                 log.warning("refused %s: missing or wrong API key", connection.remote_address)
                 return connection.respond(HTTPStatus.UNAUTHORIZED,
                                           "missing or wrong API key (send 'Authorization: Api-Key <key>')\n")
@@ -452,13 +468,19 @@ class PolicyServer:
     async def _handle(self, ws) -> None:
         session, prev_ms = _Session(self), None
         session.peer = "%s:%s" % tuple(ws.remote_address[:2]) if ws.remote_address else "?"
-        host = ws.remote_address[0] if ws.remote_address else "?"
+        host = session.host = ws.remote_address[0] if ws.remote_address else "?"
         self._conns[host] = self._conns.get(host, 0) + 1
         log.info("connection from %s", ws.remote_address)
         try:
             await ws.send(packb(self.metadata))
             errors = 0
-            async for frame in ws:
+            while True:
+                try:
+                    frame = await asyncio.wait_for(ws.recv(), self.limits.idle_s)
+                except TimeoutError:        # pings answered or not: an idle connection gives its place back
+                    log.info("closing %s: no request for %g s", ws.remote_address, self.limits.idle_s)
+                    await ws.close(1000, f"idle for {self.limits.idle_s:g} s")
+                    break
                 t0 = time.perf_counter()
                 reply = await self._answer(session, frame)
                 if prev_ms is not None and "server_timing" in reply:
@@ -476,7 +498,7 @@ class PolicyServer:
             if session.episode is not None and session.labeler is not None:    # gone without episode_end
                 try:
                     label = await self._label(session)
-                    await self._run(session.close_episode, label)
+                    await self._run(session, session.close_episode, label)
                 except Exception:      # noqa: BLE001 - a failed label must not take the server down
                     log.exception("labelling the episode of a closed connection failed")
             self._conns[host] -= 1
@@ -493,8 +515,9 @@ class PolicyServer:
             if "__ctrl__" in msg:
                 return await self._control(session, msg)
             obs, prompt, begin = read_observation(msg, self.embodiment, self.limits)
+            self._check_tokens(session, prompt)
             label = await self._label(session) if begin["reset"] or session.fresh else None
-            chunk, timing = await self._run(session.act, obs, prompt, begin, label)
+            chunk, timing = await self._run(session, session.act, obs, prompt, begin, label)
             info = dict(session.policy.info())
             return {"actions": chunk, "server_timing": timing} | ({"policy_info": info} if info else {})
         except ValueError as e:         # a refused request: the client can fix it and go on
@@ -520,7 +543,7 @@ class PolicyServer:
         client = client[:64] if isinstance(client, str) else None
         before = len(self.memory) if self.memory is not None else None
         label = await self._label(session) if success is None else None
-        (entries, label), timing = await self._run(session.end, success, steps, label)
+        (entries, label), timing = await self._run(session, session.end, success, steps, label)
         if success is not None and self.memory is not None:
             self._log_write(session, client, success, steps, before, entries)
         return {"__ack__": "episode_end", "memory_entries": entries, "server_timing": timing} | \
@@ -534,7 +557,7 @@ class PolicyServer:
         if self.memory_token is None:
             raise ValueError(f"episode_end: memory writes are off on this server (start it with "
                              f"${MEMORY_TOKEN_ENV} set to accept outcomes); send no '__success__'")
-        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self.memory_token.encode()):
+        if not isinstance(token, str) or not same_secret(token, self.memory_token):
             log.warning("refused a memory write: missing or wrong memory token")
             raise ValueError("episode_end: missing or wrong '__token__' (memory writes need the server's "
                              "memory token)")
@@ -558,17 +581,60 @@ class PolicyServer:
             return None
         return await asyncio.get_running_loop().run_in_executor(self._judge, session.judge)
 
-    async def _run(self, fn, *args):
-        """``fn(*args)`` on the model's worker thread (calls run one at a time, in arrival order), and
-        how long it waited and ran; refused when too many calls are waiting already."""
+    def _check_tokens(self, session: _Session, prompt: str) -> None:
+        """Refuse a prompt over ``max_prompt_tokens`` of the policy's own tokenizer. A byte-level
+        tokenizer makes at most one token per UTF-8 byte, so short prompts are not tokenized, and a
+        connection's repeated prompt is counted once."""
+        limit = self.limits.max_prompt_tokens
+        if self._count_tokens is None or len(prompt) * 4 <= limit or prompt == session.counted:
+            return
+        if len(prompt.encode("utf-8", "surrogatepass")) <= limit:
+            return
+        n = self._count_tokens(prompt)
+        if n > limit:
+            raise ValueError(f"'prompt': {n} tokens, the limit is {limit}")
+        session.counted = prompt
+
+    async def _run(self, session: _Session, fn, *args):
+        """``fn(*args)`` on the model's worker thread, and how long it waited and ran. Calls run one at
+        a time, taking turns between client addresses (round robin; in arrival order within one), so
+        an address with many connections gets no more turns than one with a single connection.
+        Refused when too many calls are waiting already."""
         if self._queued >= self.limits.max_queue:
             raise ValueError(f"busy: {self._queued} requests are waiting for the model; retry later")
         self._queued += 1
+        turn = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(session.host, []).append(turn)
         try:
+            self._next_turn()
+            await turn
             return await asyncio.get_running_loop().run_in_executor(self._worker, self._timed, time.perf_counter(),
                                                                     fn, *args)
         finally:
             self._queued -= 1
+            if turn.done() and not turn.cancelled():
+                self._running = False
+            else:                          # cancelled while waiting (the connection closed): not queued
+                queue = self._waiting.get(session.host, [])
+                if turn in queue:
+                    queue.remove(turn)
+            self._next_turn()
+
+    def _next_turn(self) -> None:
+        """Give the model to the next address in turn, unless a call is running (event-loop thread)."""
+        if self._running:
+            return
+        while self._waiting:
+            host = next(iter(self._waiting))
+            queue = self._waiting.pop(host)
+            if queue:
+                turn = queue.pop(0)
+                if queue:
+                    self._waiting[host] = queue      # the address goes to the back of the line
+                if not turn.done():
+                    self._running = True
+                    turn.set_result(None)
+                    return
 
     def _timed(self, t0, fn, *args):
         t1 = time.perf_counter()
