@@ -45,6 +45,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ImageContent, TextContent
 
 from embodia.agent.loop.safety import RiskRefused, SafetyGate, classify
+from embodia.agent.recording.files import resolved_inside
 from embodia.agent.serving.access import BearerAuth, is_loopback, is_wildcard, require_credential
 from embodia.devices import ActionError, GuiAction, as_policy, check_chunk
 
@@ -89,28 +90,21 @@ class Allowed:
             raise SessionError(f"policy {spec!r} is not allowed on this server (the operator allows more with "
                                f"--allow-policy)")
         path = spec.split(":", 1)[1].partition("#")[0] if spec.startswith(("actions:", "replay:", "hf:")) else spec
-        if not _inside(path, self.checkpoint_roots):
+        if resolved_inside(path, self.checkpoint_roots) is None:
             raise SessionError(f"policy {spec!r}: {path} is not under the server's --checkpoint-root folders "
                                f"({', '.join(self.checkpoint_roots) or 'none set'})")
 
     def memory(self, path: str) -> str:
         """The resolved memory folder a client named; SessionError outside the roots or not a folder."""
-        if not _inside(path, self.memory_roots):
+        p = resolved_inside(path, self.memory_roots)
+        if p is None:
             raise SessionError(f"memory {path}: not under the server's --memory-root folders "
                                f"({', '.join(self.memory_roots) or 'none set'})")
-        p = Path(path).expanduser().resolve()
         if p.exists() and not p.is_dir():
             raise SessionError(f"memory {path}: exists and is not a folder")
         return str(p)
 
 
-def _inside(path: str, roots) -> bool:
-    """``path`` resolved lies in one of ``roots`` resolved (``..`` and symlinks cannot step out)."""
-    try:
-        p = Path(path).expanduser().resolve()
-        return any(p.is_relative_to(Path(r).expanduser().resolve()) for r in roots)
-    except (OSError, RuntimeError, ValueError):      # a symlink loop, a NUL in the name
-        return False
 
 
 # -- one device session ----------------------------------------------------------------------------

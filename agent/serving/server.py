@@ -75,7 +75,8 @@ import logging
 import math
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -93,6 +94,7 @@ from embodia.policies.ws_policy import MEMORY_TOKEN_ENV, packb, unpackb
 
 log = logging.getLogger("embodia.serve")
 MAX_MESSAGE_MB = 16.0
+BYTES_PER_TOKEN = 8        # no tokenizer we serve averages more UTF-8 bytes per token (English: ~4)
 
 
 @dataclass(frozen=True)
@@ -341,6 +343,49 @@ class _Session:
         return mem.lend_episode(self.credit) if mem is not None else nullcontext()
 
 
+class FairWorker:
+    """One thread that runs calls one at a time, taking turns between keys (client addresses): the
+    next call is the oldest of the first address in line, and an address just served goes behind
+    every address that was waiting. So an address with many connections gets no more turns than
+    one with a single connection, and a client waits at most about one other decision. The thread
+    picks the next call itself, the moment the last one ends (no trip through the event loop)."""
+
+    def __init__(self, name: str):
+        self._lines: dict[str, deque] = {}       # key -> its waiting (future, fn, args), in arrival order
+        self._cv = threading.Condition()
+        threading.Thread(target=self._loop, name=name, daemon=True).start()
+
+    def submit(self, key: str, fn, *args) -> Future:
+        f: Future = Future()
+        with self._cv:
+            self._lines.setdefault(key, deque()).append((f, fn, args))
+            self._cv.notify()
+        return f
+
+    def _next(self):
+        with self._cv:
+            while not self._lines:
+                self._cv.wait()
+            key = next(iter(self._lines))
+            line = self._lines[key]
+            job = line.popleft()
+            if not line:
+                del self._lines[key]
+            return key, job
+
+    def _loop(self) -> None:
+        while True:
+            key, (f, fn, args) = self._next()
+            if f.set_running_or_notify_cancel():     # False: its connection went away while it waited
+                try:
+                    f.set_result(fn(*args))
+                except BaseException as e:           # noqa: BLE001 - handed to the caller
+                    f.set_exception(e)
+            with self._cv:                           # served: behind every address that came meanwhile
+                if key in self._lines:
+                    self._lines[key] = self._lines.pop(key)
+
+
 class PolicyServer:
     """Serves ``policy`` (bound to ``embodiment``) to any number of connections; see the module doc.
     ``memory`` (a SuccessMemory, with its ``namespace``) is saved to ``memory_path`` after every
@@ -365,14 +410,12 @@ class PolicyServer:
         self.port: int | None = None
         self._lock = threading.Lock()
         # one worker thread runs every model call and memory update, first come first served
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embodia-model")
+        self._worker = FairWorker("embodia-model")
         # --success labels are asked on a thread of their own: a judge's HTTP call (up to its timeout)
         # or generate() must not hold up the other connections' model calls
         self._judge = (ThreadPoolExecutor(max_workers=1, thread_name_prefix="embodia-judge")
                        if labeler is not None else None)
         self._queued = 0                   # calls submitted and not finished (event-loop thread only)
-        self._waiting: dict[str, list[asyncio.Future]] = {}   # calls waiting for the model, per address
-        self._running = False              # a call holds the model (event-loop thread only)
         # the policy's own token count of a prompt, if it has a tokenizer (what its cost grows with)
         self._count_tokens = getattr(policy, "prompt_tokens", None)
         self._conns: dict[str, int] = {}   # open connections per peer address (event-loop thread only)
@@ -582,59 +625,35 @@ class PolicyServer:
         return await asyncio.get_running_loop().run_in_executor(self._judge, session.judge)
 
     def _check_tokens(self, session: _Session, prompt: str) -> None:
-        """Refuse a prompt over ``max_prompt_tokens`` of the policy's own tokenizer. A byte-level
-        tokenizer makes at most one token per UTF-8 byte, so short prompts are not tokenized, and a
-        connection's repeated prompt is counted once."""
+        """Refuse a prompt over ``max_prompt_tokens`` of the policy's own tokenizer. Counting is work
+        too (2,000 emoji took 11 ms), so it is bounded: a byte-level tokenizer makes at most one token
+        per UTF-8 byte (short prompts are not tokenized), a prompt of more than ``BYTES_PER_TOKEN``
+        bytes per allowed token is refused uncounted, and a connection's repeated prompt is counted once."""
         limit = self.limits.max_prompt_tokens
         if self._count_tokens is None or len(prompt) * 4 <= limit or prompt == session.counted:
             return
-        if len(prompt.encode("utf-8", "surrogatepass")) <= limit:
+        size = len(prompt.encode("utf-8", "surrogatepass"))
+        if size <= limit:
             return
+        if size > BYTES_PER_TOKEN * limit:
+            raise ValueError(f"'prompt': {size} bytes, more than {limit} tokens of any tokenizer "
+                             f"(the limit is {limit} tokens)")
         n = self._count_tokens(prompt)
         if n > limit:
             raise ValueError(f"'prompt': {n} tokens, the limit is {limit}")
         session.counted = prompt
 
     async def _run(self, session: _Session, fn, *args):
-        """``fn(*args)`` on the model's worker thread, and how long it waited and ran. Calls run one at
-        a time, taking turns between client addresses (round robin; in arrival order within one), so
-        an address with many connections gets no more turns than one with a single connection.
-        Refused when too many calls are waiting already."""
+        """``fn(*args)`` on the model's worker thread, and how long it waited and ran (calls take
+        turns between client addresses, `FairWorker`); refused when too many calls are waiting."""
         if self._queued >= self.limits.max_queue:
             raise ValueError(f"busy: {self._queued} requests are waiting for the model; retry later")
         self._queued += 1
-        turn = asyncio.get_running_loop().create_future()
-        self._waiting.setdefault(session.host, []).append(turn)
         try:
-            self._next_turn()
-            await turn
-            return await asyncio.get_running_loop().run_in_executor(self._worker, self._timed, time.perf_counter(),
-                                                                    fn, *args)
+            return await asyncio.wrap_future(self._worker.submit(session.host, self._timed, time.perf_counter(),
+                                                                 fn, *args))
         finally:
             self._queued -= 1
-            if turn.done() and not turn.cancelled():
-                self._running = False
-            else:                          # cancelled while waiting (the connection closed): not queued
-                queue = self._waiting.get(session.host, [])
-                if turn in queue:
-                    queue.remove(turn)
-            self._next_turn()
-
-    def _next_turn(self) -> None:
-        """Give the model to the next address in turn, unless a call is running (event-loop thread)."""
-        if self._running:
-            return
-        while self._waiting:
-            host = next(iter(self._waiting))
-            queue = self._waiting.pop(host)
-            if queue:
-                turn = queue.pop(0)
-                if queue:
-                    self._waiting[host] = queue      # the address goes to the back of the line
-                if not turn.done():
-                    self._running = True
-                    turn.set_result(None)
-                    return
 
     def _timed(self, t0, fn, *args):
         t1 = time.perf_counter()
