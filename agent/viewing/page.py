@@ -119,7 +119,7 @@ function stepCard(step, ep) {
   const mm = memoryText(step.memory); if (mm) c.appendChild(el('div', {class: 'memory'}, mm));
   if (step.reply) c.appendChild(el('div', {class: 'reply'}, step.reply));
   const tm = step.timing || {};
-  c.appendChild(el('div', {class: 'timing muted'}, `policy ${(tm.policy_ms || 0).toFixed(1)} ms, device ${(tm.device_ms || 0).toFixed(1)} ms`));
+  c.appendChild(el('div', {class: 'timing muted'}, `policy ${Number(tm.policy_ms || 0).toFixed(1)} ms, device ${Number(tm.device_ms || 0).toFixed(1)} ms`));
   f.appendChild(c); return f;
 }
 function scrubber(n, onPick) {
@@ -176,7 +176,7 @@ function renderRobot(body, d) {
     read.textContent = `step ${t} (t=${(t / d.fps).toFixed(2)} s)\naction ${JSON.stringify(d.action[t])}\nstate  ${JSON.stringify(d.state[t])}`; };
   left.appendChild(scrubber(d.action.length, pick));
   row.appendChild(left); row.appendChild(right); body.appendChild(row);
-  const tm = d.timing || {}, ms = (k, x) => x && x.mean !== undefined ? `${k} ${x.mean.toFixed(2)} ms/step (p95 ${(x.p95 || 0).toFixed(2)})` : null;
+  const tm = d.timing || {}, ms = (k, x) => x && x.mean !== undefined ? `${k} ${Number(x.mean).toFixed(2)} ms/step (p95 ${Number(x.p95 || 0).toFixed(2)})` : null;
   const parts = [ms('policy', tm.policy_ms), ms('device', tm.device_ms), ms('between observations', tm.obs_interval_ms)].filter(Boolean);
   body.appendChild(el('div', {class: 'timing muted'}, 'timing: ' + (parts.length ? parts.join(', ') : JSON.stringify(tm))));
   if (d.end_info && Object.keys(d.end_info).length) body.appendChild(el('div', {class: 'muted'}, 'info: ' + JSON.stringify(d.end_info)));
