@@ -27,6 +27,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import argparse
 import json
 import platform
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -83,7 +85,8 @@ def hostile_messages(good: dict, emb) -> list[tuple[str, object]]:
 
 
 def attack(url: str, seconds: float, flooders: int, big_frames: int, emoji: int = 0, idle: int = 0) -> dict:
-    """The hostile load, from its own process (as an attacker would be): returns the tally."""
+    """The hostile load, from its own process (as an attacker would be): prints "ready" once every
+    attacker runs, stops at a line (or EOF) on stdin or after ``seconds``; returns the tally."""
     dev = make_device("sim:twogap-push")
     emb = dev.embodiment
     good = {**dev.reset(0).features(), "prompt": PROMPT}
@@ -159,7 +162,10 @@ def attack(url: str, seconds: float, flooders: int, big_frames: int, emoji: int 
         + ([threading.Thread(target=idler)] if idle else [])
     for t in threads:
         t.start()
-    time.sleep(seconds)
+    time.sleep(1.0)                            # every attacker connected and under way
+    print("ready", flush=True)
+    threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
+    stop.wait(seconds)
     stop.set()
     for t in threads:
         t.join(120)
@@ -185,8 +191,6 @@ def good_client(url: str, n: int, warmup: int = 20) -> list[list[float]]:
 
 def _good_process(url: str, n: int) -> np.ndarray:
     """`good_client` in a process of its own, as a robot would be (not sharing the server's GIL)."""
-    import subprocess
-    import sys
     out = subprocess.run([sys.executable, __file__, "--good", url, "--requests", str(n)], capture_output=True,
                          text=True, timeout=600)
     if out.returncode != 0:
@@ -198,8 +202,6 @@ def run(requests: int = 300, flooders: int = 4, big_frames: int = 2, emoji: int 
         token: str = "TOKEN") -> dict:
     """Serve the tiny policy here; measure a good client alone, then under the hostile load of a
     second process (`attack`) started against the same server."""
-    import subprocess
-    import sys
     dev = make_device("sim:twogap-push")
     pol = make_policy("embodia-tiny", dev)
     emb = dev.embodiment
@@ -212,13 +214,14 @@ def run(requests: int = 300, flooders: int = 4, big_frames: int = 2, emoji: int 
     with server.running() as url:
         t0 = time.perf_counter()
         alone = _good_process(url, requests)
-        seconds = 5.0 + 3.0 * (time.perf_counter() - t0)  # the attack outlasts the loaded measurement
+        seconds = 60.0 + 10.0 * (time.perf_counter() - t0)     # a bound; the attack stops when told
         proc = subprocess.Popen([sys.executable, __file__, "--attack", url, "--seconds", f"{seconds:.1f}",
                                  "--flooders", str(flooders), "--big-frames", str(big_frames), "--emoji", str(emoji),
-                                 "--idle", str(idle)], stdout=subprocess.PIPE, text=True)
-        time.sleep(2.0)                                   # the attack is under way
+                                 "--idle", str(idle)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if proc.stdout.readline().strip() != "ready":      # measured only once the attack is under way
+            raise RuntimeError("the attacking process did not start")
         loaded = _good_process(url, requests)
-        stdout, _ = proc.communicate(timeout=600)
+        stdout, _ = proc.communicate("stop\n", timeout=600)
         tally = json.loads(stdout.strip().splitlines()[-1])
     dev.close()
     q = lambda a, p: round(float(np.percentile(a, p)), 2)   # noqa: E731

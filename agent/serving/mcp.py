@@ -571,9 +571,10 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
     async def run_task(ctx: Context, policy: str = "expert", instruction: Optional[str] = None,
                        episodes: int = 1, seed: Optional[int] = None, max_steps: Optional[int] = None,
                        memory: Optional[str] = None, session: Optional[str] = None) -> dict:
-        """Let a policy run episodes on the open device (expert, embodia-tiny, a checkpoint path,
-        openai:<model>...), optionally steered by a success memory directory that learns from each
-        verified success. Progress comes as progress notifications; cancelling stops the episode
+        """Let a policy run episodes on the open device (expert, random, embodia-tiny; checkpoints under
+        the server's --checkpoint-root and specs it allows with --allow-policy), optionally steered by
+        a success memory folder under its --memory-root that learns from each verified success;
+        max_steps 1..10000 per episode. Progress comes as progress notifications; cancelling stops the episode
         and saves it."""
         s = _session(ctx, session)
         if not 1 <= episodes <= 1000:

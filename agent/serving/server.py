@@ -53,14 +53,17 @@ Messages are msgpack maps, numpy arrays encoded as openpi-client encodes them (`
   handshake without ``Authorization: Api-Key <key>`` (as openpi-client sends it) gets HTTP 401.
 
 Each connection is a session of its own (sampler seed, executed-step history, memory credit) over
-one shared model. Model calls and memory updates run one at a time on one worker thread, in arrival
-order; a connection has at most one request in flight, so a client waits at most one bounded
-decision per other connection ahead of it (fair round robin). A ``--success`` label (a judge's
+one shared model. Model calls and memory updates run one at a time on one worker thread, taking
+turns between client addresses (`FairWorker`; in arrival order within one address): an address with
+many connections gets no more turns than one with a single connection, so a client waits about one
+bounded decision (``Limits.max_prompt_tokens``) per other address ahead of it. A ``--success`` label (a judge's
 HTTP call or generate, up to its timeout) is asked on a thread of its own, so it holds up only the
 connection whose episode it labels; the memory write it decides then takes its turn on the worker.
 With more than ``Limits.max_queue`` calls waiting a request is refused ("busy") instead of queued. Connections
 beyond ``Limits.max_connections`` (``max_connections_per_peer`` from one address) are refused at
-the handshake (503), and a connection that keeps sending refused messages is slowed down.
+the handshake (503), a connection that keeps sending refused messages is slowed down, and one that
+sends no request for ``Limits.idle_s`` is closed (answering pings does not keep it). `embodia serve`
+beyond loopback refuses to start without an API key.
 
 >>> server = PolicyServer(policy, device.embodiment)           # doctest: +SKIP
 >>> with server.running() as url:                               # doctest: +SKIP
