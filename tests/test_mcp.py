@@ -465,3 +465,20 @@ def test_hub_caps_devices_per_server_and_per_client(tmp_path):
     hub.open("f", "gui-sim:settings", client="10.0.0.4")
     hub.close_all()
     assert not hub.sessions and not hub.clients
+
+
+def test_an_unexpected_exception_becomes_a_tool_error_with_its_message():
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from embodia.agent.serving.mcp import _one_line_errors
+
+    def boom():
+        raise FileExistsError(17, "File exists", "/tmp/x\nsecond line")
+
+    async def aboom():
+        boom()
+    for fn, call in ((boom, lambda f: f()), (aboom, lambda f: anyio.run(f))):
+        with pytest.raises(ToolError) as e:
+            call(_one_line_errors(fn))
+        assert str(e.value).startswith(f"{fn.__name__} failed: FileExistsError: [Errno 17] File exists")
+        assert "\n" not in str(e.value)
