@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -97,7 +98,7 @@ async def _drive_gui_sim(c: Client, tmp: Path, stateless: bool = False) -> None:
 
 def test_stdio_client_drives_gui_sim(tmp_path):
     async def main():
-        async with Client(_stdio(tmp_path / "rec")) as c:
+        async with Client(_stdio(tmp_path / "rec", "--memory-root", str(tmp_path))) as c:
             await _drive_gui_sim(c, tmp_path)
     anyio.run(main)
 
@@ -144,14 +145,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def http_server(tmp_path):
-    """`embodia mcp --transport http` on a free loopback port; yields its URL."""
+@contextmanager
+def _http(tmp_path: Path, *extra, env: dict | None = None, log_name: str = "server.log"):
+    """`embodia mcp --transport http` on a free loopback port (``extra``: more options); yields its URL."""
     port = _free_port()
-    log = open(tmp_path / "server.log", "wb")
+    log = open(tmp_path / log_name, "wb")
     proc = subprocess.Popen([sys.executable, "-m", "embodia", "mcp", "--transport", "http", "--port", str(port),
-                             "--record", str(tmp_path / "rec")], env=_env(), cwd=str(REPO), stdout=log,
-                            stderr=subprocess.STDOUT)
+                             "--record", str(tmp_path / "rec"), *extra], env={**_env(), **(env or {})},
+                            cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 30
     while True:
         try:
@@ -160,7 +161,7 @@ def http_server(tmp_path):
         except OSError:
             if proc.poll() is not None or time.time() > deadline:
                 proc.kill()
-                raise RuntimeError((tmp_path / "server.log").read_text())
+                raise RuntimeError((tmp_path / log_name).read_text())
             time.sleep(0.1)
     try:
         yield f"http://127.0.0.1:{port}/mcp"
@@ -168,6 +169,13 @@ def http_server(tmp_path):
         proc.terminate()
         proc.wait(10)
         log.close()
+
+
+@pytest.fixture
+def http_server(tmp_path):
+    """`embodia mcp --transport http` on a free loopback port, memories allowed under tmp_path."""
+    with _http(tmp_path, "--memory-root", str(tmp_path)) as url:
+        yield url
 
 
 def test_http_client_drives_gui_sim(http_server, tmp_path):
@@ -295,3 +303,182 @@ def test_devices_left_unused_are_closed_and_saved(tmp_path):
     assert len(eps) == 1 and eps[0]["end"] is not None and len(eps[0]["steps"]) == 1
     hub.close_all()
     assert not hub.sessions
+
+
+# -- who may connect, and what a client may take and name (issue 34) ---------------------------------
+def _authed(url: str, token: str | None, source: str = "127.0.0.1"):
+    """The SDK's streamable HTTP transport with a bearer token, from loopback address ``source``."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300),
+                                transport=httpx2.AsyncHTTPTransport(local_address=source))
+    return streamable_http_client(url, http_client=client)
+
+
+def test_http_beyond_loopback_without_a_credential_is_refused(tmp_path):
+    env = {k: v for k, v in _env().items() if k != "EMBODIA_MCP_TOKEN"}
+    out = subprocess.run([sys.executable, "-m", "embodia", "mcp", "--transport", "http", "--host", "0.0.0.0",
+                          "--record", str(tmp_path / "rec")], env=env, cwd=str(REPO), capture_output=True,
+                         text=True, timeout=60)
+    lines = (out.stdout + out.stderr).strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1 and "credential" in lines[0], out
+    empty = tmp_path / "empty-token"
+    empty.write_text("\n")
+    out = subprocess.run([sys.executable, "-m", "embodia", "mcp", "--transport", "http", "--host", "0.0.0.0",
+                          "--token-file", str(empty)], env=env, cwd=str(REPO), capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2 and "is empty" in out.stdout + out.stderr
+
+
+def test_http_with_a_token_refuses_requests_without_it(tmp_path):
+    import httpx2
+    token = "tok-" + os.urandom(8).hex()
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    hdrs = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    with _http(tmp_path, env={"EMBODIA_MCP_TOKEN": token}) as url:
+        for sent in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": token}):
+            r = httpx2.post(url, json=init, headers={**hdrs, **sent}, timeout=10)
+            assert r.status_code == 401 and "bearer token" in r.text, (sent, r.status_code)
+        r = httpx2.post(url, json=init, headers={**hdrs, "Authorization": f"Bearer {token}"}, timeout=10)
+        assert r.status_code == 200, r.text
+        r = httpx2.post(url, json=init, headers={**hdrs, "Authorization": f"Bearer {token}",
+                                                 "Host": "192.168.1.20:8797"}, timeout=10)
+        assert r.status_code == 421                                  # the Host check stays on
+
+        async def main():
+            async with Client(_authed(url, token)) as c:            # the SDK's own client, with the token
+                assert TOOLS <= {t.name for t in (await c.list_tools()).tools}
+                opened = _json(await c.call_tool("open_device", {"uri": "gui-sim:settings"}))
+                _json(await c.call_tool("close_device", {"session": opened["session"]}))
+            with pytest.raises(Exception):                          # and without it: refused
+                with anyio.fail_after(30):
+                    async with Client(_authed(url, None)) as c:
+                        await c.list_tools()
+        anyio.run(main)
+
+
+def test_http_security_beyond_loopback_is_an_allow_list():
+    from embodia.agent.serving.mcp import http_security
+    with pytest.raises(ValueError, match="--allow-host"):
+        http_security("0.0.0.0")
+    s = http_security("0.0.0.0", ["lab-pc", "10.0.0.5:8765"], ["https://ui.example"])
+    assert s.enable_dns_rebinding_protection and "lab-pc:*" in s.allowed_hosts and "10.0.0.5:8765" in s.allowed_hosts
+    assert "https://ui.example" in s.allowed_origins and "null" not in s.allowed_origins
+
+
+def test_devices_past_the_caps_are_refused(tmp_path):
+    with _http(tmp_path, "--max-devices", "3", "--max-devices-per-client", "2") as url:
+        async def main():
+            async with Client(url) as a:                 # stateless: each open_device is a new session
+                s1 = _json(await a.call_tool("open_device", {"uri": "gui-sim:settings"}))["session"]
+                _json(await a.call_tool("open_device", {"uri": "gui-sim:settings"}))
+                r = await a.call_tool("open_device", {"uri": "gui-sim:settings"})
+                assert r.is_error and "this client has 2 devices open" in r.content[0].text
+                async with Client(_authed(url, None, source="127.0.0.2")) as b:     # another address
+                    _json(await b.call_tool("open_device", {"uri": "gui-sim:contacts"}))
+                    r = await b.call_tool("open_device", {"uri": "gui-sim:contacts"})
+                    assert r.is_error and "this server has 3 devices open" in r.content[0].text
+                _json(await a.call_tool("close_device", {"session": s1}))
+                _json(await a.call_tool("open_device", {"uri": "gui-sim:settings"}))   # a place is free again
+                r = await a.call_tool("open_device", {"uri": "sim:twogap-push", "size": "4096x4096"})
+                assert r.is_error and "pixels per image" in r.content[0].text
+        anyio.run(main)
+
+
+def test_what_a_client_may_name_is_the_operators_allow_list(tmp_path):
+    roots, outside = tmp_path / "roots", tmp_path / "outside"
+    roots.mkdir(), outside.mkdir()
+    (roots / "link").symlink_to(outside, target_is_directory=True)
+    (roots / "afile").write_text("not a memory")
+    closed_port = _free_port()
+
+    async def refused(c, args, words):
+        r = await c.call_tool("run_task", args)
+        text = r.content[0].text
+        assert r.is_error and words in text and "\n" not in text, text
+
+    async def strict():
+        async with Client(_stdio(tmp_path / "rec", "--memory-root", str(roots))) as c:
+            _json(await c.call_tool("open_device", {"uri": "sim:twogap-push"}))
+            await refused(c, {"policy": f"remote:ws://127.0.0.1:{closed_port}"}, "not allowed")
+            await refused(c, {"policy": str(outside)}, "--checkpoint-root")
+            await refused(c, {"max_steps": 0}, "max_steps must be in 1..")
+            await refused(c, {"max_steps": 10 ** 9}, "max_steps must be in 1..")
+            _json(await c.call_tool("close_device", {}))
+            _json(await c.call_tool("open_device", {"uri": "gui-sim:settings"}))
+            for mem in (outside / "m", roots / ".." / "outside" / "m", roots / "link" / "m"):
+                await refused(c, {"memory": str(mem)}, "not under the server's --memory-root")
+            await refused(c, {"memory": str(roots / "afile")}, "exists and is not a folder")
+            r = await c.call_tool("memory_stats", {"path": str(outside)})
+            assert r.is_error and "--memory-root" in r.content[0].text
+            for bad in ({"type": "type", "text": "x" * 2 ** 20}, {"type": "type", "text": "a\x00b"}):
+                r = await c.call_tool("act", {"action": bad})
+                assert r.is_error and "nothing executed" in r.content[0].text
+            assert json.loads((await c.call_tool("observe", {})).content[-1].text)["steps"] == 0
+    anyio.run(strict)
+    assert not (outside / "m").exists()
+
+    async def allowed():
+        async with Client(_stdio(tmp_path / "rec2", "--memory-root", str(outside), "--allow-policy", "remote:")) as c:
+            _json(await c.call_tool("open_device", {"uri": "sim:twogap-push"}))
+            r = await c.call_tool("run_task", {"policy": f"remote:ws://127.0.0.1:{closed_port}"})
+            assert r.is_error and "not allowed" not in r.content[0].text     # tried: nobody listens there
+            _json(await c.call_tool("close_device", {}))
+            _json(await c.call_tool("open_device", {"uri": "gui-sim:settings", "seed": 3}))
+            run = _json(await c.call_tool("run_task", {"policy": "expert", "memory": str(outside / "m")}))
+            assert run["successes"] == 1
+    anyio.run(allowed)
+    assert (outside / "m" / "meta.json").exists()
+
+
+def test_a_failing_tool_is_a_one_line_error_and_no_traceback(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    with _http(tmp_path, "--memory-root", str(tmp_path)) as url:
+        async def main():
+            async with Client(url, mode="legacy") as c:
+                _json(await c.call_tool("open_device", {"uri": "gui-sim:settings"}))
+                r = await c.call_tool("run_task", {"policy": "expert", "memory": str(tmp_path / "afile")})
+                assert r.is_error and r.content[0].text.strip() and "\n" not in r.content[0].text
+                assert "not a folder" in r.content[0].text
+                r = await c.call_tool("memory_stats", {"path": str(tmp_path)})        # no meta.json
+                assert r.is_error and r.content[0].text.strip() and "\n" not in r.content[0].text
+                _json(await c.call_tool("close_device", {}))
+        anyio.run(main)
+    log = (tmp_path / "server.log").read_text()
+    assert "Traceback" not in log, log[-3000:]
+
+
+def test_hub_caps_devices_per_server_and_per_client(tmp_path):
+    from embodia.agent.serving.mcp import Hub, McpLimits, SessionError
+    hub = Hub(None, stateful=False, limits=McpLimits(max_devices=2, max_devices_per_client=1))
+    hub.open("a", "gui-sim:settings", client="10.0.0.1")
+    with pytest.raises(SessionError, match="this client has 1"):
+        hub.open("b", "gui-sim:settings", client="10.0.0.1")
+    hub.open("c", "gui-sim:settings", client="10.0.0.2")
+    with pytest.raises(SessionError, match="this server has 2"):
+        hub.open("d", "gui-sim:settings", client="10.0.0.3")
+    hub.close("c")
+    with pytest.raises(ValueError):                    # a device that fails to open frees its place
+        hub.open("e", "gui-sim:nonesuch", client="10.0.0.4")
+    hub.open("f", "gui-sim:settings", client="10.0.0.4")
+    hub.close_all()
+    assert not hub.sessions and not hub.clients
+
+
+def test_an_unexpected_exception_becomes_a_tool_error_with_its_message():
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from embodia.agent.serving.mcp import _one_line_errors
+
+    def boom():
+        raise FileExistsError(17, "File exists", "/tmp/x\nsecond line")
+
+    async def aboom():
+        boom()
+    for fn, call in ((boom, lambda f: f()), (aboom, lambda f: anyio.run(f))):
+        with pytest.raises(ToolError) as e:
+            call(_one_line_errors(fn))
+        assert str(e.value).startswith(f"{fn.__name__} failed: FileExistsError: [Errno 17] File exists")
+        assert "\n" not in str(e.value)

@@ -1,6 +1,7 @@
 """`embodia view`, rendered in a real headless Chromium (Debian's package): every step's action is
 drawn on its screen, success labels and plots are on the page, and episodes load only when opened."""
 import json
+import os
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -185,3 +186,104 @@ def test_a_folder_of_gui_runs_and_datasets(gui_run, tmp_path):
     assert len(videos) == 2 and all(a["src"].endswith(".mp4") for a in videos)
     assert len(dom.find("polyline", "channel")) == 2 * 2          # vx, vy per robot episode
     assert {a["data-index"] for _, a, _ in dom.find("details", "episode")} == {str(i) for i in range(n_gui + 2)}
+
+
+# -- a recording or report from someone else (issue 34) ----------------------------------------------
+HTML = '<img src=x id=pwned onerror="document.title=\'pwned\'">"><svg id=pwned2 onload=alert(1)></script><!--'
+
+
+def _tamper_gui(run: Path, secret: Path) -> None:
+    """Every field of every episode holds HTML, and the screenshots point outside: an absolute path,
+    a ``..`` path and a symlink out of the episode's folder."""
+    for k, ep in enumerate(list_gui_episodes(run)):
+        (ep / "screens" / "link.png").symlink_to(secret)
+        outside = [str(secret), os.path.relpath(secret, ep), "screens/link.png"]
+        recs = [json.loads(line) for line in (ep / "steps.jsonl").read_text().splitlines()]
+        for rec in recs:
+            if rec["type"] == "header":
+                rec.update(task=HTML, seed=HTML, meta={"device": HTML, "policy": HTML})
+            elif rec["type"] == "step":
+                rec.update(action={"type": HTML, "text": HTML, "point": [HTML, HTML]}, executed=HTML,
+                           timing={"policy_ms": HTML, "device_ms": HTML}, error=HTML,
+                           safety={"risk": HTML, "allowed": HTML, "by": HTML, "evidence": HTML},
+                           policy_record={"reply": HTML, "memory": {"mode": HTML, "source": HTML, "confidence": HTML}},
+                           image={"file": outside[rec["t"] % 3], "width": HTML, "height": HTML}, ui_tree=HTML)
+            elif rec["type"] == "end":
+                rec.update(success=HTML, steps=HTML, info={"error": HTML, "success_source": HTML},
+                           final_image={"file": outside[k % 3], "width": HTML, "height": HTML})
+        (ep / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def _no_injection(dom: Dom) -> None:
+    """Nothing the files held became an element or an attribute, and no script of theirs ran."""
+    assert not [r for r in dom.rows if (r[1].get("id") or "").startswith("pwned")]
+    assert not [(tag, k) for tag, a, _ in dom.rows for k in a if k.startswith("on")]
+    assert not [a for tag, a, _ in dom.rows if tag == "img" and a.get("src") == "x"]
+    assert "<title>pwned" not in dom.html
+
+
+def _outside_files_copied(folder: Path, secret: Path) -> list:
+    return [p for p in folder.rglob("*") if p.is_symlink() or p.is_file() and (
+        os.path.samefile(p, secret) or b"SECRET-MARKER" in p.read_bytes())]
+
+
+@needs_chromium
+def test_a_hostile_recording_neither_injects_nor_pulls_files_in(gui_run, tmp_path):
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(b"\x89PNG\r\n\x1a\nSECRET-MARKER")
+    run = tmp_path / "shared" / "run"
+    shutil.copytree(gui_run, run)
+    _tamper_gui(run, secret)
+    result = CliRunner().invoke(app, ["view", str(run), "-o", str(tmp_path / "view")])
+    assert result.exit_code == 0, result.output
+    assert "skipped" in result.output and str(secret) in result.output
+    dom = render(tmp_path / "view" / "index.html", "#open=all")
+    _no_injection(dom)
+    steps = sum(len(read_gui_episode(p)["steps"]) for p in list_gui_episodes(run))
+    assert len(dom.find("figure", "step")) >= steps > 0         # the episodes did render, as text
+    assert HTML in dom.html.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"').replace("&amp;", "&")
+    assert not _outside_files_copied(tmp_path / "view", secret)
+    assert "files named by the source were not copied" in dom.html
+
+
+@needs_chromium
+def test_a_hostile_report_neither_injects_nor_breaks_the_page(tmp_path):
+    rep = {"policy": HTML, "device": HTML, "shift": HTML, "seed": HTML, "episodes": HTML, "successes": HTML,
+           "success_rate": 0.5, "wilson95": [0.2, 0.8], "verified_episodes": HTML, "mean_length": HTML,
+           "streams": HTML, "episodes_per_stream": 2, "created": HTML,
+           "by": {HTML: {HTML: {"success_rate": 0.5, "wilson95": [0.2, 0.8], "episodes": HTML}}},
+           "per_episode": [{"episode": HTML, "seed": HTML, "success": HTML, "length": HTML, "error": HTML},
+                           {"episode": 1, "seed": 3, "success": True, "length": 7, "error": None}]}
+    (tmp_path / "r.json").write_text(json.dumps(rep))
+    dom = render(build_view(tmp_path / "r.json", tmp_path / "view"))
+    _no_injection(dom)
+    assert dom.find("svg", "plot-overall") and len(dom.find("span", "success-label")) == 2
+    rep["success_rate"] = HTML                                  # a number the plots need: refused
+    (tmp_path / "bad.json").write_text(json.dumps(rep))
+    with pytest.raises(ViewError, match="not what `embodia eval` writes"):
+        build_view(tmp_path / "bad.json", tmp_path / "view2")
+
+
+@needs_chromium
+def test_a_dataset_whose_video_path_points_outside_is_not_copied(tmp_path):
+    secret = tmp_path / "secret.mp4"
+    secret.write_bytes(b"SECRET-MARKER" * 100)
+    base = tmp_path / "ds"
+    result = CliRunner().invoke(app, ["record", "-d", "sim:twogap-push", "-p", "expert", "-n", "1", "-o", str(base)])
+    assert result.exit_code == 0, result.output
+    for name, video_path in (("abs", str(secret)), ("dots", None), ("link", "videos/link.mp4")):
+        ds = tmp_path / name
+        shutil.copytree(base, ds)
+        if name == "link":
+            (ds / "videos" / "link.mp4").symlink_to(secret)
+        info = json.loads((ds / "meta" / "info.json").read_text())
+        info["video_path"] = video_path or os.path.relpath(secret, ds)
+        (ds / "meta" / "info.json").write_text(json.dumps(info))
+        # a dataset that names a file outside itself is refused whole (the dataset reader's check,
+        # the same for every verb), before anything is copied
+        with pytest.raises(ViewError, match="video"):
+            build_view(ds, tmp_path / f"view-{name}", [])
+        assert not (tmp_path / f"view-{name}").exists() or \
+            not _outside_files_copied(tmp_path / f"view-{name}", secret)
+        r = CliRunner().invoke(app, ["view", str(ds), "--out", str(tmp_path / f"cli-{name}")])
+        assert r.exit_code == 2 and "Traceback" not in r.output, (name, r.output)

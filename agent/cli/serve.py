@@ -13,9 +13,11 @@ from embodia.agent.cli.run import steered_by
 def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "--device", "-d", help="device URI "
                                                              "naming the body served (opened for its embodiment)"),
           port: int = typer.Option(8000, "--port"),
-          host: str = typer.Option("127.0.0.1", "--host", help="0.0.0.0 serves other machines (set a key)"),
+          host: str = typer.Option("127.0.0.1", "--host", help="0.0.0.0 serves other machines (needs a key)"),
           api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="require the key in this "
                                                     "environment variable (default: $EMBODIA_API_KEY if set)"),
+          api_key_file: Optional[str] = typer.Option(None, "--api-key-file", help="require the key in this file "
+                                                     "(its first line) instead"),
           memory: Optional[str] = typer.Option(None, "--memory", help="success memory directory: steer with it "
                                                "and add every reported success (saved at once and at exit)"),
           max_message_mb: float = typer.Option(16.0, "--max-message-mb", help="larger messages close the "
@@ -32,11 +34,16 @@ def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "-
     import os
     import signal
 
+    from embodia.agent.serving.access import read_secret, require_credential
     from embodia.agent.serving.server import MEMORY_TOKEN_ENV, PolicyServer, server_labeler
     from embodia.policies.ws_policy import DEFAULT_KEY_ENV
-    key = os.environ.get(api_key_env or DEFAULT_KEY_ENV)
-    if api_key_env and not key:
-        fail(f"--api-key-env {api_key_env}: ${api_key_env} is not set")
+    try:
+        key = read_secret(api_key_env or DEFAULT_KEY_ENV, api_key_file)
+        if api_key_env and not key:
+            fail(f"--api-key-env {api_key_env}: ${api_key_env} is not set")
+        require_credential(host, key, f"an API key in ${DEFAULT_KEY_ENV}, --api-key-env or --api-key-file")
+    except ValueError as e:
+        fail(str(e))
     log_connections()
     with session(device, policy, None, size, threads=threads) as (dev, pol):
         steered = steered_by(pol, memory, device, None)

@@ -5,8 +5,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from embodia.agent.cli.app import app, console, fail
+from embodia.agent.cli.validate import printable
 
 
 @app.command()
@@ -17,11 +19,16 @@ def view(source: Path = typer.Argument(..., help="a GUI recording, a dataset, an
                                               "rerun-sdk) of a GUI recording or dataset")):
     """Write a self-contained HTML report (index.html + assets) to open in a browser."""
     from embodia.agent.viewing import ViewError, build_view
+    skipped: list = []
     try:
-        index = build_view(source, out)
+        index = build_view(source, out, skipped)
         if rerun:
             from embodia.agent.viewing.rerun_log import log_to_rerun
             console.print(f"{log_to_rerun(source, rerun)} episodes logged to {rerun} (open: rerun {rerun})")
     except (ViewError, ValueError, ImportError) as e:
         fail(str(e))
+    if skipped:      # the source named files outside itself (or missing): they stay out of the report
+        shown = ", ".join(printable(n) for n in skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
+        console.print(f"[yellow]skipped {len(skipped)} files the source names but that are not inside it (or are "
+                      f"missing):[/yellow] {escape(shown)}", soft_wrap=True, highlight=False)
     console.print(f"open {index.resolve().as_uri()}", soft_wrap=True)

@@ -1,5 +1,5 @@
-"""JSON without pickle, and atomic files: written to a temp file in the same folder, fsynced, then
-os.replace'd."""
+"""JSON without pickle, atomic files (written to a temp file in the same folder, fsynced, then
+os.replace'd), and paths named by files that must stay inside a folder."""
 from __future__ import annotations
 
 import dataclasses
@@ -74,3 +74,20 @@ def _write_json(path: Path, obj) -> None:
 def _write_parquet(path: Path, table) -> None:
     import pyarrow.parquet as pq
     _atomic_write(path, lambda p: pq.write_table(table, p))
+
+
+# -- paths named by a file or a request ----------------------------------------------------------------
+def resolved_inside(path, roots) -> Path | None:
+    """``path`` resolved (``~``, ``..`` and every symlink followed) if it lies in one of ``roots``
+    (resolved likewise), else None. A recording, a dataset or a request may come from someone else:
+    what it names ("/etc/passwd", "../../root/.bashrc", a symlink out) is followed only inside the
+    folder it belongs to. A relative ``path`` is taken from the working directory.
+
+    >>> resolved_inside("/etc/passwd", ["/tmp"]) is None
+    True
+    """
+    try:
+        p = Path(path).expanduser().resolve()
+        return p if any(p.is_relative_to(Path(r).expanduser().resolve()) for r in roots) else None
+    except (OSError, RuntimeError, ValueError, TypeError):      # a symlink loop, a NUL in the name, not a path
+        return None

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embodia.agent.recording.files import _jsonable, _tmp_path, _write_json
+from embodia.agent.recording.files import _jsonable, _tmp_path, _write_json, resolved_inside
 from embodia.agent.recording.steplog import RecordingError
 from embodia.devices import GuiAction
 from embodia.devices.gui import SCREEN
@@ -211,13 +211,22 @@ def executed_steps(episode: dict) -> tuple[list[dict], list[GuiAction]]:
     return steps, [GuiAction.from_dict(s["action"]) for s in steps]
 
 
+def screen_file(episode_path, image: dict | None) -> Path | None:
+    """The file an image record of an episode names, resolved, if it is a file inside the episode's
+    folder (where the recorder writes it); None otherwise, so that a recording from someone else
+    ("file": "/etc/passwd", "../../x", a symlink out) never makes a reader follow it out."""
+    name = (image or {}).get("file")
+    if not isinstance(name, str) or not name:
+        return None
+    p = resolved_inside(Path(episode_path) / name, [episode_path])
+    return p if p is not None and p.is_file() else None
+
+
 def load_screen(episode_path, image: dict | None) -> np.ndarray | None:
-    if not image:
+    p = screen_file(episode_path, image)
+    if p is None:
         return None
     from PIL import Image
-    p = Path(episode_path) / image["file"]
-    if not p.exists():
-        return None
     with Image.open(p) as im:
         return np.asarray(im.convert("RGB"))
 

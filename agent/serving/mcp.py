@@ -21,6 +21,8 @@ session may not know which body it is. ``allow`` is the unattended allow-list.
 
 import asyncio
 import base64
+import functools
+import inspect
 import io
 import json
 import threading
@@ -28,6 +30,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Optional, Union
 
@@ -38,18 +41,70 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resolve import Elicit, Resolve
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ImageContent, TextContent
 
 from embodia.agent.loop.safety import RiskRefused, SafetyGate, classify
+from embodia.agent.recording.files import resolved_inside
+from embodia.agent.serving.access import BearerAuth, is_loopback, is_wildcard, require_credential
 from embodia.devices import ActionError, GuiAction, as_policy, check_chunk
 
-MAX_REPLY_CHARS = 64 * 1024
 MAX_CHUNK_ROWS = 1024
-IDLE_CLOSE_S = 900.0             # an HTTP session unused this long is closed and saved
+IDLE_CLOSE_S = 300.0             # a device unused this long (stateless HTTP: its client left) is closed and saved
 
 
 class SessionError(ValueError):
-    """A tool call the session cannot serve (no device open, unknown session...)."""
+    """A tool call the session cannot serve (no device open, unknown session, a limit reached...)."""
+
+
+@dataclass(frozen=True)
+class McpLimits:
+    """What clients may take of this machine. A device holds a simulator or a screen grabber and
+    its renderer (60 gui-sim devices took 220 MB in 2.4 s; a 4096x4096 camera ~290 MB each), so
+    devices are counted per server and per client (its address over HTTP), camera sizes are capped
+    and episodes have a length."""
+    max_devices: int = 8
+    max_devices_per_client: int = 2
+    max_pixels: int = 1024 * 1024      # per camera image asked for with open_device's size
+    max_steps: int = 10_000            # per run_task episode
+    idle_close_s: float = IDLE_CLOSE_S
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """What a client may name beyond devices, as the operator set it: policy specs starting with one of
+    ``policies`` (e.g. ``remote:ws://10.0.0.5:8000``), checkpoints and replays under ``checkpoint_roots``,
+    memory folders under ``memory_roots``. Everything else a client names is refused: the server
+    would otherwise connect to any address (``remote:``), or create folders anywhere it can write.
+    Paths are compared resolved (``..`` and symlinks followed)."""
+    policies: tuple[str, ...] = ()
+    checkpoint_roots: tuple[str, ...] = ()
+    memory_roots: tuple[str, ...] = ()
+
+    def policy(self, spec: str) -> None:
+        """Raise SessionError unless a client may run ``spec``."""
+        from embodia.agent.loop.factory import BUNDLED
+        if spec in ("expert", "random") or spec in BUNDLED or any(spec.startswith(p) for p in self.policies if p):
+            return
+        if spec.startswith(("remote:", "openai:")):
+            raise SessionError(f"policy {spec!r} is not allowed on this server (the operator allows more with "
+                               f"--allow-policy)")
+        path = spec.split(":", 1)[1].partition("#")[0] if spec.startswith(("actions:", "replay:", "hf:")) else spec
+        if resolved_inside(path, self.checkpoint_roots) is None:
+            raise SessionError(f"policy {spec!r}: {path} is not under the server's --checkpoint-root folders "
+                               f"({', '.join(self.checkpoint_roots) or 'none set'})")
+
+    def memory(self, path: str) -> str:
+        """The resolved memory folder a client named; SessionError outside the roots or not a folder."""
+        p = resolved_inside(path, self.memory_roots)
+        if p is None:
+            raise SessionError(f"memory {path}: not under the server's --memory-root folders "
+                               f"({', '.join(self.memory_roots) or 'none set'})")
+        if p.exists() and not p.is_dir():
+            raise SessionError(f"memory {path}: exists and is not a folder")
+        return str(p)
+
+
 
 
 # -- one device session ----------------------------------------------------------------------------
@@ -162,14 +217,14 @@ def parse_action(action: Union[str, dict, list], device) -> "GuiAction | np.ndar
     if emb.is_gui:
         from embodia.policies.gui.reply import ReplyParseError, parse_reply
         if isinstance(action, dict):
+            # the object form is read as the reply parser reads GuiAction.to_dict() in a reply, so it
+            # meets the same limits (length, NUL characters, key counts): one set of rules for both
             try:
-                return GuiAction.from_dict(action)
-            except (ActionError, TypeError) as e:
+                action = json.dumps(action, allow_nan=False)
+            except (TypeError, ValueError) as e:
                 raise ActionError(f"invalid GUI action: {e}") from None
         if not isinstance(action, str):
             raise ActionError(f"{emb.name} takes a GUI action (an object or a reply text), not {type(action).__name__}")
-        if len(action) > MAX_REPLY_CHARS:
-            raise ActionError(f"action text longer than {MAX_REPLY_CHARS} characters")
         try:
             return parse_reply(action, screen=getattr(device.observe(), "screen", None))
         except ReplyParseError as e:
@@ -217,10 +272,12 @@ def observation_content(session: DeviceSession, obs) -> list:
 class Hub:
     """Device sessions by client key; closing saves each episode."""
 
-    def __init__(self, record_root: Path | None, stateful: bool):
+    def __init__(self, record_root: Path | None, stateful: bool, limits: McpLimits = McpLimits()):
         self.record_root = Path(record_root) if record_root else None
         self.stateful = stateful          # stdio: the process serves exactly one client
+        self.limits = limits
         self.sessions: dict[str, DeviceSession] = {}
+        self.clients: dict[str, str] = {}  # session key -> its client's address, opened or being opened
         self.lock = threading.Lock()
 
     def key(self, ctx, session: str | None, *, new: bool = False) -> str:
@@ -244,11 +301,41 @@ class Hub:
         s.used = time.monotonic()
         return s
 
-    def open(self, key: str, uri: str, *, shift=None, size=None, seed=None) -> DeviceSession:
-        from embodia.agent.loop.factory import make_device
+    def _reserve(self, key: str, client: str, size) -> None:
+        """Count the device against the server's and the client's caps before it is built (two opens
+        at once cannot both take the last place); SessionError when a cap or the size is exceeded."""
+        lim = self.limits
+        if size is not None:
+            from embodia.devices.mujoco import parse_size
+            w, h = parse_size(size)
+            if w * h > lim.max_pixels:
+                raise SessionError(f"size {size}: {w * h} pixels per image, this server allows {lim.max_pixels}")
         with self.lock:
-            if key in self.sessions:
-                raise SessionError(f"this session already has {self.sessions[key].uri} open; close_device first")
+            if key in self.clients:
+                what = self.sessions[key].uri if key in self.sessions else "a device"
+                raise SessionError(f"this session already has {what} open; close_device first")
+            if len(self.clients) >= lim.max_devices:
+                raise SessionError(f"this server has {len(self.clients)} devices open, its limit; close one or "
+                                   f"retry later")
+            if sum(c == client for c in self.clients.values()) >= lim.max_devices_per_client:
+                raise SessionError(f"this client has {lim.max_devices_per_client} devices open, its limit; "
+                                   f"close_device one first")
+            self.clients[key] = client
+
+    def open(self, key: str, uri: str, *, shift=None, size=None, seed=None, client: str = "local") -> DeviceSession:
+        self._reserve(key, client, size)
+        try:
+            s = self._build(key, uri, shift, size, seed)
+        except BaseException:
+            with self.lock:
+                self.clients.pop(key, None)
+            raise
+        with self.lock:
+            self.sessions[key] = s
+        return s
+
+    def _build(self, key: str, uri: str, shift, size, seed) -> DeviceSession:
+        from embodia.agent.loop.factory import make_device
         rec = None
         if self.record_root is not None:
             slug = "".join(c if c.isalnum() or c in "._-" else "-" for c in uri).strip("-")
@@ -263,17 +350,16 @@ class Hub:
                 device.close()
                 raise
         try:
-            s = executor.submit(build).result()
+            return executor.submit(build).result()
         except BaseException:
             executor.shutdown(wait=False)
             raise
-        with self.lock:
-            self.sessions[key] = s
-        return s
 
     def close(self, key: str) -> dict:
         with self.lock:
             s = self.sessions.pop(key, None)
+            if s is not None:
+                self.clients.pop(key, None)
         if s is None:
             raise SessionError("no device is open in this session")
 
@@ -335,12 +421,24 @@ def _accepted(answer) -> bool:
 
 # -- the server --------------------------------------------------------------------------------------
 def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: Optional[str] = None,
-                 stateful: bool = True, idle_close_s: float = IDLE_CLOSE_S):
-    """The MCPServer with embodia's tools. ``stateful``: the transport serves one client (stdio)."""
+                 stateful: bool = True, limits: McpLimits = McpLimits(), allowed: Allowed = Allowed()):
+    """The MCPServer with embodia's tools. ``stateful``: the transport serves one client (stdio);
+    ``limits``: what clients may take; ``allowed``: what they may name beyond devices."""
     SafetyGate(allow)                      # an unknown class fails now, not at the first risky action
-    hub = Hub(record_root, stateful)
+    hub = Hub(record_root, stateful, limits)
     Confirm = _confirm_model()
     server_memory = memory
+    idle_close_s = limits.idle_close_s
+    if memory:                             # the operator's own memory is always allowed
+        allowed = Allowed(allowed.policies, allowed.checkpoint_roots, (*allowed.memory_roots, memory))
+
+    def memory_path(path: Optional[str]) -> Optional[str]:
+        if not path:
+            return None
+        try:
+            return allowed.memory(path)
+        except SessionError as e:
+            raise ToolError(str(e)) from None
 
     @asynccontextmanager
     async def lifespan(_server):
@@ -388,21 +486,27 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
                 pass                    # closed by the client already
         stack.push_async_callback(close)
 
-    @server.tool()
+    def tool(fn):
+        """Register ``fn`` as a tool whose every failure is a one-line tool error with its message."""
+        return server.tool()(_one_line_errors(fn))
+
+    @tool
     def list_devices() -> list[dict]:
         """Device schemes and the targets each can open (e.g. gui-sim apps, desktop displays, phones)."""
         from embodia.devices import available
         return [{"scheme": r["scheme"] + ":", "description": r["description"], "targets": r["targets"],
                  "error": r["error"]} for r in available()]
 
-    @server.tool()
+    @tool
     async def open_device(uri: str, ctx: Context, seed: Optional[int] = None, shift: Optional[str] = None,
                           size: Optional[str] = None, session: Optional[str] = None) -> dict:
         """Open a device by URI for this client (one at a time) and reset it; returns its embodiment,
         the task instruction and the `session` (pass it back only on stateless HTTP connections)."""
         key = hub.key(ctx, session, new=True)
+        client = _client_address(ctx)
         try:
-            s = await anyio.to_thread.run_sync(lambda: hub.open(key, uri, shift=shift, size=size, seed=seed))
+            s = await anyio.to_thread.run_sync(lambda: hub.open(key, uri, shift=shift, size=size, seed=seed,
+                                                                client=client))
         except (SessionError, ValueError, FileNotFoundError, ImportError, OSError, RuntimeError) as e:
             raise ToolError(f"cannot open device {uri!r}: {e}") from None
         _close_with_connection(ctx, key, session)
@@ -411,7 +515,7 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
                 "capabilities": sorted(s.device.capabilities),
                 "record_dir": str(s.record_dir) if s.record_dir else None}
 
-    @server.tool()
+    @tool
     async def observe(ctx: Context, session: Optional[str] = None) -> list:
         """The current observation: the screen or camera images, then the UI tree, the embodiment
         prompt and the instruction as JSON."""
@@ -438,7 +542,7 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
             return None
         return Elicit(_question({"risk": risk, "evidence": evidence, "action": a.to_dict()}), Confirm)
 
-    @server.tool()
+    @tool
     async def act(action: Union[dict, str, list[list[float]]], ctx: Context, session: Optional[str] = None,
                   answer: Annotated[Optional[Any], Resolve(ask)] = None) -> dict:
         """Execute one action. GUI bodies: a GuiAction object ({"type": "click", "point": [x, y]},
@@ -463,18 +567,25 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
         except (ActionError, ValueError) as e:
             raise ToolError(f"the device refused the action: {e}") from None
 
-    @server.tool()
+    @tool
     async def run_task(ctx: Context, policy: str = "expert", instruction: Optional[str] = None,
                        episodes: int = 1, seed: Optional[int] = None, max_steps: Optional[int] = None,
                        memory: Optional[str] = None, session: Optional[str] = None) -> dict:
-        """Let a policy run episodes on the open device (expert, embodia-tiny, a checkpoint path,
-        openai:<model>...), optionally steered by a success memory directory that learns from each
-        verified success. Progress comes as progress notifications; cancelling stops the episode
+        """Let a policy run episodes on the open device (expert, random, embodia-tiny; checkpoints under
+        the server's --checkpoint-root and specs it allows with --allow-policy), optionally steered by
+        a success memory folder under its --memory-root that learns from each verified success;
+        max_steps 1..10000 per episode. Progress comes as progress notifications; cancelling stops the episode
         and saves it."""
         s = _session(ctx, session)
-        memory = memory or server_memory
         if not 1 <= episodes <= 1000:
             raise ToolError("episodes must be in 1..1000")
+        if max_steps is not None and not 1 <= max_steps <= limits.max_steps:
+            raise ToolError(f"max_steps must be in 1..{limits.max_steps} (or left out: the task's own length)")
+        try:
+            allowed.policy(policy)
+        except SessionError as e:
+            raise ToolError(str(e)) from None
+        memory = memory_path(memory) or server_memory
         stop = threading.Event()
         done = threading.Event()
         can_ask = _can_elicit(ctx)
@@ -513,19 +624,20 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
         except (ValueError, FileNotFoundError) as e:
             raise ToolError(str(e)) from None
 
-    @server.tool()
+    @tool
     def memory_stats(path: Optional[str] = None) -> dict:
         """Entries, episodes, merges and deletions per namespace of a success-memory directory
         (default: the server's --memory)."""
         path = path or server_memory
         if not path:
             raise ToolError("no memory directory given (and the server has no --memory)")
+        shown, path = path, memory_path(path)
         try:
-            return {"path": path, "namespaces": load_memory_stats(Path(path))}
+            return {"path": shown, "namespaces": load_memory_stats(Path(path))}
         except (OSError, ValueError, KeyError) as e:
             raise ToolError(f"cannot read memory {path}: {e}") from None
 
-    @server.tool()
+    @tool
     async def close_device(ctx: Context, session: Optional[str] = None) -> dict:
         """Close this session's device; its episode is saved."""
         try:
@@ -535,6 +647,42 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
             raise ToolError(str(e)) from None
 
     return server
+
+
+def _one_line_errors(fn):
+    """``fn`` with every exception turned into a ToolError that carries its message: the client
+    learns what went wrong, and the log gets the SDK's one line instead of a traceback (a bare
+    FileExistsError reached the client as an empty error and the log as 100 lines)."""
+    def error(e: Exception) -> ToolError:
+        if isinstance(e, ToolError):
+            return e
+        text = " ".join(str(e).split()) or "no message"
+        return ToolError(f"{fn.__name__} failed: {type(e).__name__}: {text}")
+
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def wrapped(*args, **kwargs):
+            try:
+                return await fn(*args, **kwargs)
+            except Exception as e:          # noqa: BLE001 - reported to the client, in one line
+                raise error(e) from None
+    else:
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except Exception as e:          # noqa: BLE001 - reported to the client, in one line
+                raise error(e) from None
+    return wrapped
+
+
+def _client_address(ctx) -> str:
+    """The client's network address (HTTP), or "local" (stdio: the process serves its one client)."""
+    try:
+        request = ctx.request_context.request
+    except (AttributeError, ValueError):
+        return "local"
+    return getattr(getattr(request, "client", None), "host", None) or "local"
 
 
 def _run_task(s: DeviceSession, policy_spec, instruction, episodes, seed, max_steps, memory, gate, stop,
@@ -586,12 +734,42 @@ def load_memory_stats(path: Path) -> dict:
 
 
 def serve(*, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765, allow=(),
-          record_root: Optional[str] = "runs/mcp", memory: Optional[str] = None) -> None:
-    """Run the server until the client leaves (stdio) or Ctrl-C (HTTP); every device is closed and saved."""
+          record_root: Optional[str] = "runs/mcp", memory: Optional[str] = None, token: Optional[str] = None,
+          allow_hosts=(), allow_origins=(), limits: McpLimits = McpLimits(), allowed: Allowed = Allowed()) -> None:
+    """Run the server until the client leaves (stdio) or Ctrl-C (HTTP); every device is closed and saved.
+    Over HTTP, ``token`` (required beyond loopback) is the bearer token every request must carry."""
     if transport not in ("stdio", "http"):
         raise ValueError(f"transport must be stdio or http, got {transport!r}")
-    server = build_server(allow=allow, record_root=record_root, memory=memory, stateful=transport == "stdio")
+    if transport == "http":
+        require_credential(host, token, "a bearer token in $EMBODIA_MCP_TOKEN, --token-env or --token-file")
+        security = http_security(host, allow_hosts, allow_origins)
+    server = build_server(allow=allow, record_root=record_root, memory=memory, stateful=transport == "stdio",
+                          limits=limits, allowed=allowed)
     if transport == "stdio":
         server.run("stdio")
-    else:
-        server.run("streamable-http", host=host, port=port)
+        return
+    import uvicorn
+    app = server.streamable_http_app(transport_security=security, host=host)
+    uvicorn.run(BearerAuth(app, token) if token else app, host=host, port=port,
+                log_level=server.settings.log_level.lower())
+
+
+def http_security(host: str, allow_hosts=(), allow_origins=()) -> TransportSecuritySettings:
+    """The SDK's Host/Origin checks (DNS rebinding), on wherever the server listens. Loopback names
+    are always accepted; beyond loopback the address served and the ``allow_hosts`` (``name`` or
+    ``name:port``) the operator lists, and Origins only from ``allow_origins``. On 0.0.0.0 the
+    names clients use cannot be guessed, so they must be listed.
+
+    >>> http_security("10.0.0.5").allowed_hosts[-1]
+    '10.0.0.5:*'
+    """
+    if is_wildcard(host) and not allow_hosts:
+        raise ValueError(f"--host {host} listens on every interface: name the host clients connect to "
+                         f"with --allow-host (e.g. --allow-host 192.168.1.20), so other Host headers are refused")
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    if not is_loopback(host) and not is_wildcard(host):
+        hosts.append(f"[{host}]:*" if ":" in host else f"{host}:*")
+    hosts += [h if h.rsplit(":", 1)[-1].isdigit() or h.endswith(":*") else f"{h}:*" for h in allow_hosts]
+    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *allow_origins]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                     allowed_origins=origins)

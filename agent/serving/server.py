@@ -53,14 +53,17 @@ Messages are msgpack maps, numpy arrays encoded as openpi-client encodes them (`
   handshake without ``Authorization: Api-Key <key>`` (as openpi-client sends it) gets HTTP 401.
 
 Each connection is a session of its own (sampler seed, executed-step history, memory credit) over
-one shared model. Model calls and memory updates run one at a time on one worker thread, in arrival
-order; a connection has at most one request in flight, so a client waits at most one bounded
-decision per other connection ahead of it (fair round robin). A ``--success`` label (a judge's
+one shared model. Model calls and memory updates run one at a time on one worker thread, taking
+turns between client addresses (`FairWorker`; in arrival order within one address): an address with
+many connections gets no more turns than one with a single connection, so a client waits about one
+bounded decision (``Limits.max_prompt_tokens``) per other address ahead of it. A ``--success`` label (a judge's
 HTTP call or generate, up to its timeout) is asked on a thread of its own, so it holds up only the
 connection whose episode it labels; the memory write it decides then takes its turn on the worker.
 With more than ``Limits.max_queue`` calls waiting a request is refused ("busy") instead of queued. Connections
 beyond ``Limits.max_connections`` (``max_connections_per_peer`` from one address) are refused at
-the handshake (503), and a connection that keeps sending refused messages is slowed down.
+the handshake (503), a connection that keeps sending refused messages is slowed down, and one that
+sends no request for ``Limits.idle_s`` is closed (answering pings does not keep it). `embodia serve`
+beyond loopback refuses to start without an API key.
 
 >>> server = PolicyServer(policy, device.embodiment)           # doctest: +SKIP
 >>> with server.running() as url:                               # doctest: +SKIP
@@ -70,13 +73,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import hmac
 import json
 import logging
 import math
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -87,12 +90,14 @@ from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
 
 from embodia.agent.loop.success import JudgeLabeler
+from embodia.agent.serving.access import same_secret
 from embodia.devices import Embodiment, Observation, as_policy
 from embodia.devices.observation import ACTION, STATE, image_key
 from embodia.policies.ws_policy import MEMORY_TOKEN_ENV, packb, unpackb
 
 log = logging.getLogger("embodia.serve")
 MAX_MESSAGE_MB = 16.0
+BYTES_PER_TOKEN = 8        # no tokenizer we serve averages more UTF-8 bytes per token (English: ~4)
 
 
 @dataclass(frozen=True)
@@ -100,18 +105,28 @@ class Limits:
     """What one request may ask of the server; everything is checked before the model runs.
 
     ``max_prompt_chars``: instruction length (a 1 MB prompt held the model for minutes);
+    ``max_prompt_tokens``: the same in the policy's own tokens, what a decision's cost grows with
+    (2,000 emoji are 8,000 byte-level tokens; policies without a tokenizer are bounded by characters);
     ``max_abs``: the bound on a state or action value where the embodiment gives none;
     ``max_steps``: executed steps an episode_end may carry; ``max_queue``: model calls waiting
     before new ones are refused; ``stall_s``: a model call running longer makes /healthz fail;
-    ``max_connections`` (``_per_peer``: from one address): more are refused at the handshake (503),
-    since every connection gets its turn at the model."""
+    ``max_connections`` (``_per_peer``: from one address, below it so that one address cannot
+    hold every place): more are refused at the handshake (503); ``idle_s``: a connection that sends
+    no request for this long is closed, even if it answers pings (idle ones held places for ever)."""
     max_prompt_chars: int = 2000
+    max_prompt_tokens: int = 256
     max_abs: float = 1e4
     max_steps: int = 10_000
     max_queue: int = 64
     stall_s: float = 30.0
     max_connections: int = 256
     max_connections_per_peer: int = 32
+    idle_s: float = 120.0
+
+    def __post_init__(self):
+        if not 1 <= self.max_connections_per_peer < self.max_connections:
+            raise ValueError(f"max_connections_per_peer ({self.max_connections_per_peer}) must be at least 1 and "
+                             f"below max_connections ({self.max_connections})")
 
 
 def _bounds(channels, max_abs: float):
@@ -252,7 +267,8 @@ class _Session:
             self.policy = SteeredPolicy(self.policy, server.memory, namespace=server.namespace)
             self.policy.autosave = server.memory_path    # saved after each stored or held episode
         self.credit: dict = {}      # SuccessMemory.lend_episode's bookkeeping for this connection
-        self.peer = "?"
+        self.peer = self.host = "?"
+        self.counted: str | None = None      # the last prompt whose tokens were counted and allowed
         self.fresh = True           # the next request starts an episode
         # --success on the server: its own copy (a judge keeps this connection's frames), and the
         # episode in progress as the client sent it (first and last observation, prompt, seed)
@@ -330,6 +346,49 @@ class _Session:
         return mem.lend_episode(self.credit) if mem is not None else nullcontext()
 
 
+class FairWorker:
+    """One thread that runs calls one at a time, taking turns between keys (client addresses): the
+    next call is the oldest of the first address in line, and an address just served goes behind
+    every address that was waiting. So an address with many connections gets no more turns than
+    one with a single connection, and a client waits at most about one other decision. The thread
+    picks the next call itself, the moment the last one ends (no trip through the event loop)."""
+
+    def __init__(self, name: str):
+        self._lines: dict[str, deque] = {}       # key -> its waiting (future, fn, args), in arrival order
+        self._cv = threading.Condition()
+        threading.Thread(target=self._loop, name=name, daemon=True).start()
+
+    def submit(self, key: str, fn, *args) -> Future:
+        f: Future = Future()
+        with self._cv:
+            self._lines.setdefault(key, deque()).append((f, fn, args))
+            self._cv.notify()
+        return f
+
+    def _next(self):
+        with self._cv:
+            while not self._lines:
+                self._cv.wait()
+            key = next(iter(self._lines))
+            line = self._lines[key]
+            job = line.popleft()
+            if not line:
+                del self._lines[key]
+            return key, job
+
+    def _loop(self) -> None:
+        while True:
+            key, (f, fn, args) = self._next()
+            if f.set_running_or_notify_cancel():     # False: its connection went away while it waited
+                try:
+                    f.set_result(fn(*args))
+                except BaseException as e:           # noqa: BLE001 - handed to the caller
+                    f.set_exception(e)
+            with self._cv:                           # served: behind every address that came meanwhile
+                if key in self._lines:
+                    self._lines[key] = self._lines.pop(key)
+
+
 class PolicyServer:
     """Serves ``policy`` (bound to ``embodiment``) to any number of connections; see the module doc.
     ``memory`` (a SuccessMemory, with its ``namespace``) is saved to ``memory_path`` after every
@@ -354,12 +413,14 @@ class PolicyServer:
         self.port: int | None = None
         self._lock = threading.Lock()
         # one worker thread runs every model call and memory update, first come first served
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embodia-model")
+        self._worker = FairWorker("embodia-model")
         # --success labels are asked on a thread of their own: a judge's HTTP call (up to its timeout)
         # or generate() must not hold up the other connections' model calls
         self._judge = (ThreadPoolExecutor(max_workers=1, thread_name_prefix="embodia-judge")
                        if labeler is not None else None)
         self._queued = 0                   # calls submitted and not finished (event-loop thread only)
+        # the policy's own token count of a prompt, if it has a tokenizer (what its cost grows with)
+        self._count_tokens = getattr(policy, "prompt_tokens", None)
         self._conns: dict[str, int] = {}   # open connections per peer address (event-loop thread only)
         self._busy_since: float | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -377,7 +438,8 @@ class PolicyServer:
                          "memory_writes": "token" if memory is not None and self.memory_token else "off",
                          "labels": "server" if labeler is not None else "client",
                          "max_message_bytes": self.max_message_bytes,
-                         "max_prompt_chars": limits.max_prompt_chars, "max_steps": limits.max_steps}
+                         "max_prompt_chars": limits.max_prompt_chars, "max_steps": limits.max_steps,
+                         "max_prompt_tokens": limits.max_prompt_tokens if self._count_tokens else None}
 
     # -- running ------------------------------------------------------------------------------------
     async def serve(self, host: str = "127.0.0.1", port: int = 8000, *, on_ready=None) -> None:
@@ -443,7 +505,7 @@ class PolicyServer:
             return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections; retry later\n")
         if self.api_key is not None:
             sent = request.headers.get("Authorization", "")
-            if not hmac.compare_digest(sent.encode(), f"Api-Key {self.api_key}".encode()):
+            if not same_secret(sent, f"Api-Key {self.api_key}"):
                 log.warning("refused %s: missing or wrong API key", connection.remote_address)
                 return connection.respond(HTTPStatus.UNAUTHORIZED,
                                           "missing or wrong API key (send 'Authorization: Api-Key <key>')\n")
@@ -452,13 +514,19 @@ class PolicyServer:
     async def _handle(self, ws) -> None:
         session, prev_ms = _Session(self), None
         session.peer = "%s:%s" % tuple(ws.remote_address[:2]) if ws.remote_address else "?"
-        host = ws.remote_address[0] if ws.remote_address else "?"
+        host = session.host = ws.remote_address[0] if ws.remote_address else "?"
         self._conns[host] = self._conns.get(host, 0) + 1
         log.info("connection from %s", ws.remote_address)
         try:
             await ws.send(packb(self.metadata))
             errors = 0
-            async for frame in ws:
+            while True:
+                try:
+                    frame = await asyncio.wait_for(ws.recv(), self.limits.idle_s)
+                except TimeoutError:        # pings answered or not: an idle connection gives its place back
+                    log.info("closing %s: no request for %g s", ws.remote_address, self.limits.idle_s)
+                    await ws.close(1000, f"idle for {self.limits.idle_s:g} s")
+                    break
                 t0 = time.perf_counter()
                 reply = await self._answer(session, frame)
                 if prev_ms is not None and "server_timing" in reply:
@@ -476,7 +544,7 @@ class PolicyServer:
             if session.episode is not None and session.labeler is not None:    # gone without episode_end
                 try:
                     label = await self._label(session)
-                    await self._run(session.close_episode, label)
+                    await self._run(session, session.close_episode, label)
                 except Exception:      # noqa: BLE001 - a failed label must not take the server down
                     log.exception("labelling the episode of a closed connection failed")
             self._conns[host] -= 1
@@ -493,8 +561,9 @@ class PolicyServer:
             if "__ctrl__" in msg:
                 return await self._control(session, msg)
             obs, prompt, begin = read_observation(msg, self.embodiment, self.limits)
+            self._check_tokens(session, prompt)
             label = await self._label(session) if begin["reset"] or session.fresh else None
-            chunk, timing = await self._run(session.act, obs, prompt, begin, label)
+            chunk, timing = await self._run(session, session.act, obs, prompt, begin, label)
             info = dict(session.policy.info())
             return {"actions": chunk, "server_timing": timing} | ({"policy_info": info} if info else {})
         except ValueError as e:         # a refused request: the client can fix it and go on
@@ -520,7 +589,7 @@ class PolicyServer:
         client = client[:64] if isinstance(client, str) else None
         before = len(self.memory) if self.memory is not None else None
         label = await self._label(session) if success is None else None
-        (entries, label), timing = await self._run(session.end, success, steps, label)
+        (entries, label), timing = await self._run(session, session.end, success, steps, label)
         if success is not None and self.memory is not None:
             self._log_write(session, client, success, steps, before, entries)
         return {"__ack__": "episode_end", "memory_entries": entries, "server_timing": timing} | \
@@ -534,7 +603,7 @@ class PolicyServer:
         if self.memory_token is None:
             raise ValueError(f"episode_end: memory writes are off on this server (start it with "
                              f"${MEMORY_TOKEN_ENV} set to accept outcomes); send no '__success__'")
-        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self.memory_token.encode()):
+        if not isinstance(token, str) or not same_secret(token, self.memory_token):
             log.warning("refused a memory write: missing or wrong memory token")
             raise ValueError("episode_end: missing or wrong '__token__' (memory writes need the server's "
                              "memory token)")
@@ -558,15 +627,34 @@ class PolicyServer:
             return None
         return await asyncio.get_running_loop().run_in_executor(self._judge, session.judge)
 
-    async def _run(self, fn, *args):
-        """``fn(*args)`` on the model's worker thread (calls run one at a time, in arrival order), and
-        how long it waited and ran; refused when too many calls are waiting already."""
+    def _check_tokens(self, session: _Session, prompt: str) -> None:
+        """Refuse a prompt over ``max_prompt_tokens`` of the policy's own tokenizer. Counting is work
+        too (2,000 emoji took 11 ms), so it is bounded: a byte-level tokenizer makes at most one token
+        per UTF-8 byte (short prompts are not tokenized), a prompt of more than ``BYTES_PER_TOKEN``
+        bytes per allowed token is refused uncounted, and a connection's repeated prompt is counted once."""
+        limit = self.limits.max_prompt_tokens
+        if self._count_tokens is None or len(prompt) * 4 <= limit or prompt == session.counted:
+            return
+        size = len(prompt.encode("utf-8", "surrogatepass"))
+        if size <= limit:
+            return
+        if size > BYTES_PER_TOKEN * limit:
+            raise ValueError(f"'prompt': {size} bytes, more than {limit} tokens of any tokenizer "
+                             f"(the limit is {limit} tokens)")
+        n = self._count_tokens(prompt)
+        if n > limit:
+            raise ValueError(f"'prompt': {n} tokens, the limit is {limit}")
+        session.counted = prompt
+
+    async def _run(self, session: _Session, fn, *args):
+        """``fn(*args)`` on the model's worker thread, and how long it waited and ran (calls take
+        turns between client addresses, `FairWorker`); refused when too many calls are waiting."""
         if self._queued >= self.limits.max_queue:
             raise ValueError(f"busy: {self._queued} requests are waiting for the model; retry later")
         self._queued += 1
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._worker, self._timed, time.perf_counter(),
-                                                                    fn, *args)
+            return await asyncio.wrap_future(self._worker.submit(session.host, self._timed, time.perf_counter(),
+                                                                 fn, *args))
         finally:
             self._queued -= 1
 

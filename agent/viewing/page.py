@@ -7,6 +7,7 @@ step views are drawn by the script from ``episodes/ep-NNNNNN.js`` when a person 
 from __future__ import annotations
 
 import json
+import math
 from html import escape
 
 CSS = """
@@ -118,7 +119,7 @@ function stepCard(step, ep) {
   const mm = memoryText(step.memory); if (mm) c.appendChild(el('div', {class: 'memory'}, mm));
   if (step.reply) c.appendChild(el('div', {class: 'reply'}, step.reply));
   const tm = step.timing || {};
-  c.appendChild(el('div', {class: 'timing muted'}, `policy ${(tm.policy_ms || 0).toFixed(1)} ms, device ${(tm.device_ms || 0).toFixed(1)} ms`));
+  c.appendChild(el('div', {class: 'timing muted'}, `policy ${Number(tm.policy_ms || 0).toFixed(1)} ms, device ${Number(tm.device_ms || 0).toFixed(1)} ms`));
   f.appendChild(c); return f;
 }
 function scrubber(n, onPick) {
@@ -175,7 +176,7 @@ function renderRobot(body, d) {
     read.textContent = `step ${t} (t=${(t / d.fps).toFixed(2)} s)\naction ${JSON.stringify(d.action[t])}\nstate  ${JSON.stringify(d.state[t])}`; };
   left.appendChild(scrubber(d.action.length, pick));
   row.appendChild(left); row.appendChild(right); body.appendChild(row);
-  const tm = d.timing || {}, ms = (k, x) => x && x.mean !== undefined ? `${k} ${x.mean.toFixed(2)} ms/step (p95 ${(x.p95 || 0).toFixed(2)})` : null;
+  const tm = d.timing || {}, ms = (k, x) => x && x.mean !== undefined ? `${k} ${Number(x.mean).toFixed(2)} ms/step (p95 ${Number(x.p95 || 0).toFixed(2)})` : null;
   const parts = [ms('policy', tm.policy_ms), ms('device', tm.device_ms), ms('between observations', tm.obs_interval_ms)].filter(Boolean);
   body.appendChild(el('div', {class: 'timing muted'}, 'timing: ' + (parts.length ? parts.join(', ') : JSON.stringify(tm))));
   if (d.end_info && Object.keys(d.end_info).length) body.appendChild(el('div', {class: 'muted'}, 'info: ' + JSON.stringify(d.end_info)));
@@ -203,6 +204,20 @@ document.querySelectorAll('details.episode').forEach(det => det.addEventListener
 """
 
 
+def num(v, spec: str = "") -> str:
+    """A number as text, or whatever else the file held there, escaped: a shared recording's ``seed``
+    may be ``<img src=x onerror=...>`` instead of a number, and the page must show it, not run it."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        return format(v, spec)
+    return escape(str(v))
+
+
+def script_json(data) -> str:
+    """JSON to embed in a script: no ``<`` at all (so neither ``</script>`` nor ``<!--`` in a value
+    can end or change the script), and no NaN (not JSON)."""
+    return json.dumps(data, allow_nan=False, default=str).replace("<", "\\u003c")
+
+
 def _label(ok) -> str:
     cls, text = {True: ("ok", "success"), False: ("fail", "failure")}.get(ok, ("unknown", "not verified"))
     return f'<span class="success-label {cls}">{text}</span>'
@@ -216,42 +231,54 @@ def _summary(view: dict) -> str:
     if verified:
         parts.append(f"<span>success {ok}/{len(verified)} ({ok / len(verified):.0%})</span>")
     rep = view.get("report")
-    if rep and rep.get("wilson95"):
+    if rep and isinstance(rep.get("wilson95"), (list, tuple)) and len(rep["wilson95"]) == 2:
         lo, hi = rep["wilson95"]
-        parts.append(f"<span>95% Wilson [{lo:.3f}, {hi:.3f}]</span>")
+        parts.append(f"<span>95% Wilson [{num(lo, '.3f')}, {num(hi, '.3f')}]</span>")
     if rep and rep.get("streams"):
-        parts.append(f"<span>{rep['streams']} streams x {rep['episodes_per_stream']} episodes</span>")
+        parts.append(f"<span>{num(rep['streams'])} streams x {num(rep.get('episodes_per_stream'))} episodes</span>")
     return '<div class="summary">' + "".join(parts) + "</div>"
 
 
 def _episode_row(e: dict) -> str:
-    bits = [f"#{e['index']}", escape(e.get("task") or ""), _label(e["success"])]
+    """One episode's line; every value from the source is escaped (numbers included)."""
+    index = num(e["index"])
+    bits = [f"#{index}", escape(str(e.get("task") or "")), _label(e["success"])]
     if e.get("success_source"):
-        bits.append(f'<span class="muted">({escape(e["success_source"])})</span>')
-    bits.append(f'<span class="muted">{e.get("steps") or 0} steps' + (f", seed {e['seed']}" if e.get("seed") is not None
-                                                                      else "") + "</span>")
+        bits.append(f'<span class="muted">({escape(str(e["success_source"]))})</span>')
+    bits.append(f'<span class="muted">{num(e.get("steps") or 0)} steps' +
+                (f", seed {num(e['seed'])}" if e.get("seed") is not None else "") + "</span>")
     if e.get("memory_steps"):
-        bits.append(f'<span class="memory">memory steered {e["memory_steered"]} of {e["memory_steps"]} '
+        bits.append(f'<span class="memory">memory steered {num(e["memory_steered"])} of {num(e["memory_steps"])} '
                     f'decisions</span>')
     if e.get("refused"):
-        bits.append(f'<span class="gate">{e["refused"]} refused by the gate</span>')
+        bits.append(f'<span class="gate">{num(e["refused"])} refused by the gate</span>')
     if e.get("error"):
         bits.append(f'<span class="gate">{escape(str(e["error"]))}</span>')
     inner = " ".join(bits)
     if not e.get("file"):
-        return f'<div class="episode-row" id="ep-{e["index"]}">{inner}</div>'
-    return (f'<details class="episode" id="ep-{e["index"]}" data-index="{e["index"]}"><summary>{inner}</summary>'
+        return f'<div class="episode-row" id="ep-{index}">{inner}</div>'
+    return (f'<details class="episode" id="ep-{index}" data-index="{index}"><summary>{inner}</summary>'
             f'<div class="body muted">opening...</div></details>')
 
 
+def _skipped(view: dict) -> str:
+    """The files the source named but the report did not copy (outside the source, or missing)."""
+    names = view.get("skipped") or []
+    if not names:
+        return ""
+    shown = "".join(f"<li>{escape(str(n))}</li>" for n in names[:20]) + ("<li>...</li>" if len(names) > 20 else "")
+    return (f'<details class="skipped gate"><summary>{len(names)} files named by the source were not copied '
+            f'(outside it, or missing)</summary><ul>{shown}</ul></details>')
+
+
 def page_html(view: dict) -> str:
-    data = json.dumps({"kind": view["kind"], "episodes": [{"index": e["index"], "file": e.get("file")}
-                                                          for e in view["episodes"]]}).replace("</", "<\\/")
+    data = script_json({"kind": view["kind"], "episodes": [{"index": e["index"], "file": e.get("file")}
+                                                           for e in view["episodes"]]})
     plots = "".join(f'<figure class="plot-figure"><figcaption>{escape(p["title"])}</figcaption>{p["svg"]}</figure>'
                     for p in view.get("plots", []))
     rows = "".join(_episode_row(e) for e in view["episodes"])
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>embodia view: {escape(view["title"])}</title>'
             f"<style>{CSS}</style></head><body><h1>{escape(view['title'])}</h1>"
-            f'<div class="src">{escape(view.get("source", ""))}</div>{_summary(view)}'
+            f'<div class="src">{escape(view.get("source", ""))}</div>{_summary(view)}{_skipped(view)}'
             f'<div class="plots">{plots}</div><div class="episodes">{rows}</div>'
             f"<script>window.EMBODIA_VIEW = {data};</script><script>{JS}</script></body></html>")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from html import escape
 
+from embodia.agent.viewing.page import num
+
 W, H, PAD_L, PAD_B, PAD_T = 520, 240, 44, 46, 14
 COLORS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563")
 
@@ -33,13 +35,13 @@ def bars(title: str, cells: list[tuple[str, float, tuple[float, float] | None, i
         x = PAD_L + step * (i + 0.5)
         y = PAD_T + ph * (1 - rate)
         body.append(f'<rect class="bar" x="{x - bw / 2:.1f}" y="{y:.1f}" width="{bw:.1f}" height="{ph * rate:.1f}" '
-                    f'fill="{COLORS[i % len(COLORS)]}"><title>{escape(label)}: {rate:.3f} (n={n})</title></rect>')
+                    f'fill="{COLORS[i % len(COLORS)]}"><title>{escape(label)}: {rate:.3f} (n={num(n)})</title></rect>')
         if ci is not None:
             lo, hi = (PAD_T + ph * (1 - v) for v in ci)
             body.append(f'<path class="ci" d="M{x:.1f},{lo:.1f}V{hi:.1f}M{x - 6:.1f},{lo:.1f}h12M{x - 6:.1f},{hi:.1f}h12"/>')
         body.append(f'<text x="{x:.1f}" y="{H - PAD_B + 16}" text-anchor="middle" class="label">{escape(label)}</text>'
                     f'<text x="{x:.1f}" y="{H - PAD_B + 30}" text-anchor="middle" class="tick">'
-                    f'{rate:.2f} n={n}</text>')
+                    f'{rate:.2f} n={num(n)}</text>')
     return _frame(kind, title, body)
 
 
@@ -56,7 +58,7 @@ def lines(title: str, series: dict[str, list[float]], xlabels: list[str], kind: 
         body.append(f'<polyline class="series" data-series="{escape(name)}" points="{pts}" fill="none" '
                     f'stroke="{color}" stroke-width="2"/>')
         body += [f'<circle cx="{xs[i]:.1f}" cy="{PAD_T + ph * (1 - v):.1f}" r="3" fill="{color}">'
-                 f'<title>{escape(name)} {xlabels[i] if i < len(xlabels) else i}: {v:.3f}</title></circle>'
+                 f'<title>{escape(name)} {escape(str(xlabels[i] if i < len(xlabels) else i))}: {v:.3f}</title></circle>'
                  for i, v in enumerate(vals)]
         body.append(f'<text x="{PAD_L + 8 + 110 * k}" y="{H - 8}" class="legend" fill="{color}">&#9632; '
                     f'{escape(name)}</text>')

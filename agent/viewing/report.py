@@ -2,6 +2,11 @@
 ``episodes/ep-NNNNNN.js`` (one episode's steps, loaded when a person opens it) and ``assets/``
 (screenshots and videos, hard-linked where the file system allows, else copied).
 
+A recording may come from someone else, and the report folder is what a person zips and shares:
+only files that resolve inside the recording or dataset being viewed are copied (an image or video
+path such as ``/etc/passwd``, ``../../x`` or a symlink out is skipped, and the page and
+``build_view``'s ``skipped`` list say so), and every value the page shows is escaped.
+
 Nothing is inlined per frame: the page loads an episode's data when it is opened, and its images
 with ``loading="lazy"``, so a 200-episode dataset opens as fast as a 2-episode one.
 
@@ -18,8 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from embodia.agent.loop.safety import target_element
-from embodia.agent.recording.gui_log import is_gui_recording, list_gui_episodes, read_gui_episode
-from embodia.agent.viewing.page import page_html
+from embodia.agent.recording.files import resolved_inside
+from embodia.agent.recording.gui_log import is_gui_recording, list_gui_episodes, read_gui_episode, screen_file
+from embodia.agent.viewing.page import page_html, script_json
 from embodia.agent.viewing.plots import eval_plots
 from embodia.devices import GuiAction
 
@@ -28,9 +34,11 @@ class ViewError(ValueError):
     """A source `embodia view` cannot read; the message says what it expected."""
 
 
-def build_view(source, out=None) -> Path:
+def build_view(source, out=None, skipped: list | None = None) -> Path:
     """Write the report of ``source`` (a GUI recording, a LeRobot dataset, an eval report JSON, or a
-    folder of GUI recordings such as `embodia mcp --record`'s) to ``out``; returns its index.html."""
+    folder of GUI recordings such as `embodia mcp --record`'s) to ``out``; returns its index.html.
+    ``skipped`` (a list) receives the files the source named that were not copied (outside it, or
+    missing)."""
     src = Path(source)
     if not src.exists():
         raise ViewError(f"{src}: no such file or directory")
@@ -38,28 +46,29 @@ def build_view(source, out=None) -> Path:
     if out.resolve() == src.resolve():
         raise ViewError(f"choose an output folder other than {src}")
     out.mkdir(parents=True, exist_ok=True)
+    skipped = [] if skipped is None else skipped
     if src.is_file():
         view = _eval_view(src)
     elif is_gui_recording(src):
-        view = _gui_view([src], out)
+        view = _gui_view([src], out, skipped=skipped)
     elif (src / "meta" / "info.json").exists():
-        view = _dataset_view(src, out)
+        view = _dataset_view(src, out, skipped=skipped)
     else:
-        view = _folder_view(src, out)
-    view["source"] = str(src)
+        view = _folder_view(src, out, skipped)
+    view["source"], view["skipped"] = str(src), skipped
     index = out / "index.html"
     index.write_text(page_html(view), encoding="utf-8")
     return index
 
 
-def _folder_view(src: Path, out: Path) -> dict:
+def _folder_view(src: Path, out: Path, skipped: list) -> dict:
     """Every GUI recording and dataset directly under ``src`` (e.g. what `embodia mcp --record` saved)."""
     rows: list = []
     for p in sorted(p for p in src.iterdir() if p.is_dir()):
         if is_gui_recording(p):
-            _gui_view([p], out, rows)
+            _gui_view([p], out, rows, skipped)
         elif (p / "meta" / "info.json").exists():
-            _dataset_view(p, out, rows)
+            _dataset_view(p, out, rows, skipped)
     if not rows:
         raise ViewError(f"{src}: not a GUI recording, a LeRobot dataset (meta/info.json), an eval report "
                         f"(.json) or a folder of them")
@@ -83,7 +92,7 @@ def _write_episode(out: Path, index: int, data: dict) -> str:
     rel = f"episodes/ep-{index:06d}.js"
     path = out / rel
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, default=_jsonable, allow_nan=False).replace("</", "<\\/")
+    text = script_json(json.loads(json.dumps(data, default=_jsonable, allow_nan=False)))
     path.write_text(f"embodiaEpisode({index}, {text});\n", encoding="utf-8")
     return rel
 
@@ -106,7 +115,7 @@ def _success_source(end: dict | None, meta: dict) -> str | None:
 
 
 # -- GUI recordings ------------------------------------------------------------------------------------
-def _gui_view(runs: list[Path], out: Path, rows: list | None = None) -> dict:
+def _gui_view(runs: list[Path], out: Path, rows: list | None = None, skipped: list | None = None) -> dict:
     rows = [] if rows is None else rows
     for run in runs:
         for ep_dir in list_gui_episodes(run):
@@ -119,10 +128,10 @@ def _gui_view(runs: list[Path], out: Path, rows: list | None = None) -> dict:
                     "success_source": _success_source(end, meta), "ended": end is not None,
                     "end_info": (end or {}).get("info") or {}, "steps": []}
             for s in ep["steps"]:
-                data["steps"].append(_gui_step(s, ep_dir, out, i))
+                data["steps"].append(_gui_step(s, ep_dir, out, i, skipped))
             final = (end or {}).get("final_image")
             if final:
-                data["final_image"] = _gui_image(ep_dir, final, out, i)
+                data["final_image"] = _gui_image(ep_dir, final, out, i, skipped)
             file = _write_episode(out, i, data)
             err = (data["end_info"] or {}).get("error")
             rows.append({"index": i, "task": data["task"], "seed": data["seed"], "run": run.name,
@@ -135,17 +144,20 @@ def _gui_view(runs: list[Path], out: Path, rows: list | None = None) -> dict:
     return {"kind": "gui", "title": f"{len(rows)} GUI episodes", "episodes": rows, "plots": []}
 
 
-def _gui_image(ep_dir: Path, image: dict, out: Path, i: int) -> dict | None:
-    src = ep_dir / image["file"]
-    if not src.exists():
+def _gui_image(ep_dir: Path, image: dict, out: Path, i: int, skipped: list | None) -> dict | None:
+    """The screenshot copied into the report, if it is a file inside its episode's folder."""
+    src = screen_file(ep_dir, image if isinstance(image, dict) else None)
+    if src is None:
+        if skipped is not None:
+            skipped.append(str(image.get("file") if isinstance(image, dict) else image))
         return None
-    rel = f"assets/ep-{i:06d}/{Path(image['file']).name}"
+    rel = f"assets/ep-{i:06d}/{src.name}"
     _place(src, out / rel)
-    return {"src": rel, "w": image["width"], "h": image["height"]}
+    return {"src": rel, "w": image.get("width"), "h": image.get("height")}
 
 
-def _gui_step(s: dict, ep_dir: Path, out: Path, i: int) -> dict:
-    img = _gui_image(ep_dir, s["image"], out, i) if s.get("image") else None
+def _gui_step(s: dict, ep_dir: Path, out: Path, i: int, skipped: list | None = None) -> dict:
+    img = _gui_image(ep_dir, s["image"], out, i, skipped) if s.get("image") else None
     screen = s.get("screen") or {}
     size = (img["w"], img["h"]) if img else (screen.get("width"), screen.get("height"))
     el = None
@@ -174,7 +186,7 @@ def _reply_text(rec: dict) -> str | None:
 
 
 # -- LeRobot datasets (robot episodes) ------------------------------------------------------------------
-def _dataset_view(src: Path, out: Path, rows: list | None = None) -> dict:
+def _dataset_view(src: Path, out: Path, rows: list | None = None, skipped: list | None = None) -> dict:
     from embodia.agent.recording.dataset import DatasetError, LocalDataset
     try:
         ds = LocalDataset(src)
@@ -217,13 +229,17 @@ def _eval_view(src: Path) -> dict:
         raise ViewError(f"{src}: not a JSON eval report ({e})") from None
     if not isinstance(rep, dict) or not ({"success_rate", "by"} <= set(rep) or "arms" in rep):
         raise ViewError(f"{src}: not an `embodia eval` report (no success_rate/by, no arms)")
-    rows = [{"index": r.get("episode", i), "task": "", "seed": r.get("seed"), "success": r.get("success"),
+    rows = [{"index": i, "task": "", "seed": r.get("seed"), "success": r.get("success"),
              "success_source": "oracle (simulator)" if r.get("success") is not None else None,
              "steps": r.get("length"), "error": r.get("error"), "file": None}
             for i, r in enumerate(rep.get("per_episode") or [])]
     title = f"eval: {rep.get('policy', '?')} on {rep.get('device', '?')}" + (
         f" (shift {rep['shift']})" if rep.get("shift") else "")
-    return {"kind": "eval", "title": title, "episodes": rows, "plots": eval_plots(rep),
+    try:
+        plots = eval_plots(rep)
+    except (TypeError, ValueError, KeyError, AttributeError) as e:    # a rate or interval that is not a number
+        raise ViewError(f"{src}: a plotted field is not what `embodia eval` writes ({type(e).__name__}: {e})") from None
+    return {"kind": "eval", "title": title, "episodes": rows, "plots": plots,
             "report": {k: rep.get(k) for k in ("device", "policy", "shift", "seed", "episodes", "successes",
                                                 "success_rate", "wilson95", "mean_length", "streams",
                                                 "episodes_per_stream", "created") if k in rep}}

@@ -215,6 +215,11 @@ class VLAPolicy(Policy):
         eid = torch.tensor([self.cfg.embodiments[emb.name]["id"]])
         return torch.from_numpy(s), torch.from_numpy(smask), torch.from_numpy(amask), eid
 
+    def prompt_tokens(self, instruction: str) -> int:
+        """How many tokens the backbone reads for ``instruction``: what a decision costs grows with it,
+        not with its characters (2,000 emoji are 8,000 byte-level tokens), so servers bound this."""
+        return len(self.model.backbone.tokenizer(instruction, add_special_tokens=False)["input_ids"])
+
     def act(self, obs: Observation, instruction: str) -> np.ndarray:
         chunk = self.predict_chunk(obs, instruction)
         if self.ensemble is None:

@@ -1,0 +1,85 @@
+"""Who may connect to embodia's servers (`embodia mcp --transport http`, `embodia serve`).
+
+On loopback only this machine's users reach the port. Beyond it anyone on the network does, and
+an MCP client there clicks and types on the desktop: so a server that listens beyond loopback
+needs a credential, and refuses to start without one (`require_credential`). The credential comes
+from an environment variable or a file (`read_secret`), never from the command line (which other
+users of the machine can read in the process list), and is compared in constant time.
+
+>>> is_loopback("127.0.0.2"), is_loopback("localhost"), is_loopback("0.0.0.0")
+(True, True, False)
+"""
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+from pathlib import Path
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False      # a host name: whatever it resolves to, it is meant for others
+
+
+def is_wildcard(host: str) -> bool:
+    """0.0.0.0 or ::: every interface, so no single name clients use is known from the address."""
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
+def read_secret(env: str | None, file: str | Path | None) -> str | None:
+    """The credential in ``file`` (its first line, stripped) or else in ``$env``; None when neither
+    gives one. ValueError (one line) for a file that cannot be read or holds no credential."""
+    if file is not None:
+        try:
+            text = Path(file).read_text(encoding="utf-8").strip().splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(f"cannot read the credential file {file}: {e.strerror if isinstance(e, OSError) else e}") \
+                from None
+        if not text or not text[0].strip():
+            raise ValueError(f"the credential file {file} is empty")
+        return text[0].strip()
+    value = os.environ.get(env) if env else None
+    return value.strip() if value and value.strip() else None
+
+
+def require_credential(host: str, secret: str | None, how: str) -> None:
+    """Refuse to listen beyond loopback without a credential; ``how`` says how to give one."""
+    if secret is None and not is_loopback(host):
+        raise ValueError(f"--host {host} is reachable from other machines: refusing to serve without a "
+                         f"credential ({how}), or serve on 127.0.0.1")
+
+
+def same_secret(sent: str | bytes, secret: str) -> bool:
+    """Constant-time comparison (a plain == leaks how many leading characters matched)."""
+    sent = sent.encode("utf-8", "replace") if isinstance(sent, str) else sent
+    return hmac.compare_digest(sent, secret.encode("utf-8"))
+
+
+class BearerAuth:
+    """ASGI middleware: HTTP requests without ``Authorization: Bearer <token>`` get 401 before they
+    reach the app (lifespan events pass through)."""
+
+    def __init__(self, app, token: str):
+        self.app, self.expected = app, f"Bearer {token}"
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            sent = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), b"")
+            if not same_secret(sent, self.expected):
+                body = b"missing or wrong bearer token (send 'Authorization: Bearer <token>')\n"
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                        (b"content-length", str(len(body)).encode()),
+                                        (b"www-authenticate", b'Bearer realm="embodia"')]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
