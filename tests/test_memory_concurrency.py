@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from embodia.memory import MemoryBusy, MemoryConfig, ScreenMemory, SuccessMemory, lock, persist
+from embodia.memory import MemoryConfig, ScreenMemory, SuccessMemory, lock, persist
 from embodia.memory import pending as pending_mod
 
 REPO = Path(__file__).resolve().parents[1]

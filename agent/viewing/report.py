@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 
 from embodia.agent.loop.safety import target_element
-from embodia.agent.recording.files import resolved_inside
 from embodia.agent.recording.gui_log import is_gui_recording, list_gui_episodes, read_gui_episode, screen_file
 from embodia.agent.viewing.page import page_html, script_json
 from embodia.agent.viewing.plots import eval_plots
