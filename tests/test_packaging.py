@@ -209,7 +209,10 @@ def test_the_wheel_holds_only_the_embodia_package(tmp_path):
 
 
 def test_the_files_the_readme_names_exist():
-    text = "".join((ROOT / f).read_text() for f in ("README.md", "ARCHITECTURE.md", "BENCHMARKS.md"))
+    docs = ["README.md", "ARCHITECTURE.md", "BENCHMARKS.md", *sorted(p.relative_to(ROOT).as_posix()
+                                                                 for p in (ROOT / "docs").glob("*.md"))]
+    assert len(docs) > 3, "the manual's pages under docs/ were not found"
+    text = "".join((ROOT / f).read_text() for f in docs)
     named = set(re.findall(r"`((?:agent|devices|memory|policies|sim|action_heads|benchmarks|tests)/[\w/.-]*)", text))
     named |= {m.replace(".", "/") + ".py" for m in re.findall(r"python -m embodia\.((?:agent|sim|policies)\.[\w.]+)", text)}
     assert len(named) > 5
