@@ -279,3 +279,12 @@ def test_every_python_block_compiles_and_every_json_block_loads():
             except json.JSONDecodeError as e:
                 bad.append(f"{page.name}: {e}: {doc[:80]!r}")
     assert not bad, "\n".join(bad)
+
+
+def test_the_quickstart_is_what_ci_runs():
+    """The two Quickstart commands stand in the README as .ci/run runs them (CI adds only pip's -q)."""
+    quick = blocks(sections(README.read_text())["Quickstart"][1] + "\n", "bash")
+    assert quick, "the Quickstart has no bash block"
+    commands = [line for line in quick[0].splitlines() if line.strip()]
+    ci = (ROOT / ".ci" / "run").read_text().replace("pip install -q ", "pip install ").splitlines()
+    assert len(commands) == 2 and all(c in ci for c in commands), (commands, "not lines of .ci/run")
