@@ -46,6 +46,16 @@ def blocks(text: str, lang: str) -> list[str]:
     return re.findall(rf"^```{lang}\n(.*?)^```", text, re.M | re.S)
 
 
+def headings(text: str) -> list[str]:
+    """Every markdown heading's title, code blocks skipped (a `# comment` in one is no heading)."""
+    out, fence = [], False
+    for line in text.splitlines():
+        fence ^= line.startswith("```")
+        if not fence and re.match(r"#+ ", line):
+            out.append(line.lstrip("#").strip())
+    return out
+
+
 def slug(heading: str) -> str:
     """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
@@ -125,7 +135,7 @@ def test_every_docs_page_is_linked_and_every_link_resolves():
             dest = (page.parent / file).resolve() if file else page
             if not dest.is_file():
                 bad.append(f"{page.name}: {target} (no such file)")
-            elif anchor and anchor not in {slug(t) for t in re.findall(r"^#+ (.*)$", dest.read_text(), re.M)}:
+            elif anchor and anchor not in {slug(h) for h in headings(dest.read_text())}:
                 bad.append(f"{page.name}: {target} (no such heading)")
     assert not bad, "\n".join(bad)
 
