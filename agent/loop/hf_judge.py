@@ -19,7 +19,7 @@ class LocalJudgeModel:
     ``vlm``: an already loaded `LocalVLMPolicy`; ``generation_kwargs`` go to ``generate`` unchanged.
     A folder that cannot be loaded raises ModelLoadError (a ValueError) naming it."""
 
-    def __init__(self, path: str, *, max_new_tokens: int = 128, device: str = "cpu",
+    def __init__(self, path: str, *, max_new_tokens: int = 128, device: str | None = None,
                  generation_kwargs: dict | None = None, vlm=None):
         from embodia.policies.gui.local_vlm import LocalVLMPolicy
         self.vlm = vlm if vlm is not None else LocalVLMPolicy(path, max_new_tokens=max_new_tokens, device=device,
