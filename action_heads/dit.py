@@ -362,7 +362,8 @@ def sample(model: ActionDiT, ctx, state, state_mask, emb_id, action_mask, steps:
             b = x.shape[0]
             # the adaLN modulations of all the steps in one batched call (they depend on tau and e only)
             n = k1 - k0
-            taus = torch.arange(k0, k1, device=x.device, dtype=x.dtype) / steps
+            # the grid in float32 whatever the weights' dtype (bfloat16 would shift 0.1 to 0.1001)
+            taus = torch.arange(k0, k1, device=x.device, dtype=torch.float32) / steps
             blk_all, head_all = model.modulations(taus.repeat_interleave(b), prep["emb"].repeat(n, 1))
             blk_all = blk_all.view(n, b, *blk_all.shape[1:])
             head_all = head_all.view(n, b, *head_all.shape[1:])
