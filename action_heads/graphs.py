@@ -19,7 +19,7 @@ from typing import Callable, Dict, Optional
 
 import torch
 
-__all__ = ["GraphedVelocity", "pad_context"]
+__all__ = ["GraphedVelocity", "cuda_capture", "pad_context"]
 
 
 def pad_context(ctx: torch.Tensor, ctx_mask: Optional[torch.Tensor], multiple: int = 32):
@@ -41,24 +41,32 @@ def _shape_key(x: torch.Tensor, prep: Dict[str, object]) -> tuple:
             shape(prep["has_ctx"]), shape(prep["state_tok"]))
 
 
-class _Captured:
-    """One captured shape: its graph, the static buffers it reads and the output it writes."""
+def cuda_capture(fn: Callable[[], torch.Tensor]):
+    """(replay, output): ``fn`` warmed up on a side stream, then captured as one CUDA graph whose
+    replay rewrites ``output`` in place (PyTorch's documented capture recipe)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):        # warm the kernels' workspaces before capturing
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph.replay, out
 
-    def __init__(self, model, x, am, prep, mods):
+
+class _Captured:
+    """One captured shape: the static buffers its graph reads, the replay, the output it writes."""
+
+    def __init__(self, model, x, am, prep, mods, capture):
         self.x, self.am = x.clone(), am.clone()
         self.prep = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in prep.items()
                      if k != "kv"}
         self.prep["kv"] = [(k.clone(), v.clone()) for k, v in prep["kv"]]
         self.mods = tuple(m.clone() for m in mods)
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):        # warm the kernels' workspaces before capturing
-            for _ in range(3):
-                model.forward_prepared(self.x, None, self.am, self.prep, mods=self.mods)
-        torch.cuda.current_stream().wait_stream(stream)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.out = model.forward_prepared(self.x, None, self.am, self.prep, mods=self.mods)
+        self.replay, self.out = capture(
+            lambda: model.forward_prepared(self.x, None, self.am, self.prep, mods=self.mods))
 
     def load(self, am, prep) -> None:
         """A new decision's prepared context into the static buffers (once per decision)."""
@@ -71,11 +79,12 @@ class _Captured:
                 self.prep[name].copy_(prep[name])
 
     def __call__(self, x, mods) -> torch.Tensor:
-        self.x.copy_(x)
-        for s, m in zip(self.mods, mods):
-            s.copy_(m)
-        self.graph.replay()
-        return self.out.clone()        # the next replay overwrites the static output
+        with torch.inference_mode():       # the static buffers are inference tensors
+            self.x.copy_(x)
+            for s, m in zip(self.mods, mods):
+                s.copy_(m)
+            self.replay()
+            return self.out.clone()        # the next replay overwrites the static output
 
 
 class GraphedVelocity:
@@ -83,12 +92,13 @@ class GraphedVelocity:
     graph of ``model.forward_prepared`` for this decision's shape (captured on first use, kept for
     the next decisions of that shape), or None off CUDA or where the capture failed."""
 
-    def __init__(self):
+    def __init__(self, capture=cuda_capture, devices: tuple[str, ...] = ("cuda",)):
+        self.capture, self.devices = capture, devices     # (tests replay an eager "capture" on the CPU)
         self.captured: dict = {}
         self.failed: set = set()
 
     def bind(self, model, x, am, prep, mods) -> Optional[Callable]:
-        if x.device.type != "cuda":
+        if x.device.type not in self.devices:
             return None
         key = _shape_key(x, prep)
         if key in self.failed:
@@ -97,7 +107,7 @@ class GraphedVelocity:
             graph = self.captured.get(key)
             if graph is None:
                 try:
-                    graph = self.captured[key] = _Captured(model, x, am, prep, mods)
+                    graph = self.captured[key] = _Captured(model, x, am, prep, mods, self.capture)
                 except RuntimeError as e:      # an op that cannot be captured: this shape stays eager
                     self.failed.add(key)
                     warnings.warn(f"DiT CUDA graph capture failed, sampling eagerly: {e}", stacklevel=2)

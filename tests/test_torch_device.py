@@ -243,3 +243,31 @@ def test_the_host_tensor_check_catches_what_it_should():
            "  c = torch.from_numpy(s).to(a)\n  d = torch.arange(4, device=a.device)\n  g = torch.Generator()\n")
     assert host_tensor_factories(src) == ["P.act: 4: torch.zeros", "P.act: 5: torch.from_numpy",
                                           "P.act: 8: torch.Generator"]
+
+
+# -- the sampler's graphs: what is replayed is what eager sampling computes ----------------------------
+def test_graph_replay_with_static_buffers_matches_eager_sampling_plain_steered_and_inpainted(clean_env):
+    """`GraphedVelocity` on the CPU with an eager stand-in for the capture (whose replay recomputes
+    into the same output tensor, as a CUDA graph replay rewrites it): the static-buffer bookkeeping
+    (a new decision's context loaded once, x and each step's modulations per step, the context padded
+    to a shared shape, one entry per shape) gives the eager sampler's chunks, on the plain, steered
+    (later start) and inpainted paths and across instructions of different lengths."""
+    from embodia.action_heads.graphs import GraphedVelocity
+
+    def eager_capture(fn):
+        out = fn()
+        return (lambda: out.copy_(fn())), out
+
+    with open_device("sim:twogap-push") as dev:
+        eager = VLAPolicy.from_pretrained(TINY, torch_device="cpu").bind(dev.embodiment)
+        graphed = VLAPolicy.from_pretrained(TINY, torch_device="cpu").bind(dev.embodiment)
+        graphed.graphs = GraphedVelocity(capture=eager_capture, devices=("cpu",))
+        x0 = torch.full((1, 16, 8), 0.3)
+        for seed, instruction in ((0, dev.instruction), (1, dev.instruction), (2, "push it " * 30)):
+            obs = dev.reset(seed)
+            for kw in ({}, {"x0": x0, "tau0": 0.6}, {"prefix": np.full((5, 2), 0.2, np.float32)}):
+                eager.reset(seed), graphed.reset(seed)
+                a = eager.predict_chunk(obs, instruction, **kw)
+                b = graphed.predict_chunk(obs, instruction, **kw)
+                assert np.allclose(a, b, atol=1e-5), (seed, kw, np.abs(a - b).max())
+        assert len(graphed.graphs.captured) == 2          # two context lengths, each captured once
