@@ -10,9 +10,10 @@ backbone read at its middle layer and the DiT head, as issue 38's table sizes th
     smolvla  text 960x32,  vision 768x12,  DiT 512x12,  H=50, 224x224 cameras
     pi0      text 2048x36, vision 1280x32, DiT 1024x18, H=50, 224x224 cameras
 
-and each decision is the runtime's own (`VLAPolicy.predict_chunk`: preprocessing, backbone prefix,
-K=10 Euler steps, unnormalization) on a blank observation with 1 and 3 cameras, in float32 and
-bfloat16, eager and with the sampler's CUDA graphs (`action_heads/graphs.py`; CUDA only: on other
+(MLP widths 3x and 5.8x, so that the parameter counts land near the table's 0.53B and 4.6B with
+this tokenizer's small vocabulary: 0.52B and 4.55B). Each decision is the runtime's own
+(`VLAPolicy.predict_chunk`: preprocessing, backbone prefix, K=10 Euler steps, unnormalization) on a
+blank observation with 1 and 3 cameras, in float32 and bfloat16, eager and with the sampler's CUDA graphs (`action_heads/graphs.py`; CUDA only: on other
 devices that row says why it did not run). Reported: p50/p90 of the decision and of its two parts
 (backbone prefix, sampler). Then a training-step row: embodia-tiny's head step at batch 64 (context
 cached, as `embodia train` runs after freezing the backbone) on this device and on this host's CPU.
@@ -40,36 +41,39 @@ SIZES = {
     "tiny": dict(backbone=dict(hidden=64, layers=2, vision_layers=2, heads=4, kv_heads=2),
                  head=dict(dim=64, depth=3, heads=4), horizon=16, side=96),
     "smolvla": dict(backbone=dict(hidden=960, layers=32, vision_layers=12, heads=15, kv_heads=5,
-                                  vision_hidden=768, vision_heads=12, mlp_ratio=2.67),
+                                  vision_hidden=768, vision_heads=12, mlp_ratio=3.0),
                     head=dict(dim=512, depth=12, heads=8), horizon=50, side=224),
     "pi0": dict(backbone=dict(hidden=2048, layers=36, vision_layers=32, heads=16, kv_heads=2,
-                              vision_hidden=1280, vision_heads=16, mlp_ratio=4.0),
+                              vision_hidden=1280, vision_heads=16, mlp_ratio=5.8),
                 head=dict(dim=1024, depth=18, heads=16), horizon=50, side=224),
 }
 ACTION_DIM, STATE_DIM = 7, 8
+INSTRUCTION = "pick up the red block and place it in the bin"
 
 
 def body(cameras: int, side: int, horizon: int) -> Embodiment:
-    return Embodiment(name="bench_arm", kind="arm", chunk=horizon,
+    return Embodiment(name=f"bench_arm_{cameras}cam", kind="arm", chunk=horizon,
                       actions=tuple(Channel(f"a{i}", -1.0, 1.0) for i in range(ACTION_DIM)),
                       state=tuple(Channel(f"s{i}", -1.0, 1.0) for i in range(STATE_DIM)),
                       cameras=tuple(Camera(f"cam{i}", side, side) for i in range(cameras)))
 
 
-def build(size: str, cameras: int, seed: int = 0) -> tuple[VLAModel, dict, Embodiment]:
-    """A random-init VLA of ``size`` (float32, on the CPU) and its one body's normalizers."""
+def build(size: str, device: str = "cpu", seed: int = 0) -> tuple[VLAModel, dict, dict[int, Embodiment]]:
+    """A random-init float32 VLA of ``size``, made on ``device`` (a 4.6B model initializes in seconds
+    on a GPU, minutes on a CPU), with two bodies: 1 and 3 cameras."""
     spec = SIZES[size]
-    emb = body(cameras, spec["side"], spec["horizon"])
-    tok = train_tokenizer([emb.prompt(), "pick up the red block and place it in the bin"], vocab_size=512)
+    bodies = {n: body(n, spec["side"], spec["horizon"]) for n in (1, 3)}
+    tok = train_tokenizer([bodies[3].prompt(), INSTRUCTION], vocab_size=512)
     side = spec["side"] // 28 * 28                  # Qwen's patch * merge grid
     torch.manual_seed(seed)
-    backbone = Backbone.build(tok, tiny_config(tok, **spec["backbone"]), image_size=(side, side))
-    cfg = VLAConfig(horizon=spec["horizon"], action_dim=ACTION_DIM, state_dim=STATE_DIM, head=dict(spec["head"]),
-                    embodiments={emb.name: {"id": 0, "embodiment": emb.to_dict()}})
-    unit = QuantileNormalizer(-np.ones(ACTION_DIM), np.ones(ACTION_DIM)).to_dict()
-    norms = {emb.name: {"action": unit,
-                        "state": QuantileNormalizer(-np.ones(STATE_DIM), np.ones(STATE_DIM)).to_dict()}}
-    return VLAModel(backbone, cfg), norms, emb
+    with torch.device(device):
+        backbone = Backbone.build(tok, tiny_config(tok, **spec["backbone"]), image_size=(side, side))
+        cfg = VLAConfig(horizon=spec["horizon"], action_dim=ACTION_DIM, state_dim=STATE_DIM, head=dict(spec["head"]),
+                        embodiments={e.name: {"id": i, "embodiment": e.to_dict()} for i, e in enumerate(bodies.values())})
+        model = VLAModel(backbone, cfg)
+    unit = {"action": QuantileNormalizer(-np.ones(ACTION_DIM), np.ones(ACTION_DIM)).to_dict(),
+            "state": QuantileNormalizer(-np.ones(STATE_DIM), np.ones(STATE_DIM)).to_dict()}
+    return model, {e.name: unit for e in bodies.values()}, bodies
 
 
 def pct(ms: list[float]) -> dict:
@@ -83,7 +87,7 @@ def decisions(policy: VLAPolicy, emb: Embodiment, repeats: int, warmup: int = 3)
     total, prefix, sampler = [], [], []
     for i in range(warmup + repeats):
         t0 = time.perf_counter()
-        policy.predict_chunk(obs, "pick up the red block and place it in the bin")   # ends on the host: synced
+        policy.predict_chunk(obs, INSTRUCTION)      # it ends on the host: the device is synced
         if i >= warmup:
             total.append((time.perf_counter() - t0) * 1e3)
             prefix.append(policy.last_timing["backbone_ms"])
@@ -92,14 +96,15 @@ def decisions(policy: VLAPolicy, emb: Embodiment, repeats: int, warmup: int = 3)
 
 
 def decision_rows(size: str, device: str, repeats: int) -> list[dict]:
+    """Every (dtype, cameras, sampler) row of one size; float32 first, then the same weights cast once."""
+    model, norms, bodies = build(size, device)
+    params = round(sum(p.numel() for p in model.parameters()) / 1e6, 2)
     rows = []
-    for cameras in (1, 3):
-        model, norms, emb = build(size, cameras)
-        params = sum(p.numel() for p in model.parameters())
-        for dtype in ("float32", "bfloat16"):
+    for dtype in ("float32", "bfloat16"):
+        for cameras, emb in bodies.items():
             for mode in ("eager", "cuda_graphs"):
-                row = {"size": size, "params_m": round(params / 1e6, 2), "cameras": cameras, "dtype": dtype,
-                       "sampler": mode, "torch_device": device}
+                row = {"size": size, "params_m": params, "cameras": cameras, "dtype": dtype, "sampler": mode,
+                       "torch_device": device}
                 if mode == "cuda_graphs" and not device.startswith("cuda"):
                     rows.append(row | {"skipped": "CUDA graphs run on CUDA only"})
                     continue
@@ -108,16 +113,13 @@ def decision_rows(size: str, device: str, repeats: int) -> list[dict]:
                 policy.bind(emb)                    # with graphs: captured here, at load
                 row["load_warm_s"] = round(time.perf_counter() - t0, 2)
                 rows.append(row | decisions(policy, emb, repeats))
-                model = policy.model.float().cpu()     # the next dtype starts from the float32 weights
                 del policy
-                if device.startswith("cuda"):
-                    torch.cuda.empty_cache()
     return rows
 
 
 def train_step_ms(device: str, dtype: str, steps: int, batch: int = 64) -> dict:
     """embodia-tiny's head step (projection + DiT, context cached) at ``batch``: ms per optimizer step."""
-    model, _, emb = build("tiny", 1)
+    model, _, _ = build("tiny")
     dev = torch.device(device)
     head, proj = model.head.to(dev), model.proj.to(dev)
     params = list(head.parameters()) + list(proj.parameters())

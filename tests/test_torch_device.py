@@ -271,3 +271,23 @@ def test_graph_replay_with_static_buffers_matches_eager_sampling_plain_steered_a
                 b = graphed.predict_chunk(obs, instruction, **kw)
                 assert np.allclose(a, b, atol=1e-5), (seed, kw, np.abs(a - b).max())
         assert len(graphed.graphs.captured) == 2          # two context lengths, each captured once
+
+
+@pytest.mark.skipif(not NO_CUDA, reason="checks the CPU default (tiny only); on a GPU the script runs every size")
+def test_the_gpu_latency_benchmark_runs_on_a_cpu_and_prints_one_json_line(clean_env):
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_latency.py"), "--repeats", "2",
+                        "--train-steps", "2"], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 1
+    rep = json.loads(lines[0])
+    assert rep["benchmark"] == "gpu_latency" and rep["torch_device"] == "cpu"
+    ran = [x for x in rep["decisions"] if "decision_ms" in x]
+    assert {(x["size"], x["cameras"], x["dtype"]) for x in ran} == {("tiny", c, d) for c in (1, 3)
+                                                                    for d in ("float32", "bfloat16")}
+    assert all(x["decision_ms"]["p50"] > 0 and x["params_m"] > 0.5 for x in ran)
+    assert all(x["skipped"] == "CUDA graphs run on CUDA only" for x in rep["decisions"] if x["sampler"] == "cuda_graphs")
+    assert rep["train_step"][0]["torch_device"] == "cpu" and rep["train_step"][0]["p50"] > 0
