@@ -180,7 +180,8 @@ if __name__ == "__main__":
     ap.add_argument("--big-frames", type=int, default=2)
     ap.add_argument("--attack", help=argparse.SUPPRESS)       # internal: be the hostile process
     ap.add_argument("--seconds", type=float, default=10.0, help=argparse.SUPPRESS)
-    a = ap.parse_args()
+    from embodia.policies.placement import parse_args
+    a = parse_args(ap)         # with --torch-device / --dtype (embodia.policies.placement)
     if a.attack:
         print(json.dumps(attack(a.attack, a.seconds, a.flooders, a.big_frames)))
     else:

@@ -121,3 +121,18 @@ def to_device(batch: dict, device: torch.device, *, pin: bool = False) -> dict:
             v = v.pin_memory()
         return v.to(device, non_blocking=pin)
     return {k: move(v) for k, v in batch.items()}
+
+
+def parse_args(parser, argv=None):
+    """A script's ``parser`` (the benchmarks') with ``--torch-device`` and ``--dtype`` added, parsed,
+    and the choice made for the process (`choose`): the models the script loads, through
+    `make_policy` or directly, load there. A device this machine lacks is the parser's one-line error."""
+    parser.add_argument("--torch-device", default=None, help=f"where models run: {DEVICE_CHOICES} "
+                        f"(default: ${TORCH_DEVICE_ENV}, else auto)")
+    parser.add_argument("--dtype", default=None, help=f"auto | {' | '.join(DTYPES)} (default: ${DTYPE_ENV}, else auto)")
+    args = parser.parse_args(argv)
+    try:
+        choose(args.torch_device, args.dtype)
+    except PlacementError as e:
+        parser.error(str(e))
+    return args
