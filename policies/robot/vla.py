@@ -27,8 +27,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from embodia.action_heads import ActionDiT, QuantileNormalizer, sample
-from embodia.devices import Embodiment, Observation, Policy
 from embodia.action_heads.graphs import GraphedVelocity, pad_context
+from embodia.devices import Embodiment, Observation, Policy
 from embodia.policies.backbone import Backbone
 from embodia.policies.placement import Placement
 
