@@ -172,12 +172,14 @@ def test_nothing_points_outside_the_repository():
     for rel, text in _texts():
         if rel == Path("tests/test_packaging.py"):
             continue
+        # the safety gate's corpora quote real window titles ("*notes.md - Mousepad"): a user's file, no citation
+        quotes_titles = re.fullmatch(r"tests/gate_\w+\.py", rel.as_posix()) is not None
         for i, line in enumerate(text.splitlines(), 1):
             where = f"{rel}:{i}: {line.strip()[:100]}"
             if _OUTSIDE.search(line):
                 bad.append(where)
             bad += [f"{where} (no {m.group(1)} in the repository)" for m in _DOC.finditer(line)
-                    if m.group(1) not in docs]
+                    if m.group(1) not in docs and not quotes_titles]
             m = _SECTION.search(line)
             if m and "ARCHITECTURE.md" not in line and rel != Path("ARCHITECTURE.md"):
                 bad.append(f"{where} (section {m.group(0)!r} without its file)")
