@@ -63,8 +63,6 @@ embodia.agent.loop.success.PredicateError: predicate: expected a number, state.N
 """
 from __future__ import annotations
 
-import base64
-import io
 import json
 import math
 import os
@@ -76,6 +74,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from embodia.memory.png import png_bytes, png_url
+from embodia.policies.gui.remote import chat_completions_url, chat_headers
 
 JUDGE_THRESHOLD = 0.9     # a judge's label stores only at this confidence or above (no measurement
                           # chose it yet: conservative, a false success poisons the memory)
@@ -533,13 +534,6 @@ def frame(obs) -> np.ndarray | None:
     return np.asarray(img if img is not None else next(iter(obs.images.values())))
 
 
-def png_bytes(img: np.ndarray) -> bytes:
-    from PIL import Image
-    buf = io.BytesIO()
-    Image.fromarray(np.asarray(img, dtype=np.uint8)).save(buf, format="PNG")
-    return buf.getvalue()
-
-
 NO_TERMINAL = ("--success ask: no terminal (stdin is not a tty): every episode is labelled unknown, "
                "so nothing is stored in the memory and no success is counted")
 
@@ -632,7 +626,7 @@ class JudgeLabeler:
         self.model, self.threshold, self.timeout_s, self.middle = model, threshold, timeout_s, middle
         self._kept: list = []       # frames after steps stride-1, 2*stride-1, ... (at most 2 * middle + 1)
         self._stride = 1
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.url = chat_completions_url(base_url)
         self.key = os.environ.get(api_key_env) if api_key_env else None
         self.reply = reply
         self.error: str | None = None       # why the last ask got no reply
@@ -663,8 +657,7 @@ class JudgeLabeler:
         images = [img for img in (frame(first), *between, frame(final)) if img is not None]
         parts = [{"type": "text", "text": JUDGE_PROMPT.format(instruction=instruction, n=len(images))}]
         for img in images:
-            url = "data:image/png;base64," + base64.b64encode(png_bytes(img)).decode()
-            parts.append({"type": "image_url", "image_url": {"url": url}})
+            parts.append({"type": "image_url", "image_url": {"url": png_url(img)}})
         return {"model": self.model, "temperature": 0, "messages": [{"role": "user", "content": parts}]}
 
     def ask(self, body: dict) -> str | None:
@@ -672,12 +665,9 @@ class JudgeLabeler:
         deadline (``timeout_s`` for the whole exchange, `embodia.agent.loop.bounded_http`), sent
         more than ``MAX_REPLY_BYTES`` or anything but a chat completion."""
         from embodia.agent.loop.bounded_http import ReplyError, post
-        headers = {"Content-Type": "application/json"}
-        if self.key:
-            headers["Authorization"] = f"Bearer {self.key}"
         self.error = None
         try:
-            raw = post(self.url, json.dumps(body).encode(), headers, deadline_s=self.timeout_s)
+            raw = post(self.url, json.dumps(body).encode(), chat_headers(self.key), deadline_s=self.timeout_s)
         except ReplyError as e:
             self.error = str(e)
             return None
