@@ -125,6 +125,11 @@ class Episode:
     def num_steps(self) -> int:
         return self._n
 
+    def step(self, obs, action, timing: dict | None = None, extra: dict | None = None) -> int:
+        """`Recorder`'s step: of ``extra`` a dataset frame keeps only ``intervention`` (LeRobot's
+        columns are fixed; the loop never recorded a robot step's other notes)."""
+        return self.add_step(obs, action, timing, intervention=bool((extra or {}).get("intervention")))
+
     def add_step(self, obs, action, timing: dict | None = None, intervention: bool = False) -> int:
         """Record frame t = (observation before the action, action actually executed); returns t.
         ``intervention``: a person (or their stand-in) chose this action, not the policy."""
@@ -492,8 +497,11 @@ class DatasetWriter:
             raise RecordingError(f"episode {ep.episode_id} has already ended")
 
     def end_episode(self, ep: Episode, success: bool | None = None, final_state=None,
-                    info: dict | None = None) -> int | None:
-        """Commit the episode to the dataset; returns its episode_index (None for an episode with no steps)."""
+                    info: dict | None = None, final_obs=None) -> int | None:
+        """Commit the episode to the dataset; returns its episode_index (None for an episode with no steps).
+        ``final_obs`` (the `Recorder` call): its state is the final state unless ``final_state`` is given."""
+        if final_state is None and final_obs is not None and getattr(final_obs, "state", None) is not None:
+            final_state = final_obs.state
         self._check_open()
         self._own(ep)
         end = {"type": "end", "success": None if success is None else bool(success),
