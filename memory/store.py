@@ -480,7 +480,8 @@ class SuccessMemory(RetrievalMixin, CreditMixin):
         * ``config`` overrides the stored config (e.g. ablation flags at evaluation time).
         No pickle anywhere (``np.load(allow_pickle=False)``, JSON meta).
         """
-        return persist.load(cls, Path(path), encoder_id=encoder_id, normalizer_hash=normalizer_hash,
+        from embodia.memory.loading import load
+        return load(cls, Path(path), encoder_id=encoder_id, normalizer_hash=normalizer_hash,
                             on_error=on_error, missing_ok=missing_ok, config=config,
                             dims=dict(key_dim=key_dim, horizon=horizon, action_dim=action_dim,
                                       hist_len=hist_len), lock=lock)

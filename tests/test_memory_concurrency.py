@@ -161,14 +161,15 @@ def test_a_reader_overtaken_by_a_save_reads_the_new_memory(tmp_path, monkeypatch
     meanwhile. It reads again (the old code raised, naming a missing file)."""
     p = tmp_path / "m"
     saved(p)
-    real, calls = persist._load_namespace, []
+    from embodia.memory import loading
+    real, calls = loading._load_namespace, []
 
     def overtaken(mem, path, rec):
         if not calls:
             calls.append(1)
             saved(p, n_eps=5, seed=1)              # another process's save commits and collects the old files
         return real(mem, path, rec)
-    monkeypatch.setattr(persist, "_load_namespace", overtaken)
+    monkeypatch.setattr(loading, "_load_namespace", overtaken)
     back = SuccessMemory.load(p, **KW)
     assert back.stats()["ns"]["episodes"] == 5
 
