@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Dict, Optional
+from typing import Dict, Optional
 
 import numpy as np
 
 from embodia.memory import persist
+from embodia.memory.namespace import _Namespace
 from embodia.memory.retrieval import Retrieval, tau0_from_confidence
-
-if TYPE_CHECKING:
-    from embodia.memory.store import _Namespace
 
 
 class CreditMixin:

@@ -41,7 +41,8 @@ from typing import Optional
 
 import numpy as np
 
-from embodia.memory.persist import fsync_dir, write_atomic
+from embodia.memory.errors import MemoryStoreError
+from embodia.memory.files import fsync_dir, read_json, write_atomic
 from embodia.memory.png import png_bytes
 
 PENDING = "pending"
@@ -95,10 +96,8 @@ def hold(folder, record: dict, *, arrays: Optional[dict] = None, frame=None) -> 
 def reviewed(folder) -> set:
     """The ids of pending episodes that the memory saved in ``folder`` says were decided (empty when
     no memory is saved there, or one saved before it kept them)."""
-    from embodia.memory.persist import MemoryStoreError
-    from embodia.memory.saved import read_meta
     try:
-        meta = read_meta(folder)
+        meta = read_json(Path(folder) / "meta.json", "missing")
     except MemoryStoreError:
         return set()
     ids = meta.get("reviewed")
@@ -201,9 +200,3 @@ def _decide(mem, rec: dict) -> None:
     if rec["id"] in mem.reviewed:
         raise PendingError(f"pending episode {rec['id']} was already decided (this memory holds its outcome)")
     mem.reviewed.add(rec["id"])
-
-
-def open_saved(folder, lock: bool = False):
-    """The memory saved in ``folder``, either kind: `embodia.memory.saved.open_memory` (its old name here)."""
-    from embodia.memory.saved import open_memory
-    return open_memory(folder, lock=lock)

@@ -34,28 +34,19 @@ from typing import Dict
 
 import numpy as np
 
+from embodia.memory.errors import MemoryFileError, MemoryMismatch, MemoryStoreError  # noqa: F401 (importable here)
+from embodia.memory.files import MAX_META_BYTES, fsync_dir, read_json, sha256_file, write_atomic  # noqa: F401
+
 SCHEMA_VERSION = 1
 META = "meta.json"
 _STATE = ("clock", "episodes", "merges", "evictions", "deleted_credit", "queries", "next_id",
           "action_dim")
 
 
-class MemoryStoreError(Exception):
-    """Base class of the memory's persistence errors."""
 
 
-class MemoryFileError(MemoryStoreError):
-    """A memory file is missing, truncated, corrupted or of an unsupported schema.
-    ``.path`` names the file."""
-
-    def __init__(self, path, reason: str):
-        self.path = str(path)
-        self.reason = reason
-        super().__init__(f"{self.path}: {reason}")
 
 
-class MemoryMismatch(MemoryStoreError):
-    """The stored memory was built with another key encoder, normalizer or dimensions."""
 
 
 def entry_columns(key_dim: int, horizon: int, hist_len: int, action_dim: int) -> Dict[str, tuple]:
@@ -139,43 +130,10 @@ def _orphans_error(path: Path, reason: str) -> MemoryFileError:
                            "or move the folder away to start afresh")
 
 
-def sha256_file(path) -> str:
-    """The SHA-256 hex digest of a file, read in 1 MB blocks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
-def fsync_dir(path: Path) -> None:
-    """Make a folder's entries (a rename, a new file) durable; a no-op where the OS cannot."""
-    try:
-        fd = os.open(str(path), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
-def write_atomic(path, write) -> None:
-    """Replace ``path`` atomically: ``write(f)`` fills a temporary file beside it (binary mode),
-    which is synced and renamed over ``path``; a crash leaves the old file or the new one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def save(mem, path: Path) -> Path:
@@ -295,25 +253,6 @@ def writer(path):
     return w
 
 
-def read_json(mp: Path, missing: str) -> dict:
-    """A meta.json as a dict: MemoryFileError (``missing`` when absent) for a file that is unreadable,
-    over MAX_META_BYTES, not JSON (nesting too deep included) or not an object."""
-    try:
-        with open(mp, "rb") as f:
-            raw = f.read(MAX_META_BYTES + 1)
-    except FileNotFoundError:
-        raise MemoryFileError(mp, missing) from None
-    except OSError as e:
-        raise MemoryFileError(mp, f"unreadable: {e}") from e
-    if len(raw) > MAX_META_BYTES:
-        raise MemoryFileError(mp, f"larger than {MAX_META_BYTES >> 20} MB: not a meta.json this memory writes")
-    try:
-        meta = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise MemoryFileError(mp, f"corrupted or truncated JSON ({type(e).__name__}: {str(e)[:100]})") from None
-    if not isinstance(meta, dict):
-        raise MemoryFileError(mp, "not a JSON object")
-    return meta
 
 
 def committed_generation(path: Path):
@@ -374,7 +313,6 @@ MAX_SEED_RECORDS = 10_000       # per namespace; credit_seed forgets the worst r
 MAX_NAMESPACES = 100_000
 MAX_DIM = 1 << 16
 MAX_COUNT = 2 ** 63 - 1         # counters and ids are int64 on disk
-MAX_META_BYTES = 64 << 20
 MAX_REVIEWED = 1_000_000
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _GEN = re.compile(r"[0-9a-f]{1,32}")

@@ -7,14 +7,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
 from embodia.memory.config import MemoryConfig
-
-if TYPE_CHECKING:
-    from embodia.memory.store import _Namespace
+from embodia.memory.namespace import _Namespace
 
 _TINY = 1e-12
 

@@ -11,12 +11,11 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from embodia.devices.actions import GuiAction
+from embodia.devices.desktop import DesktopDevice
 
-if TYPE_CHECKING:
-    from embodia.sim.desktop_bench import DesktopBenchDevice
 
 class AppMissing(RuntimeError):
     """The bench application is not installed here."""
@@ -86,8 +85,8 @@ class Task:
     name: str
     make: Callable[[random.Random, str], dict]       # variation: slots + "instruction"
     files: Callable[[Path, dict], None] = lambda work, v: None
-    check: Callable[["DesktopBenchDevice"], bool] = lambda dev: False
-    expert: Callable[["DesktopBenchDevice", dict, list], GuiAction | None] = lambda dev, mem, tree: None
+    check: Callable[[DesktopDevice], bool] = lambda dev: False
+    expert: Callable[[DesktopDevice, dict, list], GuiAction | None] = lambda dev, mem, tree: None
     multi_step: bool = False
     extra: dict = field(default_factory=dict)
 

@@ -17,6 +17,7 @@ import pytest
 
 from embodia.memory import MemoryConfig, ScreenMemory, SuccessMemory, lock, persist
 from embodia.memory import pending as pending_mod
+from embodia.memory.saved import open_memory
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", MUJOCO_GL="egl",
@@ -46,7 +47,7 @@ def wait_for(cond, proc, timeout=180.0):
 
 def episodes(mem: Path) -> int:
     """Verified episodes the saved memory counts (its namespaces' clocks), read as `memory stats` reads."""
-    return sum(row["clock"] for row in pending_mod.open_saved(mem).stats().values())
+    return sum(row["clock"] for row in open_memory(mem).stats().values())
 
 
 def two_runs_then_kill(tmp_path, device: list, n_first: int, n_long: int, cond_first_save):

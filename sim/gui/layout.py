@@ -3,19 +3,15 @@ Settings, Contacts, Messages, the Sign-up form and the distractor apps, in the w
 nothing here changes state or draws."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from embodia.sim.gui.look import HOME, METRICS, slug
 from embodia.sim.gui.widgets import Widget, hsv, text_width
-
-if TYPE_CHECKING:
-    from embodia.sim.gui.apps import World
 
 
 class Layout:
     """Lays out the current page of a `World` as widgets (physical pixels)."""
 
-    def __init__(self, world: World):
+    def __init__(self, world):
+        """``world``: the `embodia.sim.gui.apps.World` whose current page is laid out."""
         self.w, self.look, self.pal = world, world.look, world.look.palette
         self.out: list[Widget] = []
 
