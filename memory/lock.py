@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from embodia.memory.persist import MemoryStoreError
+from embodia.memory.errors import MemoryStoreError
 
 LOCK = "writer.lock"
 

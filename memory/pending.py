@@ -35,15 +35,15 @@ import os
 import re
 import secrets
 import shutil
-import struct
 import time
-import zlib
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
-from embodia.memory.persist import fsync_dir, write_atomic
+from embodia.memory.errors import MemoryStoreError
+from embodia.memory.files import fsync_dir, read_json, write_atomic
+from embodia.memory.png import png_bytes
 
 PENDING = "pending"
 _ID = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")
@@ -51,29 +51,6 @@ _ID = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")
 
 class PendingError(ValueError):
     """No such pending episode, or a record that cannot be read; one line."""
-
-
-def png_bytes(img) -> bytes:
-    """A PNG of an RGB(A) or grey uint8 image (standard library only: the memory is a leaf package).
-
-    >>> png_bytes(np.zeros((2, 3, 3), np.uint8))[:8]
-    b'\\x89PNG\\r\\n\\x1a\\n'
-    """
-    a = np.asarray(img)
-    if a.dtype != np.uint8:
-        a = np.clip(a, 0, 255).astype(np.uint8)
-    if a.ndim == 2:
-        a = a[:, :, None]
-    if a.ndim != 3 or a.shape[2] not in (1, 3, 4):
-        raise ValueError(f"expected an image [H, W, 1|3|4], got shape {a.shape}")
-    h, w, c = a.shape
-    color = {1: 0, 3: 2, 4: 6}[c]
-    raw = b"".join(b"\x00" + np.ascontiguousarray(a[y]).tobytes() for y in range(h))
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, color, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
 
 
 def _jsonable(x):
@@ -120,10 +97,10 @@ def reviewed(folder) -> set:
     """The ids of pending episodes that the memory saved in ``folder`` says were decided (empty when
     no memory is saved there, or one saved before it kept them)."""
     try:
-        meta = json.loads((Path(folder) / "meta.json").read_bytes().decode("utf-8"))
-    except (OSError, ValueError):
+        meta = read_json(Path(folder) / "meta.json", "missing")
+    except MemoryStoreError:
         return set()
-    ids = meta.get("reviewed") if isinstance(meta, dict) else None
+    ids = meta.get("reviewed")
     return {str(i) for i in ids} if isinstance(ids, list) else set()
 
 
@@ -223,23 +200,3 @@ def _decide(mem, rec: dict) -> None:
     if rec["id"] in mem.reviewed:
         raise PendingError(f"pending episode {rec['id']} was already decided (this memory holds its outcome)")
     mem.reviewed.add(rec["id"])
-
-
-def open_saved(folder, lock: bool = False):
-    """The memory saved in ``folder`` (a ScreenMemory or a SuccessMemory, by its meta.json), opened
-    with the key encoder it names: review needs no policy. ``lock``: hold the folder's writer lock
-    (to save it again), taken before anything is read."""
-    from embodia.memory.persist import read_json, writer
-    from embodia.memory.screen import ScreenMemory
-    from embodia.memory.store import SuccessMemory
-    path = Path(folder)
-    w = writer(path) if lock and (path / "meta.json").is_file() else None
-    try:
-        meta = read_json(path / "meta.json", "missing (no memory saved here)")
-        if meta.get("format") == "embodia.screen_memory":
-            return ScreenMemory.load(path, lock=lock)
-        return SuccessMemory.load(path, encoder_id=meta.get("encoder_id"), normalizer_hash=meta.get("normalizer_hash"),
-                                  lock=lock)
-    finally:
-        if w is not None:
-            w.release()        # the memory holds its own count of it now

@@ -10,7 +10,8 @@ Layout of a memory directory::
 namespace its file names, byte sizes and sha256. Files are written under temporary names, fsynced
 and renamed; meta.json is renamed last, then files of older generations are removed. Loading
 checks size and sha256 before ``np.load(allow_pickle=False)``, so a truncated or corrupted file is
-reported by name (``MemoryFileError``) instead of failing somewhere inside numpy.
+reported by name (``MemoryFileError``) instead of failing somewhere inside numpy (the loading of a
+whole robot memory is in `memory/loading.py`).
 
 meta.json carries ``meta_sha256``, the SHA-256 of its own canonical JSON without that field, so an
 edited config (``capacity: 1`` would evict all but one entry), file name or count is reported
@@ -33,7 +34,8 @@ from typing import Dict
 
 import numpy as np
 
-from embodia.memory.config import MemoryConfig
+from embodia.memory.errors import MemoryFileError, MemoryMismatch, MemoryStoreError  # noqa: F401 (importable here)
+from embodia.memory.files import MAX_META_BYTES, fsync_dir, read_json, sha256_file, write_atomic  # noqa: F401
 
 SCHEMA_VERSION = 1
 META = "meta.json"
@@ -41,22 +43,10 @@ _STATE = ("clock", "episodes", "merges", "evictions", "deleted_credit", "queries
           "action_dim")
 
 
-class MemoryStoreError(Exception):
-    """Base class of the memory's persistence errors."""
 
 
-class MemoryFileError(MemoryStoreError):
-    """A memory file is missing, truncated, corrupted or of an unsupported schema.
-    ``.path`` names the file."""
-
-    def __init__(self, path, reason: str):
-        self.path = str(path)
-        self.reason = reason
-        super().__init__(f"{self.path}: {reason}")
 
 
-class MemoryMismatch(MemoryStoreError):
-    """The stored memory was built with another key encoder, normalizer or dimensions."""
 
 
 def entry_columns(key_dim: int, horizon: int, hist_len: int, action_dim: int) -> Dict[str, tuple]:
@@ -140,43 +130,10 @@ def _orphans_error(path: Path, reason: str) -> MemoryFileError:
                            "or move the folder away to start afresh")
 
 
-def sha256_file(path) -> str:
-    """The SHA-256 hex digest of a file, read in 1 MB blocks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
-def fsync_dir(path: Path) -> None:
-    """Make a folder's entries (a rename, a new file) durable; a no-op where the OS cannot."""
-    try:
-        fd = os.open(str(path), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
-def write_atomic(path, write) -> None:
-    """Replace ``path`` atomically: ``write(f)`` fills a temporary file beside it (binary mode),
-    which is synced and renamed over ``path``; a crash leaves the old file or the new one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def save(mem, path: Path) -> Path:
@@ -296,25 +253,6 @@ def writer(path):
     return w
 
 
-def read_json(mp: Path, missing: str) -> dict:
-    """A meta.json as a dict: MemoryFileError (``missing`` when absent) for a file that is unreadable,
-    over MAX_META_BYTES, not JSON (nesting too deep included) or not an object."""
-    try:
-        with open(mp, "rb") as f:
-            raw = f.read(MAX_META_BYTES + 1)
-    except FileNotFoundError:
-        raise MemoryFileError(mp, missing) from None
-    except OSError as e:
-        raise MemoryFileError(mp, f"unreadable: {e}") from e
-    if len(raw) > MAX_META_BYTES:
-        raise MemoryFileError(mp, f"larger than {MAX_META_BYTES >> 20} MB: not a meta.json this memory writes")
-    try:
-        meta = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise MemoryFileError(mp, f"corrupted or truncated JSON ({type(e).__name__}: {str(e)[:100]})") from None
-    if not isinstance(meta, dict):
-        raise MemoryFileError(mp, "not a JSON object")
-    return meta
 
 
 def committed_generation(path: Path):
@@ -375,7 +313,6 @@ MAX_SEED_RECORDS = 10_000       # per namespace; credit_seed forgets the worst r
 MAX_NAMESPACES = 100_000
 MAX_DIM = 1 << 16
 MAX_COUNT = 2 ** 63 - 1         # counters and ids are int64 on disk
-MAX_META_BYTES = 64 << 20
 MAX_REVIEWED = 1_000_000
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _GEN = re.compile(r"[0-9a-f]{1,32}")
@@ -495,96 +432,6 @@ def check_screen_meta(mp: Path, meta: dict) -> None:
         _inside(mp.parent, rec, "values")
 
 
-def _load_namespace(mem, path: Path, rec: dict):
-    if not isinstance(rec, dict):
-        raise MemoryFileError(path / META, f"bad namespace record {rec!r}")
-    f = _inside(path, rec, "entries")
-    check_file(f, rec.get("bytes"), rec.get("sha256"))
-    try:
-        with np.load(f, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-    except Exception as e:                       # zipfile.BadZipFile, ValueError, OSError, ...
-        raise MemoryFileError(f, f"unreadable npz ({type(e).__name__}: {e})") from e
-    try:
-        name = str(data["ns_name"])
-        state = dict(zip(_STATE, (int(x) for x in data["ns_state"])))
-        action_dim = state["action_dim"]
-        if not 1 <= action_dim <= mem.action_dim:
-            raise ValueError(f"action_dim {action_dim} outside [1, {mem.action_dim}]")
-        ns = mem.new_namespace(name, action_dim)
-        schema = entry_columns(mem.key_dim, mem.horizon, mem.hist_len, action_dim)
-        cols = {}
-        n = int(data["col_ids"].shape[0])
-        for k, (shp, dt) in schema.items():
-            a = data[f"col_{k}"]
-            if a.shape != (n,) + shp:
-                raise ValueError(f"column {k} has shape {a.shape}, expected {(n,) + shp}")
-            cols[k] = a.astype(dt, copy=False)
-        if n and np.any(np.diff(cols["ids"]) <= 0):
-            raise ValueError("ids not strictly increasing")
-    except (KeyError, ValueError, TypeError) as e:
-        raise MemoryFileError(f, f"invalid content ({e})") from e
-    if name != rec.get("name"):
-        raise MemoryFileError(f, f"holds namespace {name!r}, meta.json says {rec.get('name')!r}")
-    if n != rec.get("n"):
-        raise MemoryFileError(f, f"holds {n} entries, meta.json says {rec.get('n')}")
-    for k in _STATE:
-        whole(f, f"ns_state.{k}", state[k])
-    if n:
-        ns.cols.append(cols)
-    for k in _STATE:
-        if k != "action_dim":
-            setattr(ns, k, state[k])
-    ns.success_lengths = [int(x) for x in data["success_lengths"]]
-    ns.sigma_hist.extend(float(x) for x in data["sigma_hist"])
-    if "source_credit" in data:       # absent in memories written before episode credit
-        ns.source_credit = {int(r[0]): [float(r[1]), float(r[2]), int(r[3])] for r in data["source_credit"]}
-        ns.deleted_episodes = int(data["deleted_episodes"])
-    for ep, parent, w in data["source_parents"] if "source_parents" in data else ():   # credit_cascade
-        ns.parents.setdefault(int(ep), {})[int(parent)] = float(w)
-    # FAISS: the cache when it is intact, else rebuild from the keys (the source of truth)
-    loaded = False
-    if rec.get("index") and n:
-        fi = _inside(path, rec, "index")
-        try:
-            if fi.is_file() and sha256_file(fi) == rec.get("index_sha256"):
-                ns.index.load_serialized(np.fromfile(fi, dtype=np.uint8), rec.get("index_kind", "ivf"),
-                                         rec.get("index_n_trained", n))
-                loaded = ns.index.ntotal == n
-        except Exception:                         # a bad cache is only a cache
-            loaded = False
-        if not loaded:
-            warnings.warn(f"{fi}: index cache unusable, rebuilding from entries", RuntimeWarning)
-    if not loaded:
-        ns.index.rebuild(ns.cols["keys"], ns.cols["ids"])
-    return ns
-
-
-def load(cls, path: Path, *, encoder_id: str, normalizer_hash: str, on_error: str = "raise",
-         missing_ok: bool = False, config=None, dims: Dict[str, int], lock: bool = False):
-    """``SuccessMemory.load``. With ``lock`` the folder's writer lock is taken first and held by the
-    memory (released when it is garbage-collected or its process ends)."""
-    if on_error not in ("raise", "empty"):
-        raise ValueError("on_error must be 'raise' or 'empty'")
-    w = writer(path) if lock else None
-    try:
-        kw = dict(encoder_id=encoder_id, normalizer_hash=normalizer_hash, missing_ok=missing_ok, config=config,
-                  dims=dims)
-        try:
-            mem = read_consistently(path, lambda: _load(cls, path, on_error="raise", **kw))
-        except MemoryFileError:
-            if on_error == "raise":
-                raise
-            mem = _load(cls, path, on_error="empty", **kw)
-    except BaseException:
-        if w is not None:
-            w.release()
-        raise
-    if w is not None:
-        hold_with(mem, w)
-    return mem
-
-
 def hold_with(mem, w) -> None:
     """Tie writer lock ``w`` to ``mem``: released by `let_go`, or when the memory is collected."""
     import weakref
@@ -598,77 +445,6 @@ def let_go(mem) -> None:
     unlock = getattr(mem, "writer_lock", None)
     if unlock is not None:
         unlock()
-
-
-def _load(cls, path: Path, *, encoder_id: str, normalizer_hash: str, on_error: str, missing_ok: bool,
-          config, dims: Dict[str, int]):
-    meta = None
-
-    def empty(err: Exception, warn: bool = True):
-        d = {k: v for k, v in dims.items() if v is not None}
-        if meta is not None:
-            d = {k: meta[k] for k in ("key_dim", "horizon", "action_dim", "hist_len")}
-        if not all(k in d for k in ("key_dim", "horizon", "action_dim")):
-            raise MemoryFileError(getattr(err, "path", path),
-                                  f"{getattr(err, 'reason', err)}; cannot start an empty memory "
-                                  "without key_dim, horizon and action_dim") from err
-        cfg = config
-        if cfg is None and meta is not None:
-            try:
-                cfg = MemoryConfig.from_dict(meta["config"])
-            except Exception:
-                cfg = None
-        if warn:
-            warnings.warn(f"{err}; starting with an empty success memory", RuntimeWarning)
-        return cls(cfg, d["key_dim"], d["horizon"], d["action_dim"], d.get("hist_len", 8),
-                   encoder_id=encoder_id, normalizer_hash=normalizer_hash)
-
-    try:
-        meta = _read_meta(path)
-    except MemoryFileError as e:
-        if stored_files(path):      # a deleted or broken meta.json: never an empty memory over real data
-            if getattr(e, "meta_read", False):
-                raise
-            raise _orphans_error(path, e.reason) from e
-        if missing_ok and not (path / META).exists():
-            return empty(e, warn=False)
-        if on_error == "empty":
-            return empty(e)
-        raise
-    if meta["encoder_id"] != encoder_id:
-        raise MemoryMismatch(f"{path / META}: key encoder {meta['encoder_id']!r} != {encoder_id!r}; "
-                             "re-key the memory instead of mixing key spaces")
-    if meta["normalizer_hash"] != normalizer_hash:
-        raise MemoryMismatch(f"{path / META}: action normalizer {meta['normalizer_hash']!r} != "
-                             f"{normalizer_hash!r}; stored chunks are in other units")
-    for k, v in dims.items():
-        if v is not None and int(meta[k]) != int(v):
-            raise MemoryMismatch(f"{path / META}: {k} = {meta[k]}, expected {v}")
-    try:
-        stored = MemoryConfig.from_dict(meta["config"])
-        cfg = config if config is not None else stored
-    except (TypeError, ValueError) as e:
-        err = MemoryFileError(path / META, f"invalid config ({e})")
-        if on_error == "empty":
-            return empty(err)
-        raise err from e
-    changed = sorted(k for k, v in cfg.to_dict().items() if stored.to_dict().get(k) != v)
-    if changed:
-        warnings.warn(f"{path / META}: loading with another config than the stored one ({', '.join(changed)}); "
-                      "the next save stores it", RuntimeWarning)
-    mem = cls(cfg, int(meta["key_dim"]), int(meta["horizon"]), int(meta["action_dim"]),
-              int(meta["hist_len"]), encoder_id=encoder_id, normalizer_hash=normalizer_hash)
-    try:
-        for rec in meta["namespaces"]:
-            ns = _load_namespace(mem, path, rec)
-            mem._ns[ns.name] = ns
-    except MemoryFileError as e:
-        if on_error == "empty":
-            return empty(e)
-        raise
-    mem.reviewed = {str(i) for i in meta.get("reviewed") or ()}
-    mem.seeds = _read_seeds(path, meta.get("seeds") or {})
-    return mem
 
 
 def seed_records(path) -> Dict[str, Dict[int, list]]:

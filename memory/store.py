@@ -22,6 +22,11 @@ Typical loop (policy side)::
     mem.save(path)
 
 Not thread-safe: one memory per control loop (or guard it with a lock).
+
+This file holds the storage and insertion; a query and its guidance are in `memory/retrieval.py`,
+failure credit, seeds and pruning in `memory/credit.py` (mixins of `SuccessMemory`), one namespace's
+columns and index in `memory/namespace.py`, the file format
+in `memory/persist.py`.
 """
 from __future__ import annotations
 
@@ -29,23 +34,21 @@ import hashlib
 import json
 import math
 import time
-from collections import deque
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import numpy as np
 
 from embodia.memory import persist
 from embodia.memory.config import MemoryConfig
-from embodia.memory.index import KeyIndex
-from embodia.memory.persist import SCHEMA_VERSION, MemoryFileError, MemoryMismatch, MemoryStoreError, entry_columns
+from embodia.memory.credit import CreditMixin
+from embodia.memory.namespace import _Columns, _Namespace  # noqa: F401 (importable here)
+from embodia.memory.persist import SCHEMA_VERSION, MemoryFileError, MemoryMismatch, MemoryStoreError
+from embodia.memory.retrieval import _TINY, Retrieval, RetrievalMixin, tau0_from_confidence
 
 __all__ = ["SuccessMemory", "Retrieval", "MemoryStoreError", "MemoryFileError", "MemoryMismatch",
            "make_namespace", "stable_hash", "tau0_from_confidence", "SCHEMA_VERSION"]
 
-_TINY = 1e-12
 _MAX_LENGTHS = 1000
 
 
@@ -69,128 +72,10 @@ def stable_hash(obj) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def tau0_from_confidence(confidence: float, cfg: MemoryConfig, steps: int) -> float:
-    """THE guidance formula (kept in one place): g = clip((c - confidence_floor) / (confidence_saturation - confidence_floor), 0, 1),
-    tau0 = max_start_time * g snapped to the Euler grid linspace(0, 1, steps + 1) with halves rounding up
-    (as ``action_heads.grid_index``). 0.0 means: do not steer."""
-    if steps < 1:
-        raise ValueError("steps must be >= 1")
-    c = float(confidence)
-    if not np.isfinite(c) or c < cfg.confidence_floor:
-        return 0.0
-    g = min(1.0, max(0.0, (c - cfg.confidence_floor) / (cfg.confidence_saturation - cfg.confidence_floor)))
-    k0 = int(math.floor(cfg.max_start_time * g * steps + 0.5 + 1e-9))
-    return k0 / steps
-
-
-@dataclass
-class Retrieval:
-    """Result of one ``SuccessMemory.query``. Arrays are float32, actions normalized."""
-    namespace: str
-    elite_ids: np.ndarray                       # int64 [m] entry ids of the elite set
-    weights: np.ndarray                         # [m], sum 1 (empty when m = 0)
-    similarities: np.ndarray                    # [m]
-    prior: Optional[np.ndarray]                 # [H, D_ns] weighted mean of the elite chunks
-    prior_std: Optional[np.ndarray]             # [H, D_ns] weighted std
-    prior_valid: Optional[np.ndarray]           # [H] bool: some elite chunk is real (not padding)
-    confidence: float                           # in [0, 1]; 0 when the elite set is empty
-    n_retrieved: int = 0                        # neighbours returned by FAISS
-    n_candidates: int = 0                       # ... with similarity >= min_similarity
-    n_kept: int = 0                             # ... that pass the consistency filter
-    progress_hat: Optional[float] = None
-    sigma: Optional[float] = None               # similarity scale used (l2)
-    components: Dict[str, float] = field(default_factory=dict)   # c_sim, c_agree, c_n
-    reason: str = "ok"                          # why the elite set is empty, else "ok"
-    timing_ms: float = 0.0
-
-    @property
-    def n_elite(self) -> int:
-        return int(self.elite_ids.shape[0])
-
-    @property
-    def empty(self) -> bool:
-        return self.n_elite == 0
-
-
-# ------------------------------------------------------------------------------------------------
-# per-namespace storage
-# ------------------------------------------------------------------------------------------------
-class _Columns:
-    """Growable column arrays (amortised doubling); rows are kept sorted by id."""
-
-    def __init__(self, schema: Dict[str, tuple]):
-        self.schema = schema
-        self.n = 0
-        self.data = {k: np.zeros((0,) + shp, dt) for k, (shp, dt) in schema.items()}
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self.data[name][: self.n]
-
-    def append(self, rows: Dict[str, np.ndarray]) -> None:
-        m = int(np.asarray(rows["ids"]).shape[0])
-        need = self.n + m
-        cap = self.data["ids"].shape[0]
-        if need > cap:
-            new_cap = max(need, 2 * cap, 64)
-            for k, (shp, dt) in self.schema.items():
-                arr = np.zeros((new_cap,) + shp, dt)
-                arr[: self.n] = self.data[k][: self.n]
-                self.data[k] = arr
-        for k in self.schema:
-            self.data[k][self.n: need] = rows[k]
-        self.n = need
-
-    def keep(self, mask: np.ndarray) -> None:
-        for k in self.schema:
-            kept = self.data[k][: self.n][mask]
-            self.data[k] = np.ascontiguousarray(kept)
-        self.n = int(mask.sum())
-
-    def arrays(self) -> Dict[str, np.ndarray]:
-        return {k: np.ascontiguousarray(self.data[k][: self.n]) for k in self.schema}
-
-
-class _Namespace:
-    def __init__(self, name: str, mem: "SuccessMemory", action_dim: int):
-        cfg = mem.config
-        self.name = name
-        self.action_dim = int(action_dim)
-        self.cols = _Columns(entry_columns(mem.key_dim, mem.horizon, mem.hist_len, self.action_dim))
-        self.index = KeyIndex(mem.key_dim, cfg.metric, cfg.ivf_threshold, cfg.ivf_nlist,
-                              cfg.ivf_nprobe)
-        self.clock = 0            # episodes of this namespace (successes added + failures reported)
-        self.episodes = 0         # successful episodes added
-        self.merges = 0
-        self.evictions = 0
-        self.deleted_credit = 0
-        self.queries = 0
-        self.next_id = 0
-        self.success_lengths: List[int] = []
-        self.sigma_hist: deque = deque(maxlen=cfg.sigma_window)
-        # episode-level failure credit: source episode id -> [w_succ, w_fail, n_fail]
-        self.source_credit: Dict[int, List[float]] = {}
-        self.deleted_episodes = 0
-        # stored source episode -> {source episode that steered it: weight} (credit_cascade)
-        self.parents: Dict[int, Dict[int, float]] = {}
-
-    @property
-    def n(self) -> int:
-        return self.cols.n
-
-    def rows_of(self, ids: np.ndarray) -> np.ndarray:
-        """Rows of existing ids (-1 for ids that are gone)."""
-        all_ids = self.cols["ids"]
-        ids = np.asarray(ids, dtype=np.int64)
-        r = np.searchsorted(all_ids, ids)
-        r = np.minimum(r, max(self.n - 1, 0))
-        ok = (self.n > 0) & (all_ids[r] == ids) if self.n else np.zeros(ids.shape, bool)
-        return np.where(ok, r, -1)
-
-
 # ------------------------------------------------------------------------------------------------
 # the memory
 # ------------------------------------------------------------------------------------------------
-class SuccessMemory:
+class SuccessMemory(RetrievalMixin, CreditMixin):
     """Online memory of action chunks from verified successful episodes, one FAISS index per
     namespace (= (embodiment, task), see ``make_namespace``).
 
@@ -486,409 +371,6 @@ class SuccessMemory:
         ns.evictions += n
         return n
 
-    # -- retrieval -------------------------------------------------------------------------------
-    def _sigma(self, ns: _Namespace) -> float:
-        if self.config.sigma is not None:
-            return float(self.config.sigma)
-        if not ns.sigma_hist:
-            return 1.0
-        return max(self.config.sigma_min, float(np.median(np.asarray(ns.sigma_hist))))
-
-    def _empty(self, namespace: str, t0: float, reason: str, **kw) -> Retrieval:
-        z = np.zeros(0, np.float32)
-        return Retrieval(namespace, np.zeros(0, np.int64), z, z, None, None, None, 0.0,
-                         reason=reason, timing_ms=(time.perf_counter() - t0) * 1e3, **kw)
-
-    def query(self, namespace: str, key, hist=None, *, t: Optional[int] = None,
-              progress: Optional[float] = None, prev_tail=None) -> Retrieval:
-        """Retrieve, filter, and build the elite prior for the current decision.
-
-        key [d_k]: the current key. hist [n, D]: the actions executed before now, most recent LAST,
-        normalized (n = 0..; only the last h are used; ``None`` skips the history filter).
-        t: control steps since the episode start -> p_hat = t / median success length, capped by
-        median(progress of the top-8 neighbours) + 0.1 (ARCHITECTURE.md 5.2); ``progress`` overrides p_hat
-        (multi-stage tasks); neither -> no progress filter. prev_tail [L, D]: the not-yet-executed
-        part of the current chunk when replanning mid-chunk (continuity filter).
-
-        Side effect (``metric="l2"``, no fixed sigma): the query's distance to its sigma_rank-th
-        neighbour enters the namespace's running sigma calibration.
-        """
-        t0 = time.perf_counter()
-        cfg = self.config
-        ns = self._ns.get(namespace)
-        if ns is None or ns.n == 0:
-            return self._empty(namespace, t0, "empty namespace")
-        ns.queries += 1
-        rows, score = self._neighbours(ns, key)
-        if rows.size == 0:
-            return self._empty(namespace, t0, "no neighbours")
-        sim, sigma = self._similarities(ns, score)
-        p_hat = self._progress_estimate(ns, rows, sim, t, progress)
-        kw = dict(n_retrieved=int(rows.size), progress_hat=p_hat, sigma=sigma)
-        keep = sim >= cfg.min_similarity_value
-        kw["n_candidates"] = int(keep.sum())
-        if not keep.any():
-            return self._empty(namespace, t0, "no candidate above min_similarity", **kw)
-        rows, sim = rows[keep], sim[keep]
-        reason = "filtered out"
-        if cfg.consistency:
-            keep, reason = self._consistent(ns, rows, hist, p_hat, prev_tail)
-            rows, sim = rows[keep], sim[keep]
-        kw["n_kept"] = int(rows.size)
-        if rows.size == 0:
-            return self._empty(namespace, t0, reason, **kw)
-        # a merged (deduplicated) entry counts as n_support identical entries everywhere below
-        mass = sim * ns.cols["n_support"][rows]
-        elite = self._one_mode(ns.cols["chunks"][rows], mass)
-        w, prior, std, valid, conf, kw["components"] = self._elite_prior(ns, rows[elite], sim[elite], mass, elite)
-        return Retrieval(namespace, ns.cols["ids"][rows[elite]].copy(), w.astype(np.float32),
-                         sim[elite].astype(np.float32), prior.astype(np.float32), std.astype(np.float32),
-                         valid.copy(), float(min(1.0, max(0.0, conf))), reason="ok",
-                         timing_ms=(time.perf_counter() - t0) * 1e3, **kw)
-
-    # -- the steps of a query (ARCHITECTURE.md 5.2 - 5.5) -----------------------------------------
-    def _neighbours(self, ns: _Namespace, key) -> Tuple[np.ndarray, np.ndarray]:
-        """Rows and FAISS scores of the k nearest stored keys (ARCHITECTURE.md 5.3)."""
-        q = self._prep_keys(np.asarray(key, dtype=np.float32).reshape(1, -1))
-        score, ids = ns.index.search(q, min(self.config.k, ns.n))
-        ok = ids[0] >= 0
-        score, ids = score[0][ok], ids[0][ok]
-        rows = ns.rows_of(ids)
-        good = rows >= 0
-        return rows[good], score[good]
-
-    def _similarities(self, ns: _Namespace, score: np.ndarray) -> Tuple[np.ndarray, Optional[float]]:
-        """Similarities in (0, 1] and the sigma used (L2: a kernel on distances, sigma calibrated on
-        this query's distance to its sigma_rank-th neighbour); cosine scores as they are."""
-        cfg = self.config
-        if cfg.metric != "l2":
-            return np.clip(score.astype(np.float64), -1.0, 1.0), None
-        if cfg.sigma is None:
-            ns.sigma_hist.append(float(score[min(cfg.sigma_rank, score.size) - 1]))
-        sigma = self._sigma(ns)
-        return np.exp(-(score.astype(np.float64) ** 2) / (2.0 * sigma * sigma)), sigma
-
-    def _progress_estimate(self, ns: _Namespace, rows, sim, t, progress) -> Optional[float]:
-        """p_hat (ARCHITECTURE.md 5.2): the caller's progress, else t over the median success length capped
-        by the neighbours' progress; None without either."""
-        cfg = self.config
-        if progress is not None:
-            return float(progress)
-        if t is None or not ns.success_lengths:
-            return None
-        p_hat = min(1.0, float(t) / float(np.median(ns.success_lengths)))
-        if rows.size >= cfg.p_knn_k:
-            top = np.argsort(-sim, kind="stable")[: cfg.p_knn_k]
-            p_hat = min(p_hat, float(np.median(ns.cols["progress"][rows[top]])) + cfg.p_knn_margin)
-        return p_hat
-
-    def _consistent(self, ns: _Namespace, rows, hist, p_hat, prev_tail) -> Tuple[np.ndarray, str]:
-        """The trajectory-level filter (ARCHITECTURE.md 5.4): same recent actions, same phase, continuing the
-        current chunk's tail. Returns the mask and, when it keeps nothing, which test failed last."""
-        cfg, C = self.config, ns.cols
-        keep, reason = np.ones(rows.size, bool), "filtered out"
-        if hist is not None and self.hist_len > 0:
-            keep &= self._history_ok(ns, rows, hist)
-            if not keep.any():
-                reason = "history mismatch"
-        if p_hat is not None and keep.any():
-            keep &= np.abs(C["progress"][rows] - p_hat) <= cfg.progress_tolerance
-            if not keep.any():
-                reason = "progress mismatch"
-        if prev_tail is not None and keep.any():
-            tail = self._actions_arg(prev_tail, ns, "prev_tail")[: self.horizon]
-            if tail.shape[0]:
-                err = np.sqrt(((C["chunks"][rows, : tail.shape[0]] - tail[None]) ** 2).mean(axis=(1, 2)))
-                keep &= err <= cfg.continuity_tolerance
-                if not keep.any():
-                    reason = "tail mismatch"
-        return keep, reason
-
-    def _one_mode(self, chunks: np.ndarray, mass: np.ndarray) -> np.ndarray:
-        """The elite mask (ARCHITECTURE.md 5.4): the densest chunk and those within mode_radius of it, so a
-        left and a right path are never averaged; everything when mode selection is off."""
-        cfg, n = self.config, chunks.shape[0]
-        if not cfg.mode_selection or n <= 1:
-            return np.ones(n, bool)
-        flat = chunks.reshape(n, -1).astype(np.float64)
-        sq = (flat * flat).sum(1)
-        d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * flat @ flat.T, 0.0) / flat.shape[1]
-        dens = (np.exp(-d2 / (2.0 * cfg.chunk_kernel_width ** 2)) * mass[None, :]).sum(1)
-        return np.sqrt(d2[int(np.argmax(dens))]) <= cfg.mode_radius
-
-    def _elite_prior(self, ns: _Namespace, e_rows, e_sim, mass, elite):
-        """Elite weights, the prior (their weighted mean chunk), its spread, the valid horizon and
-        the confidence c_sim x c_agree x c_n with its components (ARCHITECTURE.md 5.5)."""
-        cfg, C = self.config, ns.cols
-        e_chunks = C["chunks"][e_rows].astype(np.float64)
-        e_sup = C["n_support"][e_rows].astype(np.float64)
-        w = np.exp((e_sim - e_sim.max()) / cfg.elite_temperature) * e_sup
-        if cfg.efficiency_exponent:
-            t_min = float(min(ns.success_lengths)) if ns.success_lengths else 1.0
-            eff = np.minimum(1.0, t_min / np.maximum(C["ep_len"][e_rows].astype(np.float64), 1.0))
-            w = w * eff ** cfg.efficiency_exponent
-        w = w * (1.0 - C["n_used_fail"][e_rows] / (C["n_used"][e_rows] + 2.0))
-        if not np.all(np.isfinite(w)) or w.sum() <= 0:
-            w = np.ones_like(e_sim)
-        w = w / w.sum()
-        prior = np.tensordot(w, e_chunks, axes=1)                               # [H, D]
-        std = np.sqrt(np.maximum(np.tensordot(w, (e_chunks - prior[None]) ** 2, axes=1), 0.0))
-        valid = C["chunk_mask"][e_rows].any(axis=0)
-        s_min = cfg.min_similarity_value
-        c_sim = float(np.clip(((w * e_sim).sum() - s_min) / max(1.0 - s_min, _TINY), 0.0, 1.0))
-        # spread: RMS deviation of the elite chunks from the prior (chunk-RMSE units, like mode_radius)
-        var = std[valid] ** 2 if valid.any() else std ** 2
-        spread = float(np.sqrt(var.mean()))
-        share = float(mass[elite].sum() / max(mass.sum(), _TINY))
-        c_agree = share * math.exp(-0.5 * (spread / cfg.chunk_kernel_width) ** 2)
-        c_n = min(1.0, e_sup.sum() / cfg.min_support)
-        conf = c_sim * c_agree * c_n
-        if cfg.fixed_confidence is not None:
-            conf = float(cfg.fixed_confidence)
-        components = {"c_sim": float(c_sim), "c_agree": float(c_agree), "c_n": float(c_n), "spread": spread,
-                      "share": share}
-        return w, prior, std, valid, conf, components
-
-    @staticmethod
-    def _actions_arg(x, ns: _Namespace, what: str) -> np.ndarray:
-        a = np.asarray(x, dtype=np.float32)
-        if a.ndim == 1 and a.size == 0:
-            a = a.reshape(0, ns.action_dim)
-        if a.ndim != 2 or a.shape[1] != ns.action_dim:
-            raise ValueError(f"{what} must be [n, {ns.action_dim}] (namespace {ns.name!r}), got {a.shape}")
-        return a
-
-    def _history_ok(self, ns: _Namespace, rows: np.ndarray, hist) -> np.ndarray:
-        """Decayed RMSE (weight hist_decay**j, j steps back) over the steps both histories have."""
-        h = self.hist_len
-        cur = self._actions_arg(hist, ns, "hist")[-h:] if h else None
-        n_now = 0 if cur is None else cur.shape[0]
-        if n_now == 0:
-            return np.ones(rows.size, bool)
-        padded = np.zeros((h, ns.action_dim), np.float32)
-        padded[h - n_now:] = cur
-        hc = ns.cols["hist"][rows]                                              # [m, h, D]
-        ov = np.minimum(ns.cols["hist_n"][rows].astype(np.int64), n_now)        # [m]
-        j = np.arange(h)
-        w = self.config.hist_decay ** (h - 1 - j)                               # most recent: 1
-        W = w[None, :] * (j[None, :] >= (h - ov)[:, None])
-        err = ((hc - padded[None]) ** 2).mean(-1)                               # [m, h]
-        den = W.sum(1)
-        wr = np.sqrt((W * err).sum(1) / np.maximum(den, _TINY))
-        return (den <= 0) | (wr <= self.config.history_tolerance)
-
-    # -- guidance --------------------------------------------------------------------------------
-    def guidance(self, retrieval: Retrieval, steps: int = 10) -> Optional[Tuple[float, np.ndarray]]:
-        """(tau0, prior [H, D_ns]) to start the flow sampler from ``(1 - tau0) eps + tau0 prior`` at
-        grid time tau0, or None (sample unchanged): empty elite set, confidence below confidence_floor, or
-        tau0 snapping to 0 on a grid of ``steps`` Euler steps. See ``tau0_from_confidence``.
-        With ``config.replay`` the same decisions return tau0 = 1.0: execute the prior itself."""
-        if retrieval is None or retrieval.empty or retrieval.prior is None:
-            return None
-        tau0 = tau0_from_confidence(retrieval.confidence, self.config, steps)
-        if tau0 <= 0.0:
-            return None
-        if self.config.replay:
-            tau0 = 1.0
-        return tau0, retrieval.prior.copy()
-
-    # -- failure credit --------------------------------------------------------------------------
-    @contextmanager
-    def lend_episode(self, uses: dict):
-        """For one of several episodes that run at once over this memory (a server's connections, a
-        fleet's workers): inside the block, ``record_use`` and ``end_episode`` track and credit the
-        entries that steered the episode whose bookkeeping ``uses`` holds (a dict the caller keeps per
-        episode, empty at first) instead of the memory's own current episode. Not thread-safe: hold
-        the caller's lock for the whole block."""
-        own = self._uses, self._src_uses, self._parents
-        self._uses, self._src_uses, self._parents = (uses.setdefault("ids", {}), uses.setdefault("sources", {}),
-                                                     uses.setdefault("parents", {}))
-        try:
-            yield self
-        finally:      # end_episode starts them afresh
-            uses["ids"], uses["sources"], uses["parents"] = self._uses, self._src_uses, self._parents
-            self._uses, self._src_uses, self._parents = own
-
-    def detach_uses(self) -> dict:
-        """The current episode's noted uses (what ``record_use`` saw), as JSON-able data, and the
-        episode's bookkeeping cleared: an episode whose outcome nobody verified yet keeps them
-        (`embodia.memory.pending`) instead of lending them to the next episode's outcome."""
-        out = {"ids": {ns: sorted(int(i) for i in ids) for ns, ids in self._uses.items()},
-               "sources": {ns: {str(ep): float(w) for ep, w in src.items()} for ns, src in self._src_uses.items()}}
-        self._uses, self._src_uses = {}, {}
-        return out
-
-    def attach_uses(self, uses: dict) -> None:
-        """Make ``detach_uses``'s data the current episode's, for ``end_episode`` to credit."""
-        self._uses = {ns: set(int(i) for i in ids) for ns, ids in (uses.get("ids") or {}).items()}
-        self._src_uses = {ns: {int(ep): float(w) for ep, w in src.items()}
-                          for ns, src in (uses.get("sources") or {}).items()}
-
-    def record_use(self, namespace: str, retrieval: Retrieval) -> int:
-        """Note that ``retrieval``'s prior steered a decision of the current episode. Elites with
-        weight >= credit_min_weight are credited when ``end_episode`` reports the outcome. A
-        retrieval below the confidence floor did not steer and is ignored (returns 0)."""
-        if retrieval is None or retrieval.empty:
-            return 0
-        if retrieval.namespace != namespace:
-            raise ValueError(f"retrieval is from {retrieval.namespace!r}, not {namespace!r}")
-        if tau0_from_confidence(retrieval.confidence, self.config, 1000) <= 0.0:
-            return 0
-        ids = retrieval.elite_ids[retrieval.weights >= self.config.credit_min_weight]
-        self._uses.setdefault(namespace, set()).update(int(i) for i in ids)
-        ns = self._ns.get(namespace)
-        if self.config.episode_credit and ns is not None:
-            rows = ns.rows_of(retrieval.elite_ids)
-            ok = rows >= 0
-            src = self._src_uses.setdefault(namespace, {})
-            for ep, w in zip(ns.cols["episode_id"][rows[ok]].tolist(), retrieval.weights[ok].tolist()):
-                if ep >= 0:
-                    src[ep] = src.get(ep, 0.0) + float(w)
-        return int(ids.size)
-
-    def end_episode(self, success: bool, namespace: Optional[str] = None) -> Dict[str, int]:
-        """Close the current episode: every entry recorded by ``record_use`` gets n_used += 1 and,
-        on failure, n_used_fail += 1; entries with n_used_fail >= fail_delete_min and
-        n_used_fail / n_used > fail_delete_ratio are deleted. A failed episode also ticks the
-        ageing clock of its namespaces (the ones used, plus ``namespace`` if given); successes tick
-        it through ``add_episode``. Returns {"credited", "deleted"}."""
-        cfg = self.config
-        names = set(self._uses) | set(self._src_uses)
-        if namespace is not None:
-            names.add(namespace)
-        credited = deleted = 0
-        now = time.time()
-        for name in sorted(names):
-            ns = self._ns.get(name)
-            if ns is None:
-                continue
-            if not success:
-                ns.clock += 1
-            used = self._src_uses.get(name, {})
-            self._parents.pop(name, None)
-            if success and cfg.credit_cascade > 0 and cfg.episode_credit:
-                total = sum(used.values())
-                self._parents[name] = {int(ep): float(w) for ep, w in used.items()
-                                       if total > 0 and w >= cfg.credit_cascade * total}
-            deleted += self._credit_sources(ns, used, success)
-            ids = np.fromiter(sorted(self._uses.get(name, ())), dtype=np.int64)
-            rows = ns.rows_of(ids) if ids.size else ids
-            rows = rows[rows >= 0]
-            if rows.size == 0:
-                continue
-            c = ns.cols.data
-            c["n_used"][rows] += 1
-            c["last_used_clock"][rows] = ns.clock
-            c["last_used_at"][rows] = now
-            credited += int(rows.size)
-            if not success:
-                c["n_used_fail"][rows] += 1
-                nf, nu = c["n_used_fail"][rows], c["n_used"][rows]
-                bad = rows[(nf >= cfg.fail_delete_min) & (nf > cfg.fail_delete_ratio * nu)]
-                n = self._delete_rows(ns, bad)
-                ns.deleted_credit += n
-                deleted += n
-        self._uses, self._src_uses = {}, {}
-        return {"credited": credited, "deleted": deleted}
-
-    def _credit_sources(self, ns: _Namespace, used: Dict[int, float], success: bool) -> int:
-        """Episode-level failure credit (see MemoryConfig.episode_credit and credit_cascade);
-        returns entries deleted."""
-        cfg = self.config
-        bad = []
-
-        def judge(ep: int, rec: list) -> None:
-            if rec[2] >= cfg.episode_fail_min and rec[1] > cfg.episode_fail_ratio * (rec[0] + rec[1]):
-                bad.append(ep)
-        for ep, w in used.items():
-            rec = ns.source_credit.setdefault(int(ep), [0.0, 0.0, 0])
-            if success:
-                rec[0] += w
-            else:
-                rec[1] += w
-                rec[2] += 1
-                judge(int(ep), rec)
-        gone: set = set()
-        while bad:                          # the judged-false sources, then what steered them (cascade)
-            ep = bad.pop()
-            if ep in gone:
-                continue
-            gone.add(ep)
-            ns.source_credit.pop(ep, None)
-            for parent, w in ns.parents.pop(ep, {}).items():
-                rec = ns.source_credit.get(parent)
-                if rec is None or parent in gone:
-                    continue                # deleted or never credited: nothing to move
-                rec[0], rec[1], rec[2] = max(0.0, rec[0] - w), rec[1] + w, rec[2] + 1
-                judge(parent, rec)
-        if not gone:
-            return 0
-        rows = np.flatnonzero(np.isin(ns.cols["episode_id"], np.asarray(sorted(gone), np.int64)))
-        n = self._delete_rows(ns, rows)
-        ns.deleted_credit += n
-        ns.deleted_episodes += len(gone)
-        return n
-
-    def drop_namespace(self, namespace: str) -> bool:
-        seeds = self.seeds.pop(namespace, None)
-        return self._ns.pop(namespace, None) is not None or bool(seeds)
-
-    # -- the noise of successes (MemoryConfig.recall_seed) -----------------------------------------
-    def recall_seed(self, namespace: str) -> Optional[int]:
-        """The noise seed an episode of ``namespace`` starts from: among the stored seeds that have
-        succeeded at least as often as they failed, the best record (successes + 1) / (episodes + 2),
-        ties to the latest success; ``None`` when there is none (the episode keeps its own).
-
-        >>> mem = SuccessMemory(None, 1, 1, 1, encoder_id="e", normalizer_hash="h")
-        >>> mem.credit_seed("b/t", 7, True); mem.credit_seed("b/t", 9, True); mem.recall_seed("b/t")
-        9
-        >>> mem.credit_seed("b/t", 9, False); mem.credit_seed("b/t", 9, False); mem.recall_seed("b/t")
-        7
-        >>> mem.credit_seed("b/t", 7, False); mem.credit_seed("b/t", 7, False); mem.recall_seed("b/t") is None
-        True
-        """
-        good = [((w + 1) / (n + 2), last, seed) for seed, (w, n, last) in self.seeds.get(namespace, {}).items()
-                if 2 * w >= n]
-        return max(good)[2] if good else None
-
-    def credit_seed(self, namespace: str, seed: int, success: bool) -> None:
-        """Count an episode of ``namespace`` run from noise ``seed``: a success stores the seed or
-        adds to its record; a failure counts against a stored seed and is otherwise forgotten. Seeds
-        outside the noise generator's range (0..2**64-1) are refused (ValueError): saved, they would
-        stop every later run; beyond ``persist.MAX_SEED_RECORDS`` seeds the worst record is forgotten."""
-        if not (isinstance(seed, (int, np.integer)) and 0 <= int(seed) <= persist.MAX_SEED):
-            raise ValueError(f"noise seed {seed!r}: expected a whole number 0..{persist.MAX_SEED}")
-        recs = self.seeds.get(namespace, {})
-        rec = recs.get(int(seed))
-        if rec is None:
-            if not success:
-                return
-            if len(recs) >= persist.MAX_SEED_RECORDS:       # the lowest (successes + 1) / (episodes + 2), oldest
-                del recs[min(recs, key=lambda s: ((recs[s][0] + 1) / (recs[s][1] + 2), recs[s][2]))]
-            rec = self.seeds.setdefault(namespace, {}).setdefault(int(seed), [0, 0, 0])
-        rec[1] += 1
-        if success:
-            rec[0] += 1
-            rec[2] = 1 + max(r[2] for r in self.seeds[namespace].values())
-
-    def prune(self, namespace: Optional[str] = None, *, max_fail_ratio: float = 0.5,
-              min_fail: int = 1) -> int:
-        """Delete entries that steered failures: n_used_fail >= min_fail and
-        n_used_fail / n_used > max_fail_ratio (a stricter, offline version of failure credit).
-        Returns the number deleted."""
-        deleted = 0
-        for name in ([namespace] if namespace else sorted(self._ns)):
-            ns = self._ns.get(name)
-            if ns is None:
-                continue
-            c = ns.cols.data
-            nf, nu = c["n_used_fail"][:ns.n], c["n_used"][:ns.n]
-            bad = np.flatnonzero((nf >= min_fail) & (nf > max_fail_ratio * np.maximum(nu, 1)))
-            n = self._delete_rows(ns, bad)
-            ns.deleted_credit += n
-            deleted += n
-        return deleted
-
     # -- persistence -----------------------------------------------------------------------------
     def save(self, path) -> Path:
         """Write the memory to directory ``path`` atomically, under the folder's writer lock
@@ -923,7 +405,8 @@ class SuccessMemory:
         * ``config`` overrides the stored config (e.g. ablation flags at evaluation time).
         No pickle anywhere (``np.load(allow_pickle=False)``, JSON meta).
         """
-        return persist.load(cls, Path(path), encoder_id=encoder_id, normalizer_hash=normalizer_hash,
+        from embodia.memory.loading import load
+        return load(cls, Path(path), encoder_id=encoder_id, normalizer_hash=normalizer_hash,
                             on_error=on_error, missing_ok=missing_ok, config=config,
                             dims=dict(key_dim=key_dim, horizon=horizon, action_dim=action_dim,
                                       hist_len=hist_len), lock=lock)

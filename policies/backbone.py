@@ -53,7 +53,8 @@ a missing or unreadable folder/file raises `FileNotFoundError` / `BackboneLoadEr
 `OSError`) naming it.
 
 Tiny models for tests and CPU training come from `train_tokenizer` + `tiny_config` +
-`Backbone.build` (random init; `seed=` or the global torch RNG).
+`Backbone.build` (random init; `seed=` or the global torch RNG). The tokenizer and config live in
+`backbone_tiny.py`, the image resize and patches (a mixin of `Backbone`) in `backbone_images.py`.
 """
 from __future__ import annotations
 
@@ -67,21 +68,31 @@ import numpy as np
 import torch
 from torch import nn
 
+from embodia.policies.backbone_images import (
+    DEFAULT_MAX_PIXELS,
+    DEFAULT_MIN_PIXELS,
+    _ImageInput,
+    _size_bounds,
+    smart_resize,
+)
+from embodia.policies.backbone_tiny import (  # noqa: F401 (EOS, PAD, VIDEO_PAD: importable here as before)
+    EOS,
+    IMAGE_PAD,
+    PAD,
+    SPECIAL_TOKENS,
+    VIDEO_PAD,
+    VISION_END,
+    VISION_START,
+    tiny_config,
+    train_tokenizer,
+)
+
 __all__ = [
     "Backbone", "BackboneLoadError", "train_tokenizer", "tiny_config", "prompt_text", "text_body", "smart_resize",
     "SPECIAL_TOKENS", "META_FILE",
 ]
 
-VISION_START = "<|vision_start|>"
-VISION_END = "<|vision_end|>"
-IMAGE_PAD = "<|image_pad|>"
-VIDEO_PAD = "<|video_pad|>"
-EOS = "<|endoftext|>"
-PAD = "<pad>"
-SPECIAL_TOKENS = (EOS, "<|im_start|>", "<|im_end|>", VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD, PAD)
 META_FILE = "embodia_backbone.json"
-DEFAULT_MIN_PIXELS = 56 * 56
-DEFAULT_MAX_PIXELS = 128 * 128       # 96x96 -> 84x84 (9 tokens); 128x128 -> 112x112 (16); 480x640 -> 84x140 (15)
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                  "pytorch_model.bin.index.json")
 _TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model")
@@ -89,109 +100,6 @@ _TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model")
 
 class BackboneLoadError(OSError):
     """A backbone folder (or hub id) exists but something in it cannot be read."""
-
-
-# ------------------------------------------------------------------------------------------------
-# tokenizer and config for tiny random-init models
-# ------------------------------------------------------------------------------------------------
-
-def train_tokenizer(corpus: Sequence[str], vocab_size: int = 1024,
-                    special_tokens: Sequence[str] = SPECIAL_TOKENS):
-    """Train a byte-level BPE tokenizer on `corpus` (offline, deterministic, ~20 ms).
-
-    Byte-level: any string encodes (no unknown tokens) and decodes back exactly. The special
-    tokens get ids 0..len-1 in the given order and are matched literally in input text; the pad
-    token is `<pad>`, eos `<|endoftext|>`, padding on the right. The vocabulary is smaller than
-    `vocab_size` when the corpus is small; size the model with `len(tokenizer)`.
-    """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    special_tokens = list(special_tokens)
-    for needed in (EOS, PAD, VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD):
-        if needed not in special_tokens:
-            raise ValueError(f"train_tokenizer: special_tokens must include {needed!r}")
-    alphabet = pre_tokenizers.ByteLevel.alphabet()
-    if vocab_size < len(alphabet) + len(special_tokens):
-        raise ValueError(f"train_tokenizer: vocab_size={vocab_size} is below the byte alphabet plus "
-                         f"special tokens ({len(alphabet) + len(special_tokens)})")
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special_tokens,
-                                  initial_alphabet=sorted(alphabet), show_progress=False)
-    tok.train_from_iterator([str(t) for t in corpus], trainer=trainer)
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=PAD,
-                                 padding_side="right", clean_up_tokenization_spaces=False,
-                                 model_max_length=1 << 20)
-    return hf
-
-
-def _mrope_section(head_dim: int) -> list[int]:
-    """Split head_dim/2 rotary frequencies over (t, h, w) like Qwen2.5-VL (128 -> [16, 24, 24])."""
-    half = head_dim // 2
-    t = max(1, half // 4)
-    h = (half - t) // 2
-    w = half - t - h
-    if min(t, h, w) < 1:
-        raise ValueError(f"head_dim={head_dim} is too small for 3-D M-RoPE (need head_dim >= 6)")
-    return [t, h, w]
-
-
-def tiny_config(tokenizer, hidden: int = 64, layers: int = 2, vision_layers: int = 2, heads: int = 4,
-                kv_heads: int = 2, patch_size: int = 14, *, vision_hidden: int | None = None,
-                vision_heads: int | None = None, mlp_ratio: float = 2.0, merge_size: int = 2,
-                temporal_patch_size: int = 2, window_size: int = 112, max_positions: int = 4096,
-                rope_theta: float = 10000.0, vocab_size: int | None = None):
-    """A random-init-ready `Qwen2_5_VLConfig` sized from the arguments (any consistent size).
-
-    head_dim = hidden / heads must be even; `mrope_section` is computed from it (sums to
-    head_dim/2). The vision tower has `vision_hidden` (default `hidden`) width and `vision_heads`
-    (default `heads`) heads, a head_dim divisible by 4, full attention every 4th block and in the
-    last, windowed attention elsewhere (`window_size` pixels; 112 keeps images up to 112 px in one
-    window). `out_hidden_size` = `hidden`. The vocabulary is `len(tokenizer)` rounded up to 64.
-    """
-    from transformers import Qwen2_5_VLConfig
-
-    vision_hidden = hidden if vision_hidden is None else vision_hidden
-    vision_heads = heads if vision_heads is None else vision_heads
-    if hidden % heads or (hidden // heads) % 2:
-        raise ValueError(f"tiny_config: hidden={hidden} must split into {heads} heads of even size")
-    if heads % kv_heads:
-        raise ValueError(f"tiny_config: heads={heads} must be a multiple of kv_heads={kv_heads}")
-    if vision_hidden % vision_heads or (vision_hidden // vision_heads) % 4:
-        raise ValueError(f"tiny_config: vision_hidden={vision_hidden} must split into {vision_heads} heads "
-                         f"of a size divisible by 4")
-    if layers < 1 or vision_layers < 1:
-        raise ValueError("tiny_config: need at least one text and one vision layer")
-    ids = {}
-    for name, tok in (("image", IMAGE_PAD), ("video", VIDEO_PAD), ("start", VISION_START), ("end", VISION_END)):
-        i = tokenizer.convert_tokens_to_ids(tok)
-        if i is None or i == tokenizer.unk_token_id or tokenizer.convert_ids_to_tokens(i) != tok:
-            raise ValueError(f"tiny_config: the tokenizer has no {tok!r} token (use train_tokenizer)")
-        ids[name] = i
-    n_vocab = len(tokenizer) if vocab_size is None else vocab_size
-    n_vocab = -(-n_vocab // 64) * 64
-    eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
-    full = sorted({i for i in range(vision_layers) if (i + 1) % 4 == 0} | {vision_layers - 1})
-    return Qwen2_5_VLConfig(
-        text_config=dict(
-            vocab_size=n_vocab, hidden_size=hidden, intermediate_size=int(mlp_ratio * hidden),
-            num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
-            max_position_embeddings=max_positions, pad_token_id=pad, bos_token_id=eos, eos_token_id=eos,
-            tie_word_embeddings=True,
-            rope_parameters={"rope_type": "default", "rope_theta": rope_theta,
-                             "mrope_section": _mrope_section(hidden // heads)}),
-        vision_config=dict(
-            depth=vision_layers, hidden_size=vision_hidden, intermediate_size=int(mlp_ratio * vision_hidden),
-            num_heads=vision_heads, patch_size=patch_size, spatial_merge_size=merge_size,
-            temporal_patch_size=temporal_patch_size, window_size=window_size, out_hidden_size=hidden,
-            fullatt_block_indexes=full),
-        image_token_id=ids["image"], video_token_id=ids["video"],
-        vision_start_token_id=ids["start"], vision_end_token_id=ids["end"],
-        tie_word_embeddings=True,
-    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -218,13 +126,6 @@ def prompt_text(embodiment_prompt: str, instruction: str, n_images: int,
 def text_body(embodiment_prompt: str, instruction: str) -> str:
     """Body description and instruction, newline-separated (an empty part is left out)."""
     return "\n".join(p for p in (embodiment_prompt, instruction) if p)
-
-
-def smart_resize(height: int, width: int, factor: int = 28, min_pixels: int = DEFAULT_MIN_PIXELS,
-                 max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
-    """Qwen2-VL's target (height, width): multiples of `factor`, pixel count within the bounds."""
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize as _sr
-    return _sr(height, width, factor=factor, min_pixels=min_pixels, max_pixels=max_pixels)
 
 
 @contextlib.contextmanager
@@ -261,19 +162,11 @@ class _EarlyExit(Exception):
         self.hidden = hidden
 
 
-def _size_bounds(image_processor) -> tuple[int, int]:
-    size = image_processor.size
-    get = size.get if isinstance(size, dict) else (lambda k, d=None: getattr(size, k, d))
-    lo = get("shortest_edge") or getattr(image_processor, "min_pixels", None) or DEFAULT_MIN_PIXELS
-    hi = get("longest_edge") or getattr(image_processor, "max_pixels", None) or DEFAULT_MAX_PIXELS
-    return int(lo), int(hi)
-
-
 # ------------------------------------------------------------------------------------------------
 # the backbone
 # ------------------------------------------------------------------------------------------------
 
-class Backbone(nn.Module):
+class Backbone(_ImageInput, nn.Module):
     """A transformers VLM + tokenizer + image processor -> context tokens of one layer.
 
     Use `Backbone.build(tokenizer, config)` (fresh random init) or `Backbone.from_pretrained(dir)`.
@@ -461,82 +354,6 @@ class Backbone(nn.Module):
         if self.image_size is not None:
             return self.image_tokens(self.image_size[1], self.image_size[0])
         return self.image_tokens(96, 96)
-
-    # -- images -----------------------------------------------------------------------------------
-    def target_size(self, height: int, width: int) -> tuple[int, int]:
-        """(h, w) an image of this size is resized to."""
-        if self.image_size is not None:
-            return self.image_size[1], self.image_size[0]
-        return smart_resize(height, width, self.factor, self.min_pixels, self.max_pixels)
-
-    def image_tokens(self, height: int, width: int) -> int:
-        """Image placeholder tokens for a camera of this (raw) size, e.g. 96x96 -> 9 by default."""
-        h, w = self.target_size(height, width)
-        return (h // self.patch_size) * (w // self.patch_size) // self.merge_size ** 2
-
-    def preprocess_images(self, images: Sequence[np.ndarray]):
-        """Resize uint8 HxWx3 images as the Qwen processor would (PIL bicubic); cacheable.
-
-        Returns uint8 [N, h, w, 3] (a list of [h_i, w_i, 3] tensors when target sizes differ).
-        """
-        from PIL import Image
-
-        out = []
-        resample = getattr(self.image_processor, "resample", None)
-        resample = Image.Resampling.BICUBIC if resample is None else int(resample)
-        for i, img in enumerate(images):
-            a = img.numpy() if isinstance(img, torch.Tensor) else np.asarray(img)
-            if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] != 3:
-                raise ValueError(f"preprocess_images: image {i} must be uint8 HxWx3, got {a.dtype} {a.shape}")
-            h, w = self.target_size(a.shape[0], a.shape[1])
-            if (h, w) != a.shape[:2]:
-                a = np.asarray(Image.fromarray(a).resize((w, h), resample=resample))
-            out.append(torch.from_numpy(np.array(a, copy=True)))
-        if out and all(t.shape == out[0].shape for t in out):
-            return torch.stack(out)
-        return out
-
-    def _make_lut(self) -> torch.Tensor:
-        """[3, 256] float32: the processor's rescale (float64, then float32) and normalize (float32)."""
-        ip = self.image_processor
-        v = np.arange(256, dtype=np.float64)
-        if getattr(ip, "do_rescale", True):
-            v = v * float(ip.rescale_factor)
-        v = np.broadcast_to(v.astype(np.float32), (3, 256)).copy()
-        if getattr(ip, "do_normalize", True):
-            mean = np.array(ip.image_mean, dtype=np.float32).reshape(-1, 1)
-            std = np.array(ip.image_std, dtype=np.float32).reshape(-1, 1)
-            v = (v - mean) / std
-        return torch.from_numpy(v.astype(np.float32))
-
-    def patchify(self, resized) -> tuple[torch.Tensor, torch.Tensor]:
-        """uint8 [N, h, w, 3] (or a list of [h_i, w_i, 3]) -> (pixel_values [sum patches, C*T*p*p],
-        image_grid_thw [N, 3]); equals `Qwen2VLImageProcessorPil` on the same resized images."""
-        if isinstance(resized, torch.Tensor):
-            if resized.ndim == 3:
-                resized = resized[None]
-            return self._patchify_batch(resized)
-        parts = [self._patchify_batch(t[None] if t.ndim == 3 else t) for t in resized]
-        return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
-
-    def _patchify_batch(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if x.dtype != torch.uint8 or x.ndim != 4 or x.shape[-1] != 3:
-            raise ValueError(f"patchify: expected uint8 [N, h, w, 3], got {x.dtype} {tuple(x.shape)}")
-        n, h, w, c = x.shape
-        p, m, t = self.patch_size, self.merge_size, self.temporal_patch_size
-        if h % (p * m) or w % (p * m):
-            raise ValueError(f"patchify: image size {h}x{w} is not a multiple of patch*merge={p * m}; "
-                             f"use preprocess_images first")
-        lut = self._pixel_lut
-        x = x.to(lut.device)
-        idx = x.permute(0, 3, 1, 2).long() + torch.arange(c, device=lut.device).view(1, c, 1, 1) * 256
-        v = lut.view(-1)[idx]                                            # [N, C, h, w] float32
-        gh, gw = h // p, w // p
-        v = v.view(n, c, gh // m, m, p, gw // m, m, p).permute(0, 2, 5, 3, 6, 1, 4, 7)
-        v = v.unsqueeze(6).expand(n, gh // m, gw // m, m, m, c, t, p, p)
-        pixel_values = v.reshape(n * gh * gw, c * t * p * p).to(self.dtype)
-        grid = torch.tensor([[1, gh, gw]], dtype=torch.long, device=lut.device).expand(n, 3).clone()
-        return pixel_values, grid
 
     # -- text -------------------------------------------------------------------------------------
     def prompt_text(self, embodiment_prompt: str, instruction: str, n_images: int,

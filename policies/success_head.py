@@ -58,11 +58,6 @@ class SuccessHeadError(ValueError):
     """A success head that cannot be loaded or cannot read this body; one line."""
 
 
-def has_success_head(checkpoint) -> bool:
-    p = Path(checkpoint)
-    return (p / HEAD_WEIGHTS).is_file() and (p / HEAD_CONFIG).is_file()
-
-
 class TwoBranch(nn.Module):
     """An MLP that reads its first ``state_dim`` columns as they are (small distances keep their
     scale) and the rest through a LayerNorm (backbone features), summing the two logits."""

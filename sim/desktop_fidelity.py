@@ -97,11 +97,6 @@ def _window(title: str):
         not any(title.lower() in (e.get("window") or "").lower() for e in before)
 
 
-def _appears(text: str, role=None):
-    return lambda before, after: find(after, text=text, role=role) is not None and \
-        find(before, text=text, role=role) is None
-
-
 def _editor_value(pred):
     return lambda before, after: pred((_editor(before) or {}).get("value"), (_editor(after) or {}).get("value"))
 

@@ -17,6 +17,7 @@ import pytest
 
 from embodia.memory import MemoryConfig, ScreenMemory, SuccessMemory, lock, persist
 from embodia.memory import pending as pending_mod
+from embodia.memory.saved import open_memory
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", MUJOCO_GL="egl",
@@ -46,7 +47,7 @@ def wait_for(cond, proc, timeout=180.0):
 
 def episodes(mem: Path) -> int:
     """Verified episodes the saved memory counts (its namespaces' clocks), read as `memory stats` reads."""
-    return sum(row["clock"] for row in pending_mod.open_saved(mem).stats().values())
+    return sum(row["clock"] for row in open_memory(mem).stats().values())
 
 
 def two_runs_then_kill(tmp_path, device: list, n_first: int, n_long: int, cond_first_save):
@@ -161,14 +162,15 @@ def test_a_reader_overtaken_by_a_save_reads_the_new_memory(tmp_path, monkeypatch
     meanwhile. It reads again (the old code raised, naming a missing file)."""
     p = tmp_path / "m"
     saved(p)
-    real, calls = persist._load_namespace, []
+    from embodia.memory import loading
+    real, calls = loading._load_namespace, []
 
     def overtaken(mem, path, rec):
         if not calls:
             calls.append(1)
             saved(p, n_eps=5, seed=1)              # another process's save commits and collects the old files
         return real(mem, path, rec)
-    monkeypatch.setattr(persist, "_load_namespace", overtaken)
+    monkeypatch.setattr(loading, "_load_namespace", overtaken)
     back = SuccessMemory.load(p, **KW)
     assert back.stats()["ns"]["episodes"] == 5
 

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from embodia.agent.loop.episode import run_episode
 from embodia.devices import GuiAction, Policy, open_device
 from embodia.memory import ScreenMemory, pending
+from embodia.memory.saved import open_memory
 from embodia.policies.gui.screen_memory import ScreenMemoryPolicy
 
 pytest_plugins = ("fake_openai",)
@@ -225,6 +226,6 @@ def test_a_robot_memory_keeps_the_ids_it_decided(tmp_path):
     rec, arrays = pending.get(tmp_path, pid)
     assert pending.confirm(m, rec, arrays) > 0
     m.save(tmp_path)                                       # ... and the crash comes before drop()
-    assert pending.open_saved(tmp_path).reviewed == {pid}
+    assert open_memory(tmp_path).reviewed == {pid}
     assert pending.pending(tmp_path) == []                 # the next look removes it instead of listing it
-    assert len(pending.open_saved(tmp_path)) == len(m)
+    assert len(open_memory(tmp_path)) == len(m)

@@ -348,7 +348,7 @@ def test_truncated_last_line_is_ignored_and_recovered_on_open(tmp_path):
 
 def test_crash_during_commit_rolls_back_then_recovers(tmp_path, monkeypatch):
     """Die after the data/episodes files are written but before info.json: nothing half-committed."""
-    import embodia.agent.recording.writer as rec
+    import embodia.agent.recording.commit as rec     # the commit writes info.json last
     root = tmp_path / "ds"
     w = DatasetWriter(root, make_embodiment())
     record(w, 6, seed=1, task="a")

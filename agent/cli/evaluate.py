@@ -70,7 +70,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
           torch_device: Optional[str] = TorchDeviceOpt, dtype: Optional[str] = DtypeOpt):
     """Evaluate a policy: success rate with a 95% Wilson interval, splits, timing; JSON report."""
     check_inputs(locals())
-    from embodia.agent.evaluation.evaluate import async_summary, summarize, write_json
+    from embodia.agent.evaluation.evaluate import write_json
     from embodia.agent.fleet.dispatch import check_execution
     try:
         check_execution(async_exec=async_exec, memory_online=memory == "online", workers=workers, jobs=jobs)
@@ -85,14 +85,8 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
         if memory == "online" or async_exec or record:
             fail(f"{device} is a suite: --memory online, --async and --record apply to one task "
                  f"(e.g. sim:metaworld/reach-v3) for now; --memory PATH steers the whole suite")
-        partial = Path(f"{json_out}.partial") if json_out else None
-        rep = suite_eval(device, policy, shift=shift, size=size, episodes=episodes, seed=seed, jobs=jobs,
-                         memory=None if memory == "off" else memory, workers=workers, ray_address=ray_address,
-                         resume=partial)
-        if json_out:
-            write_json(rep, json_out)
-            partial.unlink(missing_ok=True)
-            console.print(f"report written to {json_out}")
+        _eval_suite(device, policy, shift=shift, size=size, episodes=episodes, seed=seed, jobs=jobs,
+                    memory=memory, workers=workers, ray_address=ray_address, json_out=json_out)
         return
     from embodia.agent.evaluation.suite import lean_uri
     uri = device if record else lean_uri(device, policy)   # render only what the policy reads
@@ -112,29 +106,54 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
             rep = fleet_summary(results, fleet, seed=seed, embodiment=dev.embodiment.name, **header)
             print_report(rep)
         else:
-            labeler = labeler_for(success, dev, base_url, api_key_env)
-            steered = steered_by(pol, None if memory == "off" else memory, device, dev)
-            try:
-                results = episodes_with_progress(dev, steered, episodes=episodes, seed=seed, label="eval",
-                                                 labeler=labeler,
-                                                 writer=recorder(record, dev), async_exec=async_exec, smooth=smooth,
-                                                 episode_meta=run_meta(device, shift, size, policy))
-            finally:
-                if steered is not pol:
-                    steered.memory.save(memory)
-            rep = summarize(results, seed=seed, embodiment=dev.embodiment.name, **header)
-            print_report(rep)
-            if rep["unverified_episodes"]:
-                console.print(f"{rep['unverified_episodes']} of {rep['episodes']} episodes unverified (--success "
-                              f"{success}): not counted in the rate, not stored in a memory")
-                pending_note(None if memory == "off" else memory)
-            if async_exec:
-                rep["async"] = async_summary(results, smooth)
-                print_async(rep["async"])
+            rep = _eval_here(dev, pol, header, size=size, episodes=episodes, seed=seed, memory=memory, record=record,
+                             success=success, base_url=base_url, api_key_env=api_key_env, async_exec=async_exec,
+                             smooth=smooth)
     if json_out:
         write_json(rep, json_out)
         console.print(f"report written to {json_out}")
     lost_exit(rep)
+
+
+def _eval_suite(device: str, policy: str, *, shift, size, episodes: int, seed: int, jobs: int, memory: str,
+                workers, ray_address, json_out: Optional[Path]) -> None:
+    """Every task of a suite (its report kept in <json>.partial as tasks finish, so a rerun resumes)."""
+    from embodia.agent.evaluation.evaluate import write_json
+    partial = Path(f"{json_out}.partial") if json_out else None
+    rep = suite_eval(device, policy, shift=shift, size=size, episodes=episodes, seed=seed, jobs=jobs,
+                     memory=None if memory == "off" else memory, workers=workers, ray_address=ray_address,
+                     resume=partial)
+    if json_out:
+        write_json(rep, json_out)
+        partial.unlink(missing_ok=True)
+        console.print(f"report written to {json_out}")
+
+
+def _eval_here(dev, pol, header: dict, *, size, episodes: int, seed: int, memory: str, record, success,
+               base_url, api_key_env: str, async_exec: bool, smooth: str) -> dict:
+    """Episodes in this process (labelled by ``--success``, steered by a memory PATH); the report."""
+    from embodia.agent.evaluation.evaluate import async_summary, summarize
+    device, shift, policy = header["device"], header["shift"], header["policy"]
+    labeler = labeler_for(success, dev, base_url, api_key_env)
+    steered = steered_by(pol, None if memory == "off" else memory, device, dev)
+    try:
+        results = episodes_with_progress(dev, steered, episodes=episodes, seed=seed, label="eval",
+                                         labeler=labeler,
+                                         writer=recorder(record, dev), async_exec=async_exec, smooth=smooth,
+                                         episode_meta=run_meta(device, shift, size, policy))
+    finally:
+        if steered is not pol:
+            steered.memory.save(memory)
+    rep = summarize(results, seed=seed, embodiment=dev.embodiment.name, **header)
+    print_report(rep)
+    if rep["unverified_episodes"]:
+        console.print(f"{rep['unverified_episodes']} of {rep['episodes']} episodes unverified (--success "
+                      f"{success}): not counted in the rate, not stored in a memory")
+        pending_note(None if memory == "off" else memory)
+    if async_exec:
+        rep["async"] = async_summary(results, smooth)
+        print_async(rep["async"])
+    return rep
 
 
 def suite_eval(device: str, policy: str, *, shift, size, episodes: int, seed: int, jobs: int = 1,

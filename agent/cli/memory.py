@@ -27,9 +27,9 @@ def load_as_saved(path: Path, lock: bool = False):
     needed); ``lock`` for a command that saves it (refused, naming the holder, while another process
     writes the folder)."""
     from embodia.memory import MemoryStoreError
-    from embodia.memory.pending import open_saved
+    from embodia.memory.saved import open_memory
     try:
-        return open_saved(path, lock=lock)
+        return open_memory(path, lock=lock)
     except MemoryStoreError as e:
         fail(str(e))
     except (OSError, ValueError, KeyError) as e:
@@ -106,6 +106,7 @@ def memory_review(path: Path = typer.Argument(..., help="memory directory"),
     import sys
 
     from embodia.memory import MemoryStoreError, pending
+    from embodia.memory.saved import open_memory
     try:
         kept = pending.pending(path)
     except pending.PendingError as e:
@@ -133,7 +134,7 @@ def memory_review(path: Path = typer.Argument(..., help="memory directory"),
         if pid not in ids:
             fail(f"no pending episode {pid!r} in {path / pending.PENDING} (pending: {sorted(ids)})")
     try:
-        mem = pending.open_saved(path, lock=True)
+        mem = open_memory(path, lock=True)
     except MemoryStoreError as e:
         fail(str(e))
     for pid, ok in decided.items():

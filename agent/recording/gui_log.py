@@ -96,6 +96,10 @@ class GuiEpisode:
         _encode(img, self.path / rel, self.recorder.image_format)
         return {"file": rel, "width": int(img.shape[1]), "height": int(img.shape[0])}
 
+    def step(self, obs, action, timing: dict | None = None, extra: dict | None = None) -> int:
+        """`Recorder`'s step (the same as ``add_step``)."""
+        return self.add_step(obs, action, timing, extra)
+
     def add_step(self, obs, action, timing: dict | None = None, extra: dict | None = None) -> int:
         """Record step t: the screen before the action, the action (executed unless ``extra`` says
         otherwise), timing, and ``extra`` (safety decision, parse errors...). Returns t."""
@@ -133,7 +137,7 @@ class GuiEpisode:
 
 
 class GuiRecorder:
-    """Records GUI episodes under ``root`` (created or appended to); same calls as DatasetWriter."""
+    """Records GUI episodes under ``root`` (created or appended to); a `Recorder`, as DatasetWriter."""
 
     def __init__(self, root, embodiment, *, image_format: str = "png"):
         if image_format not in IMAGE_FORMATS:
@@ -167,6 +171,10 @@ class GuiRecorder:
 
     def end_episode(self, ep: GuiEpisode, success: bool | None = None, final_state=None,
                     info: dict | None = None, final_obs=None) -> int:
+        """Close the step log; ``final_obs``'s screen is saved unless ``info`` names an error (a lost
+        device's last screen is not a final one); ``final_state`` (a dataset's) has no place here."""
+        if (info or {}).get("error") is not None:
+            final_obs = None
         ep.finish({"type": "end", "success": success, "steps": ep.num_steps, "info": info or {},
                    "end_time": time.time()}, final_obs=final_obs)
         return int(ep.header["index"])

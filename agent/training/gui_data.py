@@ -157,14 +157,3 @@ def iter_gui_demos(episodes: int, *, seed: int = 10_000, split: str = "train", t
             obs = dev.observe()
             if do is not a and not _solvable(dev.world, dev.task, visited):
                 break
-
-
-def teacher_success(episodes: int, *, seed: int = 0, split: str = "test", shift: str = "layout",
-                    max_steps: int = 10) -> float:
-    """Success of the teacher itself through the runtime loop (a sanity figure for the data)."""
-    from embodia.agent.loop.episode import run_episode
-    from embodia.sim.gui import GuiSimDevice
-    dev = GuiSimDevice("all", split=split, shift=shift, max_steps=max_steps)
-    teacher = GuiTeacher(dev)
-    ok = sum(bool(run_episode(dev, teacher, seed=seed + i).success) for i in range(episodes))
-    return ok / max(1, episodes)

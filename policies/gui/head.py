@@ -38,13 +38,9 @@ SHA-256; a head trained on another backbone is refused). Train it with `embodia.
 from __future__ import annotations
 
 import json
-import math
-import re
-from dataclasses import asdict, dataclass, field
-from functools import lru_cache
+from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -52,302 +48,34 @@ from torch.nn import functional as F
 from embodia.devices import GuiAction, Observation, Policy
 from embodia.memory.persist import write_atomic
 from embodia.policies.backbone import Backbone, backbone_sha256, read_head_files
+from embodia.policies.gui.head_encoding import (  # noqa: F401 (words, quoted, ...: importable here as before)
+    ACTIONS,
+    F_DESC,
+    F_TEXT,
+    FORMAT,
+    HEAD_CONFIG,
+    HEAD_WEIGHTS,
+    N_ELEM_FEATS,
+    N_SIMS,
+    NEEDS_ELEMENT,
+    ROLES,
+    SEG_INSTR,
+    SEG_PAD,
+    SEG_TREE,
+    UNIT_FEATS,
+    Encoded,
+    GuiHeadConfig,
+    GuiHeadError,
+    SequenceBuilder,
+    backbone_features,
+    collate,
+    describe,
+    element_name,
+    image_size_for,
+    quoted,
+    words,
+)
 from embodia.policies.placement import Placement, to_device
-
-HEAD_WEIGHTS = "gui_head.safetensors"
-HEAD_CONFIG = "gui_head.json"
-FORMAT = "embodia-gui-head/1"
-ACTIONS = ("click", "type", "scroll_down", "scroll_up", "click_point", "backspace")
-NEEDS_ELEMENT = ("click", "type", "scroll_down", "scroll_up")
-ROLES = ("TextView", "Button", "ImageButton", "Switch", "EditText", "CheckBox", "ImageView", "ListView",
-         "View")
-SEG_PAD, SEG_INSTR, SEG_HIST, SEG_TREE = 0, 1, 2, 3
-F_INSTR, F_HIST, F_ROLE, F_TEXT, F_DESC, F_STATE, F_QUOTED = range(7)
-N_ELEM_FEATS = 11
-_WORD = re.compile(r"[A-Za-z0-9]+(?:[-'][A-Za-z0-9]+)*|[^\sA-Za-z0-9]")
-
-
-class GuiHeadError(ValueError):
-    """A GUI head that is missing, corrupt, or trained on another backbone; the message names the file."""
-
-
-@dataclass
-class GuiHeadConfig:
-    dim: int = 64
-    layers: int = 2
-    heads: int = 4
-    dropout: float = 0.0
-    image_area: int = 112 * 196          # pixels of the downscaled screenshot (multiples of 28 per side)
-    max_elements: int = 48
-    max_words: int = 8                   # per element field / history item
-    max_instruction_words: int = 32
-    history: int = 12                    # past actions read (a settings search takes up to 10)
-    max_span: int = 10                   # words of a typed text
-    dit: dict = field(default_factory=lambda: dict(dim=32, depth=2, heads=4, num_registers=2, mlp_ratio=2.0))
-    steps: int = 10                      # Euler steps of the point decoder
-    mask_words: float = 0.15             # training: instruction words hidden (see GuiHead.encode)
-
-
-def words(text: str) -> list[tuple[str, int, int]]:
-    """Word units of a text with their character spans: letters/digits (joined by - or '), or one
-    punctuation mark.
-
-    >>> [w for w, _, _ in words("Send 'Dinner at 8?' to Wi-Fi")]
-    ['Send', "'", 'Dinner', 'at', '8', '?', "'", 'to', 'Wi-Fi']
-    """
-    return [(m.group(), m.start(), m.end()) for m in _WORD.finditer(text or "")]
-
-
-def quoted(ws: list[tuple[str, int, int]]) -> set[int]:
-    """Indices of the words between a pair of quote marks (literal text in an instruction).
-
-    >>> sorted(quoted(words("Send 'Dinner at 8?' to Ada")))
-    [2, 3, 4, 5]
-    """
-    out, opened = set(), None
-    for k, (w, _, _) in enumerate(ws):
-        if w in ("'", '"'):
-            if opened is not None and ws[opened][0] == w:
-                out.update(range(opened + 1, k))
-                opened = None
-            elif opened is None:
-                opened = k
-    return out
-
-
-def element_name(e: dict) -> str:
-    """What an element is called in the history: its text, else its description, else its role."""
-    return str(e.get("text") or e.get("desc") or e.get("role") or "element")
-
-
-def describe(action: GuiAction, tree: list | None) -> str:
-    """A past action in a few words, as the head reads its history: ``click Network``,
-    ``type Amara Weber``, ``scroll down``, ``click icon`` (a point outside the tree).
-
-    >>> describe(GuiAction("click", element=0), [{"index": 0, "text": "Network", "bounds": [0, 0, 9, 9]}])
-    'click Network'
-    """
-    if action.type in ("click", "long_press", "double_click"):
-        if action.element is None:
-            return f"{action.type} icon"
-        return f"{action.type} {element_name(next((e for e in tree or [] if e.get('index') == action.element), {}))}"
-    if action.type == "type":
-        return f"type {action.text}"
-    if action.type == "scroll":
-        return f"scroll {action.direction}"
-    if action.type == "key":
-        return "press " + "+".join(action.keys)
-    return action.type
-
-
-def image_size_for(width: int, height: int, area: int, factor: int = 28) -> tuple[int, int]:
-    """(W, H), multiples of ``factor``, with the screen's aspect and about ``area`` pixels.
-
-    >>> image_size_for(540, 960, 112 * 196)
-    (112, 196)
-    """
-    w = max(factor, int(round(math.sqrt(area * width / height) / factor)) * factor)
-    h = max(factor, int(round(math.sqrt(area * height / width) / factor)) * factor)
-    return w, h
-
-
-# -- encoding one decision --------------------------------------------------------------------------
-@dataclass
-class Encoded:
-    """One decision's backbone sequence and the unit structure over it (no tensors from a model)."""
-
-    input_ids: list[int]
-    tok_unit: np.ndarray          # [T] unit index of each token, -1 outside units
-    tok_pos: np.ndarray           # [T] position of the token inside its unit
-    unit_meta: np.ndarray         # [U, 5] segment, field, element, position, item
-    elem_feats: np.ndarray        # [E, N_ELEM_FEATS]
-    elem_role: np.ndarray         # [E]
-    elem_index: list[int]         # the tree's `index` of each element
-    spans: list[tuple[int, int]]  # character span of each instruction unit (units 0..len-1)
-    image: np.ndarray             # uint8 [h, w, 3] downscaled screen
-    grid: tuple[int, int]         # merged image tokens (rows, cols)
-
-
-class SequenceBuilder:
-    """Turns (instruction, history, tree, screen) into an `Encoded` for one backbone."""
-
-    def __init__(self, backbone: Backbone, cfg: GuiHeadConfig):
-        self.bb, self.cfg = backbone, cfg
-        tok = backbone.tokenizer
-        self._tok = lru_cache(maxsize=65536)(lambda s: tuple(tok(s, add_special_tokens=False)["input_ids"]))
-        self.space = self._tok(" ")
-        self.newline = self._tok("\n")
-        self.vs = tok.convert_tokens_to_ids(backbone.vision_start)
-        self.ve = tok.convert_tokens_to_ids(backbone.vision_end)
-
-    def encode(self, prompt: str, instruction: str, history: list[str], tree: list[dict],
-               screen_size: tuple[int, int], screen: np.ndarray) -> Encoded:
-        from PIL import Image
-
-        cfg = self.cfg
-        W, H = screen_size
-        iw, ih = image_size_for(screen.shape[1], screen.shape[0], cfg.image_area, self.bb.factor)
-        img = np.asarray(Image.fromarray(np.ascontiguousarray(screen)).resize((iw, ih), Image.Resampling.BICUBIC))
-        rows, cols = ih // self.bb.factor, iw // self.bb.factor
-        ids: list[int] = [self.vs] + [self.bb.image_token_id] * (rows * cols) + [self.ve]
-        ids += list(self._tok(prompt))
-        tok_unit = [-1] * len(ids)
-        tok_pos = [0] * len(ids)
-        meta: list[tuple] = []
-
-        def sep(piece):
-            ids.extend(piece)
-            tok_unit.extend([-1] * len(piece))
-            tok_pos.extend([0] * len(piece))
-
-        def unit(word: str, seg: int, fld: int, elem: int, pos: int, item: int):
-            t = self._tok(word)
-            if not t:
-                return
-            sep(self.space)
-            u = len(meta)
-            meta.append((seg, fld, elem, min(pos, 31), min(item, 15)))
-            ids.extend(t)
-            tok_unit.extend([u] * len(t))
-            tok_pos.extend(range(len(t)))
-
-        sep(self.newline)
-        spans = []
-        ws = words(instruction)[:cfg.max_instruction_words]
-        for k, (w, a, b) in enumerate(ws):
-            unit(w, SEG_INSTR, F_QUOTED if k in quoted(ws) else F_INSTR, -1, k, 0)
-            spans.append((a, b))
-        sep(self.newline)
-        hist = history[-cfg.history:] if cfg.history else []
-        for age, item in zip(range(len(hist) - 1, -1, -1), hist):
-            for k, (w, _, _) in enumerate(words(item)[:cfg.max_words]):
-                unit(w, SEG_HIST, F_HIST, -1, k, age)
-            sep(self.newline)
-        elems = list(tree or [])[:cfg.max_elements]
-        clicked = set(hist)         # "click <label>" items, as `describe` writes them
-        feats = np.zeros((len(elems), N_ELEM_FEATS), np.float32)
-        roles = np.zeros(len(elems), np.int64)
-        for i, e in enumerate(elems):
-            x0, y0, x1, y1 = e["bounds"]
-            checked = e.get("checked")
-            name = element_name(e)
-            feats[i] = (x0 / W, y0 / H, x1 / W, y1 / H, bool(e.get("clickable")), bool(e.get("focused")),
-                        checked is True, checked is not None, bool(e.get("scrollable")), bool(e.get("password")),
-                        f"click {name}" in clicked)
-            role = str(e.get("role") or "View")
-            roles[i] = ROLES.index(role) + 1 if role in ROLES else 0
-            unit(role, SEG_TREE, F_ROLE, i, 0, 0)
-            text = "" if e.get("password") else str(e.get("text") or "")
-            for k, (w, _, _) in enumerate(words(text)[:cfg.max_words]):
-                unit(w, SEG_TREE, F_TEXT, i, k, 0)
-            desc = str(e.get("desc") or "")
-            if desc and desc != text:
-                for k, (w, _, _) in enumerate(words(desc)[:cfg.max_words]):
-                    unit(w, SEG_TREE, F_DESC, i, k, 0)
-            if checked is not None:
-                unit("on" if checked else "off", SEG_TREE, F_STATE, i, 0, 0)
-            if e.get("focused"):
-                unit("focused", SEG_TREE, F_STATE, i, 1, 0)
-            sep(self.newline)
-        return Encoded(ids, np.asarray(tok_unit, np.int64), np.asarray(tok_pos, np.int64),
-                       np.asarray(meta, np.int64).reshape(-1, 5), feats, roles,
-                       [int(e.get("index", i)) for i, e in enumerate(elems)], spans, img, (rows, cols))
-
-
-UNIT_FEATS = 3        # per unit: mean backbone state, last token's state, mean token embedding
-N_SIMS = 6
-
-
-@torch.no_grad()
-def backbone_features(backbone: Backbone, encoded: list[Encoded]) -> list[dict]:
-    """Run the frozen backbone over a batch of encoded decisions; per decision what the head reads,
-    all fixed functions of the backbone (cacheable, float16):
-
-    * ``units`` [U, 3 * hidden]: per word unit, the mean of its tokens' states, the state of its last
-      token (the backbone is causal: it has read the word and all before it) and the mean of its
-      tokens' embeddings (the backbone's own table, shared by instruction and tree);
-    * ``sims`` [U, 6]: per unit, the best cosine match of its bag of token embeddings among the
-      instruction's, the history's and the tree's units (0 within its own part), and those to the
-      16th power (near 1 only for the same word);
-    * ``img`` [n, hidden]: the states of the image tokens.
-    """
-    dev = backbone.device
-    T = max(len(e.input_ids) for e in encoded)
-    ids = torch.full((len(encoded), T), backbone.tokenizer.pad_token_id, dtype=torch.long)
-    mask = torch.zeros((len(encoded), T), dtype=torch.long)
-    for b, e in enumerate(encoded):
-        ids[b, :len(e.input_ids)] = torch.tensor(e.input_ids)
-        mask[b, :len(e.input_ids)] = 1
-    images = [torch.from_numpy(np.array(e.image, copy=True)) for e in encoded]
-    pv, grid = backbone.patchify(torch.stack(images) if all(i.shape == images[0].shape for i in images) else images)
-    ctx, _ = backbone(ids.to(dev), mask.to(dev), pv, grid)
-    ctx = ctx.float().cpu()
-    table = backbone.model.get_input_embeddings().weight.detach().float().cpu()
-    out = []
-    for b, e in enumerate(encoded):
-        n = len(e.input_ids)
-        U = len(e.unit_meta)
-        tu = torch.from_numpy(e.tok_unit[:n])
-        inside = tu >= 0
-        idx, states, emb = tu[inside], ctx[b, :n][inside], table[ids[b, :n][inside]]
-        count = torch.zeros(U).index_add_(0, idx, torch.ones(len(idx))).clamp(min=1)[:, None]
-        mean_state = torch.zeros(U, ctx.shape[-1]).index_add_(0, idx, states) / count
-        mean_emb = torch.zeros(U, table.shape[-1]).index_add_(0, idx, emb) / count
-        last = torch.zeros(U, dtype=torch.long).scatter_reduce_(0, idx, torch.nonzero(inside).squeeze(1),
-                                                                 reduce="amax", include_self=False)
-        bag = F.normalize(mean_emb, dim=-1)
-        sims = bag @ bag.T
-        seg = torch.from_numpy(e.unit_meta[:, 0])
-        best = []
-        for s in (SEG_INSTR, SEG_HIST, SEG_TREE):
-            m = (seg == s)[None, :] & (seg != s)[:, None]
-            v = sims.masked_fill(~m, 0.0).amax(-1).clamp(min=0) if U else torch.zeros(0)
-            best += [v, v.pow(16)]
-        out.append({
-            "units": torch.cat([mean_state, ctx[b, last], mean_emb], -1).half(),
-            "sims": torch.stack(best, -1).half() if U else torch.zeros(0, N_SIMS).half(),
-            "img": ctx[b, :n][ids[b, :n] == backbone.image_token_id].half(),
-            "unit_meta": torch.from_numpy(e.unit_meta),
-            "elem_feats": torch.from_numpy(e.elem_feats),
-            "elem_role": torch.from_numpy(e.elem_role),
-            "grid": torch.tensor(e.grid),
-        })
-    return out
-
-
-def collate(samples: list[dict]) -> dict:
-    """Pad a list of `backbone_features` dicts (plus optional labels) into one batch."""
-    B = len(samples)
-    U = max(1, max(len(s["unit_meta"]) for s in samples))
-    E = max(1, max(len(s["elem_feats"]) for s in samples))
-    I = max(len(s["img"]) for s in samples)
-    d = samples[0]["img"].shape[1]
-    meta = torch.zeros(B, U, 5, dtype=torch.long)
-    meta[..., 2] = -1
-    units = torch.zeros(B, U, samples[0]["units"].shape[1])
-    sims = torch.zeros(B, U, N_SIMS)
-    feats = torch.zeros(B, E, N_ELEM_FEATS)
-    role = torch.zeros(B, E, dtype=torch.long)
-    emask = torch.zeros(B, E, dtype=torch.bool)
-    img = torch.zeros(B, I, d)
-    img_rc = torch.zeros(B, I, 2, dtype=torch.long)
-    img_mask = torch.zeros(B, I, dtype=torch.bool)
-    for b, s in enumerate(samples):
-        u, e, n = len(s["unit_meta"]), len(s["elem_feats"]), len(s["img"])
-        meta[b, :u], units[b, :u], sims[b, :u] = s["unit_meta"], s["units"].float(), s["sims"].float()
-        feats[b, :e], role[b, :e], emask[b, :e] = s["elem_feats"], s["elem_role"], True
-        img[b, :n], img_mask[b, :n] = s["img"].float(), True
-        rows, cols = (int(v) for v in s["grid"])
-        k = torch.arange(n)
-        img_rc[b, :n, 0], img_rc[b, :n, 1] = k // cols, k % cols
-    out = {"unit_meta": meta, "units": units, "sims": sims, "elem_feats": feats, "elem_role": role,
-           "elem_mask": emask, "img": img, "img_rc": img_rc, "img_mask": img_mask,
-           "grid": torch.stack([s["grid"] for s in samples])}
-    if "label_type" in samples[0]:
-        for k in ("label_type", "label_elem", "label_start", "label_end", "label_cell"):
-            out[k] = torch.tensor([int(s[k]) for s in samples])
-        out["label_point"] = torch.stack([s["label_point"] for s in samples])
-    return out
 
 
 # -- the model ----------------------------------------------------------------------------------------

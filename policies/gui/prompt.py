@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
 from typing import Callable, Optional
 
@@ -66,6 +65,7 @@ from embodia.devices import Embodiment, GuiAction, Observation, Policy, Screen
 from embodia.devices.coords import SPACES, convert
 from embodia.devices.gui import SCREEN
 from embodia.policies.gui.reply import parse_replies
+from embodia.policies.gui.selection import VOTE_GRID, Candidate, vote, vote_key  # noqa: F401 (importable here)
 
 REPLY_LOG_CHARS = 4000      # a reply as kept in step records and in a correction turn
 TREE_MAX_ELEMENTS = 200
@@ -73,7 +73,6 @@ TREE_TEXT_CHARS = 80
 QWEN_PATCH = 28             # Qwen2.5-VL / UI-TARS-1.5 image sides are multiples of this
 _GENERIC = ("wait", "answer", "terminate")
 SELECTIONS = ("vote", "judge")
-VOTE_GRID = 25.0            # 0..1000 units: points in one 25x25 cell (2.5% of each side) agree
 SAMPLE_TEMPERATURE = 0.7
 
 Selector = Callable[[list, Observation, str], Optional[int]]   # (candidates, obs, instruction) -> index
@@ -235,62 +234,6 @@ def system_prompt(embodiment: Embodiment, coords: str, image: tuple[int, int], s
 
 CORRECTION = ("Your reply could not be executed: {error}. Nothing was done. Reply again with exactly one "
               "action in the format described.")
-
-
-# -- test-time selection -------------------------------------------------------------------------------
-def vote_key(action: GuiAction, grid: float = VOTE_GRID) -> tuple:
-    """The canonical form candidates vote by: two actions with the same key are the same decision.
-    Points count by the ``grid`` x ``grid`` cell (0..1000 units) they fall in; a UI element by its
-    index; keys and app names ignore case.
-
-    >>> vote_key(GuiAction("click", point=(501, 262))) == vote_key(GuiAction("click", point=(520, 274)))
-    True
-    >>> vote_key(GuiAction("click", point=(501, 262))) == vote_key(GuiAction("click", point=(526, 262)))
-    False
-    """
-    def cell(p):
-        return None if p is None else (math.floor(p[0] / grid), math.floor(p[1] / grid))
-    where = ("element", action.element) if action.element is not None else ("point", cell(action.point))
-    return (action.type, where, cell(action.end), (action.text or "").strip() or None,
-            tuple(k.lower() for k in action.keys), action.button, action.direction,
-            (action.app or "").strip().casefold() or None, action.status)
-
-
-@dataclasses.dataclass(frozen=True)
-class Candidate:
-    """One group of agreeing samples: its action and which samples (indices among the parsed
-    candidates) voted for it."""
-
-    action: GuiAction
-    members: tuple[int, ...]
-
-
-def vote(actions: list[GuiAction], grid: float = VOTE_GRID) -> list[Candidate]:
-    """Group ``actions`` by `vote_key`, most votes first (ties: the group that appeared first). A
-    group's action is its first member's with ``point`` and ``end`` replaced by the members' mean,
-    which stays on the screen.
-
-    >>> groups = vote([GuiAction("click", point=(500, 250)), GuiAction("type", text="hi"),
-    ...                GuiAction("click", point=(510, 260))])
-    >>> [(g.action.type, g.action.point, g.members) for g in groups]
-    [('click', (505.0, 255.0), (0, 2)), ('type', None, (1,))]
-    """
-    groups: dict[tuple, list[int]] = {}
-    for i, a in enumerate(actions):
-        groups.setdefault(vote_key(a, grid), []).append(i)
-    out = []
-    for members in groups.values():
-        first = actions[members[0]]
-        means = {f: tuple(_mean([getattr(actions[i], f)[d] for i in members]) for d in (0, 1))
-                 for f in ("point", "end") if len(members) > 1 and getattr(first, f) is not None
-                 and all(getattr(actions[i], f) is not None for i in members)}
-        out.append(Candidate(dataclasses.replace(first, **means) if means else first, tuple(members)))
-    return sorted(out, key=lambda g: (-len(g.members), g.members[0]))
-
-
-def _mean(values: list[float]) -> float:
-    """Clamped to the values' range, so float error never takes a mean point off the screen."""
-    return min(max(sum(values) / len(values), min(values)), max(values))
 
 
 JUDGE_SYSTEM = ("You review the candidate next actions proposed for an agent that operates a {kind} screen, "

@@ -30,10 +30,8 @@ echoes it is redacted.
 """
 from __future__ import annotations
 
-import base64
 import email.utils
 import http.client
-import io
 import json
 import os
 import time
@@ -43,6 +41,7 @@ import urllib.request
 import numpy as np
 
 from embodia.devices import Embodiment
+from embodia.memory.png import png_url
 from embodia.policies.gui.prompt import (
     CORRECTION,
     QWEN_PATCH,
@@ -75,10 +74,21 @@ def png_data_url(img: np.ndarray, size: tuple[int, int]) -> str:
     return _png_url(resize_screen(img, size))
 
 
+def chat_completions_url(base_url: str) -> str:
+    """The endpoint of an OpenAI-compatible server whose base URL ends in its version (``.../v1``)."""
+    return base_url.rstrip("/") + "/chat/completions"
+
+
+def chat_headers(api_key: str | None) -> dict:
+    """A chat-completions POST's headers; the bearer key only when one is set."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
 def _png_url(im) -> str:
-    buf = io.BytesIO()
-    im.save(buf, "PNG", compress_level=1)      # speed over size: the image is re-encoded every step
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    return png_url(np.asarray(im))
 
 
 class OpenAIPolicy(ChatGuiPolicy):
@@ -105,7 +115,7 @@ class OpenAIPolicy(ChatGuiPolicy):
             raise ValueError("http_retries must be >= 0")
         self.model = model
         self.base_url = base_url.rstrip("/")
-        self.url = self.base_url + "/chat/completions"
+        self.url = chat_completions_url(self.base_url)
         self.api_key_env = api_key_env
         self.http_retries, self.backoff_s = http_retries, backoff_s
         self.timeout_s, self.temperature, self.max_tokens = timeout_s, temperature, max_tokens
@@ -163,10 +173,7 @@ class OpenAIPolicy(ChatGuiPolicy):
 
     def _post(self, data: bytes) -> bytes:
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        req = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+        req = urllib.request.Request(self.url, data=data, headers=chat_headers(key), method="POST")
         for attempt in range(self.http_retries + 1):
             wait = self.backoff_s * 2 ** attempt
             try:
