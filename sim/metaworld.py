@@ -226,61 +226,18 @@ class MetaWorldDevice(SimDevice):
         import mujoco
         self._mj = mujoco
         self.task, self.shift = task, self._shift.name
-        if min(int(repeat), int(drift), int(cell), int(cell_span)) < 0:
-            raise ValueError(f"repeat, drift, cell and cell_span must be >= 0, got {repeat}, {drift}, {cell}, "
-                             f"{cell_span}")
-        if not (np.isfinite(jitter) and 0 <= float(jitter) <= 0.1):
-            raise ValueError(f"jitter is a half-width in metres from 0 to 0.1, got {jitter!r}")
-        # > 0: seed s shows the variation of seed s % repeat (a robot that meets the same few set-ups
-        # again, the setting where a success memory can recall); the policy still gets seed s.
-        # `cell` picks another K set-ups (those of seeds K*cell .. K*cell + K - 1), `jitter` moves the
-        # objects and the goal of each episode up to that many metres from its set-up (drawn from
-        # seed s), so set-ups come back similar but never identical. `cell_span=N`: seeds come in
-        # blocks of N, each its own cell (cell + s // N), and a drifting shift grows with the
-        # episode's place in its block (s % N): a stream of N episodes from a multiple of N is one
-        # cell, whichever process runs it.
-        self.repeat, self.cell, self.jitter = int(repeat), int(cell), float(jitter)
-        self.cell_span = int(cell_span)
-        self.drift = int(drift)
-        self._episodes = 0          # resets so far: how far a drifting shift has grown
-        self._now = self._shift
-        self._base_vecs: dict[int, np.ndarray] = {}
-
-        env = envs[task]()
-        # Goal observable, seeded task variations: the same switches Meta-World's MT1 benchmark and
-        # its `-goal-observable` classes use, but with the rand vec drawn from env.np_random.
-        env._partially_observable = False
-        if "sawyer_observation_space" in env.__dict__:
-            del env.sawyer_observation_space          # cached_property: recompute with the goal
-        env.observation_space = env.sawyer_observation_space
-        env._set_task_called = True
-        env._freeze_rand_vec = False
-        env.seeded_rand_vec = True
-        env.max_path_length = 2**62   # never raise mid-episode; `max_steps` is the loop's horizon
-        self.env = env
-        self.model, self.data = env.model, env.data
-
-        w, h = parse_size(size)
-        all_cams = [mujoco.mj_id2name(self.model, mujoco.mjtObj.mjOBJ_CAMERA, i)
-                    for i in range(self.model.ncam)]
-        if obs == "lerobot":
-            cams = [LEROBOT_CAMERA]
-            self.model.cam_pos[self.model.camera(LEROBOT_CAMERA).id] = LEROBOT_CAMERA_POS
-        else:
-            cams = [DEFAULT_CAMERA] if cameras is None else list(cameras)
-        for c in cams:
-            if c not in all_cams:
-                raise ValueError(f"camera {c!r} not in the Meta-World scene; it has {all_cams}")
-        if not render:
-            cams = []
-        self._upright_cameras(cams)
-        self._scene = SceneShift(env, cams, task)
+        self._cell_settings(repeat, drift, jitter, cell, cell_span)
+        self.env = self._goal_observable_env(envs[task]())
+        self.model, self.data = self.env.model, self.env.data
+        cams = self._cameras(cameras, render)
+        self._scene = SceneShift(self.env, cams, task)
         self._scene.apply(self._shift)      # at full severity once: a shift the task cannot take fails here
         self._act_shift = ActionShift()
 
-        self.hz = 1.0 / (env.frame_skip * float(self.model.opt.timestep))
-        space = env.observation_space
+        self.hz = 1.0 / (self.env.frame_skip * float(self.model.opt.timestep))
+        space = self.env.observation_space
         state = state_channels(space.low, space.high)
+        w, h = parse_size(size)
         self.embodiment = Embodiment(
             name="sawyer", kind="arm (Sawyer, Meta-World)", hz=self.hz,
             actions=(Channel("dx", -1.0, 1.0), Channel("dy", -1.0, 1.0), Channel("dz", -1.0, 1.0),
@@ -302,6 +259,57 @@ class MetaWorldDevice(SimDevice):
         self._steps = 0
         self._t0 = 0.0
         self._renderer = None
+
+    def _cell_settings(self, repeat, drift, jitter, cell, cell_span) -> None:
+        """`repeat` > 0: seed s shows the variation of seed s % repeat (a robot that meets the same
+        few set-ups again, the setting where a success memory can recall); the policy still gets
+        seed s. `cell` picks another K set-ups (those of seeds K*cell .. K*cell + K - 1), `jitter`
+        moves the objects and the goal of each episode up to that many metres from its set-up (drawn
+        from seed s), so set-ups come back similar but never identical. `cell_span=N`: seeds come in
+        blocks of N, each its own cell (cell + s // N), and a drifting shift grows with the
+        episode's place in its block (s % N): a stream of N episodes from a multiple of N is one
+        cell, whichever process runs it."""
+        if min(int(repeat), int(drift), int(cell), int(cell_span)) < 0:
+            raise ValueError(f"repeat, drift, cell and cell_span must be >= 0, got {repeat}, {drift}, {cell}, "
+                             f"{cell_span}")
+        if not (np.isfinite(jitter) and 0 <= float(jitter) <= 0.1):
+            raise ValueError(f"jitter is a half-width in metres from 0 to 0.1, got {jitter!r}")
+        self.repeat, self.cell, self.jitter = int(repeat), int(cell), float(jitter)
+        self.cell_span = int(cell_span)
+        self.drift = int(drift)
+        self._episodes = 0          # resets so far: how far a drifting shift has grown
+        self._now = self._shift
+        self._base_vecs: dict[int, np.ndarray] = {}
+
+    @staticmethod
+    def _goal_observable_env(env):
+        """Goal observable, seeded task variations: the same switches Meta-World's MT1 benchmark and
+        its `-goal-observable` classes use, but with the rand vec drawn from env.np_random."""
+        env._partially_observable = False
+        if "sawyer_observation_space" in env.__dict__:
+            del env.sawyer_observation_space          # cached_property: recompute with the goal
+        env.observation_space = env.sawyer_observation_space
+        env._set_task_called = True
+        env._freeze_rand_vec = False
+        env.seeded_rand_vec = True
+        env.max_path_length = 2**62   # never raise mid-episode; `max_steps` is the loop's horizon
+        return env
+
+    def _cameras(self, cameras: list[str] | None, render: bool) -> list[str]:
+        """The cameras the device renders (none with render off), placed and turned upright."""
+        mujoco, m = self._mj, self.model
+        all_cams = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(m.ncam)]
+        if self.obs_protocol == "lerobot":
+            cams = [LEROBOT_CAMERA]
+            m.cam_pos[m.camera(LEROBOT_CAMERA).id] = LEROBOT_CAMERA_POS
+        else:
+            cams = [DEFAULT_CAMERA] if cameras is None else list(cameras)
+        for c in cams:
+            if c not in all_cams:
+                raise ValueError(f"camera {c!r} not in the Meta-World scene; it has {all_cams}")
+        cams = cams if render else []
+        self._upright_cameras(cams)
+        return cams
 
     # -- scene edits, once at construction ---------------------------------------------------------
     def _upright_cameras(self, cams: list[str]) -> None:

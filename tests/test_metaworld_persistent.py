@@ -45,7 +45,7 @@ def test_replay_check_exact_set_ups_replay_and_jittered_ones_need_not():
 def test_eval_on_a_small_cell_pairs_arms_and_resumes(tmp_path, capsys):
     argv = ["eval", "--policy", "embodia-mt50", "--tasks", "reach-v3", "--axes", "gain,delay,pose",
             "--severity", "gain=0.5", "--arms", "off,online,replay", "--memory-settings", '{"sigma": 1.0}',
-            "--streams", "2", "--episodes", "4", "--seed", "0", "--max-steps", "80", "--jobs", "1",
+            "--streams", "2", "--episodes", "4", "--seed", "0", "--max-steps", "24", "--jobs", "1",
             "--workdir", str(tmp_path / "w"), "--plot-dir", str(tmp_path / "plots")]
     bench.main(argv)
     rep = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
