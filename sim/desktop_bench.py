@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Callable
 
 from embodia.devices.actions import GuiAction
-from embodia.devices.base import Policy
+from embodia.policies.base import Policy
 from embodia.devices.desktop import DesktopDevice
 
 __all__ = ["DesktopBenchDevice", "BenchExpert", "open_desktop_bench", "list_targets", "TASKS", "APPS",

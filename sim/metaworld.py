@@ -23,7 +23,8 @@ import warnings
 import numpy as np
 
 from embodia.devices.actions import check_action
-from embodia.devices.base import Policy, SimDevice
+from embodia.devices.base import SimDevice
+from embodia.policies.base import Policy
 from embodia.devices.embodiment import Camera, Channel, Embodiment
 from embodia.devices.gl import CameraRenderer
 from embodia.devices.mujoco import parse_size

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from embodia.devices.base import Policy
+from embodia.policies.base import Policy
 from embodia.devices.embodiment import Channel
 from embodia.devices.mujoco import MujocoDevice, load_model, parse_flag, parse_size
 

@@ -12,7 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from embodia.agent.loop.episode import run_episode
-from embodia.devices import GuiAction, Policy, open_device
+from embodia.devices import GuiAction, open_device
+from embodia.policies.base import Policy
 from embodia.memory import ScreenMemory, pending
 from embodia.policies.gui.screen_memory import ScreenMemoryPolicy
 

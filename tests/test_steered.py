@@ -42,10 +42,10 @@ class Recorder:
     def act(self, obs, instruction):
         return self.policy.act(obs, instruction)
 
-    def observe(self, obs, action):
+    def after_step(self, obs, action):
         self.executed.append(np.array(action))
         if hasattr(self.policy, "observe"):
-            self.policy.observe(obs, action)
+            self.policy.after_step(obs, action)
 
 
 def expert_episode(dev, seed):
@@ -98,7 +98,7 @@ def test_the_loop_stores_verified_successes_and_not_failures(ckpt):
         steered.reset(2)
         states, actions = expert_episode(dev, 2)
         for s, a in zip(states, actions):       # as the loop would report an expert-driven success
-            steered.observe(type("O", (), {"state": s})(), a)
+            steered.after_step(type("O", (), {"state": s})(), a)
         steered.end_episode(True)
         assert len(steered.memory) == int(np.ceil(len(actions) / dev.embodiment.exec_horizon))
 
@@ -115,7 +115,7 @@ def test_noisy_labels_count_the_poisoned_entries_and_credit_removes_them(ckpt):
         noisy.reset(6)
         states, actions = expert_episode(dev, 6)
         for s, a in zip(states[:30], -actions[:30]):                 # a "failed" episode: wrong way
-            steered.observe(type("O", (), {"state": s})(), a)
+            steered.after_step(type("O", (), {"state": s})(), a)
         noisy.end_episode(False)
         rep = noisy.poison_report()
         n = len(steered.memory) - clean

@@ -31,7 +31,8 @@ from embodia.agent.loop.success import (
     parse_judgement,
     parse_predicate,
 )
-from embodia.devices import Policy, open_device
+from embodia.devices import open_device
+from embodia.policies.base import Policy
 from embodia.policies import RandomPolicy
 
 pytest_plugins = ("fake_openai",)

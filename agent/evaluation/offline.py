@@ -44,7 +44,8 @@ import numpy as np
 
 from embodia.agent.evaluation.stats import wilson
 from embodia.agent.recording.dataset_checks import DatasetError
-from embodia.devices import GuiAction, Observation, as_policy
+from embodia.devices import GuiAction, Observation
+from embodia.policies.base import as_policy
 from embodia.devices.embodiment import Screen
 
 NEAR = 50.0           # grounding box half-size (0..1000 units) around a recorded point no element holds
@@ -201,7 +202,7 @@ def score_robot(ds, policy, *, episodes: list[int] | None = None, stride: int | 
             for t in range(T):
                 obs = _robot_obs(ds, ep, frames, t)
                 if t % stride == 0:
-                    _cue(pol, ep, t)
+                    _cue(policy, ep, t)
                     pred = np.asarray(pol.act(obs, ep["task"]), np.float64).reshape(-1, emb.action_dim)
                     if len(pred) == 0:
                         raise ValueError(f"policy returned an empty chunk at episode {i} step {t}")
@@ -217,7 +218,7 @@ def score_robot(ds, policy, *, episodes: list[int] | None = None, stride: int | 
                     for j in range(n):
                         offs[j].add(err[j])
                     trace.append((t, pred))
-                as_policy(pol).observe(obs, ep["action"][t])   # a steered policy's history: the record
+                as_policy(pol).after_step(obs, ep["action"][t])   # a steered policy's history: the record
             row[arm] = {"first": first.report(scale, names), "chunk": chunk.report(scale, names)}
             if arm == "memory":
                 row[arm]["memory"] = _info(pol)
@@ -263,13 +264,10 @@ def _robot_overall(acc: dict, offs: list, scale, names) -> dict:
 
 
 def _cue(policy, episode: dict, t: int) -> None:
-    """Oracle policies (recorded actions) are told which recorded step comes next; a steered
-    policy passes the cue to its base policy."""
-    for p in (policy, getattr(policy, "policy", None)):
-        cue = getattr(p, "cue", None)
-        if callable(cue):
-            cue(episode, t)
-            return
+    """Oracle policies (recorded actions) are told which recorded step comes next. ``policy`` is the
+    scored one, never the memory arm's wrapper around it, so the cue reaches the base policy."""
+    if isinstance(policy, (RecordedPolicy, RecordedGuiPolicy)):
+        policy.cue(episode, t)
 
 
 def _info(policy) -> dict:
@@ -486,13 +484,13 @@ def _gui_obs(step: dict) -> Observation:
 
 def _teacher_force(policy, executed: GuiAction, obs: Observation) -> None:
     """Make the policy's history hold the recorded action instead of its own prediction: through
-    ``observe`` where it has one; a GUI head's word history is rewritten in place."""
+    ``after_step`` where it has one; a GUI head's word history is rewritten in place."""
     from embodia.policies.gui.head import GuiHeadPolicy, describe
     if isinstance(policy, GuiHeadPolicy):
         if policy.history:
             policy.history[-1] = describe(executed, obs.ui_tree)
         return
-    as_policy(policy).observe(obs, executed)
+    as_policy(policy).after_step(obs, executed)
 
 
 class _RecordedInfo:
@@ -546,7 +544,7 @@ def score_gui(root, policy, *, episodes: list[int] | None = None, seed: int = 0,
             mine = []
             for t, (step, rec) in enumerate(zip(ep["steps"], ep["actions"])):
                 obs = _gui_obs(step)
-                _cue(pol, ep, t)
+                _cue(policy, ep, t)
                 pred = pol.act(obs, ep["task"])
                 if pred is not None and not isinstance(pred, GuiAction):
                     raise ValueError(f"a GUI policy must return a GuiAction, got {type(pred).__name__}")

@@ -19,7 +19,8 @@ from typing import Callable
 import numpy as np
 
 from embodia.agent.loop.safety import RiskRefused
-from embodia.devices import DeviceLost, as_policy
+from embodia.devices import DeviceLost, as_device
+from embodia.policies.base import as_policy
 
 DEFAULT_MAX_STEPS = 1000
 
@@ -68,6 +69,12 @@ def step_timing(total_s: float, policy_ms, device_ms, record_ms, step_ms) -> dic
             "step_ms": latency_summary(step_ms)}
 
 
+def episode_limit(device, max_steps: int | None = None) -> int:
+    """How many steps an episode may take: the caller's ``max_steps``, else the task's own limit
+    (``device.max_steps``), else `DEFAULT_MAX_STEPS`."""
+    return max_steps or device.max_steps or DEFAULT_MAX_STEPS
+
+
 class EpisodeRun:
     """One episode in progress: the device reset, the policy reset, the recorder's episode begun,
     and the per-step timings. ``execute`` runs one action; ``guarded`` turns the ways an episode can
@@ -82,17 +89,18 @@ class EpisodeRun:
         one reaches the policy's ``end_episode``; an unverified one goes to ``hold_episode``. Steps a
         person takes (`embodia.agent.loop.takeover`) come through ``record_person`` or
         ``execute(..., person=True)``."""
+        device = as_device(device)
         self.device, self.policy, self.recorder = device, as_policy(policy), recorder
         self.labeler = labeler
         emb = device.embodiment
         self.gui = emb.is_gui
         self.can_verify = "success" in device.capabilities
-        self.max_steps = max_steps or getattr(device, "max_steps", None) or DEFAULT_MAX_STEPS
+        self.max_steps = episode_limit(device, max_steps)
         self.period = 1.0 / (hz or emb.hz)
         self.pace, self.on_step, self.seed = pace, on_step, seed
         self.obs = self.first_obs = device.reset(seed)
         self.policy.reset(seed)
-        self.instruction = instruction or getattr(device, "instruction", "") or ""
+        self.instruction = instruction or device.instruction or ""
         self.ep = (recorder.begin_episode(task=self.instruction, seed=seed, meta=episode_meta or {})
                    if recorder else None)
         self.policy.instruct(self.instruction)
@@ -132,7 +140,7 @@ class EpisodeRun:
                  pace: bool = True, tell_policy: bool = True) -> bool:
         td = time.perf_counter()
         if tell_policy:
-            self.policy.observe(self.obs, executed)
+            self.policy.after_step(self.obs, executed)
         if person:
             self.person_steps += 1
         if self.ep is not None:
@@ -153,8 +161,9 @@ class EpisodeRun:
         self.step_ms.append((step_end - (busy_since or ts)) * 1e3)
         if self.can_verify and self.device.success():
             self.success = True
-        if self.gui and getattr(self.device, "done", False):
-            stop = True         # the agent (or the person) terminated the episode
+        if self.gui and self.device.done():
+            stop = True         # the agent (or the person) terminated the episode (a robot's done() is its
+                                # success, which stops above only where the loop may see it: not NoOracle's)
         if stop or self.success:
             return True
         if self.pace and pace:
@@ -199,7 +208,7 @@ class EpisodeRun:
         ok = self.error is None
         if self.can_verify and ok:
             self.success = bool(self.device.success())
-        info = dict(getattr(self.device, "info", dict)()) if ok else {}
+        info = dict(self.device.info()) if ok else {}
         pinfo = self.policy.info()
         if pinfo:
             info["policy"] = dict(pinfo)

@@ -47,7 +47,8 @@ from mcp.types import ImageContent, TextContent
 from embodia.agent.loop.safety import RiskRefused, SafetyGate, classify
 from embodia.agent.recording.files import resolved_inside
 from embodia.agent.serving.access import BearerAuth, is_loopback, is_wildcard, require_credential
-from embodia.devices import ActionError, GuiAction, as_policy, check_chunk
+from embodia.devices import ActionError, GuiAction, check_chunk
+from embodia.policies.base import as_policy
 
 MAX_CHUNK_ROWS = 1024
 IDLE_CLOSE_S = 300.0             # a device unused this long (stateless HTTP: its client left) is closed and saved

@@ -49,7 +49,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from embodia.devices import GuiAction, Observation, Policy
+from embodia.devices import GuiAction, Observation
+from embodia.policies.base import Policy
 from embodia.memory.persist import write_atomic
 from embodia.policies.backbone import Backbone, backbone_sha256, read_head_files
 

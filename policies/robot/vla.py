@@ -27,7 +27,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from embodia.action_heads import ActionDiT, QuantileNormalizer, sample
-from embodia.devices import Embodiment, Observation, Policy
+from embodia.devices import Embodiment, Observation
+from embodia.policies.base import Policy
 from embodia.policies.backbone import Backbone
 
 CONFIG = "config.json"
