@@ -327,7 +327,7 @@ def sample(model: ActionDiT, ctx, state, state_mask, emb_id, action_mask, steps:
            x0: Optional[torch.Tensor] = None, tau0: float = 0.0, generator: Optional[torch.Generator] = None,
            ctx_mask=None, tau1: float = 1.0,
            guidance: Optional[Callable[[torch.Tensor, float, torch.Tensor], torch.Tensor]] = None,
-           return_nfe: bool = False):
+           return_nfe: bool = False, graphs=None):
     """K-step Euler integration of dX/dtau = v on the grid linspace(0, 1, steps + 1).
 
     * tau0 == 0 and x0 is None: start from Gaussian noise times the mask (plain sampling).
@@ -337,6 +337,8 @@ def sample(model: ActionDiT, ctx, state, state_mask, emb_id, action_mask, steps:
     * ``tau1`` < 1 stops early at grid point grid_index(tau1, steps), e.g. to blend at an
       intermediate state and continue with a second call.
     * ``guidance(x, tau, v) -> v'`` may modify the velocity of every step (RTC-style soft pulls).
+    * ``graphs`` (a `GraphedVelocity`): on CUDA the network is a replayed CUDA graph per step
+      (captured once per shape); elsewhere, or without it, it is evaluated eagerly.
 
     Pads are reset to 0 after every step. Returns [B, H, Da] (and the NFE count if ``return_nfe``).
     """
@@ -360,13 +362,18 @@ def sample(model: ActionDiT, ctx, state, state_mask, emb_id, action_mask, steps:
             b = x.shape[0]
             # the adaLN modulations of all the steps in one batched call (they depend on tau and e only)
             n = k1 - k0
-            taus = torch.arange(k0, k1, device=x.device, dtype=x.dtype) / steps
+            # the grid in float32 whatever the weights' dtype (bfloat16 would shift 0.1 to 0.1001)
+            taus = torch.arange(k0, k1, device=x.device, dtype=torch.float32) / steps
             blk_all, head_all = model.modulations(taus.repeat_interleave(b), prep["emb"].repeat(n, 1))
             blk_all = blk_all.view(n, b, *blk_all.shape[1:])
             head_all = head_all.view(n, b, *head_all.shape[1:])
+            replay = graphs.bind(model, x, am, prep, (blk_all[0], head_all[0])) if graphs is not None else None
             for j, k in enumerate(range(k0, k1)):
                 t0, t1 = k / steps, (k + 1) / steps
-                v = model.forward_prepared(x, None, am, prep, mods=(blk_all[j], head_all[j]))
+                if replay is not None:
+                    v = replay(x, (blk_all[j], head_all[j]))
+                else:
+                    v = model.forward_prepared(x, None, am, prep, mods=(blk_all[j], head_all[j]))
                 if guidance is not None:
                     v = guidance(x, t0, v)
                 x = (x + (t1 - t0) * v) * am

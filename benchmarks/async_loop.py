@@ -28,6 +28,7 @@ from embodia.agent.evaluation.stats import wilson
 from embodia.agent.loop.episode import run_episode
 from embodia.agent.loop.factory import make_policy
 from embodia.devices import open_device
+from embodia.policies.placement import parse_args
 
 ARMS = (("sync", False, "none"), ("async", True, "none"), ("async_inpaint", True, "inpaint"),
         ("async_ensemble", True, "ensemble"))
@@ -105,7 +106,7 @@ def main():
     ap.add_argument("--device", default="sim:twogap-push")
     ap.add_argument("--episodes", type=int, default=20)
     ap.add_argument("--ratio", type=float, default=2.0, help="decision latency / control period")
-    args = ap.parse_args()
+    args = parse_args(ap)      # with --torch-device / --dtype (embodia.policies.placement)
     torch.set_num_threads(1)
     with open_device(args.device) as dev:
         policy = make_policy(args.policy, dev, threads=1)

@@ -35,6 +35,7 @@ from embodia.agent.loop.factory import (  # noqa: E402
     make_device,
     make_policy,
 )
+from embodia.policies.placement import parse_args  # noqa: E402
 
 
 def main() -> None:
@@ -49,7 +50,7 @@ def main() -> None:
                     "(raw evidence per source)")
     ap.add_argument("--dump", default=None, help="JSONL: per target episode, its outcome, the label the "
                     "memory got, and the elite weight of every source episode that steered it")
-    args = ap.parse_args()
+    args = parse_args(ap)      # with --torch-device / --dtype (embodia.policies.placement)
     torch.set_num_threads(1)
     import faiss
     faiss.omp_set_num_threads(1)

@@ -26,6 +26,7 @@ import torch
 from embodia.action_heads import sample
 from embodia.agent.loop.factory import make_policy
 from embodia.devices import open_device
+from embodia.policies.placement import parse_args
 
 
 def pct(xs) -> dict:
@@ -121,7 +122,7 @@ def main():
     ap.add_argument("--device", default="sim:twogap-push")
     ap.add_argument("--repeats", type=int, default=100)
     ap.add_argument("--in-loop-episodes", type=int, default=6, help="per thread count and condition")
-    args = ap.parse_args()
+    args = parse_args(ap)      # with --torch-device / --dtype (embodia.policies.placement)
     with open_device(args.device) as dev:
         obs = dev.reset(0)
         policy = make_policy(args.policy, dev)

@@ -50,6 +50,7 @@ from embodia.devices import GuiAction  # noqa: E402
 from embodia.devices.atspi import start_bus  # noqa: E402
 from embodia.devices.base import environ  # noqa: E402
 from embodia.policies.base import Policy  # noqa: E402
+from embodia.policies.placement import parse_args  # noqa: E402
 from embodia.sim.desktop_bench import GATE_ALLOW, TASKS, app_installed, open_desktop_bench  # noqa: E402
 
 
@@ -167,7 +168,7 @@ def main() -> None:
                     "(default: the bench's)")
     ap.add_argument("--epsilon", type=float, default=0.0, help="memory runs: the policy clicks a random "
                     "clickable element with this probability per step (a policy that is not perfect alone)")
-    args = ap.parse_args()
+    args = parse_args(ap)      # with --torch-device / --dtype (embodia.policies.placement)
     from embodia.agent.training.desktop_train import HEAD_TASKS
     default = TASKS if args.policy == "expert" else HEAD_TASKS
     tasks = [t for t in (args.tasks.split(",") if args.tasks else default) if t]

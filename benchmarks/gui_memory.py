@@ -39,6 +39,7 @@ import torch
 from embodia.agent.evaluation.memory_eval import SCREEN_ARMS, build_report, run_stream, screen_arm_factory
 from embodia.agent.loop.factory import make_policy
 from embodia.memory.screen import ScreenMemory
+from embodia.policies.placement import parse_args
 from embodia.sim.gui import GuiSimDevice
 
 
@@ -69,7 +70,7 @@ def main() -> None:
     ap.add_argument("--max-steps", type=int, default=7)
     ap.add_argument("--form", default="phone")
     ap.add_argument("--arms", default=",".join(SCREEN_ARMS))
-    args = ap.parse_args()
+    args = parse_args(ap)      # with --torch-device / --dtype (embodia.policies.placement)
     torch.manual_seed(0)
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     if "off" not in arms or any(a not in SCREEN_ARMS for a in arms):

@@ -28,6 +28,7 @@ import torch
 from embodia.agent.evaluation.stats import wilson
 from embodia.agent.loop.episode import run_episode
 from embodia.agent.loop.factory import make_policy
+from embodia.policies.placement import parse_args
 from embodia.sim.gui import ChancePolicy, GuiSimDevice, heldout_labels
 
 SETTINGS = {"test": ("test", "layout"), "train": ("train", "layout")}
@@ -83,7 +84,7 @@ def main():
     ap.add_argument("--settings", default=",".join(SETTINGS))
     ap.add_argument("--sanity", action="store_true", help="also the expert and the chance policy (first setting)")
     ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
+    args = parse_args(ap)      # with --torch-device / --dtype (embodia.policies.placement)
     torch.set_num_threads(args.threads)
 
     out = {"benchmark": "gui_success", "policy": args.policy, "device": "gui-sim:all (phone)",

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from embodia.agent.evaluation.suite_memory import compare
 from embodia.memory.persist import seed_records
+from embodia.policies.placement import parse_args
 
 
 def read(path) -> dict:
@@ -93,7 +94,7 @@ def main():
     ap.add_argument("--pair", nargs=2, action="append", default=[], metavar=("ON", "OFF"),
                     help="one stream: the memory-on report and the memory-off report")
     ap.add_argument("--workdir", action="append", default=[], help="every stream of a --memory-streams workdir")
-    args = ap.parse_args()
+    args = parse_args(ap)      # with --torch-device / --dtype (embodia.policies.placement)
     pairs = [tuple(p) for p in args.pair] + [p for w in args.workdir for p in workdir_pairs(w)]
     try:
         print(json.dumps(pool(pairs)))

@@ -36,6 +36,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from embodia.agent.evaluation.suite import policy_reads, task_uri  # noqa: E402
 from embodia.agent.loop.episode import run_episode  # noqa: E402
 from embodia.agent.loop.factory import make_device, make_policy  # noqa: E402
+from embodia.policies.placement import parse_args  # noqa: E402
 
 SETUP0, NOISE0 = 200, 1000      # seeds apart from the demos' and the evaluation streams'
 
@@ -220,7 +221,7 @@ def main():
     ap.add_argument("--noises", type=int, default=6)
     ap.add_argument("--out", required=True, help="episode log (JSON lines): a stopped run resumes from it")
     ap.add_argument("--analyse-only", action="store_true", help="read --out, run nothing")
-    args = ap.parse_args()
+    args = parse_args(ap)      # with --torch-device / --dtype (embodia.policies.placement)
     if args.setups < 2 or args.noises < 2:
         ap.error("--setups and --noises must be at least 2 (a crossed design)")
     tasks = [t for t in args.tasks.split(",") if t]

@@ -18,6 +18,7 @@ import time
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from embodia.agent.evaluation.suite import run_suite  # noqa: E402
+from embodia.policies.placement import parse_args  # noqa: E402
 from embodia.sim.metaworld import suite_tasks  # noqa: E402
 
 
@@ -27,7 +28,7 @@ def main():
     ap.add_argument("--policy", default="expert")
     ap.add_argument("--episodes", type=int, default=2, help="episodes per task and per mode")
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+    args = parse_args(ap)      # with --torch-device / --dtype (embodia.policies.placement)
     modes = ("default", "policy")
     wall = dict.fromkeys(modes, 0.0)
     steps = dict.fromkeys(modes, 0)

@@ -27,6 +27,7 @@ from pathlib import Path
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from embodia.agent.evaluation.suite import PREFIX, PUBLISHED_MT50, parse_suite, run_suite, suite_table  # noqa: E402
+from embodia.policies.placement import parse_args  # noqa: E402
 
 
 def main():
@@ -47,7 +48,7 @@ def main():
     ap.add_argument("--memory-settings", default=None, help="with --workdir: run a copy of the checkpoint (in "
                     "WORKDIR/policy) whose memory.json is this JSON object, e.g. "
                     "'{\"key\": \"offsets\", \"sigma\": 1.0}'")
-    args = ap.parse_args()
+    args = parse_args(ap)      # with --torch-device / --dtype (embodia.policies.placement)
     if args.memory_streams and not args.workdir:
         ap.error("--memory-streams needs --workdir")
     if args.memory_settings:

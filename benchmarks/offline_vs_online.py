@@ -35,6 +35,7 @@ from embodia.agent.evaluation.stats import wilson
 from embodia.agent.loop.episode import run_episode
 from embodia.agent.recording.dataset import LocalDataset
 from embodia.devices import open_device
+from embodia.policies.placement import parse_args
 
 
 def _rate(k: int, n: int) -> dict:
@@ -197,7 +198,7 @@ def main():
     ap.add_argument("--gui-train-episodes", type=int, default=200)
     ap.add_argument("--gui-saves", default="50,150,400")
     ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
+    args = parse_args(ap)      # with --torch-device / --dtype (embodia.policies.placement)
     torch.set_num_threads(args.threads)
     args.work.mkdir(parents=True, exist_ok=True)
     log = lambda *a: print(*a, file=__import__("sys").stderr, flush=True)   # noqa: E731

@@ -24,6 +24,7 @@ import torch
 from embodia.agent.evaluation.evaluate import evaluate
 from embodia.agent.loop.factory import make_policy
 from embodia.devices import open_device
+from embodia.policies.placement import parse_args
 
 SETTINGS = {
     "twogap": ("sim:twogap-push", None),
@@ -56,7 +57,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--settings", default=",".join(SETTINGS))
     ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
+    args = parse_args(ap)      # with --torch-device / --dtype (embodia.policies.placement)
     torch.set_num_threads(args.threads)
 
     out = {"benchmark": "policy_success", "policy": args.policy, "episodes": args.episodes, "seed": args.seed}

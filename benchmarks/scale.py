@@ -133,7 +133,8 @@ def main() -> None:
     ap.add_argument("--device", default="sim:twogap-push")
     ap.add_argument("--policy", default="embodia-tiny")
     ap.add_argument("--episodes", type=int, default=40)
-    args = ap.parse_args()
+    from embodia.policies.placement import parse_args
+    args = parse_args(ap)      # with --torch-device / --dtype (embodia.policies.placement)
     def phase(name, rate):
         print(f"{name}: {rate:.3f} episodes/s, load average {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
     probe = cpu_probe()

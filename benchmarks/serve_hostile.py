@@ -247,7 +247,8 @@ if __name__ == "__main__":
     ap.add_argument("--attack", help=argparse.SUPPRESS)       # internal: be the hostile process
     ap.add_argument("--good", help=argparse.SUPPRESS)         # internal: be the measured client
     ap.add_argument("--seconds", type=float, default=10.0, help=argparse.SUPPRESS)
-    a = ap.parse_args()
+    from embodia.policies.placement import parse_args
+    a = parse_args(ap)         # with --torch-device / --dtype (embodia.policies.placement)
     if a.good:
         print(json.dumps(good_client(a.good, a.requests)))
     elif a.attack:

@@ -42,6 +42,7 @@ from torch import nn
 
 from embodia.memory.persist import write_atomic
 from embodia.policies.backbone import Backbone, backbone_sha256, read_head_files
+from embodia.policies.placement import Placement, to_device
 
 HEAD_WEIGHTS = "success_head.safetensors"
 HEAD_CONFIG = "success_head.json"
@@ -102,8 +103,10 @@ class SuccessHead(nn.Module):
 
     def probability(self, kind: str, x: np.ndarray, body: str | None = None) -> np.ndarray:
         """Calibrated P(success) for feature rows ``x`` [N, dims[kind]] of ``body``."""
+        dev = next(self.parameters()).device
         with torch.inference_mode():
-            z = self.logits(kind, torch.as_tensor(np.asarray(x, np.float32))).numpy().astype(np.float64)
+            z = self.logits(kind, torch.from_numpy(np.asarray(x, np.float32)).to(dev))
+            z = z.float().cpu().numpy().astype(np.float64)
         return platt(z, self.calibration.get(f"{kind}/{body}", self.calibration[kind]))
 
 
@@ -180,9 +183,13 @@ class Reader:
     """What the success head reads, from a checkpoint directory's frozen parts: the backbone, the
     robot normalizer and body ids (config.json, normalization.json) and the GUI head."""
 
-    def __init__(self, checkpoint, backbone: Backbone | None = None):
+    def __init__(self, checkpoint, backbone: Backbone | None = None, placement: Placement | None = None):
+        """``placement``: where the backbone (and the GUI head) run; default the process's choice
+        (`embodia.policies.placement`: --torch-device, $EMBODIA_TORCH_DEVICE, auto)."""
         self.path = Path(checkpoint)
-        self.backbone = (backbone or Backbone.from_pretrained(self.path / "backbone")).eval()
+        self.placement = placement or Placement.resolve()
+        self.backbone = (backbone or Backbone.from_pretrained(self.path / "backbone")).to(
+            device=self.placement.device, dtype=self.placement.dtype).eval()
         self._gui = None
         cfg = json.loads((self.path / "config.json").read_text()) if (self.path / "config.json").is_file() else {}
         self.state_dim = int(cfg.get("state_dim", 0))
@@ -215,7 +222,7 @@ class Reader:
         if self._gui is None:
             from embodia.policies.gui.head import SequenceBuilder, load_gui_head
             head, _, _ = load_gui_head(self.path, self.backbone)
-            self._gui = (head.eval(), SequenceBuilder(self.backbone, head.cfg))
+            self._gui = (head.to(self.placement.device).eval(), SequenceBuilder(self.backbone, head.cfg))
         return self._gui
 
     def kind(self, embodiment) -> str:
@@ -242,7 +249,8 @@ class Reader:
         m = mask[0].float()[:, None]
         mean = (ctx[0].float() * m).sum(0) / m.sum().clamp(min=1)
         last = ctx[0, int(mask[0].sum()) - 1].float()
-        return np.concatenate([geometry(final, points), body, scalars, mean.numpy(), last.numpy()]).astype(np.float32)
+        return np.concatenate([geometry(final, points), body, scalars, mean.cpu().numpy(),
+                               last.cpu().numpy()]).astype(np.float32)
 
     @torch.inference_mode()
     def gui(self, embodiment, instruction: str, first, final) -> np.ndarray:
@@ -257,10 +265,10 @@ class Reader:
                 raise SuccessHeadError("the success head reads a screen and its UI tree; this episode lacks one")
             sz = size or (screen.shape[1], screen.shape[0])
             encs.append(builder.encode(embodiment.prompt(), instruction, [], tree, sz, screen))
-        z = head.encode(collate(backbone_features(self.backbone, encs)))
+        z = head.encode(to_device(collate(backbone_features(self.backbone, encs)), self.placement.device))
         em = z["elem_mask"][0].bool()
-        e = z["elems"][0][em] if em.any() else torch.zeros(1, z["g"].shape[-1])
-        return torch.cat([z["g"][0], e.mean(0), e.max(0).values, z["g"][1]]).numpy().astype(np.float32)
+        e = z["elems"][0][em] if em.any() else torch.zeros(1, z["g"].shape[-1], device=z["g"].device)
+        return torch.cat([z["g"][0], e.mean(0), e.max(0).values, z["g"][1]]).float().cpu().numpy().astype(np.float32)
 
     def features(self, embodiment, instruction: str, first_obs, final_obs) -> tuple[str, np.ndarray]:
         """(kind, feature row) for an episode given its first and final observations."""
@@ -309,9 +317,12 @@ class SuccessDetector:
         self.head, self.reader, self.meta = head.eval(), reader, meta or {}
 
     @classmethod
-    def from_pretrained(cls, checkpoint) -> "SuccessDetector":
+    def from_pretrained(cls, checkpoint, *, torch_device: str | None = None,
+                        dtype: str | None = None) -> "SuccessDetector":
+        """Head and reader on ``torch_device`` (`embodia.policies.placement`; the small MLP stays float32)."""
+        placement = Placement.resolve(torch_device, dtype)
         head, meta = load_success_head(checkpoint)
-        return cls(head, Reader(checkpoint), meta)
+        return cls(head.to(placement.device), Reader(checkpoint, placement=placement), meta)
 
     def check(self, embodiment) -> None:
         """SuccessHeadError, one line, for a body this detector cannot read (before any episode)."""

@@ -56,6 +56,11 @@ SmoothOpt = typer.Option("none", "--smooth", help="with --async, the switch betw
 WorkersOpt = typer.Option(None, "--workers", min=1, help="fan episodes out over N Ray actors, each with its own "
                           "device and policy (simulators only; pip install 'embodia\\[ray]'); same per-episode "
                           "outcomes as one process at one torch thread")
+TorchDeviceOpt = typer.Option(None, "--torch-device", help="where models run (not --device, which names the "
+                              "body): auto (CUDA when present, else MPS, else CPU) | cpu | cuda[:N] | mps; "
+                              "default: $EMBODIA_TORCH_DEVICE, else auto")
+DtypeOpt = typer.Option(None, "--dtype", help="the models' precision: auto (bfloat16 on CUDA, float32 elsewhere) | "
+                        "float32 | bfloat16 | float16; default: $EMBODIA_DTYPE, else auto")
 RayAddressOpt = typer.Option(None, "--ray-address", help="with --workers: join this Ray cluster (default: start "
                              "a local one with N CPUs)")
 
@@ -68,10 +73,26 @@ def fail(msg: str, code: int = 2):
 
 
 def check_inputs(opts: dict) -> None:
-    """Every option checked before any work (`embodia.agent.cli.validate`); a bad one exits 2."""
+    """Every option checked before any work (`embodia.agent.cli.validate`); a bad one exits 2.
+    ``--torch-device`` / ``--dtype`` also become the process's choice here (`use_placement`)."""
     try:
         check(opts)
     except InputError as e:
+        fail(str(e))
+    use_placement(opts.get("torch_device"), opts.get("dtype"))
+
+
+def use_placement(torch_device: Optional[str], dtype: Optional[str]) -> None:
+    """Check ``--torch-device`` / ``--dtype`` on this machine and make them the process's choice, so
+    that every model this command loads, here or in its worker processes, loads there
+    (`embodia.policies.placement.choose`); a device this machine lacks exits 2 in one line. Without
+    either option nothing is imported (a torch-free policy stays torch-free)."""
+    if torch_device is None and dtype is None:
+        return
+    from embodia.policies.placement import PlacementError, choose
+    try:
+        choose(torch_device, dtype)
+    except PlacementError as e:
         fail(str(e))
 
 

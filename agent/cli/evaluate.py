@@ -12,6 +12,7 @@ from embodia.agent.cli.app import (
     BaseUrlOpt,
     CoordsOpt,
     DeviceOpt,
+    DtypeOpt,
     PolicyOpt,
     RayAddressOpt,
     SamplesOpt,
@@ -20,6 +21,7 @@ from embodia.agent.cli.app import (
     ShiftOpt,
     SizeOpt,
     SmoothOpt,
+    TorchDeviceOpt,
     WorkersOpt,
     app,
     check_inputs,
@@ -64,7 +66,8 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
           size: Optional[str] = SizeOpt, base_url: Optional[str] = BaseUrlOpt,
           api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt, samples: int = SamplesOpt,
           select: str = SelectOpt, workers: Optional[int] = WorkersOpt, ray_address: Optional[str] = RayAddressOpt,
-          async_exec: bool = AsyncOpt, smooth: str = SmoothOpt, success: Optional[str] = SuccessOpt):
+          async_exec: bool = AsyncOpt, smooth: str = SmoothOpt, success: Optional[str] = SuccessOpt,
+          torch_device: Optional[str] = TorchDeviceOpt, dtype: Optional[str] = DtypeOpt):
     """Evaluate a policy: success rate with a 95% Wilson interval, splits, timing; JSON report."""
     check_inputs(locals())
     from embodia.agent.evaluation.evaluate import async_summary, summarize, write_json
@@ -178,7 +181,8 @@ def suite_eval(device: str, policy: str, *, shift, size, episodes: int, seed: in
 
 
 def say_threads(pol) -> None:
-    """One line naming the torch threads a bundled-size model runs with, and why that many."""
+    """One line naming the torch threads a bundled-size model runs with, and why that many; one
+    naming the torch device and dtype it runs on."""
     import sys
     if "torch" not in sys.modules:      # no model loaded (scripted expert, ...): nothing to say
         return
@@ -188,6 +192,18 @@ def say_threads(pol) -> None:
     if isinstance(pol, (VLAPolicy, GuiHeadPolicy)):
         import torch
         console.print(f"torch threads: {torch.get_num_threads()} ({policy_threads()[1]})")
+    placement = getattr(pol, "placement", None)      # VLA, GUI head, hf: models
+    if placement is not None:
+        console.print(f"torch device: {placement.describe()} ({placement_source()})")
+
+
+def placement_source() -> str:
+    """Where the process's torch device comes from, in words."""
+    import os
+
+    from embodia.policies.placement import TORCH_DEVICE_ENV
+    return f"${TORCH_DEVICE_ENV} / --torch-device" if os.environ.get(TORCH_DEVICE_ENV) else \
+        "auto: CUDA when present, else the CPU"
 
 
 def print_async(a: dict) -> None:

@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from embodia.agent.cli.app import AllowOpt, app, check_inputs, fail
+from embodia.agent.cli.app import AllowOpt, DtypeOpt, TorchDeviceOpt, app, check_inputs, fail
 
 TOKEN_ENV = "EMBODIA_MCP_TOKEN"
 
@@ -34,7 +34,8 @@ def mcp(transport: str = typer.Option("stdio", "--transport", help="stdio | http
                                               "may name success memories (repeatable; --memory is always allowed)"),
         max_devices: int = typer.Option(8, "--max-devices", min=1, max=1024, help="devices open at once"),
         max_devices_per_client: int = typer.Option(2, "--max-devices-per-client", min=1, max=1024,
-                                                   help="devices open at once per client address")):
+                                                   help="devices open at once per client address"),
+        torch_device: Optional[str] = TorchDeviceOpt, dtype: Optional[str] = DtypeOpt):
     """Serve devices and the agent as MCP tools (stdio for editors and chat apps; streamable HTTP)."""
     check_inputs(locals())
     from embodia.agent.serving.access import read_secret

@@ -7,7 +7,16 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from embodia.agent.cli.app import DEFAULT_POLICY, ModalityOpt, app, check_inputs, console, fail
+from embodia.agent.cli.app import (
+    DEFAULT_POLICY,
+    DtypeOpt,
+    ModalityOpt,
+    TorchDeviceOpt,
+    app,
+    check_inputs,
+    console,
+    fail,
+)
 
 memory_app = typer.Typer(help="Inspect, build and prune success-memory files.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
@@ -48,7 +57,8 @@ def memory_ingest(path: Path = typer.Argument(..., help="memory directory (creat
                   as_successes: bool = typer.Option(False, "--as-successes", help="also store episodes without "
                                                     "a success flag (e.g. a LeRobot dataset's demonstrations): "
                                                     "you vouch that they succeeded"),
-                  modality: Optional[Path] = ModalityOpt):
+                  modality: Optional[Path] = ModalityOpt, torch_device: Optional[str] = TorchDeviceOpt,
+                  dtype: Optional[str] = DtypeOpt):
     """Build (or extend) a memory from the successful episodes of a recorded dataset."""
     check_inputs(locals())
     from embodia.agent.training.ingest import ingest_dataset

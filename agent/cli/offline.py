@@ -12,11 +12,14 @@ from embodia.agent.cli.app import (
     ApiKeyEnvOpt,
     BaseUrlOpt,
     CoordsOpt,
+    DtypeOpt,
     SeedOpt,
+    TorchDeviceOpt,
     app,
     console,
     fail,
     progress,
+    use_placement,
 )
 
 
@@ -34,8 +37,10 @@ def eval_offline(dataset: Path = typer.Argument(..., help="LeRobot v3 dataset di
                  plot_episodes: int = typer.Option(3, "--plot-episodes", min=0),
                  json_out: Optional[Path] = typer.Option(None, "--json", help="write the report here"),
                  seed: int = SeedOpt, threads: Optional[int] = typer.Option(None, "--threads"),
-                 base_url: Optional[str] = BaseUrlOpt, api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt):
+                 base_url: Optional[str] = BaseUrlOpt, api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt,
+                 torch_device: Optional[str] = TorchDeviceOpt, dtype: Optional[str] = DtypeOpt):
     """Score a policy on recorded episodes, no device: action error (robots) or step accuracy (screens)."""
+    use_placement(torch_device, dtype)
     from embodia.agent.evaluation import offline
     from embodia.agent.evaluation.evaluate import write_json
     from embodia.agent.loop.factory import PolicyError

@@ -16,6 +16,7 @@ from embodia.agent.cli.app import (
     BaseUrlOpt,
     CoordsOpt,
     DeviceOpt,
+    DtypeOpt,
     PolicyOpt,
     RayAddressOpt,
     SamplesOpt,
@@ -24,6 +25,7 @@ from embodia.agent.cli.app import (
     ShiftOpt,
     SizeOpt,
     SmoothOpt,
+    TorchDeviceOpt,
     WorkersOpt,
     app,
     check_inputs,
@@ -195,6 +197,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt, samples: int = SamplesOpt,
         select: str = SelectOpt, async_exec: bool = AsyncOpt, smooth: str = SmoothOpt,
         success: Optional[str] = SuccessOpt, takeover: bool = TakeoverOpt,
+        torch_device: Optional[str] = TorchDeviceOpt, dtype: Optional[str] = DtypeOpt,
         instruction: Optional[str] = typer.Option(None, "--instruction", "-i", help="the task in words "
                                                   "(default: the device's own, for simulated tasks)")):
     """Run a policy on a device, recording every episode (LeRobotDataset v3 layout; GUI devices:
@@ -268,7 +271,8 @@ def record(out: Path = typer.Option(..., "--out", "-o", help="dataset directory 
                                              "episodes succeeded (at most 10x as many tries; failures are "
                                              "recorded too, marked as such)"),
            size: Optional[str] = SizeOpt, workers: Optional[int] = WorkersOpt,
-           ray_address: Optional[str] = RayAddressOpt, success: Optional[str] = SuccessOpt):
+           ray_address: Optional[str] = RayAddressOpt, success: Optional[str] = SuccessOpt,
+           torch_device: Optional[str] = TorchDeviceOpt, dtype: Optional[str] = DtypeOpt):
     """Record episodes into a LeRobotDataset v3 directory."""
     check_inputs(locals())
     from embodia.agent.evaluation.evaluate import summarize

@@ -5,7 +5,18 @@ from typing import Optional
 
 import typer
 
-from embodia.agent.cli.app import DEFAULT_DEVICE, PolicyOpt, SizeOpt, app, check_inputs, console, fail, session
+from embodia.agent.cli.app import (
+    DEFAULT_DEVICE,
+    DtypeOpt,
+    PolicyOpt,
+    SizeOpt,
+    TorchDeviceOpt,
+    app,
+    check_inputs,
+    console,
+    fail,
+    session,
+)
 from embodia.agent.cli.run import steered_by
 
 
@@ -27,7 +38,8 @@ def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "-
                                                 "outcome: check:<predicate> (state channels of the last "
                                                 "observation) or judge:<model>; ask and oracle are refused"),
           base_url: Optional[str] = typer.Option(None, "--base-url", help="a judge:openai: endpoint"),
-          size: Optional[str] = SizeOpt):
+          size: Optional[str] = SizeOpt, torch_device: Optional[str] = TorchDeviceOpt,
+          dtype: Optional[str] = DtypeOpt):
     """Serve a robot policy over websocket + msgpack (openpi's protocol; `openpi-client` works as is)."""
     check_inputs(locals())
     import asyncio

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from embodia.agent.cli.app import ModalityOpt, app, check_inputs, console, fail
+from embodia.agent.cli.app import ModalityOpt, TorchDeviceOpt, app, check_inputs, console, fail
 
 
 @app.command()
@@ -15,7 +15,9 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
                                                                    "bodies), or a folder of them (a recorded suite)"),
           out: Path = typer.Option(..., "--out", "-o", help="checkpoint directory"),
           steps: Optional[int] = typer.Option(None, "--steps", min=1, help="training steps (default 10000; "
-                                              "300 with --success-head)"), batch_size: int = typer.Option(64, "--batch-size"),
+                                              "300 with --success-head)"),
+          batch_size: Optional[int] = typer.Option(None, "--batch-size", help="samples per step (default 64 on the "
+                                                   "CPU, 256 on CUDA)"),
           lr: float = typer.Option(1e-3, "--lr"), seed: int = typer.Option(0, "--seed"),
           save_every: int = typer.Option(1000, "--save-every"), threads: int = typer.Option(2, "--threads"),
           hidden: int = typer.Option(64, "--hidden", help="backbone width of a fresh model"),
@@ -27,7 +29,10 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
           success_head: bool = typer.Option(False, "--success-head", help="train the learned success detector "
                                             "of the checkpoint in --out (its backbone stays frozen) on the recorded "
                                             "episodes' success labels (robot datasets and GUI recordings), calibrated "
-                                            "on out-of-fold scores; use it with --success learned:OUT")):
+                                            "on out-of-fold scores; use it with --success learned:OUT"),
+          torch_device: Optional[str] = TorchDeviceOpt,
+          dtype: Optional[str] = typer.Option(None, "--dtype", help="autocast precision: auto (bfloat16 on CUDA, "
+                                              "float32 elsewhere) | float32 | bfloat16; the weights stay float32")):
     """Train the VLA (backbone + DiT head) on recorded datasets; EMA checkpoints, resumable."""
     check_inputs(locals())
     if success_head:
@@ -37,7 +42,8 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
     from embodia.agent.training.train import train as run_training
     cfg = TrainConfig(data=expand_data(data), out=str(out), steps=steps, batch_size=batch_size, lr=lr,
                       seed=seed, save_every=save_every, threads=threads, hidden=hidden, layers=layers,
-                      heldout=str(heldout) if heldout else None, modality=str(modality) if modality else None)
+                      heldout=str(heldout) if heldout else None, modality=str(modality) if modality else None,
+                      torch_device=torch_device, dtype=dtype)
     try:
         run_training(cfg, resume=resume, log=console.print)
     except (ValueError, FileNotFoundError) as e:     # DatasetError, a bad mapping file, no episodes to train on

@@ -79,6 +79,11 @@ def machine() -> dict:
     out = {"platform": platform.platform(), "cpus": os.cpu_count()}
     if "torch" in sys.modules:   # never import torch for a report on a torch-free policy
         out["torch_threads"] = sys.modules["torch"].get_num_threads()
+        from embodia.policies.placement import Placement, PlacementError
+        try:                     # the process's choice, which every model it loaded followed
+            out.update(Placement.resolve().as_dict())
+        except PlacementError:
+            pass
     return out
 
 

@@ -74,11 +74,15 @@ class EmbodimentOnly(Device):
 
 def make_policy(spec: str, device, *, threads: int | None = None, base_url: str | None = None,
                 api_key_env: str = "OPENAI_API_KEY", coords: str | None = None, samples: int = 1,
-                select: str = "vote"):
+                select: str = "vote", torch_device: str | None = None, dtype: str | None = None):
     """``base_url`` applies to ``openai:<model>`` only, ``api_key_env`` to it and ``remote:``; ``coords``
     (the reply's coordinate convention), ``samples`` and ``select`` (test-time scaling: candidates per
-    decision and how one is picked, see `embodia.policies.gui.prompt`) to ``openai:<model>`` and ``hf:<path>``."""
+    decision and how one is picked, see `embodia.policies.gui.prompt`) to ``openai:<model>`` and ``hf:<path>``.
+    ``torch_device`` / ``dtype`` (`embodia.policies.placement`; default the process's choice:
+    --torch-device, $EMBODIA_TORCH_DEVICE, auto) to every model loaded here: a checkpoint's VLA or
+    GUI head and ``hf:<path>``."""
     tts = {"samples": samples, "select": select}
+    where = {"torch_device": torch_device, "dtype": dtype}
     if samples != 1 and not spec.startswith(("openai:", "hf:")):
         raise PolicyError(f"--samples applies to openai:<model> and hf:<path> policies, not {spec!r}")
     if spec.startswith("openai:"):
@@ -93,7 +97,8 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
     if spec.startswith("hf:"):
         from embodia.policies.gui.local_vlm import LocalVLMPolicy
         return LocalVLMPolicy(spec[len("hf:"):], embodiment=device.embodiment, coords=coords or "norm1000",
-                              threads=threads, supported=device.supported, **tts)
+                              threads=threads, supported=device.supported, device=torch_device,
+                              dtype=dtype, **tts)
     if spec.startswith("remote:"):
         from embodia.policies.ws_policy import DEFAULT_KEY_ENV, WebsocketPolicy
         if device.embodiment.is_gui:
@@ -132,12 +137,13 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
         if "ui_tree" not in device.capabilities:
             raise PolicyError(f"{spec}: its GUI head reads a UI tree, which {device.embodiment.name!r} does not give")
         try:
-            return GuiHeadPolicy.from_pretrained(path, threads=policy_threads(threads)[0]).bind(device.embodiment)
+            return GuiHeadPolicy.from_pretrained(path, threads=policy_threads(threads)[0], **where).bind(
+                device.embodiment)
         except GuiHeadError as e:
             raise PolicyError(str(e)) from None
     if path.is_dir():
         from embodia.policies.robot.vla import VLAPolicy
-        return VLAPolicy.from_pretrained(path, threads=policy_threads(threads)[0]).bind(device.embodiment)
+        return VLAPolicy.from_pretrained(path, threads=policy_threads(threads)[0], **where).bind(device.embodiment)
     raise PolicyError(f"unknown policy {spec!r}; known: {', '.join(POLICY_SPECS)}")
 
 

@@ -19,7 +19,7 @@ class LocalJudgeModel:
     ``vlm``: an already loaded `LocalVLMPolicy`; ``generation_kwargs`` go to ``generate`` unchanged.
     A folder that cannot be loaded raises ModelLoadError (a ValueError) naming it."""
 
-    def __init__(self, path: str, *, max_new_tokens: int = 128, device: str = "cpu",
+    def __init__(self, path: str, *, max_new_tokens: int = 128, device: str | None = None,
                  generation_kwargs: dict | None = None, vlm=None, timeout_s: float = 60.0):
         """The reply is bounded like an endpoint's: ``max_new_tokens`` in size and ``timeout_s`` in
         time (transformers' ``max_time``: generation stops after the step in flight, and the cut

@@ -14,7 +14,7 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -25,9 +25,15 @@ from embodia.action_heads import QuantileNormalizer, flow_loss
 from embodia.agent.recording.dataset import LocalDataset
 from embodia.agent.recording.dataset_checks import DatasetError, json_safe
 from embodia.policies.backbone import Backbone, tiny_config, train_tokenizer
+from embodia.policies.placement import to_device
 from embodia.policies.robot.vla import VLAConfig, VLAModel, load_checkpoint, save_checkpoint
 
 TRAIN_STATE = "train_state"
+# Default batches: the CPU's are what embodia-tiny and embodia-mt50 were trained with; on CUDA a step
+# of the tiny model is launch-bound (10.6 ms at batch 64 on an H100, issue 38), so four times the
+# samples cost little more time per step.
+CPU_BATCH, CPU_FROZEN_BATCH = 64, 128
+GPU_BATCH, GPU_FROZEN_BATCH = 256, 512
 
 
 @dataclass
@@ -35,7 +41,7 @@ class TrainConfig:
     data: list[str]
     out: str
     steps: int = 10000
-    batch_size: int = 64
+    batch_size: int | None = None     # None: 64 on the CPU, GPU_BATCH on CUDA (see `resolve_batches`)
     lr: float = 1e-3
     weight_decay: float = 1e-4
     warmup: int = 200
@@ -47,13 +53,15 @@ class TrainConfig:
     threads: int = 2
     only_success: bool = True
     freeze_backbone_after: int | None = 1000   # then cache its context and train the head alone
-    frozen_batch_size: int = 128      # head-only steps are cheap: more distinct states per step
+    frozen_batch_size: int | None = None   # head-only steps are cheap: more states per step (128; CUDA 512)
     frozen_repeats: int = 2
     heldout: str | None = None        # a dataset scored offline at each checkpoint save (heldout.jsonl)
     heldout_episodes: int = 8         # its first N episodes
     heldout_stride: int = 4           # every Nth step of each
     balance: str = "frames"           # sample bodies by their share of frames, or "bodies": equally
     modality: str | None = None       # a mapping file naming every dataset's entries (meta/modality.json form)
+    torch_device: str | None = None   # where it trains (`embodia.policies.placement`; None: the process's choice)
+    dtype: str | None = None          # autocast precision; auto: bfloat16 on CUDA, none (float32) elsewhere
     # architecture of a fresh model (ignored when --init/--resume give one)
     hidden: int = 64
     layers: int = 2
@@ -180,8 +188,8 @@ class Samples:
                     imgs = g["images"][idx].flatten(0, 1) if g["images"].shape[1] else None
                     pv, grid = bb.patchify(imgs) if imgs is not None else (None, None)
                     ctx, cm = bb(ids[:, :width], am[:, :width], pv, grid)
-                    chunks.append(ctx.half())
-                    masks.append(cm)
+                    chunks.append(ctx.half().cpu())      # the cache lives on the host; batches travel
+                    masks.append(cm.cpu())
                 width = max(c.shape[1] for c in chunks)
                 g["ctx"] = torch.cat([torch.nn.functional.pad(c, (0, 0, 0, width - c.shape[1])) for c in chunks])
                 g["ctx_mask"] = torch.cat([torch.nn.functional.pad(m, (0, width - m.shape[1])) for m in masks])
@@ -238,13 +246,14 @@ def _save_train_state(dirpath: Path, model, ema: dict, opt, step: int, rng: np.r
     tmp = dirpath.with_name(dirpath.name + ".tmp")
     tmp.mkdir(parents=True, exist_ok=True)
     params = dict(model.named_parameters())
-    save_file({k: v.detach().contiguous() for k, v in params.items()}, tmp / "weights.safetensors")
-    save_file({k: v.contiguous() for k, v in ema.items()}, tmp / "ema.safetensors")
+    # every tensor on the host: a run trained on a GPU resumes, and its checkpoint loads, anywhere
+    save_file({k: v.detach().contiguous().cpu() for k, v in params.items()}, tmp / "weights.safetensors")
+    save_file({k: v.contiguous().cpu() for k, v in ema.items()}, tmp / "ema.safetensors")
     opt_tensors, names = {}, {id(p): n for n, p in params.items()}
     for group in opt.param_groups:
         for p in group["params"]:
             for key, val in opt.state.get(p, {}).items():
-                opt_tensors[f"{names[id(p)]}::{key}"] = val.detach().clone().reshape(val.shape).contiguous()
+                opt_tensors[f"{names[id(p)]}::{key}"] = val.detach().clone().reshape(val.shape).contiguous().cpu()
     opt_tensors["__torch_generator__"] = gen.get_state()
     save_file(opt_tensors, tmp / "optimizer.safetensors")
     (tmp / "state.json").write_text(json.dumps({"step": step, "rng": rng.bit_generator.state,
@@ -255,19 +264,27 @@ def _save_train_state(dirpath: Path, model, ema: dict, opt, step: int, rng: np.r
     os.replace(tmp, dirpath)
 
 
-def _load_train_state(dirpath: Path, model, ema: dict, opt, gen: torch.Generator):
+def _load_train_state(dirpath: Path, model, ema: dict, opt, gen: torch.Generator, log=print):
+    """Restore a run saved by `_save_train_state` onto ``model``'s device, whichever device saved it."""
     meta = json.loads((dirpath / "state.json").read_text())
     weights = load_file(dirpath / "weights.safetensors")
     params = dict(model.named_parameters())
     with torch.no_grad():
         for k, v in weights.items():
             params[k].copy_(v)
-    ema.update(load_file(dirpath / "ema.safetensors"))
+    ema.update({k: v.to(ema[k].device) for k, v in load_file(dirpath / "ema.safetensors").items()})
     saved = load_file(dirpath / "optimizer.safetensors")
-    gen.set_state(saved.pop("__torch_generator__"))
+    state = saved.pop("__torch_generator__")
+    try:
+        gen.set_state(state)
+    except RuntimeError:        # saved by a generator of another device kind: its state does not fit
+        gen.manual_seed(int(meta["config"]["seed"]) + int(meta["step"]))
+        log(f"{dirpath}: the noise generator was saved on another device; it restarts from seed + step")
     for key, val in saved.items():
         name, _, field_ = key.partition("::")
-        opt.state[params[name]][field_] = val
+        p = params[name]
+        # AdamW keeps its step count on the host unless fused/capturable, its moments beside the weight
+        opt.state[p][field_] = val if field_ == "step" and val.ndim == 0 else val.to(p.device)
     rng = np.random.default_rng()
     rng.bit_generator.state = meta["rng"]
     return meta["step"], rng, meta["norms"]
@@ -352,9 +369,53 @@ def score_heldout(cfg: TrainConfig, out: Path, step: int, log=print) -> dict:
     return row
 
 
+def resolve_batches(cfg: TrainConfig, placement) -> TrainConfig:
+    """``cfg`` with its batch sizes filled in for where it trains (CPU_BATCH / GPU_BATCH when unset)."""
+    cuda = placement.device.type == "cuda"
+    return replace(cfg, batch_size=cfg.batch_size or (GPU_BATCH if cuda else CPU_BATCH),
+                   frozen_batch_size=cfg.frozen_batch_size or (GPU_FROZEN_BATCH if cuda else CPU_FROZEN_BATCH))
+
+
+def train_placement(cfg: TrainConfig):
+    """(placement, autocast context factory): the weights stay float32 (the optimizer's master copy);
+    forward and loss run under autocast in the chosen dtype, bfloat16 by default on CUDA, none on
+    the CPU unless asked."""
+    from contextlib import nullcontext
+
+    from embodia.policies.placement import Placement
+    placement = Placement.resolve(cfg.torch_device, cfg.dtype)
+    if placement.dtype == torch.float16:    # would need loss scaling; bfloat16 has float32's range
+        raise ValueError("--dtype float16: training takes float32 or bfloat16")
+    if placement.dtype == torch.float32:
+        return placement, nullcontext
+    return placement, lambda: torch.autocast(placement.device.type, dtype=placement.dtype)
+
+
+def flow_step_loss(model: VLAModel, b: dict, frozen: bool, gen: torch.Generator, cfg: TrainConfig) -> torch.Tensor:
+    """The flow-matching loss of one batch: through the live backbone, or (frozen) from its cached context."""
+    if frozen:
+        ctx, ctx_mask = model.proj(b["ctx"]), b["ctx_mask"]
+    else:
+        ctx, ctx_mask = model.context(b["input_ids"], b["attention_mask"], b["pixel_values"], b["image_grid_thw"])
+    return flow_loss(model.head, b["action"], b["action_mask"], ctx, b["state"], b["state_mask"], b["emb_id"],
+                     ctx_mask=ctx_mask, generator=gen, repeats=cfg.frozen_repeats if frozen else cfg.repeats)
+
+
+def freeze_backbone(model: VLAModel, ema: dict, samples: Samples, log=print) -> None:
+    """Stop training the backbone and cache its context: the head then trains alone."""
+    model.backbone.requires_grad_(False)
+    model.backbone.eval()
+    with torch.no_grad():   # the head learns against the live backbone: EMA must match it
+        for n, p in model.backbone.named_parameters():
+            ema["backbone." + n].copy_(p)
+    samples.cache_context(log=log)
+
+
 def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=print, on_save=None) -> Path:
     """Train; ``on_save(step, out)`` runs after each checkpoint save (after the held-out score)."""
     torch.set_num_threads(cfg.threads)
+    placement, autocast = train_placement(cfg)
+    cfg, dev = resolve_batches(cfg, placement), placement.device
     out = Path(cfg.out)
     datasets = [LocalDataset(d, modality=cfg.modality) for d in cfg.data]
     if cfg.heldout:
@@ -365,20 +426,18 @@ def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=
         model, norms = load_checkpoint(out)
     else:
         model, norms = build_model(cfg, datasets), None
+    model.to(dev)
     samples = Samples(datasets, model.backbone, model.cfg, norms=norms, only_success=cfg.only_success,
                       balance=cfg.balance, log=log)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     ema = {n: p.detach().clone() for n, p in model.named_parameters()}
-    gen = torch.Generator().manual_seed(cfg.seed)
+    gen = torch.Generator(device=dev).manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     step = 0
     if resume:
-        step, rng, _ = _load_train_state(state_dir, model, ema, opt, gen)
+        step, rng, _ = _load_train_state(state_dir, model, ema, opt, gen, log=log)
         log(f"resumed from {state_dir} at step {step}")
-
-    def lr_at(s):
-        return warmup_cosine(s, cfg.lr, cfg.warmup, cfg.steps)
 
     def checkpoint(s):
         live = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -401,23 +460,13 @@ def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=
         while step < cfg.steps:
             if not frozen and cfg.freeze_backbone_after is not None and step >= cfg.freeze_backbone_after:
                 frozen = True
-                model.backbone.requires_grad_(False)
-                model.backbone.eval()
-                with torch.no_grad():   # the head learns against the live backbone: EMA must match it
-                    for n, p in model.backbone.named_parameters():
-                        ema["backbone." + n].copy_(p)
-                samples.cache_context(log=log)
+                freeze_backbone(model, ema, samples, log=log)
             b = samples.batch(rng, cfg.frozen_batch_size if frozen else cfg.batch_size, cached=frozen)
+            b = to_device(b, dev, pin=True)       # host batches, copied while the device works
             for group in opt.param_groups:
-                group["lr"] = lr_at(step)
-            if frozen:
-                ctx, ctx_mask = model.proj(b["ctx"]), b["ctx_mask"]
-            else:
-                ctx, ctx_mask = model.context(b["input_ids"], b["attention_mask"], b["pixel_values"],
-                                              b["image_grid_thw"])
-            loss = flow_loss(model.head, b["action"], b["action_mask"], ctx, b["state"], b["state_mask"],
-                             b["emb_id"], ctx_mask=ctx_mask, generator=gen,
-                             repeats=cfg.frozen_repeats if frozen else cfg.repeats)
+                group["lr"] = warmup_cosine(step, cfg.lr, cfg.warmup, cfg.steps)
+            with autocast():
+                loss = flow_step_loss(model, b, frozen, gen, cfg)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)

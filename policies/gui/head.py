@@ -53,6 +53,7 @@ from embodia.devices import GuiAction, Observation
 from embodia.policies.base import Policy
 from embodia.memory.persist import write_atomic
 from embodia.policies.backbone import Backbone, backbone_sha256, read_head_files
+from embodia.policies.placement import Placement, to_device
 
 HEAD_WEIGHTS = "gui_head.safetensors"
 HEAD_CONFIG = "gui_head.json"
@@ -401,11 +402,12 @@ class GuiHead(nn.Module):
         """
         meta = batch["unit_meta"]
         B, U, _ = meta.shape
+        dev = meta.device
         seg, fld, elem, pos, item = meta.unbind(-1)
         umask = seg != SEG_PAD
         words_in, sims = self.unit_in(batch["units"]), batch["sims"]
         if mask_words > 0:
-            hide = (torch.rand(B, U, generator=generator) < mask_words) & (seg == SEG_INSTR)
+            hide = (torch.rand(B, U, generator=generator, device=dev) < mask_words) & (seg == SEG_INSTR)
             words_in = torch.where(hide[..., None], self.mask.expand_as(words_in), words_in)
             sims = sims.masked_fill(hide[..., None], 0.0)
         x = (words_in + self.seg(seg) + self.fld(fld) + self.pos(pos.clamp(max=31))
@@ -416,9 +418,9 @@ class GuiHead(nn.Module):
         # off Battery percentage" the switch "Battery percentage" outscores the row "Battery"; a
         # partial match, "Express delivery" for "tick Weekend delivery", counts for nothing)
         words_of = ((seg == SEG_TREE) & ((fld == F_TEXT) | (fld == F_DESC)))
-        flat = (torch.arange(B)[:, None] * E + ei)[words_of]
-        hits = torch.zeros(B * E).index_add_(0, flat, (batch["sims"][..., 1][words_of] > 0.5).float())
-        n = torch.zeros(B * E).index_add_(0, flat, torch.ones(len(flat)))
+        flat = (torch.arange(B, device=dev)[:, None] * E + ei)[words_of]
+        hits = torch.zeros(B * E, device=dev).index_add_(0, flat, (batch["sims"][..., 1][words_of] > 0.5).float())
+        n = torch.zeros(B * E, device=dev).index_add_(0, flat, torch.ones(len(flat), device=dev))
         full = ((hits == n) & (n > 0)).float()
         match = torch.stack([full, full * hits / 4], -1).view(B, E, 2)
         ebase = (self.elem(torch.cat([batch["elem_feats"], match], -1))
@@ -429,13 +431,13 @@ class GuiHead(nn.Module):
               + self.img_col(rc[..., 1].clamp(max=31)))
         screen = (xi * im[..., None]).sum(1, keepdim=True) / im.sum(1).clamp(min=1)[:, None, None]
         seq = torch.cat([self.cls.expand(B, -1, -1), screen, x], 1)
-        mask = torch.cat([torch.ones(B, 2, dtype=torch.bool), umask], 1)
+        mask = torch.cat([torch.ones(B, 2, dtype=torch.bool, device=dev), umask], 1)
         h = self.out_norm(self.trunk(seq, src_key_padding_mask=~mask))
         g, hu = h[:, 0], h[:, 2:]
         tree = (seg == SEG_TREE) & umask
-        flat = (torch.arange(B)[:, None] * E + ei)[tree]
-        ecount = torch.zeros(B * E).index_add_(0, flat, torch.ones(len(flat))).clamp(min=1)[:, None]
-        e = torch.zeros(B * E, hu.shape[-1]).index_add_(0, flat, hu[tree]) / ecount
+        flat = (torch.arange(B, device=dev)[:, None] * E + ei)[tree]
+        ecount = torch.zeros(B * E, device=dev).index_add_(0, flat, torch.ones(len(flat), device=dev)).clamp(min=1)[:, None]
+        e = torch.zeros(B * E, hu.shape[-1], device=dev, dtype=hu.dtype).index_add_(0, flat, hu[tree]) / ecount
         return {"g": g, "img": xi, "img_mask": im, "grid": batch["grid"], "units": hu, "seg": seg,
                 "elems": e.view(B, E, -1) + ebase, "elem_mask": batch["elem_mask"], "elem_feats": batch["elem_feats"]}
 
@@ -444,7 +446,7 @@ class GuiHead(nn.Module):
         """Action type from CLS and from what a click would point at: whether the instruction's
         target is on screen (click it) or not (scroll, or an icon outside the tree) is easiest to
         read from the best match among the elements."""
-        click = torch.full((len(z["g"]),), ACTIONS.index("click"), dtype=torch.long)
+        click = torch.full((len(z["g"]),), ACTIONS.index("click"), dtype=torch.long, device=z["g"].device)
         r = self.pointer_logits(z, click)
         any_elem = able(z, click).any(1, keepdim=True)
         w = torch.where(any_elem, r.softmax(-1).nan_to_num(0.0), torch.zeros_like(r))
@@ -460,7 +462,7 @@ class GuiHead(nn.Module):
 
     def span_logits(self, z: dict, elems: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Start and end scores over the instruction's words for the text typed into ``elems``."""
-        chosen = z["elems"][torch.arange(len(elems)), elems.clamp(min=0)]
+        chosen = z["elems"][torch.arange(len(elems), device=elems.device), elems.clamp(min=0)]
         ok = z["seg"] == SEG_INSTR
         u = z["units"] * ok[..., None]
         q = (z["g"] + self.span_q(chosen))[:, None].expand_as(u)
@@ -477,13 +479,13 @@ class GuiHead(nn.Module):
     def point_inputs(self, z: dict, cells: torch.Tensor) -> dict:
         """The DiT's condition for a point inside image cell ``cells``: [CLS, that cell's token] and
         the cell's bounds (in -1..1 of the screen) as its state."""
-        B = len(cells)
-        b = torch.arange(B)
+        B, dev = len(cells), cells.device
+        b = torch.arange(B, device=dev)
         rows, cols = z["grid"][:, 0].float(), z["grid"][:, 1].float()
         r, c = (cells // z["grid"][:, 1]).float(), (cells % z["grid"][:, 1]).float()
         bounds = torch.stack([c / cols, r / rows, (c + 1) / cols, (r + 1) / rows], -1) * 2 - 1
-        return dict(ctx=torch.stack([z["g"], z["img"][b, cells]], 1), state=bounds, state_mask=torch.ones(B, 4),
-                    emb_id=torch.zeros(B, dtype=torch.long))
+        return dict(ctx=torch.stack([z["g"], z["img"][b, cells]], 1), state=bounds,
+                    state_mask=torch.ones(B, 4, device=dev), emb_id=torch.zeros(B, dtype=torch.long, device=dev))
 
     def loss(self, batch: dict, generator: torch.Generator | None = None,
              mask_words: float = 0.0) -> tuple[torch.Tensor, dict]:
@@ -506,7 +508,8 @@ class GuiHead(nn.Module):
             cells = batch["label_cell"]
             parts["cell"] = F.cross_entropy(self.cell_logits(z)[pt], cells[pt])
             inp = {k: v[pt] for k, v in self.point_inputs(z, cells.clamp(min=0)).items()}
-            parts["point"] = flow_loss(self.dit, batch["label_point"][pt][:, None], torch.ones(int(pt.sum()), 1, 2),
+            parts["point"] = flow_loss(self.dit, batch["label_point"][pt][:, None],
+                                       torch.ones(int(pt.sum()), 1, 2, device=t.device),
                                        inp["ctx"], inp["state"], inp["state_mask"], inp["emb_id"],
                                        generator=generator, repeats=4)
         return sum(parts.values()), {k: float(v.detach()) for k, v in parts.items()}
@@ -518,8 +521,9 @@ class GuiHead(nn.Module):
 
         z = self.encode(batch)
         tl = self.type_logits(z)
+        dev = tl.device
         for a in NEEDS_ELEMENT:                     # no element that can take it: not this type
-            none = ~able(z, torch.full((len(tl),), ACTIONS.index(a), dtype=torch.long)).any(1)
+            none = ~able(z, torch.full((len(tl),), ACTIONS.index(a), dtype=torch.long, device=dev)).any(1)
             tl[none, ACTIONS.index(a)] = float("-inf")
         tl[~(z["seg"] == SEG_INSTR).any(1), ACTIONS.index("type")] = float("-inf")   # nothing to copy
         types = tl.argmax(-1)
@@ -528,12 +532,13 @@ class GuiHead(nn.Module):
         st, en = self.span_logits(z, elems)
         L = st.shape[1]
         score = st[:, :, None] + en[:, None, :]
-        i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
+        i, j = torch.arange(L, device=dev)[:, None], torch.arange(L, device=dev)[None, :]
         score = score.masked_fill(~((j >= i) & (j - i < self.cfg.max_span)), float("-inf"))
         best = score.flatten(1).argmax(-1)
         cells = self.cell_logits(z).argmax(-1)
         inp = self.point_inputs(z, cells)
-        pts = sample(self.dit, inp["ctx"], inp["state"], inp["state_mask"], inp["emb_id"], torch.ones(len(types), 1, 2),
+        pts = sample(self.dit, inp["ctx"], inp["state"], inp["state_mask"], inp["emb_id"],
+                     torch.ones(len(types), 1, 2, device=dev),
                      steps=self.cfg.steps, generator=generator)[:, 0]
         tp, pp = tl.softmax(-1), pl.softmax(-1)
         return [{"type": ACTIONS[int(types[b])], "type_p": float(tp[b, types[b]]), "element": int(elems[b]),
@@ -593,8 +598,14 @@ class GuiHeadPolicy(Policy):
     has already looked in, what it has typed); `reset` forgets them.
     """
 
-    def __init__(self, head: GuiHead, backbone: Backbone, *, embodiment=None, threads: int | None = None):
-        self.head, self.backbone = head.eval(), backbone.eval()
+    def __init__(self, head: GuiHead, backbone: Backbone, *, embodiment=None, threads: int | None = None,
+                 torch_device: str | None = None, dtype: str | None = None):
+        """``torch_device`` / ``dtype`` as `VLAPolicy`'s (`embodia.policies.placement`); the dtype is the
+        backbone's: the head itself, a few million parameters over float16 feature caches, stays float32."""
+        self.placement = Placement.resolve(torch_device, dtype)
+        dev = self.placement.device
+        self.head = head.to(dev).eval()
+        self.backbone = backbone.to(device=dev, dtype=self.placement.dtype).eval()
         self.builder = SequenceBuilder(backbone, head.cfg)
         self.embodiment = embodiment
         if threads:
@@ -613,7 +624,7 @@ class GuiHeadPolicy(Policy):
         return self
 
     def reset(self, seed: int | None = None) -> None:
-        self.generator = torch.Generator().manual_seed(0 if seed is None else int(seed))
+        self.generator = torch.Generator(device=self.placement.device).manual_seed(0 if seed is None else int(seed))
         self.history: list[str] = []
         self.last: dict = {}
 
@@ -633,7 +644,7 @@ class GuiHeadPolicy(Policy):
     @torch.inference_mode()
     def act(self, obs: Observation, instruction: str) -> GuiAction:
         enc, feats = self.features(obs, instruction)
-        d = self.head.decide(collate([feats]), generator=self.generator)[0]
+        d = self.head.decide(to_device(collate([feats]), self.placement.device), generator=self.generator)[0]
         action = to_action(d, enc, instruction)
         self.last = {k: d[k] for k in ("type", "type_p", "element_p")}
         self.history.append(describe(action, obs.ui_tree))

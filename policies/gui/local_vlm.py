@@ -61,6 +61,7 @@ from embodia.policies.backbone import (
     step_loader,
 )
 from embodia.policies.gui.prompt import SAMPLE_TEMPERATURE, VOTE_GRID, ChatGuiPolicy, fit_image, resize_screen
+from embodia.policies.placement import Placement
 
 _JOINER = "\u2060"          # word joiner: breaks a special token's literal match, reads the same
 
@@ -73,14 +74,15 @@ class LocalVLMPolicy(ChatGuiPolicy):
     """GUI actions from a transformers vision-language model loaded by path; see the module doc.
 
     ``image_max_side`` bounds the screenshot before the image processor's own bounds apply;
-    ``history`` previous actions are shown; ``threads`` sets torch's CPU threads; ``dtype`` defaults
-    to float32 on CPU and bfloat16 elsewhere. `step_record()` lists each attempt's reply, parse
+    ``history`` previous actions are shown; ``threads`` sets torch's CPU threads; ``device`` and
+    ``dtype`` default to the process's choice (`embodia.policies.placement`: CUDA in bfloat16 when
+    present, the CPU in float32 otherwise). `step_record()` lists each attempt's reply, parse
     error, latency and tokens generated.
     """
 
     def __init__(self, path: str | os.PathLike, *, embodiment: Embodiment | None = None, coords: str = "norm1000",
                  max_retries: int = 2, max_new_tokens: int = 256, image_max_side: int = 1280, history: int = 4,
-                 threads: int | None = None, device: str = "cpu", dtype=None, do_sample: bool = False,
+                 threads: int | None = None, device: str | None = None, dtype=None, do_sample: bool = False,
                  system_prompt: str | None = None, supported=None, generation_kwargs: dict | None = None,
                  samples: int = 1, select="vote", sample_temperature: float = SAMPLE_TEMPERATURE,
                  vote_grid: float = VOTE_GRID):
@@ -94,10 +96,10 @@ class LocalVLMPolicy(ChatGuiPolicy):
             torch.set_num_threads(threads)
         self.path = os.fspath(path)
         self.model = self.path
-        self.device = torch.device(device)
-        if isinstance(dtype, str):
-            dtype = getattr(torch, dtype)
-        self.dtype = dtype or (torch.float32 if self.device.type == "cpu" else torch.bfloat16)
+        # the process's choice (--torch-device, $EMBODIA_TORCH_DEVICE, auto) unless told here
+        self.placement = Placement.resolve(device, None if isinstance(dtype, torch.dtype) else dtype)
+        self.device = self.placement.device
+        self.dtype = dtype if isinstance(dtype, torch.dtype) else self.placement.dtype
         self.max_new_tokens, self.do_sample = max_new_tokens, do_sample
         self.generation_kwargs = dict(generation_kwargs or {})
         loaded = _load(self.path, self.device, self.dtype)

@@ -146,10 +146,11 @@ class SteeredPolicy(Policy):
         self.tau0s.append(float(tau0))
         if self.learn:
             self.memory.record_use(self.namespace, r)
-        prior_pad = torch.zeros(1, cfg.horizon, cfg.action_dim)
-        prior_pad[0, :, :emb.action_dim] = torch.from_numpy(np.asarray(prior, np.float32))
+        # the memory (faiss, numpy) stays on the host; its prior moves to the model's device here
         _, _, amask, _ = pol.inputs(emb, obs.state)
-        eps = torch.randn(prior_pad.shape, generator=pol.generator) * amask
+        prior_pad = torch.zeros(1, cfg.horizon, cfg.action_dim, device=amask.device, dtype=amask.dtype)
+        prior_pad[0, :, :emb.action_dim] = torch.from_numpy(np.asarray(prior, np.float32)).to(amask)
+        eps = torch.randn(prior_pad.shape, generator=pol.generator, device=amask.device, dtype=amask.dtype) * amask
         x0 = (1 - tau0) * eps + tau0 * prior_pad       # tau0 = 1 (replay ablation): the prior itself
         return pol.predict_chunk(obs, instruction, x0=x0, tau0=tau0)
 

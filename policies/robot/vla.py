@@ -27,9 +27,11 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from embodia.action_heads import ActionDiT, QuantileNormalizer, sample
+from embodia.action_heads.graphs import GraphedVelocity, pad_context
 from embodia.devices import Embodiment, Observation
 from embodia.policies.base import Policy
 from embodia.policies.backbone import Backbone
+from embodia.policies.placement import Placement
 
 CONFIG = "config.json"
 NORMS = "normalization.json"
@@ -100,8 +102,16 @@ class VLAPolicy(Policy):
         return self.cfg.horizon
 
     def __init__(self, model: VLAModel, norms: dict[str, dict], *, embodiment: Embodiment | None = None,
-                 steps: int | None = None, ensemble: float | None = None, threads: int | None = None):
-        self.model = model.eval()
+                 steps: int | None = None, ensemble: float | None = None, threads: int | None = None,
+                 torch_device: str | None = None, dtype: str | None = None, graphs: bool | None = None):
+        """``torch_device`` / ``dtype``: where the model runs (`embodia.policies.placement`: the
+        explicit choice, else ``$EMBODIA_TORCH_DEVICE`` / ``$EMBODIA_DTYPE``, else CUDA in bfloat16
+        when present, the CPU in float32 otherwise). ``graphs``: replay the sampler's network as CUDA
+        graphs (default: on CUDA; ignored elsewhere)."""
+        self.placement = Placement.resolve(torch_device, dtype)
+        self.model = model.to(device=self.placement.device, dtype=self.placement.dtype).eval()
+        use_graphs = self.placement.is_cuda if graphs is None else graphs and self.placement.is_cuda
+        self.graphs = GraphedVelocity() if use_graphs else None
         self.cfg = model.cfg
         self.norms = {name: {k: QuantileNormalizer.from_dict(v) for k, v in d.items()}
                       for name, d in norms.items()}
@@ -131,11 +141,27 @@ class VLAPolicy(Policy):
         if embodiment.action_dim > self.cfg.action_dim or embodiment.state_dim > self.cfg.state_dim:
             raise CheckpointError(f"embodiment {embodiment.name!r} exceeds the padded dims of the checkpoint")
         self.embodiment = embodiment
+        if self.graphs is not None:
+            self.warm_up()
         return self
+
+    def warm_up(self) -> None:
+        """One decision on a blank observation of the bound body, so that the CUDA graphs of its
+        shape are captured at load rather than during the first episode; the noise stream is reset."""
+        emb = self.embodiment
+        blank = Observation(images={c.name: np.zeros((c.height, c.width, 3), np.uint8) for c in emb.cameras},
+                            state=np.zeros(emb.state_dim, np.float32))
+        self.predict_chunk(blank, "")
+        self.reset(None)
+
+    @property
+    def device(self) -> torch.device:
+        return self.placement.device
 
     # -- Policy protocol ----------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:
-        self.generator = torch.Generator().manual_seed(0 if seed is None else int(seed))
+        # on the model's device: a generator fills tensors only where it lives
+        self.generator = torch.Generator(device=self.device).manual_seed(0 if seed is None else int(seed))
         self._history: list[tuple[int, np.ndarray]] = []   # (start step, chunk) for ensembling
         self._t = 0
 
@@ -160,18 +186,22 @@ class VLAPolicy(Policy):
         batch = self.model.backbone.prepare([[obs.images[c.name] for c in emb.cameras]],
                                             [self.prompt_override or emb.prompt()], [instruction])
         ctx, ctx_mask = self.model.context(**batch)
+        if self.graphs is not None:       # a few context lengths, each captured once
+            ctx, ctx_mask = pad_context(ctx, ctx_mask)
         t1 = time.perf_counter()
         state, smask, amask, eid = self.inputs(emb, obs.state)
         guidance = None
         if prefix is not None:
             if x0 is not None or tau0 != 0.0:
                 raise ValueError("prefix inpainting starts from noise: it cannot be combined with x0/tau0")
-            x0 = torch.randn(amask.shape, generator=self.generator) * amask   # the draw sample() would make
+            x0 = torch.randn(amask.shape, generator=self.generator, device=self.device,
+                             dtype=amask.dtype) * amask   # the draw sample() would make
             guidance = self._inpaint(x0, prefix, prefix_weights)
         x = sample(self.model.head, ctx, state, smask, eid, amask, steps=self.steps, x0=x0, tau0=tau0,
-                   generator=self.generator, ctx_mask=ctx_mask, guidance=guidance)
+                   generator=self.generator, ctx_mask=ctx_mask, guidance=guidance, graphs=self.graphs)
         t2 = time.perf_counter()
-        chunk = self.norms[emb.name]["action"].unnormalize(x[0, :, :emb.action_dim].numpy())
+        x = x[0, :, :emb.action_dim].float().cpu().numpy()          # numpy only here, at the edge
+        chunk = self.norms[emb.name]["action"].unnormalize(x)
         self.last_timing = {"backbone_ms": (t1 - t0) * 1e3, "sample_ms": (t2 - t1) * 1e3}
         return np.asarray(chunk, dtype=np.float32)
 
@@ -192,9 +222,9 @@ class VLAPolicy(Policy):
             raise ValueError(f"prefix_weights must be {p} values in [0, 1], got {w.tolist()}")
         target = torch.zeros_like(eps)
         target[0, :p, :emb.action_dim] = torch.from_numpy(
-            np.asarray(self.norms[emb.name]["action"].normalize(prefix), np.float32))
-        weight = torch.zeros(1, h, 1)
-        weight[0, :p, 0] = torch.from_numpy(w)
+            np.asarray(self.norms[emb.name]["action"].normalize(prefix), np.float32)).to(eps)
+        weight = torch.zeros(1, h, 1, device=eps.device, dtype=eps.dtype)
+        weight[0, :p, 0] = torch.from_numpy(w).to(eps)
         steps = self.steps
 
         def pin(x: torch.Tensor, tau: float, v: torch.Tensor) -> torch.Tensor:
@@ -213,8 +243,10 @@ class VLAPolicy(Policy):
         smask[0, :emb.state_dim] = 1
         amask = np.zeros((1, self.cfg.horizon, self.cfg.action_dim), np.float32)
         amask[0, :, :emb.action_dim] = 1
-        eid = torch.tensor([self.cfg.embodiments[emb.name]["id"]])
-        return torch.from_numpy(s), torch.from_numpy(smask), torch.from_numpy(amask), eid
+        dev, dt = self.device, self.placement.dtype
+        eid = torch.tensor([self.cfg.embodiments[emb.name]["id"]], device=dev)
+        return (torch.from_numpy(s).to(dev, dt), torch.from_numpy(smask).to(dev, dt),
+                torch.from_numpy(amask).to(dev, dt), eid)
 
     def prompt_tokens(self, instruction: str) -> int:
         """How many tokens the backbone reads for ``instruction``: what a decision costs grows with it,
