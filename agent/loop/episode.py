@@ -88,7 +88,7 @@ def _steps(run: EpisodeRun, h_exec: int, gate, takeover=None) -> None:
         for k, action in enumerate(rows[:min(h_exec, run.max_steps - run.steps)]):
             extra = {"policy_record": said} if said and k == 0 else None
             if gate is not None and isinstance(action, GuiAction):
-                extra = _pass_gate(run, gate, action, extra, t_policy)
+                extra = pass_gate(run, gate, action, extra, t_policy)
             if run.execute(action, policy_ms=t_policy if k == 0 else 0.0, extra=extra,
                            busy_since=t0 if k == 0 else None):
                 return
@@ -104,7 +104,7 @@ def _actions(chunk) -> list | np.ndarray:
     return rows[None] if rows.ndim == 1 else rows
 
 
-def _pass_gate(run: EpisodeRun, gate, action: GuiAction, extra: dict | None, t_policy: float) -> dict | None:
+def pass_gate(run: EpisodeRun, gate, action: GuiAction, extra: dict | None, t_policy: float) -> dict | None:
     """The safety gate's decision goes into the step's record; a refused action is recorded as not
     executed and ends the episode (RiskRefused)."""
     decision = gate.check(action, tree=run.obs.ui_tree, screen=run.obs.screen)
