@@ -38,8 +38,9 @@ class Policy:
 
     Capabilities and facts the runtime asks about: ``ensemble`` (not None: the policy blends its own
     chunks into single actions, which asynchronous execution must not do again), ``accepts_prefix``,
-    ``proposes``, ``horizon`` (the length of the chunks it returns; None: the embodiment's chunk) and
-    ``embodiment`` (the body it was built for; None: not bound to one).
+    ``proposes``, ``horizon`` (the length of the chunks it returns; None: the embodiment's chunk),
+    ``embodiment`` (the body it was built for; None: not bound to one) and ``memory`` (the success or
+    screen memory it steers with, which the runtime saves and reports; None: none).
 
     >>> import numpy as np
     >>> class Still(Policy):
@@ -54,6 +55,7 @@ class Policy:
     proposes: bool = False
     horizon: int | None = None
     embodiment: Embodiment | None = None
+    memory = None
 
     def reset(self, seed: int | None = None) -> None:
         pass
@@ -114,6 +116,7 @@ class _Adapted(Policy):
         self.horizon = getattr(inner, "horizon", None)
         self.proposes = callable(getattr(inner, "propose", None))
         self.embodiment = getattr(inner, "embodiment", None)
+        self.memory = getattr(inner, "memory", None)
 
     def __getattr__(self, name: str):      # what else the object offers (e.g. a chat policy's propose)
         return getattr(self.inner, name)

@@ -11,6 +11,7 @@ from embodia.agent.loop.episode import run_episode
 from embodia.agent.training.train import TrainConfig, train
 from embodia.devices import open_device
 from embodia.memory import MemoryConfig
+from embodia.policies import Policy
 from embodia.policies.robot.steered import SteeredPolicy, memory_for
 from embodia.policies.robot.vla import VLAPolicy
 
@@ -276,7 +277,7 @@ def test_a_drifting_stream_moves_to_the_other_device_at_its_episode(monkeypatch)
         seen.append((device, seed, id(policy)))
         return R()
     monkeypatch.setattr(me, "run_episode", fake_run_episode)
-    pol = object()
+    pol = Policy()          # a stand-in: the fake loop never asks it anything
     out = me.run_stream("before", lambda arm, s: pol, "online", 1, episodes=4, seed=100, drift=(2, "after"))
     assert [d for d, _, _ in seen] == ["before", "before", "after", "after"]
     assert [s for _, s, _ in seen] == [104, 105, 106, 107] and {p for _, _, p in seen} == {id(pol)}
