@@ -1,8 +1,8 @@
 """The Device base class: everything the runtime asks of a body, with the default each answer has.
 
 The loop, the servers and the fleet call exactly the members `Device` declares and nothing else;
-`as_device` adapts a foreign object (any object with ``embodiment``, ``reset``, ``observe`` and
-``act``) once, where it enters. The brain's side is `embodia.policies.base.Policy`.
+`as_device` adapts a foreign object (any object with an ``embodiment``; a body the loop drives
+also has ``reset``, ``observe`` and ``act``) once, where it enters. The brain's side is `embodia.policies.base.Policy`.
 """
 from __future__ import annotations
 
@@ -123,8 +123,9 @@ class SimDevice(Device):
 
 
 class _AdaptedDevice(Device):
-    """A duck-typed device (``embodiment``, ``reset``, ``observe``, ``act``) seen through the declared
-    members: what it defines is used, the rest keeps `Device`'s defaults."""
+    """A duck-typed device (an ``embodiment``, and ``reset``, ``observe``, ``act`` where it is driven)
+    seen through the declared members: what it defines is used, the rest keeps `Device`'s defaults
+    (a missing ``act`` raises NotImplementedError when asked)."""
 
     _HOOKS = ("reset", "observe", "act", "done", "success", "expert", "info", "close")
     _FACTS = ("capabilities", "instruction", "max_steps", "supported", "element_fields", "roles")
@@ -157,7 +158,6 @@ def as_device(obj) -> Device:
     members are asked."""
     if isinstance(obj, Device):
         return obj
-    missing = [n for n in ("embodiment", "reset", "observe", "act") if not hasattr(obj, n)]
-    if missing:
-        raise TypeError(f"{type(obj).__name__} is not a device: it has no {', '.join(missing)}")
+    if not hasattr(obj, "embodiment"):
+        raise TypeError(f"{type(obj).__name__} is not a device: it has no embodiment")
     return _AdaptedDevice(obj)

@@ -44,7 +44,7 @@ import numpy as np
 
 from embodia.agent.evaluation.stats import wilson
 from embodia.agent.recording.dataset_checks import DatasetError
-from embodia.devices import GuiAction, Observation
+from embodia.devices import Device, GuiAction, Observation
 from embodia.policies.base import as_policy
 from embodia.devices.embodiment import Screen
 
@@ -584,7 +584,7 @@ def is_gui(path) -> bool:
     return is_gui_recording(path)
 
 
-class _Body:
+class _Body(Device):
     """What `make_policy` needs of a device to bind a policy: the embodiment and capabilities."""
 
     def __init__(self, embodiment, capabilities=()):

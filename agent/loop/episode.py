@@ -60,7 +60,7 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
                      recorder=recorder, episode_meta=episode_meta, on_step=on_step, hz=hz, labeler=labeler,
                      pace=("realtime" in device.capabilities) if pace is None else pace)
     if run.gui and gate is None:
-        gate = default_gate(device)
+        gate = default_gate(run.device)
     with run.guarded():
         if takeover is not None:
             takeover.attach()

@@ -5,7 +5,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from embodia.devices import Device, DeviceLost, Embodiment, open_device
+from embodia.devices import Device, DeviceLost, Embodiment, as_device, open_device
 from embodia.policies import BUNDLED_CHECKPOINTS, RandomPolicy, ReplayPolicy
 from embodia.policies.base import as_policy
 
@@ -81,6 +81,7 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
     ``torch_device`` / ``dtype`` (`embodia.policies.placement`; default the process's choice:
     --torch-device, $EMBODIA_TORCH_DEVICE, auto) to every model loaded here: a checkpoint's VLA or
     GUI head and ``hf:<path>``."""
+    device = as_device(device)       # any object that acts, seen through the declared members
     tts = {"samples": samples, "select": select}
     where = {"torch_device": torch_device, "dtype": dtype}
     if samples != 1 and not spec.startswith(("openai:", "hf:")):

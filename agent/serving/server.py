@@ -91,7 +91,7 @@ from websockets.exceptions import ConnectionClosed
 
 from embodia.agent.loop.success import JudgeLabeler
 from embodia.agent.serving.access import same_secret
-from embodia.devices import Embodiment, Observation
+from embodia.devices import Device, Embodiment, Observation
 from embodia.policies.base import as_policy
 from embodia.devices.observation import ACTION, STATE, image_key
 from embodia.policies.ws_policy import MEMORY_TOKEN_ENV, packb, unpackb
@@ -218,12 +218,9 @@ def _array(msg: dict, key: str) -> np.ndarray:
     return value
 
 
-class ClientBody:
+class ClientBody(Device):
     """The body a client drives, as a success source sees it from the server: its embodiment and
     nothing else (no simulator check, no scene to read; the observations are the client's)."""
-
-    capabilities = frozenset()
-    done = False
 
     def __init__(self, embodiment: Embodiment):
         self.embodiment = embodiment
