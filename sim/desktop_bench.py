@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Callable
 
 from embodia.devices.actions import GuiAction
-from embodia.policies.base import Policy
 from embodia.devices.desktop import DesktopDevice
+from embodia.policies.base import Policy
 
 __all__ = ["DesktopBenchDevice", "BenchExpert", "open_desktop_bench", "list_targets", "TASKS", "APPS",
            "GATE_ALLOW", "AppMissing"]

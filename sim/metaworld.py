@@ -24,11 +24,11 @@ import numpy as np
 
 from embodia.devices.actions import check_action
 from embodia.devices.base import SimDevice
-from embodia.policies.base import Policy
 from embodia.devices.embodiment import Camera, Channel, Embodiment
 from embodia.devices.gl import CameraRenderer
 from embodia.devices.mujoco import parse_size
 from embodia.devices.observation import Observation
+from embodia.policies.base import Policy
 from embodia.sim.metaworld_shifts import SHIFTS, ActionShift, SceneShift, ShiftSpec
 
 INSTALL_HINT = "pip install 'embodia[metaworld]'"

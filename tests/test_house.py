@@ -85,7 +85,7 @@ def hooks(cls) -> set[str]:
 
 def hook_list(doc: Path, name: str) -> str | None:
     """The text of the doc's ``- **<name>**`` bullet (its continuation lines included), or None."""
-    m = re.search(rf"^- \*\*{name}\*\*.*?(?=^\S|^- |\n\n|\Z)", doc.read_text(), re.M | re.S)
+    m = re.search(rf"^- \*\*{name}\*\*.*?(?=^\S|^- |\n\n|\Z)", doc.read_text(), re.MULTILINE | re.DOTALL)
     return m.group(0) if m else None
 
 

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from embodia.agent.loop.episode import run_episode
 from embodia.devices import GuiAction, open_device
-from embodia.policies.base import Policy
 from embodia.memory import ScreenMemory, pending
+from embodia.policies.base import Policy
 from embodia.policies.gui.screen_memory import ScreenMemoryPolicy
 
 pytest_plugins = ("fake_openai",)

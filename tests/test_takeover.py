@@ -22,9 +22,9 @@ from embodia.agent.loop.success import make_labeler
 from embodia.agent.loop.takeover import StandIn, Takeover, with_element
 from embodia.agent.recording.gui_log import GuiRecorder, list_gui_episodes, read_gui_episode
 from embodia.devices import GuiAction
-from embodia.policies.base import Policy
 from embodia.devices.x_input import ALT, CTRL, SHIFT, InputAssembler, RawEvent
 from embodia.memory import ScreenMemory, ScreenMemoryConfig
+from embodia.policies.base import Policy
 from embodia.policies.gui.screen_memory import ScreenMemoryPolicy
 
 pytest_plugins = ("gui_fixtures",)

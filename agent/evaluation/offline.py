@@ -45,8 +45,8 @@ import numpy as np
 from embodia.agent.evaluation.stats import wilson
 from embodia.agent.recording.dataset_checks import DatasetError
 from embodia.devices import Device, GuiAction, Observation
-from embodia.policies.base import as_policy
 from embodia.devices.embodiment import Screen
+from embodia.policies.base import as_policy
 
 NEAR = 50.0           # grounding box half-size (0..1000 units) around a recorded point no element holds
 LOCATED = ("click", "double_click", "long_press", "right_click", "scroll", "type", "swipe", "drag")

@@ -92,8 +92,8 @@ from websockets.exceptions import ConnectionClosed
 from embodia.agent.loop.success import JudgeLabeler
 from embodia.agent.serving.access import same_secret
 from embodia.devices import Device, Embodiment, Observation
-from embodia.policies.base import as_policy
 from embodia.devices.observation import ACTION, STATE, image_key
+from embodia.policies.base import as_policy
 from embodia.policies.ws_policy import MEMORY_TOKEN_ENV, packb, unpackb
 
 log = logging.getLogger("embodia.serve")

@@ -50,9 +50,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from embodia.devices import GuiAction, Observation
-from embodia.policies.base import Policy
 from embodia.memory.persist import write_atomic
 from embodia.policies.backbone import Backbone, backbone_sha256, read_head_files
+from embodia.policies.base import Policy
 from embodia.policies.placement import Placement, to_device
 
 HEAD_WEIGHTS = "gui_head.safetensors"

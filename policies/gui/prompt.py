@@ -63,9 +63,9 @@ from typing import Callable, Optional
 import numpy as np
 
 from embodia.devices import Embodiment, GuiAction, Observation, Screen
-from embodia.policies.base import Policy
 from embodia.devices.coords import SPACES, convert
 from embodia.devices.gui import SCREEN
+from embodia.policies.base import Policy
 from embodia.policies.gui.reply import parse_replies
 
 REPLY_LOG_CHARS = 4000      # a reply as kept in step records and in a correction turn

@@ -37,9 +37,9 @@ import math
 import re
 
 from embodia.devices import GuiAction
-from embodia.policies.base import Policy, as_policy
 from embodia.memory.screen import ScreenMemory, ScreenRetrieval
 from embodia.memory.screen_refs import canonical
+from embodia.policies.base import Policy, as_policy
 
 MODES = ("replace", "rerank", "off")
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from embodia.policies.base import Policy
 from embodia.memory import MemoryConfig, SuccessMemory, stable_hash
+from embodia.policies.base import Policy
 from embodia.policies.robot.vla import MEMORY_KEYS, VLAPolicy
 
 KEY_ENCODER = "normalized-state/v1"       # the default key: the normalized state
