@@ -100,3 +100,23 @@ def test_the_docs_hook_lists_name_every_declared_member(cls, doc):
     assert {"act", "reset"} <= hooks(cls)
     missing = sorted(hooks(cls) - named)
     assert missing == [], f"{doc}'s **{cls.__name__}** list does not name {missing}"
+
+
+# ARCHITECTURE.md section 1: who may import whom (a folder imports its own rank and those below)
+RANK = {"action_heads": 0, "memory": 0, "devices": 1, "policies": 2, "sim": 3, "agent": 4}
+
+
+def test_imports_point_down():
+    """No folder imports one above it (lazy imports inside functions included): the Device base
+    imports nothing of the policies, the policies nothing of the simulators or the runtime."""
+    up = []
+    for folder, rank in RANK.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                for name in names:
+                    parts = name.split(".")
+                    if parts[0] == "embodia" and len(parts) > 1 and RANK.get(parts[1], -1) > rank:
+                        up.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
+    assert up == []
