@@ -21,7 +21,7 @@ import numpy as np
 from embodia.agent.loop.asynchronous import run_async
 from embodia.agent.loop.core import EpisodeResult, EpisodeRun
 from embodia.agent.loop.safety import RiskRefused, default_gate
-from embodia.devices import GuiAction
+from embodia.devices import GuiAction, as_device
 
 __all__ = ["EpisodeResult", "run_episode"]
 
@@ -49,6 +49,7 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
     """
     if async_exec and takeover is not None:
         raise ValueError("a person takes over between decisions of the synchronous loop; drop async_exec")
+    device = as_device(device)       # any object that acts, seen through the declared members
     if async_exec:
         return run_async(device, policy, seed=seed, instruction=instruction, max_steps=max_steps,
                          exec_horizon=exec_horizon, recorder=recorder, episode_meta=episode_meta,
