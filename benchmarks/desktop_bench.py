@@ -48,7 +48,8 @@ from embodia.agent.loop.episode import run_episode  # noqa: E402
 from embodia.agent.loop.safety import SafetyGate  # noqa: E402
 from embodia.devices import GuiAction  # noqa: E402
 from embodia.devices.atspi import start_bus  # noqa: E402
-from embodia.devices.base import Policy, environ  # noqa: E402
+from embodia.devices.base import environ  # noqa: E402
+from embodia.policies.base import Policy  # noqa: E402
 from embodia.policies.placement import parse_args  # noqa: E402
 from embodia.sim.desktop_bench import GATE_ALLOW, TASKS, app_installed, open_desktop_bench  # noqa: E402
 

@@ -1,9 +1,14 @@
-"""The Device and Policy protocols: what the control loop needs from a body and from a brain."""
+"""The Device base class: everything the runtime asks of a body, with the default each answer has.
+
+The loop, the servers and the fleet call exactly the members `Device` declares and nothing else;
+`as_device` adapts a foreign object (any object with an ``embodiment``; a body the loop drives
+also has ``reset``, ``observe`` and ``act``) once, where it enters. The brain's side is `embodia.policies.base.Policy`.
+"""
 from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from embodia.devices.embodiment import Embodiment
 from embodia.devices.observation import Observation
@@ -29,38 +34,75 @@ class DeviceLost(RuntimeError):
     """The device disappeared mid-episode (unplugged, server gone); the episode ends and is saved."""
 
 
-@runtime_checkable
-class Device(Protocol):
-    """A body the loop can drive.
+class Device:
+    """A body the loop can drive; subclass it and implement ``reset``, ``observe`` and ``act``.
 
-    `capabilities` says what it can do, so the runtime asks instead of special-casing classes:
-    "render", "state", "success" (simulated; reports success()), "expert" (offers expert()),
-    "realtime" (the loop paces steps to embodiment.hz), "deterministic" (same seed + actions ->
-    same states), "screenshot", "ui_tree", "text_input", "sandbox" (a simulator: nothing real is
-    sent, paid or deleted, so the safety gate allows risky actions, still recording them).
+    Every other member has a default, and the runtime (the loop, the MCP server, the fleet) asks
+    exactly these, never anything else:
+
+    - ``embodiment``: what the body is (channels, cameras or a screen, control rate).
+    - ``capabilities``: what it can do, so the runtime asks instead of special-casing classes:
+      "render", "state", "success" (it reports ``success()``), "expert" (offers ``expert()``),
+      "realtime" (the loop paces steps to ``embodiment.hz``), "deterministic" (same seed + actions ->
+      same states), "screenshot", "ui_tree", "text_input", "sandbox" (a simulator: nothing real is
+      sent, paid or deleted, so the safety gate allows risky actions, still recording them).
+    - ``instruction``: the task the device poses after ``reset`` ("" when it poses none: the caller
+      gives one).
+    - ``max_steps``: the episode's length limit the task sets (None: the runtime's default).
+    - ``reset(seed)`` -> Observation: a new episode starts.
+    - ``observe()`` -> Observation: what the body sees now.
+    - ``act(action)``: execute one step; returns the action actually executed (after clipping,
+      element references resolved).
+    - ``done()``: the episode is over by the device's own account (a GUI agent's ``terminate``).
+    - ``success()``: the task is achieved (only with the "success" capability).
+    - ``expert()``: a scripted policy that solves the task (only with the "expert" capability).
+    - ``info()``: facts the environment measured about the episode (e.g. which gap the puck used).
+    - ``close()``: release what it holds (a process, a connection, a renderer).
+
+    GUI bodies also declare ``supported`` (the GuiAction types they execute), ``element_fields``
+    and ``roles`` (what their UI tree's elements carry; None: not declared, an open set).
+
+    A device is a context manager that closes itself:
+
+    >>> import numpy as np
+    >>> from embodia.devices import Channel, Observation
+    >>> class Still(Device):
+    ...     embodiment = Embodiment(name="still", kind="test", actions=(Channel("a", -1, 1),))
+    ...     def reset(self, seed=None): return self.observe()
+    ...     def observe(self): return Observation(state=np.zeros(1, np.float32))
+    ...     def act(self, action): return action
+    >>> with Still() as d:
+    ...     d.reset(0).state.tolist(), d.done(), d.info(), d.max_steps, d.instruction
+    ([0.0], False, {}, None, '')
     """
 
     embodiment: Embodiment
-    capabilities: frozenset[str]
-
-    def reset(self, seed: int | None = None) -> Observation: ...
-    def observe(self) -> Observation: ...
-    def act(self, action) -> Any:
-        """Execute one step; return the action actually executed (after clipping)."""
-    def close(self) -> None: ...
-
-
-class SimDevice:
-    """Mixin with the defaults every device shares: context manager, instruction, info."""
-
     capabilities: frozenset[str] = frozenset()
     instruction: str = ""
+    max_steps: int | None = None
+    supported: frozenset[str] | None = None
+    element_fields: frozenset[str] | None = None
+    roles: frozenset[str] | None = None
+
+    def reset(self, seed: int | None = None) -> Observation:
+        raise NotImplementedError(f"{type(self).__name__}.reset")
+
+    def observe(self) -> Observation:
+        raise NotImplementedError(f"{type(self).__name__}.observe")
+
+    def act(self, action) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.act")
+
+    def done(self) -> bool:
+        return False
 
     def success(self) -> bool:
         raise NotImplementedError(f"{type(self).__name__} cannot verify success")
 
+    def expert(self):
+        raise NotImplementedError(f"{type(self).__name__} has no scripted expert")
+
     def info(self) -> dict:
-        """Environment-measured facts about the episode so far (e.g. which gap the puck used)."""
         return {}
 
     def close(self) -> None:
@@ -74,101 +116,48 @@ class SimDevice:
         return False
 
 
-class Policy:
-    """What the runtime needs from a brain; subclass it and implement ``act``.
-
-    Every other hook has a default that does nothing, and the runtime (the loop, the server, the
-    fleet) calls exactly these, never anything else:
-
-    - ``reset(seed)``: a new episode starts (seed its sampler, clear its history).
-    - ``instruct(instruction)``: the episode's instruction, told once after ``reset`` (a policy that
-      learns from steps it did not decide, such as a person's after a take-over, needs it early).
-    - ``act(obs, instruction)``: a float32[H, D] chunk in the body's units, a ``GuiAction``, or None
-      (an empty chunk too) when it has nothing more to do.
-    - ``observe(obs, executed)``: after every executed step, what the device actually did.
-    - ``step_record()``: what the model said at the latest decision (GUI step logs keep it).
-    - ``end_episode(success)``: the verified outcome (a success memory stores it or credits a failure).
-    - ``hold_episode(label, final_obs)``: the episode ended with an outcome nobody verified (``label``:
-      its success label as a dict); a success memory keeps it aside for a person to review, unused.
-    - ``info()``: facts about the episode for reports (e.g. the expert's chosen mode).
-    - ``close()``: release what it holds (a connection, a process).
-
-    Capabilities the runtime asks about: ``ensemble`` (not None: the policy blends its own chunks into
-    single actions, which asynchronous execution must not do again), ``accepts_prefix`` (its
-    ``predict_chunk(obs, instruction, prefix=, prefix_weights=)`` continues an unexecuted plan) and
-    ``horizon`` (the length of the chunks it returns; None: the embodiment's chunk).
-
-    >>> import numpy as np
-    >>> class Still(Policy):
-    ...     def act(self, obs, instruction):
-    ...         return np.zeros((1, 2), np.float32)
-    >>> p = Still(); p.reset(0); p.info(), p.step_record()
-    ({}, None)
-    """
-
-    ensemble: float | None = None
-    accepts_prefix: bool = False
-    horizon: int | None = None
-
-    def reset(self, seed: int | None = None) -> None:
-        pass
-
-    def instruct(self, instruction: str) -> None:
-        pass
-
-    def act(self, obs: Observation, instruction: str):
-        raise NotImplementedError(f"{type(self).__name__}.act")
-
-    def observe(self, obs: Observation, executed) -> None:
-        pass
-
-    def step_record(self) -> dict | None:
-        return None
-
-    def end_episode(self, success: bool) -> None:
-        pass
-
-    def hold_episode(self, label: dict, final_obs: Observation | None) -> None:
-        pass
-
-    def info(self) -> dict:
-        return {}
-
-    def close(self) -> None:
-        pass
-
-    def predict_chunk(self, obs: Observation, instruction: str, *, prefix=None, prefix_weights=None):
-        raise NotImplementedError(f"{type(self).__name__} does not continue a prefix (accepts_prefix is False)")
+class SimDevice(Device):
+    """A simulator: a device whose world is computed here (MuJoCo scenes, Meta-World). Nothing beyond
+    `Device` yet; the name says what a subclass is, and GUI bodies (`embodia.devices.gui.GuiDevice`)
+    are not one even when, like gui-sim, their screen is drawn here."""
 
 
-class _Adapted(Policy):
-    """A duck-typed policy (any object with ``act``, and ``reset``) seen through the declared hooks:
-    the hooks it defines are used, the others keep the defaults."""
+class _AdaptedDevice(Device):
+    """A duck-typed device (an ``embodiment``, and ``reset``, ``observe``, ``act`` where it is driven)
+    seen through the declared members: what it defines is used, the rest keeps `Device`'s defaults
+    (a missing ``act`` raises NotImplementedError when asked)."""
 
-    _HOOKS = ("reset", "instruct", "observe", "step_record", "end_episode", "hold_episode", "info", "close",
-              "predict_chunk")
+    _HOOKS = ("reset", "observe", "act", "done", "success", "expert", "info", "close")
+    _FACTS = ("capabilities", "instruction", "max_steps", "supported", "element_fields", "roles")
 
     def __init__(self, inner):
         self.inner = inner
+        self.embodiment = inner.embodiment
         for name in self._HOOKS:
             fn = getattr(inner, name, None)
             if callable(fn):
                 setattr(self, name, fn)
-        self.act = inner.act
-        self.ensemble = getattr(inner, "ensemble", None)
-        self.accepts_prefix = bool(getattr(inner, "accepts_prefix", False))
-        self.horizon = getattr(inner, "horizon", None)
 
-    def __getattr__(self, name: str):      # what else the object offers (e.g. a chat policy's propose)
+    def __getattr__(self, name: str):      # what else the object offers
         return getattr(self.inner, name)
 
 
-def as_policy(obj) -> Policy:
-    """``obj`` itself when it is a ``Policy``; otherwise an adapter over its ``act`` and whatever
-    hooks it defines. The loop calls this once at the edge, then only the declared hooks."""
-    if isinstance(obj, Policy):
-        return obj
-    if not callable(getattr(obj, "act", None)):
-        raise TypeError(f"{type(obj).__name__} is not a policy: it has no act(obs, instruction)")
-    return _Adapted(obj)
+def _read_through(name: str) -> property:
+    """The foreign object's own value of a declared fact, read at each use (a new instruction after
+    reset is seen), else `Device`'s default."""
+    return property(lambda self: getattr(self.inner, name, getattr(Device, name)))
 
+
+for _name in _AdaptedDevice._FACTS:
+    setattr(_AdaptedDevice, _name, _read_through(_name))
+
+
+def as_device(obj) -> Device:
+    """``obj`` itself when it is a `Device`; otherwise an adapter over what it defines. Where a device
+    enters the runtime (``open_device``, the loop) this is called once; past it only the declared
+    members are asked."""
+    if isinstance(obj, Device):
+        return obj
+    if not hasattr(obj, "embodiment"):
+        raise TypeError(f"{type(obj).__name__} is not a device: it has no embodiment")
+    return _AdaptedDevice(obj)

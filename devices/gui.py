@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from embodia.devices.actions import ActionError, GuiAction
-from embodia.devices.base import SimDevice
+from embodia.devices.base import Device
 from embodia.devices.coords import element_point, to_pixels
 from embodia.devices.embodiment import Embodiment, Screen
 from embodia.devices.observation import Observation
@@ -73,7 +73,7 @@ ELEMENT_FIELDS = frozenset({"index", "role", "text", "desc", "id", "bounds", "cl
 BOOLEAN_FIELDS = frozenset({"clickable", "password", "focused", "checked", "enabled", "editable", "scrollable"})
 
 
-class GuiDevice(SimDevice):
+class GuiDevice(Device):
     """Base of GUI devices; see the module doc for what a subclass implements. ``element_fields``
     names what its UI tree's elements can carry and ``roles`` the roles they can have (None: an open
     set, as Android class names are): a ``check:`` predicate naming anything else is refused before
@@ -103,9 +103,8 @@ class GuiDevice(SimDevice):
         raise NotImplementedError
 
     # -- shared ----------------------------------------------------------------------------------
-    @property
     def done(self) -> bool:
-        """True once the agent terminated the episode."""
+        """True once the agent terminated the episode (a ``terminate`` action)."""
         return self.status is not None
 
     def observe(self) -> Observation:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import importlib
 from urllib.parse import parse_qsl
 
+from embodia.devices.base import as_device
+
 SCHEMES: dict[str, tuple[str, str]] = {
     # scheme: (factory "module:function", one line for `embodia devices`)
     "sim": ("embodia.sim:open_sim", "simulated tasks with success checks and scripted experts"),
@@ -53,12 +55,13 @@ def open_device(uri: str, **options):
     factory = getattr(importlib.import_module(module), fn)
     query.update({k: v for k, v in options.items() if v is not None})
     try:
-        return factory(target, **query)
+        device = factory(target, **query)
     except TypeError as e:      # a query key the factory does not take: the user's typo, not a bug
         if "unexpected keyword argument" not in str(e):
             raise
         bad = str(e).rsplit("argument", 1)[-1].strip(" '\"")
         raise UnknownDevice(f"{scheme}: unknown parameter {bad!r} in {uri!r}") from None
+    return as_device(device)       # a registered scheme's factory may return any object that acts
 
 
 def check_uri(uri: str) -> None:

@@ -26,7 +26,7 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "Device": "embodia.devices", "DeviceLost": "embodia.devices", "open_device": "embodia.devices",
     "Embodiment": "embodia.devices", "Observation": "embodia.devices", "GuiAction": "embodia.devices",
-    "Policy": "embodia.devices",
+    "Policy": "embodia.policies",
     "run_episode": "embodia.agent.loop", "run_async": "embodia.agent.loop", "make_policy": "embodia.agent.loop",
     "make_device": "embodia.agent.loop",
     "SuccessMemory": "embodia.memory", "ScreenMemory": "embodia.memory", "MemoryConfig": "embodia.memory",

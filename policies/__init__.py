@@ -1,9 +1,10 @@
-"""Policy implementations; `embodia.agent.loop.factory.make_policy` turns a --policy string into one."""
+"""The Policy base class (`base`) and its implementations; `embodia.agent.loop.factory.make_policy` turns a
+--policy string into one."""
 if __name__ != "embodia.policies":     # the folder is the source of embodia.policies, never a package of its own
     raise ModuleNotFoundError(f"no module named {__name__!r}: import embodia.policies", name=__name__)
 from pathlib import Path
 
-from embodia.policies.base import GuiReplayPolicy, RandomPolicy, ReplayPolicy, screen_divergence
+from embodia.policies.base import GuiReplayPolicy, Policy, RandomPolicy, ReplayPolicy, as_policy, screen_divergence
 from embodia.policies.gui.prompt import ChatGuiPolicy, PolicyGaveUp
 from embodia.policies.gui.remote import EndpointError, OpenAIPolicy
 from embodia.policies.gui.screen_memory import ScreenMemoryPolicy
@@ -11,7 +12,7 @@ from embodia.policies.gui.screen_memory import ScreenMemoryPolicy
 #: the checkpoints that ship inside the package (embodia-tiny)
 BUNDLED_CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
 
-__all__ = ["BUNDLED_CHECKPOINTS", "GuiReplayPolicy", "RandomPolicy", "ReplayPolicy", "screen_divergence", "ChatGuiPolicy", "EndpointError",
+__all__ = ["BUNDLED_CHECKPOINTS", "Policy", "as_policy", "GuiReplayPolicy", "RandomPolicy", "ReplayPolicy", "screen_divergence", "ChatGuiPolicy", "EndpointError",
            "OpenAIPolicy", "PolicyGaveUp", "ScreenMemoryPolicy", "LocalVLMPolicy", "ModelLoadError"]
 
 

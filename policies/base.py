@@ -1,9 +1,136 @@
-"""Small policies that need no model: random actions and replay of recorded actions."""
+"""The Policy base class: every hook the runtime calls on a brain; then the small policies that
+need no model (random actions, replay of recorded actions). The body's side is
+`embodia.devices.base.Device`."""
 from __future__ import annotations
 
 import numpy as np
 
-from embodia.devices import Embodiment, Observation, Policy
+from embodia.devices.embodiment import Embodiment
+from embodia.devices.observation import Observation
+
+
+class Policy:
+    """What the runtime needs from a brain; subclass it and implement ``act``.
+
+    Every other hook has a default that does nothing, and the runtime (the loop, the server, the
+    fleet) calls exactly these, never anything else:
+
+    - ``reset(seed)``: a new episode starts (seed its sampler, clear its history).
+    - ``instruct(instruction)``: the episode's instruction, told once after ``reset`` (a policy that
+      learns from steps it did not decide, such as a person's after a take-over, needs it early).
+    - ``act(obs, instruction)``: a float32[H, D] chunk in the body's units, a ``GuiAction``, or None
+      (an empty chunk too) when it has nothing more to do.
+    - ``after_step(obs, executed)``: after every executed step, the observation the step started
+      from and what the device actually did (not necessarily what ``act`` returned: clipped, a
+      person's step, a resolved element reference).
+    - ``step_record()``: what the model said at the latest decision (GUI step logs keep it).
+    - ``end_episode(success)``: the verified outcome (a success memory stores it or credits a failure).
+    - ``hold_episode(label, final_obs)``: the episode ended with an outcome nobody verified (``label``:
+      its success label as a dict); a success memory keeps it aside for a person to review, unused.
+    - ``info()``: facts about the episode for reports (e.g. the expert's chosen mode).
+    - ``close()``: release what it holds (a connection, a process).
+    - ``predict_chunk(obs, instruction, prefix=, prefix_weights=)``: continue an unexecuted plan
+      (only with ``accepts_prefix``).
+    - ``propose(obs, instruction, n)``: up to ``n`` candidate GuiActions for one decision (only with
+      ``proposes``; a screen memory re-ranks them).
+    - ``prompt_tokens(instruction)``: the prompt's length in its own tokenizer's tokens (None: it
+      has none), what a policy server bounds a client's prompt by.
+
+    Capabilities and facts the runtime asks about: ``ensemble`` (not None: the policy blends its own
+    chunks into single actions, which asynchronous execution must not do again), ``accepts_prefix``,
+    ``proposes``, ``horizon`` (the length of the chunks it returns; None: the embodiment's chunk),
+    ``embodiment`` (the body it was built for; None: not bound to one) and ``memory`` (the success or
+    screen memory it steers with, which the runtime saves and reports; None: none).
+
+    >>> import numpy as np
+    >>> class Still(Policy):
+    ...     def act(self, obs, instruction):
+    ...         return np.zeros((1, 2), np.float32)
+    >>> p = Still(); p.reset(0); p.info(), p.step_record()
+    ({}, None)
+    """
+
+    ensemble: float | None = None
+    accepts_prefix: bool = False
+    proposes: bool = False
+    horizon: int | None = None
+    embodiment: Embodiment | None = None
+    memory = None
+
+    def reset(self, seed: int | None = None) -> None:
+        pass
+
+    def instruct(self, instruction: str) -> None:
+        pass
+
+    def act(self, obs: Observation, instruction: str):
+        raise NotImplementedError(f"{type(self).__name__}.act")
+
+    def after_step(self, obs: Observation, executed) -> None:
+        pass
+
+    def step_record(self) -> dict | None:
+        return None
+
+    def end_episode(self, success: bool) -> None:
+        pass
+
+    def hold_episode(self, label: dict, final_obs: Observation | None) -> None:
+        pass
+
+    def info(self) -> dict:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+    def predict_chunk(self, obs: Observation, instruction: str, *, prefix=None, prefix_weights=None):
+        raise NotImplementedError(f"{type(self).__name__} does not continue a prefix (accepts_prefix is False)")
+
+    def propose(self, obs: Observation, instruction: str, n: int | None = None) -> list:
+        raise NotImplementedError(f"{type(self).__name__} proposes no candidates (proposes is False)")
+
+    def prompt_tokens(self, instruction: str) -> int | None:
+        return None
+
+
+class _Adapted(Policy):
+    """A duck-typed policy (any object with ``act``, and ``reset``) seen through the declared hooks:
+    the hooks it defines are used, the others keep the defaults."""
+
+    _HOOKS = ("reset", "instruct", "after_step", "step_record", "end_episode", "hold_episode", "info", "close",
+              "predict_chunk", "propose", "prompt_tokens")
+
+    def __init__(self, inner):
+        if callable(getattr(inner, "observe", None)) and not callable(getattr(inner, "after_step", None)):
+            # the hook's old name: silently never calling it would starve the policy of what ran
+            raise TypeError(f"{type(inner).__name__}.observe(obs, executed) is now after_step(obs, executed)")
+        self.inner = inner
+        for name in self._HOOKS:
+            fn = getattr(inner, name, None)
+            if callable(fn):
+                setattr(self, name, fn)
+        self.act = inner.act
+        self.ensemble = getattr(inner, "ensemble", None)
+        self.accepts_prefix = bool(getattr(inner, "accepts_prefix", False))
+        self.horizon = getattr(inner, "horizon", None)
+        self.proposes = callable(getattr(inner, "propose", None))
+        self.embodiment = getattr(inner, "embodiment", None)
+        self.memory = getattr(inner, "memory", None)
+
+    def __getattr__(self, name: str):      # what else the object offers (e.g. a chat policy's propose)
+        return getattr(self.inner, name)
+
+
+def as_policy(obj) -> Policy:
+    """``obj`` itself when it is a ``Policy``; otherwise an adapter over its ``act`` and whatever
+    hooks it defines. The loop calls this once at the edge, then only the declared hooks."""
+    if isinstance(obj, Policy):
+        return obj
+    if not callable(getattr(obj, "act", None)):
+        raise TypeError(f"{type(obj).__name__} is not a policy: it has no act(obs, instruction)")
+    return _Adapted(obj)
+
 
 
 class RandomPolicy(Policy):

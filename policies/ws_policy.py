@@ -26,7 +26,8 @@ import numpy as np
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 from websockets.sync.client import connect
 
-from embodia.devices import Embodiment, Observation, Policy
+from embodia.devices import Embodiment, Observation
+from embodia.policies.base import Policy
 
 DEFAULT_KEY_ENV = "EMBODIA_API_KEY"
 MEMORY_TOKEN_ENV = "EMBODIA_MEMORY_TOKEN"     # what a server with a memory needs for an outcome
@@ -91,7 +92,7 @@ class WebsocketPolicy(Policy):
     """The policy behind ``url`` (``ws://host:port`` or ``wss://``), one connection per instance.
 
     ``reset(seed)`` starts a server-side episode whose sampler is seeded with ``seed``, so a remote
-    run reproduces an in-process one. The executed steps the loop reports through ``observe`` are
+    run reproduces an in-process one. The executed steps the loop reports through ``after_step`` are
     sent with ``end_episode`` when the server keeps a success memory. The API key is read from
     ``api_key_env`` (unset: none is sent) and sent as ``Authorization: Api-Key <key>``.
     """
@@ -136,7 +137,7 @@ class WebsocketPolicy(Policy):
         self._info = reply.get("policy_info") or {}
         return actions.astype(np.float32, copy=False)
 
-    def observe(self, obs: Observation, action) -> None:
+    def after_step(self, obs: Observation, action) -> None:
         self._states.append(np.asarray(obs.state))
         self._actions.append(np.asarray(action, np.float32))
 

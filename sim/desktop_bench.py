@@ -35,8 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from embodia.devices.base import Policy
 from embodia.devices.desktop import DesktopDevice
+from embodia.policies.base import Policy
 from embodia.sim.desktop_tasks import (  # noqa: F401 (importable here as before)
     APPS,
     TASKS,

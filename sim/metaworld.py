@@ -23,11 +23,12 @@ import warnings
 import numpy as np
 
 from embodia.devices.actions import check_action
-from embodia.devices.base import Policy, SimDevice
+from embodia.devices.base import SimDevice
 from embodia.devices.embodiment import Camera, Channel, Embodiment
 from embodia.devices.gl import CameraRenderer
 from embodia.devices.mujoco import parse_size
 from embodia.devices.observation import Observation
+from embodia.policies.base import Policy
 from embodia.sim.metaworld_shifts import SHIFTS, ActionShift, SceneShift, ShiftSpec
 
 INSTALL_HINT = "pip install 'embodia[metaworld]'"

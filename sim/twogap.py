@@ -19,9 +19,9 @@ import math
 
 import numpy as np
 
-from embodia.devices.base import Policy
 from embodia.devices.embodiment import Channel
 from embodia.devices.mujoco import MujocoDevice, load_model, parse_flag, parse_size
+from embodia.policies.base import Policy
 
 # -- nominal scene constants (metres); the expert may know these, never the shift -----------------
 TIMESTEP = 0.01

@@ -160,7 +160,7 @@ class _Checked:
 def test_expert_solves_through_the_tree(a11y_display, target):
     from embodia.agent.loop.episode import run_episode
     from embodia.agent.loop.safety import SafetyGate
-    from embodia.devices import as_policy
+    from embodia.policies.base import as_policy
     with bench(target, split="test") as dev:
         policy = _Checked(dev.expert())
         # a second held-out episode when the first fails: the bench's expert figures are 20/20 per task
@@ -204,7 +204,7 @@ def test_gate_refuses_a_real_discard_button(a11y_display):
     delete and refused by default (No); the workbook stays open and unsaved."""
     from embodia.agent.loop.episode import run_episode
     from embodia.agent.loop.safety import classify
-    from embodia.devices import as_policy
+    from embodia.policies.base import as_policy
     with bench("gnumeric/close-discard") as dev:
         r = run_episode(dev, as_policy(dev.expert()), seed=1)      # the default gate: no one to say yes
         assert r.error is not None and "RiskRefused" in r.error and "Discard" in r.error, r.error
@@ -221,7 +221,7 @@ def test_gate_refuses_mousepad_dont_save(a11y_display):
     """mousepad's close dialog: "Don't Save" throws the typed text away, so it is gated like Discard;
     by default (No) the click never runs and the editor stays open."""
     from embodia.agent.loop.episode import run_episode
-    from embodia.devices import as_policy
+    from embodia.policies.base import as_policy
     with bench("mousepad/close-discard") as dev:
         r = run_episode(dev, as_policy(dev.expert()), seed=1)
         assert r.error is not None and "RiskRefused" in r.error and "Don" in r.error, r.error

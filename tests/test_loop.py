@@ -138,3 +138,43 @@ def test_a_bug_in_the_policy_still_saves_the_episode_then_surfaces():
     with pytest.raises(KeyError):
         run_episode(dev, BuggyPolicy(), max_steps=100, recorder=rec)
     assert len(rec.steps) == 8 and "KeyError" in rec.ended["info"]["error"]
+
+
+class DuckDevice:
+    """A device that inherits nothing: what it defines is used, the rest keeps Device's defaults."""
+
+    max_steps = 6
+
+    def __init__(self):
+        self.inner = CounterDevice()
+        self.embodiment, self.instruction = self.inner.embodiment, None
+
+    def reset(self, seed=None):
+        self.instruction = f"count from seed {seed}"     # set by the reset: read after it
+        return self.inner.reset(seed)
+
+    def observe(self):
+        return self.inner.observe()
+
+    def act(self, action):
+        return self.inner.act(action)
+
+    def info(self):
+        return {"executed": len(self.inner.executed)}
+
+
+def test_a_device_that_inherits_nothing_runs_with_the_declared_defaults():
+    rec = FakeRecorder()
+    r = run_episode(DuckDevice(), ChunkPolicy(), seed=3, recorder=rec)
+    assert r.steps == 6 and r.success is None              # its max_steps; no "success" capability
+    assert r.instruction == "count from seed 3" == rec.task and r.info["executed"] == 6
+    with pytest.raises(TypeError, match="not a device: it has no embodiment"):
+        run_episode(object(), ChunkPolicy())
+
+
+def test_a_policy_with_the_old_observe_hook_is_refused_in_one_line():
+    class Old(ChunkPolicy):
+        def observe(self, obs, executed):
+            pass
+    with pytest.raises(TypeError, match=r"Old.observe\(obs, executed\) is now after_step"):
+        run_episode(CounterDevice(), Old(), max_steps=3)

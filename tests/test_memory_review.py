@@ -12,9 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from embodia.agent.loop.episode import run_episode
-from embodia.devices import GuiAction, Policy, open_device
+from embodia.devices import GuiAction, open_device
 from embodia.memory import ScreenMemory, pending
 from embodia.memory.saved import open_memory
+from embodia.policies.base import Policy
 from embodia.policies.gui.screen_memory import ScreenMemoryPolicy
 
 pytest_plugins = ("fake_openai",)

@@ -80,9 +80,9 @@ def test_request_carries_instruction_embodiment_tree_history_and_the_resized_scr
     assert [(t["reply"], t["error"]) for t in rec["attempts"]] == [(tool_call("left_click", coordinate=[500, 120]), None)]
     assert rec["attempts"][0]["ms"] > 0
 
-    pol.observe(None, a)                                        # the loop: it ran
+    pol.after_step(None, a)                                        # the loop: it ran
     pol.act(screen_obs(400, 800, TREE, shade=9), "send hi to Bob")
-    pol.observe(None, None)
+    pol.after_step(None, None)
     pol.act(screen_obs(400, 800, TREE, shade=9), "send hi to Bob")   # the type changed nothing on screen
     pol.act(screen_obs(400, 800, TREE, shade=9), "send hi to Bob")   # the element click was not confirmed
     texts = [r.texts()[1] for r in fake_openai.chats]

@@ -281,7 +281,7 @@ def test_replace_executes_the_memory_action_without_calling_the_policy():
     assert not off.step_record()["memory"]["replaced"]
     assert default_namespace("gui-sim:phone", {}, "Turn on 5 things") == "gui-sim:phone/turn on things"
     # back on the same screen with the same memory action (it led nowhere): the policy decides
-    pol.observe(_Obs(tree), a)
+    pol.after_step(_Obs(tree), a)
     again = pol.act(_Obs(tree), "Turn on NFC")
     assert again.element == 1 and base.calls == 2 and not pol.step_record()["memory"]["replaced"]
     pol.reset(1)                                  # a new episode may use it again

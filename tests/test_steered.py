@@ -11,6 +11,7 @@ from embodia.agent.loop.episode import run_episode
 from embodia.agent.training.train import TrainConfig, train
 from embodia.devices import open_device
 from embodia.memory import MemoryConfig
+from embodia.policies import Policy
 from embodia.policies.robot.steered import SteeredPolicy, memory_for
 from embodia.policies.robot.vla import VLAPolicy
 
@@ -42,10 +43,10 @@ class Recorder:
     def act(self, obs, instruction):
         return self.policy.act(obs, instruction)
 
-    def observe(self, obs, action):
+    def after_step(self, obs, action):
         self.executed.append(np.array(action))
         if hasattr(self.policy, "observe"):
-            self.policy.observe(obs, action)
+            self.policy.after_step(obs, action)
 
 
 def expert_episode(dev, seed):
@@ -98,7 +99,7 @@ def test_the_loop_stores_verified_successes_and_not_failures(ckpt):
         steered.reset(2)
         states, actions = expert_episode(dev, 2)
         for s, a in zip(states, actions):       # as the loop would report an expert-driven success
-            steered.observe(type("O", (), {"state": s})(), a)
+            steered.after_step(type("O", (), {"state": s})(), a)
         steered.end_episode(True)
         assert len(steered.memory) == int(np.ceil(len(actions) / dev.embodiment.exec_horizon))
 
@@ -115,7 +116,7 @@ def test_noisy_labels_count_the_poisoned_entries_and_credit_removes_them(ckpt):
         noisy.reset(6)
         states, actions = expert_episode(dev, 6)
         for s, a in zip(states[:30], -actions[:30]):                 # a "failed" episode: wrong way
-            steered.observe(type("O", (), {"state": s})(), a)
+            steered.after_step(type("O", (), {"state": s})(), a)
         noisy.end_episode(False)
         rep = noisy.poison_report()
         n = len(steered.memory) - clean
@@ -276,7 +277,7 @@ def test_a_drifting_stream_moves_to_the_other_device_at_its_episode(monkeypatch)
         seen.append((device, seed, id(policy)))
         return R()
     monkeypatch.setattr(me, "run_episode", fake_run_episode)
-    pol = object()
+    pol = Policy()          # a stand-in: the fake loop never asks it anything
     out = me.run_stream("before", lambda arm, s: pol, "online", 1, episodes=4, seed=100, drift=(2, "after"))
     assert [d for d, _, _ in seen] == ["before", "before", "after", "after"]
     assert [s for _, s, _ in seen] == [104, 105, 106, 107] and {p for _, _, p in seen} == {id(pol)}

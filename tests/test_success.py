@@ -31,8 +31,9 @@ from embodia.agent.loop.success import (
     parse_judgement,
     parse_predicate,
 )
-from embodia.devices import Policy, open_device
+from embodia.devices import open_device
 from embodia.policies import RandomPolicy
+from embodia.policies.base import Policy
 
 pytest_plugins = ("fake_openai",)
 fake_adb, new_fake_adb = fakeadb.fake_adb, fakeadb.new_fake_adb      # fixtures

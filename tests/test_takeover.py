@@ -21,9 +21,10 @@ from embodia.agent.loop.episode import run_episode
 from embodia.agent.loop.success import make_labeler
 from embodia.agent.loop.takeover import StandIn, Takeover, with_element
 from embodia.agent.recording.gui_log import GuiRecorder, list_gui_episodes, read_gui_episode
-from embodia.devices import GuiAction, Policy
+from embodia.devices import GuiAction
 from embodia.devices.x_input import ALT, CTRL, SHIFT, InputAssembler, RawEvent
 from embodia.memory import ScreenMemory, ScreenMemoryConfig
+from embodia.policies.base import Policy
 from embodia.policies.gui.screen_memory import ScreenMemoryPolicy
 
 pytest_plugins = ("gui_fixtures",)
@@ -451,7 +452,7 @@ class Counting(Policy):
         self.n += 1
         return GuiAction("wait", duration_ms=0) if self.n <= 2 else None
 
-    def observe(self, obs, executed):
+    def after_step(self, obs, executed):
         self.seen += 1
 
 

@@ -231,7 +231,7 @@ def test_a_select_callable_or_a_propose_caller_picks_among_the_distinct_candidat
     pol3.act(obs(), "send hello")
     assert "Previous actions: none." in fake_openai.chats[-1].texts()[1]                # propose chose nothing
     pol3.propose(obs(), "send hello")
-    pol3.observe(obs(), proposed[1])                     # a re-ranker executed the second; the loop says so
+    pol3.after_step(obs(), proposed[1])                     # a re-ranker executed the second; the loop says so
     pol3.act(obs(shade=5), "send hello")
     text = fake_openai.chats[-1].texts()[1]
     assert '{"step": 0, "action": {"type": "click", "point": [502.0, 251.0]}, "outcome": "not confirmed' in text
@@ -262,7 +262,7 @@ def _bodies(fake, **kw) -> list[bytes]:
     fake.script("no action here", '{"type": "click", "point": [250, 937]}', '{"type": "type", "text": "hi"}')
     pol = policy(fake, **kw)
     pol.act(obs(0), "send hi")
-    pol.observe(None, None)
+    pol.after_step(None, None)
     pol.act(obs(9), "send hi")
     out = []
     for r in fake.chats[start:]:

@@ -211,9 +211,9 @@ def say_threads(pol) -> None:
     if isinstance(pol, (VLAPolicy, GuiHeadPolicy)):
         import torch
         console.print(f"torch threads: {torch.get_num_threads()} ({policy_threads()[1]})")
-    placement = getattr(pol, "placement", None)      # VLA, GUI head, hf: models
-    if placement is not None:
-        console.print(f"torch device: {placement.describe()} ({placement_source()})")
+    vlm = sys.modules.get("embodia.policies.gui.local_vlm")      # loaded where an hf: policy was made
+    if isinstance(pol, (VLAPolicy, GuiHeadPolicy, *([vlm.LocalVLMPolicy] if vlm else []))):   # they hold a model
+        console.print(f"torch device: {pol.placement.describe()} ({placement_source()})")
 
 
 def placement_source() -> str:

@@ -165,13 +165,13 @@ def arm_factory(policy, namespace: str) -> Callable[..., object]:
     the seeds, so it is the same whether streams run in one process or many."""
     from embodia.memory import MemoryConfig
     from embodia.policies.robot.steered import SteeredPolicy, memory_for
-    own = {k: v for k, v in getattr(policy, "memory_settings", {}).items() if k != "key"}
 
     def make(arm: str, stream: int = 0):
         if arm not in ARMS:
             raise ValueError(f"unknown arm {arm!r}; known: {', '.join(ARMS)}")
         if ARMS[arm] is None:
             return policy
+        own = {k: v for k, v in policy.memory_settings.items() if k != "key"}     # a VLAPolicy's
         config = MemoryConfig(**{**own, **ARMS[arm]})
         steered = SteeredPolicy(policy, memory_for(policy, config), namespace=namespace)
         return NoisyLabels(steered, NOISY_RATE, *NOISY[arm]) if arm in NOISY else steered
@@ -269,7 +269,7 @@ def run_stream(device, make_arm_policy: Callable[..., object], arm: str, stream:
         steps.append(int(r.steps))
         if on_episode:
             on_episode(arm, stream, i, r)
-    mem = getattr(policy, "memory", None)
+    mem = policy.memory
     return {"outcomes": outcomes, "steered": steered, "steps": steps,
             "memory_stats": mem.stats() if mem is not None else None,
             "poison": policy.poison_report() if isinstance(policy, NoisyLabels) else None,

@@ -42,7 +42,7 @@ from typing import Callable
 
 import numpy as np
 
-from embodia.agent.evaluation.offline_common import _check_episodes, _cue, _info
+from embodia.agent.evaluation.offline_common import Cued, _check_episodes, _cue, _info
 from embodia.agent.evaluation.offline_gui import (  # noqa: F401 (importable here as before)
     GUI_METRICS,
     LOCATED,
@@ -55,11 +55,12 @@ from embodia.agent.evaluation.offline_gui import (  # noqa: F401 (importable her
     target_box,
 )
 from embodia.agent.recording.dataset_checks import DatasetError
-from embodia.devices import Observation, as_policy
+from embodia.devices import Device, Observation
+from embodia.policies.base import as_policy
 
 
 # -- policies that need no model: the scorer's own sanity checks --------------------------------------
-class RecordedPolicy:
+class RecordedPolicy(Cued):
     """The recorded actions as a robot policy: at step t it returns ``action[t:t+chunk]`` of the
     episode being scored (told by the scorer through ``cue``). ``shuffle=True`` permutes the actions
     across the episode's steps first: the same numbers at the wrong times, which a scorer must punish.
@@ -167,7 +168,7 @@ def score_robot(ds, policy, *, episodes: list[int] | None = None, stride: int | 
             for t in range(T):
                 obs = _robot_obs(ds, ep, frames, t)
                 if t % stride == 0:
-                    _cue(pol, ep, t)
+                    _cue(policy, ep, t)
                     pred = np.asarray(pol.act(obs, ep["task"]), np.float64).reshape(-1, emb.action_dim)
                     if len(pred) == 0:
                         raise ValueError(f"policy returned an empty chunk at episode {i} step {t}")
@@ -183,7 +184,7 @@ def score_robot(ds, policy, *, episodes: list[int] | None = None, stride: int | 
                     for j in range(n):
                         offs[j].add(err[j])
                     trace.append((t, pred))
-                as_policy(pol).observe(obs, ep["action"][t])   # a steered policy's history: the record
+                as_policy(pol).after_step(obs, ep["action"][t])   # a steered policy's history: the record
             row[arm] = {"first": first.report(scale, names), "chunk": chunk.report(scale, names)}
             if arm == "memory":
                 row[arm]["memory"] = _info(pol)
@@ -286,7 +287,7 @@ def is_gui(path) -> bool:
     return is_gui_recording(path)
 
 
-class _Body:
+class _Body(Device):
     """What `make_policy` needs of a device to bind a policy: the embodiment and capabilities."""
 
     def __init__(self, embodiment, capabilities=()):

@@ -2,7 +2,7 @@
 an oracle policy told which recorded step comes next, a policy's info as a plain dict."""
 from __future__ import annotations
 
-from embodia.devices import as_policy
+from embodia.policies.base import as_policy
 
 
 def _check_episodes(episodes, n: int, root) -> list[int]:
@@ -12,14 +12,19 @@ def _check_episodes(episodes, n: int, root) -> list[int]:
     return [int(i) for i in episodes]
 
 
+class Cued:
+    """An oracle policy of the scorer's (the recorded actions): it is told which recorded step
+    comes next through ``cue``."""
+
+    def cue(self, episode: dict, t: int) -> None:
+        raise NotImplementedError
+
+
 def _cue(policy, episode: dict, t: int) -> None:
-    """Oracle policies (recorded actions) are told which recorded step comes next; a steered
-    policy passes the cue to its base policy."""
-    for p in (policy, getattr(policy, "policy", None)):
-        cue = getattr(p, "cue", None)
-        if callable(cue):
-            cue(episode, t)
-            return
+    """Oracle policies (recorded actions) are told which recorded step comes next. ``policy`` is the
+    scored one, never the memory arm's wrapper around it, so the cue reaches the base policy."""
+    if isinstance(policy, Cued):
+        policy.cue(episode, t)
 
 
 def _info(policy) -> dict:

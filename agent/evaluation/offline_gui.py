@@ -8,9 +8,10 @@ from typing import Callable
 
 import numpy as np
 
-from embodia.agent.evaluation.offline_common import _check_episodes, _cue, _info
+from embodia.agent.evaluation.offline_common import Cued, _check_episodes, _cue, _info
 from embodia.agent.evaluation.stats import wilson
-from embodia.devices import GuiAction, Observation, as_policy
+from embodia.devices import GuiAction, Observation
+from embodia.policies.base import as_policy
 from embodia.devices.embodiment import Screen
 
 NEAR = 50.0           # grounding box half-size (0..1000 units) around a recorded point no element holds
@@ -18,7 +19,7 @@ LOCATED = ("click", "double_click", "long_press", "right_click", "scroll", "type
 GUI_METRICS = ("type", "grounding", "text", "step_success")
 
 
-class RecordedGuiPolicy:
+class RecordedGuiPolicy(Cued):
     """The recorded GUI actions as a policy (``cue`` says which step); ``shuffle=True`` rotates
     them by a random offset, so each step of a multi-step episode gets another step's action."""
 
@@ -217,13 +218,13 @@ def _gui_obs(step: dict) -> Observation:
 
 def _teacher_force(policy, executed: GuiAction, obs: Observation) -> None:
     """Make the policy's history hold the recorded action instead of its own prediction: through
-    ``observe`` where it has one; a GUI head's word history is rewritten in place."""
+    ``after_step`` where it has one; a GUI head's word history is rewritten in place."""
     from embodia.policies.gui.head import GuiHeadPolicy, describe
     if isinstance(policy, GuiHeadPolicy):
         if policy.history:
             policy.history[-1] = describe(executed, obs.ui_tree)
         return
-    as_policy(policy).observe(obs, executed)
+    as_policy(policy).after_step(obs, executed)
 
 
 class _RecordedInfo:
@@ -277,7 +278,7 @@ def score_gui(root, policy, *, episodes: list[int] | None = None, seed: int = 0,
             mine = []
             for t, (step, rec) in enumerate(zip(ep["steps"], ep["actions"])):
                 obs = _gui_obs(step)
-                _cue(pol, ep, t)
+                _cue(policy, ep, t)
                 pred = pol.act(obs, ep["task"])
                 if pred is not None and not isinstance(pred, GuiAction):
                     raise ValueError(f"a GUI policy must return a GuiAction, got {type(pred).__name__}")

@@ -449,7 +449,7 @@ class Fleet:
 
 def check_device(device, *, record: bool = False) -> None:
     """Every worker opens its own copy of the device: only a simulator can be opened N times."""
-    caps = getattr(device, "capabilities", frozenset())
+    caps = device.capabilities
     if not caps & {"deterministic", "sandbox"}:
         raise FleetError(f"--workers opens the device once per worker; {device.embodiment.name!r} is not a "
                          "simulator (run it without --workers)")

@@ -39,7 +39,7 @@ from typing import Callable
 import numpy as np
 
 from embodia.agent.loop.core import EpisodeResult, EpisodeRun, latency_summary
-from embodia.devices import as_policy
+from embodia.policies.base import as_policy
 
 SMOOTHING = ("none", "inpaint", "ensemble")
 ENSEMBLE_DECAY = 0.5          # weight exp(-0.5 * age) per newer chunk that also covers the step

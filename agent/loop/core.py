@@ -19,7 +19,8 @@ from typing import Callable
 import numpy as np
 
 from embodia.agent.loop.safety import RiskRefused
-from embodia.devices import DeviceLost, as_policy
+from embodia.devices import DeviceLost, Observation, as_device
+from embodia.policies.base import as_policy
 
 DEFAULT_MAX_STEPS = 1000
 
@@ -68,6 +69,12 @@ def step_timing(total_s: float, policy_ms, device_ms, record_ms, step_ms) -> dic
             "step_ms": latency_summary(step_ms)}
 
 
+def episode_limit(device, max_steps: int | None = None) -> int:
+    """How many steps an episode may take: the caller's ``max_steps``, else the task's own limit
+    (``device.max_steps``), else `DEFAULT_MAX_STEPS`."""
+    return max_steps or device.max_steps or DEFAULT_MAX_STEPS
+
+
 class EpisodeRun:
     """One episode in progress: the device reset, the policy reset, the recorder's episode begun,
     and the per-step timings. ``execute`` runs one action; ``guarded`` turns the ways an episode can
@@ -76,25 +83,30 @@ class EpisodeRun:
     def __init__(self, device, policy, *, seed: int | None = None, instruction: str | None = None,
                  max_steps: int | None = None, recorder=None, episode_meta: dict | None = None,
                  pace: bool = False, on_step: Callable | None = None, hz: float | None = None,
-                 labeler: Callable | None = None):
+                 labeler: Callable | None = None, obs: Observation | None = None):
         """``labeler(device, first_obs, final_obs, instruction, seed)`` labels the episode at its end
         (`embodia.agent.loop.success`): its label replaces the device's own check; only a verified
         one reaches the policy's ``end_episode``; an unverified one goes to ``hold_episode``. Steps a
         person takes (`embodia.agent.loop.takeover`) come through ``record_person`` or
-        ``execute(..., person=True)``."""
+        ``execute(..., person=True)``. ``obs``: the device's current observation; the episode goes
+        on from there without a reset, and its recording begins with its first step (a client driving
+        the device by hand, `embodia.agent.serving.mcp`, may leave without taking one)."""
+        device = as_device(device)
         self.device, self.policy, self.recorder = device, as_policy(policy), recorder
         self.labeler = labeler
         emb = device.embodiment
         self.gui = emb.is_gui
         self.can_verify = "success" in device.capabilities
-        self.max_steps = max_steps or getattr(device, "max_steps", None) or DEFAULT_MAX_STEPS
+        self.max_steps = episode_limit(device, max_steps)
         self.period = 1.0 / (hz or emb.hz)
         self.pace, self.on_step, self.seed = pace, on_step, seed
-        self.obs = self.first_obs = device.reset(seed)
+        self.obs = self.first_obs = device.reset(seed) if obs is None else obs
         self.policy.reset(seed)
-        self.instruction = instruction or getattr(device, "instruction", "") or ""
-        self.ep = (recorder.begin_episode(task=self.instruction, seed=seed, meta=episode_meta or {})
-                   if recorder else None)
+        self.instruction = instruction or device.instruction or ""
+        self.episode_meta = episode_meta or {}
+        self.ep = None
+        if obs is None:
+            self._recording()
         self.policy.instruct(self.instruction)
         self.steps, self.success, self.interrupted = 0, False, False
         self.person_steps = 0          # steps a person took (take over and hand back)
@@ -105,6 +117,12 @@ class EpisodeRun:
         self.record_ms: list[float] = []
         self.step_ms: list[float] = []
         self.t_start = self.next_tick = time.perf_counter()
+
+    def _recording(self):
+        """The recorder's episode, begun on first use (None without a recorder)."""
+        if self.ep is None and self.recorder is not None:
+            self.ep = self.recorder.begin_episode(task=self.instruction, seed=self.seed, meta=self.episode_meta)
+        return self.ep
 
     def execute(self, action, *, policy_ms: float = 0.0, on_path: bool = True, extra: dict | None = None,
                 busy_since: float | None = None, person: bool = False) -> bool:
@@ -132,10 +150,10 @@ class EpisodeRun:
                  pace: bool = True, tell_policy: bool = True) -> bool:
         td = time.perf_counter()
         if tell_policy:
-            self.policy.observe(self.obs, executed)
+            self.policy.after_step(self.obs, executed)
         if person:
             self.person_steps += 1
-        if self.ep is not None:
+        if self._recording() is not None:
             timing = {"policy_ms": policy_ms, "device_ms": (td - ts) * 1e3}
             if self.gui:
                 self.ep.add_step(self.obs, executed, timing, {**(extra or {}), "intervention": True} if person
@@ -153,8 +171,9 @@ class EpisodeRun:
         self.step_ms.append((step_end - (busy_since or ts)) * 1e3)
         if self.can_verify and self.device.success():
             self.success = True
-        if self.gui and getattr(self.device, "done", False):
-            stop = True         # the agent (or the person) terminated the episode
+        if self.gui and self.device.done():
+            stop = True         # the agent (or the person) terminated the episode (a robot's done() is its
+                                # success, which stops above only where the loop may see it: not NoOracle's)
         if stop or self.success:
             return True
         if self.pace and pace:
@@ -162,8 +181,8 @@ class EpisodeRun:
         return False
 
     def record_refused(self, action, policy_ms: float, extra: dict) -> None:
-        """A gated action that was not executed: recorded as such (the episode then ends)."""
-        if self.ep is not None:
+        """A gated action that was not executed: recorded as such (the loop's episode then ends)."""
+        if self._recording() is not None:
             self.ep.add_step(self.obs, action, {"policy_ms": policy_ms}, {**extra, "executed": False})
 
     @contextmanager
@@ -199,7 +218,7 @@ class EpisodeRun:
         ok = self.error is None
         if self.can_verify and ok:
             self.success = bool(self.device.success())
-        info = dict(getattr(self.device, "info", dict)()) if ok else {}
+        info = dict(self.device.info()) if ok else {}
         pinfo = self.policy.info()
         if pinfo:
             info["policy"] = dict(pinfo)

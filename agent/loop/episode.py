@@ -21,7 +21,7 @@ import numpy as np
 from embodia.agent.loop.asynchronous import run_async
 from embodia.agent.loop.core import EpisodeResult, EpisodeRun
 from embodia.agent.loop.safety import RiskRefused, default_gate
-from embodia.devices import GuiAction
+from embodia.devices import GuiAction, as_device
 
 __all__ = ["EpisodeResult", "run_episode"]
 
@@ -49,6 +49,7 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
     """
     if async_exec and takeover is not None:
         raise ValueError("a person takes over between decisions of the synchronous loop; drop async_exec")
+    device = as_device(device)       # any object that acts, seen through the declared members
     if async_exec:
         return run_async(device, policy, seed=seed, instruction=instruction, max_steps=max_steps,
                          exec_horizon=exec_horizon, recorder=recorder, episode_meta=episode_meta,
@@ -60,7 +61,7 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
                      recorder=recorder, episode_meta=episode_meta, on_step=on_step, hz=hz, labeler=labeler,
                      pace=("realtime" in device.capabilities) if pace is None else pace)
     if run.gui and gate is None:
-        gate = default_gate(device)
+        gate = default_gate(run.device)
     with run.guarded():
         if takeover is not None:
             takeover.attach()
@@ -88,7 +89,7 @@ def _steps(run: EpisodeRun, h_exec: int, gate, takeover=None) -> None:
         for k, action in enumerate(rows[:min(h_exec, run.max_steps - run.steps)]):
             extra = {"policy_record": said} if said and k == 0 else None
             if gate is not None and isinstance(action, GuiAction):
-                extra = _pass_gate(run, gate, action, extra, t_policy)
+                extra = pass_gate(run, gate, action, extra, t_policy)
             if run.execute(action, policy_ms=t_policy if k == 0 else 0.0, extra=extra,
                            busy_since=t0 if k == 0 else None):
                 return
@@ -104,7 +105,7 @@ def _actions(chunk) -> list | np.ndarray:
     return rows[None] if rows.ndim == 1 else rows
 
 
-def _pass_gate(run: EpisodeRun, gate, action: GuiAction, extra: dict | None, t_policy: float) -> dict | None:
+def pass_gate(run: EpisodeRun, gate, action: GuiAction, extra: dict | None, t_policy: float) -> dict | None:
     """The safety gate's decision goes into the step's record; a refused action is recorded as not
     executed and ends the episode (RiskRefused)."""
     decision = gate.check(action, tree=run.obs.ui_tree, screen=run.obs.screen)

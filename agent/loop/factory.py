@@ -5,8 +5,9 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from embodia.devices import DeviceLost, Embodiment, as_policy, open_device
+from embodia.devices import Device, DeviceLost, Embodiment, as_device, open_device
 from embodia.policies import BUNDLED_CHECKPOINTS, RandomPolicy, ReplayPolicy
+from embodia.policies.base import as_policy
 
 BUNDLED = {"embodia-tiny": BUNDLED_CHECKPOINTS / "embodia-tiny",
            "embodia-mt50": BUNDLED_CHECKPOINTS / "embodia-mt50"}
@@ -64,10 +65,8 @@ class SessionError(ValueError):
     """A device or a policy of a session cannot be opened; the message names which and why."""
 
 
-class EmbodimentOnly:
+class EmbodimentOnly(Device):
     """A body known only by its embodiment (a dataset's): enough to bind a checkpoint to it."""
-
-    capabilities: frozenset = frozenset()
 
     def __init__(self, embodiment: Embodiment):
         self.embodiment = embodiment
@@ -82,6 +81,7 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
     ``torch_device`` / ``dtype`` (`embodia.policies.placement`; default the process's choice:
     --torch-device, $EMBODIA_TORCH_DEVICE, auto) to every model loaded here: a checkpoint's VLA or
     GUI head and ``hf:<path>``."""
+    device = as_device(device)       # any object that acts, seen through the declared members
     tts = {"samples": samples, "select": select}
     where = {"torch_device": torch_device, "dtype": dtype}
     if samples != 1 and not spec.startswith(("openai:", "hf:")):
@@ -93,12 +93,12 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
             raise PolicyError(f"{spec} needs the endpoint's base URL: --base-url http://host:8000/v1 "
                               f"or $OPENAI_BASE_URL")
         return OpenAIPolicy(spec[len("openai:"):], url, api_key_env=api_key_env or None,
-                            coords=coords or "norm1000", supported=getattr(device, "supported", None),
+                            coords=coords or "norm1000", supported=device.supported,
                             **tts).bind(device.embodiment)
     if spec.startswith("hf:"):
         from embodia.policies.gui.local_vlm import LocalVLMPolicy
         return LocalVLMPolicy(spec[len("hf:"):], embodiment=device.embodiment, coords=coords or "norm1000",
-                              threads=threads, supported=getattr(device, "supported", None), device=torch_device,
+                              threads=threads, supported=device.supported, device=torch_device,
                               dtype=dtype, **tts)
     if spec.startswith("remote:"):
         from embodia.policies.ws_policy import DEFAULT_KEY_ENV, WebsocketPolicy
@@ -109,7 +109,7 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
         key_env = DEFAULT_KEY_ENV if api_key_env in (None, "OPENAI_API_KEY") else api_key_env
         return WebsocketPolicy(spec[len("remote:"):], api_key_env=key_env).bind(device.embodiment)
     if spec == "expert":
-        if "expert" not in getattr(device, "capabilities", ()):
+        if "expert" not in device.capabilities:
             raise PolicyError(f"device {device.embodiment.name!r} has no scripted expert; "
                               f"policies: {', '.join(POLICY_SPECS)}")
         return device.expert()
@@ -135,7 +135,7 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
     path = BUNDLED.get(spec) or Path(spec).expanduser()
     if path.is_dir() and device.embodiment.is_gui:
         from embodia.policies.gui.head import GuiHeadError, GuiHeadPolicy
-        if "ui_tree" not in getattr(device, "capabilities", ()):
+        if "ui_tree" not in device.capabilities:
             raise PolicyError(f"{spec}: its GUI head reads a UI tree, which {device.embodiment.name!r} does not give")
         try:
             return GuiHeadPolicy.from_pretrained(path, threads=policy_threads(threads)[0], **where).bind(

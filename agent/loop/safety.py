@@ -453,7 +453,7 @@ def default_gate(device, allow=(), confirm=None) -> SafetyGate:
     """The gate a run gets: on a device declaring the "sandbox" capability (a simulator, where
     nothing real is sent, paid or deleted) every class is allowed, still judged and recorded;
     elsewhere ``allow`` and ``confirm`` decide."""
-    if "sandbox" in getattr(device, "capabilities", ()):
+    if "sandbox" in device.capabilities:
         return SafetyGate(allow=("all",))
     return SafetyGate(allow, confirm=confirm)
 

@@ -97,7 +97,7 @@ class Label:
 
 def claimed_done(device) -> dict:
     """The model's own "I am done" (a GUI terminate/answer), recorded beside the label, never verified."""
-    return {"claimed_done": bool(getattr(device, "done", False))}
+    return {"claimed_done": bool(device.done())}
 
 
 def oracle(device, first, final, instruction, seed) -> Label:
@@ -115,7 +115,7 @@ class CheckLabeler:
         self.uses_bodies = any(a[0] == "body" for a in atoms(self.node))
         check_predicate(self.node, device.embodiment, device.capabilities,
                         scene_bodies(device) if self.uses_bodies else None,
-                        getattr(device, "element_fields", None), getattr(device, "roles", None))
+                        device.element_fields, device.roles)
 
     def __call__(self, device, first, final, instruction, seed) -> Label:
         try:        # called at the episode's end: the scene's bodies are where the final observation saw them
@@ -349,7 +349,7 @@ class LearnedLabeler:
                 first[:] = [obs]
             if (t + 1) % every:
                 return False
-            text = instruction if instruction is not None else getattr(device, "instruction", "") or ""
+            text = instruction if instruction is not None else device.instruction or ""
             return self.detector.probability(device.embodiment, first[0], next_obs, text) >= self.threshold
         return on_step
 

@@ -49,7 +49,8 @@ import threading
 import time
 from typing import Callable
 
-from embodia.devices import GuiAction, as_policy
+from embodia.devices import GuiAction
+from embodia.policies.base import as_policy
 
 TAKE, BACK, DONE = "take", "back", "done"
 KEYS = {"t": TAKE, "r": BACK, "d": DONE}

@@ -44,10 +44,13 @@ from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ImageContent, TextContent
 
+from embodia.agent.loop.core import EpisodeRun, episode_limit
+from embodia.agent.loop.episode import pass_gate
 from embodia.agent.loop.safety import RiskRefused, SafetyGate, classify
 from embodia.agent.recording.files import resolved_inside
 from embodia.agent.serving.access import BearerAuth, is_loopback, is_wildcard, require_credential
-from embodia.devices import ActionError, GuiAction, as_policy, check_chunk
+from embodia.devices import ActionError, GuiAction, check_chunk
+from embodia.policies.base import Policy, as_policy
 
 MAX_CHUNK_ROWS = 1024
 IDLE_CLOSE_S = 300.0             # a device unused this long (stateless HTTP: its client left) is closed and saved
@@ -108,8 +111,15 @@ class Allowed:
 
 
 # -- one device session ----------------------------------------------------------------------------
+class ClientPolicy(Policy):
+    """The MCP client, seen by the loop as the policy: it decides outside (each ``act`` tool call
+    brings its action), so nothing here is asked to act."""
+
+
 class DeviceSession:
-    """A device opened for one client, with its recorder and the episode of its manual steps.
+    """A device opened for one client, with its recorder and the episode of its manual steps: an
+    `EpisodeRun`, the loop's own step (act, observe, record, success), begun at the client's first
+    step and going on from the observation the device was left in.
 
     Every call on the device runs on the session's own thread (`executor`): a MuJoCo EGL context,
     like most GUI toolkits, belongs to the thread that made it."""
@@ -122,68 +132,51 @@ class DeviceSession:
         self.obs = device.reset(seed)
         self.record_dir = record_dir
         self.recorder = _recorder(record_dir, device) if record_dir else None
-        self.ep = None
-        self.steps = 0
+        self.run: EpisodeRun | None = None    # the client's episode, from its first step
+        self.steps = 0                        # steps the client took in this session, every episode
         self.used = time.monotonic()
-
-    @property
-    def gui(self) -> bool:
-        return self.device.embodiment.is_gui
 
     def observe(self) -> "Any":
         self.obs = self.device.observe()
         return self.obs
 
-    def _episode(self):
-        if self.ep is None and self.recorder is not None:
-            self.ep = self.recorder.begin_episode(task=getattr(self.device, "instruction", "") or "",
-                                                  seed=self.seed, meta={"device": self.uri, "policy": "mcp"})
-        return self.ep
+    def _episode(self) -> EpisodeRun:
+        if self.run is None:
+            self.run = EpisodeRun(self.device, ClientPolicy(), seed=self.seed, recorder=self.recorder,
+                                  episode_meta={"device": self.uri, "policy": "mcp"}, obs=self.obs)
+        self.run.obs = self.obs       # a step starts from what the client last observed
+        return self.run
 
     def act(self, action, gate: SafetyGate) -> dict:
-        """Run a validated action (a GuiAction, or a [H, D] chunk); the gate's refusal is recorded."""
-        obs = self.obs
+        """Run a validated action (a GuiAction, or a [H, D] chunk) through the loop's step; the gate's
+        refusal is recorded and raised (RiskRefused), and the episode goes on."""
+        run = self._episode()
+        extra = None
         if isinstance(action, GuiAction):
-            decision = gate.check(action, tree=obs.ui_tree, screen=obs.screen)
-            extra = {"safety": decision} if decision["risk"] is not None else None
-            if not decision["allowed"]:
-                ep = self._episode()
-                if ep is not None:
-                    ep.add_step(obs, action, {"policy_ms": 0.0}, {**extra, "executed": False})
-                raise RiskRefused(decision)
+            extra = pass_gate(run, gate, action, None, 0.0)
             rows = [action]
         else:
-            extra, rows = None, list(action)
-        for a in rows:
-            t0 = time.perf_counter()
-            executed = self.device.act(a)
-            next_obs = self.device.observe()
-            timing = {"policy_ms": 0.0, "device_ms": (time.perf_counter() - t0) * 1e3}
-            ep = self._episode()
-            if ep is not None:
-                ep.add_step(obs, executed, timing, extra) if self.gui else ep.add_step(obs, executed, timing)
-            obs = self.obs = next_obs
+            rows = list(action)
+        for a in rows:        # a chunk runs to its end: the client chose every row
+            run.execute(a, extra=extra)
+            self.obs = run.obs
             self.steps += 1
         out = {"executed": len(rows), "steps": self.steps}
-        if isinstance(action, GuiAction) and extra:
+        if extra:
             out["safety"] = extra["safety"]
         if "success" in self.device.capabilities:
             out["success"] = bool(self.device.success())
-        if getattr(self.device, "done", False):
+        if self.device.done():
             out["done"] = True
         return out
 
     def end_episode(self) -> int | None:
-        """Save the manual episode (if any step ran); returns its index in the recording."""
-        ep, self.ep = self.ep, None
-        if ep is None:
+        """Save the manual episode (if any step was recorded); returns its index in the recording."""
+        run, self.run = self.run, None
+        if run is None or run.ep is None:
             return None
-        ok = bool(self.device.success()) if "success" in self.device.capabilities else None
-        info = {"steps": ep.num_steps, "source": "mcp"}
-        if self.gui:
-            return self.recorder.end_episode(ep, success=ok, info=info, final_obs=self.obs)
-        return self.recorder.end_episode(ep, success=bool(ok), info=info,
-                                         final_state=np.asarray(self.obs.state, np.float32))
+        run.obs = self.obs
+        return run.finish(run.timing()).episode_index
 
     def close(self) -> dict:
         index = None
@@ -226,7 +219,7 @@ def parse_action(action: Union[str, dict, list], device) -> "GuiAction | np.ndar
         if not isinstance(action, str):
             raise ActionError(f"{emb.name} takes a GUI action (an object or a reply text), not {type(action).__name__}")
         try:
-            return parse_reply(action, screen=getattr(device.observe(), "screen", None))
+            return parse_reply(action, screen=device.observe().screen)
         except ReplyParseError as e:
             raise ActionError(f"invalid GUI action: {e}") from None
     if isinstance(action, str):
@@ -255,7 +248,7 @@ def observation_content(session: DeviceSession, obs) -> list:
     """The observation as MCP content: each camera/screen as an image, then one JSON text block
     (instruction, embodiment prompt, screen, UI tree, state)."""
     dev = session.device
-    facts = {"session": session.key, "device": session.uri, "instruction": getattr(dev, "instruction", "") or "",
+    facts = {"session": session.key, "device": session.uri, "instruction": dev.instruction or "",
              "embodiment_prompt": dev.embodiment.prompt(), "steps": session.steps}
     if obs.screen is not None:
         facts["screen"] = {"width": obs.screen.width, "height": obs.screen.height,
@@ -420,26 +413,61 @@ def _accepted(answer) -> bool:
 
 
 # -- the server --------------------------------------------------------------------------------------
+INSTRUCTIONS = (
+    "Drive embodia devices: open_device (e.g. gui-sim:settings, desktop:, android:<serial>, "
+    "sim:twogap-push), observe, act (a GUI action object such as {\"type\": \"click\", \"point\": "
+    "[x, y]} with x, y in 0..1000 of the screen, or a model reply; robots: a chunk [[...], ...]), "
+    "run_task (a policy runs the episode), memory_stats, close_device.")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every tool reads: the device sessions, the operator's allow-lists and limits, the
+    server's own memory and the model a client's confirmation comes back in."""
+    hub: Hub
+    allow: Any                 # the unattended allow-list of risk classes (SafetyGate)
+    allowed: Allowed
+    limits: McpLimits
+    memory: Optional[str]
+    confirm: Any
+
+    def session(self, ctx, session: Optional[str]) -> DeviceSession:
+        """The client's open session; a tool error naming what is missing."""
+        try:
+            return self.hub.get(self.hub.key(ctx, session))
+        except SessionError as e:
+            raise ToolError(str(e)) from None
+
+    def memory_path(self, path: Optional[str]) -> Optional[str]:
+        """The resolved memory folder a client named (None: none named); a tool error outside the roots."""
+        if not path:
+            return None
+        try:
+            return self.allowed.memory(path)
+        except SessionError as e:
+            raise ToolError(str(e)) from None
+
+
 def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: Optional[str] = None,
                  stateful: bool = True, limits: McpLimits = McpLimits(), allowed: Allowed = Allowed()):
     """The MCPServer with embodia's tools. ``stateful``: the transport serves one client (stdio);
     ``limits``: what clients may take; ``allowed``: what they may name beyond devices."""
     SafetyGate(allow)                      # an unknown class fails now, not at the first risky action
-    hub = Hub(record_root, stateful, limits)
-    Confirm = _confirm_model()
-    server_memory = memory
-    idle_close_s = limits.idle_close_s
     if memory:                             # the operator's own memory is always allowed
         allowed = Allowed(allowed.policies, allowed.checkpoint_roots, (*allowed.memory_roots, memory))
+    setup = Setup(Hub(record_root, stateful, limits), allow, allowed, limits, memory, _confirm_model())
+    server = MCPServer("embodia", instructions=INSTRUCTIONS,
+                       lifespan=_lifespan(setup.hub, stateful, limits.idle_close_s))
+    server.hub = setup.hub
+    for make in TOOLS:
+        # every failure of a tool is a one-line tool error with its message
+        server.tool()(_one_line_errors(make(setup)))
+    return server
 
-    def memory_path(path: Optional[str]) -> Optional[str]:
-        if not path:
-            return None
-        try:
-            return allowed.memory(path)
-        except SessionError as e:
-            raise ToolError(str(e)) from None
 
+def _lifespan(hub: Hub, stateful: bool, idle_close_s: float):
+    """The server's lifetime: over stateless HTTP a reaper closes devices left unused; at the end
+    (the client left, Ctrl-C) every device is closed and its episode saved."""
     @asynccontextmanager
     async def lifespan(_server):
         async with anyio.create_task_group() as tg:
@@ -455,49 +483,41 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
                 tg.cancel_scope.cancel()
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(hub.close_all)     # the client left: close and save
+    return lifespan
 
-    server = MCPServer("embodia", instructions=(
-        "Drive embodia devices: open_device (e.g. gui-sim:settings, desktop:, android:<serial>, "
-        "sim:twogap-push), observe, act (a GUI action object such as {\"type\": \"click\", \"point\": "
-        "[x, y]} with x, y in 0..1000 of the screen, or a model reply; robots: a chunk [[...], ...]), "
-        "run_task (a policy runs the episode), memory_stats, close_device."), lifespan=lifespan)
-    server.hub = hub
 
-    def _session(ctx, session):
+def _close_with_connection(hub: Hub, ctx, key: str, explicit: Optional[str]) -> None:
+    """An HTTP session's connection closing (the client's DELETE, the SDK's idle timeout) closes
+    its device and saves the episode. The SDK (2.3) gives MCPServer tools no public handle on
+    the connection's teardown stack, hence the guarded private attribute; without it, the idle
+    reaper does the same later."""
+    conn = getattr(getattr(ctx, "session", None), "_connection", None)
+    stack = getattr(conn, "exit_stack", None)
+    if explicit or stack is None or getattr(conn, "session_id", None) != key:
+        return
+
+    async def close():
         try:
-            return hub.get(hub.key(ctx, session))
-        except SessionError as e:
-            raise ToolError(str(e)) from None
+            await anyio.to_thread.run_sync(hub.close, key)
+        except SessionError:
+            pass                    # closed by the client already
+    stack.push_async_callback(close)
 
-    def _close_with_connection(ctx, key: str, explicit: Optional[str]) -> None:
-        """An HTTP session's connection closing (the client's DELETE, the SDK's idle timeout) closes
-        its device and saves the episode. The SDK (2.3) gives MCPServer tools no public handle on
-        the connection's teardown stack, hence the guarded private attribute; without it, the idle
-        reaper does the same later."""
-        conn = getattr(getattr(ctx, "session", None), "_connection", None)
-        stack = getattr(conn, "exit_stack", None)
-        if explicit or stack is None or getattr(conn, "session_id", None) != key:
-            return
 
-        async def close():
-            try:
-                await anyio.to_thread.run_sync(hub.close, key)
-            except SessionError:
-                pass                    # closed by the client already
-        stack.push_async_callback(close)
-
-    def tool(fn):
-        """Register ``fn`` as a tool whose every failure is a one-line tool error with its message."""
-        return server.tool()(_one_line_errors(fn))
-
-    @tool
+# -- the tools: each factory takes the Setup and returns the tool (its name and docstring are the
+# tool's name and description)
+def _tool_list_devices(setup: Setup):
     def list_devices() -> list[dict]:
         """Device schemes and the targets each can open (e.g. gui-sim apps, desktop displays, phones)."""
         from embodia.devices import available
         return [{"scheme": r["scheme"] + ":", "description": r["description"], "targets": r["targets"],
                  "error": r["error"]} for r in available()]
+    return list_devices
 
-    @tool
+
+def _tool_open_device(setup: Setup):
+    hub = setup.hub
+
     async def open_device(uri: str, ctx: Context, seed: Optional[int] = None, shift: Optional[str] = None,
                           size: Optional[str] = None, session: Optional[str] = None) -> dict:
         """Open a device by URI for this client (one at a time) and reset it; returns its embodiment,
@@ -509,53 +529,62 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
                                                                 client=client))
         except (SessionError, ValueError, FileNotFoundError, ImportError, OSError, RuntimeError) as e:
             raise ToolError(f"cannot open device {uri!r}: {e}") from None
-        _close_with_connection(ctx, key, session)
+        _close_with_connection(hub, ctx, key, session)
         return {"session": key, "device": uri, "embodiment": s.device.embodiment.prompt(),
-                "instruction": getattr(s.device, "instruction", "") or "",
+                "instruction": s.device.instruction or "",
                 "capabilities": sorted(s.device.capabilities),
                 "record_dir": str(s.record_dir) if s.record_dir else None}
+    return open_device
 
-    @tool
+
+def _tool_observe(setup: Setup):
     async def observe(ctx: Context, session: Optional[str] = None) -> list:
         """The current observation: the screen or camera images, then the UI tree, the embodiment
         prompt and the instruction as JSON."""
-        s = _session(ctx, session)
+        s = setup.session(ctx, session)
 
         def work():
             with s.lock:
                 return observation_content(s, s.observe())
         return await on_device(s, work)
+    return observe
 
+
+def _asker(setup: Setup):
+    """The resolver of ``act``'s ``answer``: the gate's question for a risky GUI action, when the
+    client can answer one (None otherwise: the tool body then decides, and reports what is wrong)."""
     async def ask(action: Union[str, dict, list], ctx: Context, session: Optional[str] = None):
         """The gate's question for a risky GUI action, when the client can answer one."""
         if not _can_elicit(ctx):
             return None
         try:
-            s = hub.get(hub.key(ctx, session))
+            s = setup.hub.get(setup.hub.key(ctx, session))
             a = parse_action(action, s.device)
         except (SessionError, ActionError):
             return None                       # the tool body reports it
         if not isinstance(a, GuiAction):
             return None
         risk, evidence = classify(a, s.obs.ui_tree, s.obs.screen)
-        if risk is None or risk in SafetyGate(allow).allow:
+        if risk is None or risk in SafetyGate(setup.allow).allow:
             return None
-        return Elicit(_question({"risk": risk, "evidence": evidence, "action": a.to_dict()}), Confirm)
+        return Elicit(_question({"risk": risk, "evidence": evidence, "action": a.to_dict()}), setup.confirm)
+    return ask
 
-    @tool
+
+def _tool_act(setup: Setup):
     async def act(action: Union[dict, str, list[list[float]]], ctx: Context, session: Optional[str] = None,
-                  answer: Annotated[Optional[Any], Resolve(ask)] = None) -> dict:
+                  answer: Annotated[Optional[Any], Resolve(_asker(setup))] = None) -> dict:
         """Execute one action. GUI bodies: a GuiAction object ({"type": "click", "point": [x, y]},
         0..1000 of the screen; or "element": <ui_tree index>) or a model reply text in any form
         embodia parses; robots: a chunk [[a1..aD], ...] within the channel limits. Invalid actions
         are refused unexecuted; risky ones need the client's confirmation."""
-        s = _session(ctx, session)
+        s = setup.session(ctx, session)
         try:
             a = parse_action(action, s.device)
         except ActionError as e:
             raise ToolError(f"refused, nothing executed: {e}") from None
         # the client's answer decides ("user"); no answer (it cannot elicit) is No ("default-no")
-        gate = SafetyGate(allow, confirm=(lambda d: _accepted(answer)) if answer is not None else None)
+        gate = SafetyGate(setup.allow, confirm=(lambda d: _accepted(answer)) if answer is not None else None)
 
         def work():
             with s.lock:
@@ -566,8 +595,65 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
             raise ToolError(f"refused, nothing executed: {e}") from None
         except (ActionError, ValueError) as e:
             raise ToolError(f"the device refused the action: {e}") from None
+    return act
 
-    @tool
+
+def _check_run_task(setup: Setup, policy: str, episodes: int, max_steps: Optional[int]) -> None:
+    """Tool errors for what a client may not ask of ``run_task``."""
+    if not 1 <= episodes <= 1000:
+        raise ToolError("episodes must be in 1..1000")
+    if max_steps is not None and not 1 <= max_steps <= setup.limits.max_steps:
+        raise ToolError(f"max_steps must be in 1..{setup.limits.max_steps} (or left out: the task's own length)")
+    try:
+        setup.allowed.policy(policy)
+    except SessionError as e:
+        raise ToolError(str(e)) from None
+
+
+def _client_callbacks(ctx, confirm_model):
+    """(confirm, progress) for the device thread: the gate's question to the client (No when it
+    cannot answer) and progress notifications, both called back into this event loop."""
+    can_ask = _can_elicit(ctx)
+    token = anyio.lowlevel.current_token()
+
+    def confirm(decision: dict) -> bool:
+        if not can_ask:
+            return False
+        try:
+            ans = anyio.from_thread.run(ctx.elicit, _question(decision), confirm_model, token=token)
+        except Exception:        # no back-channel on this connection (2026-07-28), or it broke: No
+            return False
+        return _accepted(ans)
+
+    def progress(p, total, msg):
+        try:
+            anyio.from_thread.run(ctx.report_progress, p, total, msg, token=token)
+        except Exception:        # a client that went away does not stop the episode; cancel does
+            pass
+    return confirm, progress
+
+
+async def _until_done_or_cancelled(s: DeviceSession, work, stop: threading.Event):
+    """``work()`` on the device thread; a cancelled call sets ``stop`` (the loop stops at its next
+    step and saves the episode) and waits for the work to end before the cancellation goes on."""
+    done = threading.Event()
+
+    def run():
+        try:
+            return work()
+        finally:
+            done.set()
+    try:
+        return await on_device(s, run)
+    except anyio.get_cancelled_exc_class():
+        stop.set()
+        with anyio.CancelScope(shield=True):
+            while not done.is_set():
+                await anyio.sleep(0.02)
+        raise
+
+
+def _tool_run_task(setup: Setup):
     async def run_task(ctx: Context, policy: str = "expert", instruction: Optional[str] = None,
                        episodes: int = 1, seed: Optional[int] = None, max_steps: Optional[int] = None,
                        memory: Optional[str] = None, session: Optional[str] = None) -> dict:
@@ -576,77 +662,52 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
         a success memory folder under its --memory-root that learns from each verified success;
         max_steps 1..10000 per episode. Progress comes as progress notifications; cancelling stops the episode
         and saves it."""
-        s = _session(ctx, session)
-        if not 1 <= episodes <= 1000:
-            raise ToolError("episodes must be in 1..1000")
-        if max_steps is not None and not 1 <= max_steps <= limits.max_steps:
-            raise ToolError(f"max_steps must be in 1..{limits.max_steps} (or left out: the task's own length)")
-        try:
-            allowed.policy(policy)
-        except SessionError as e:
-            raise ToolError(str(e)) from None
-        memory = memory_path(memory) or server_memory
+        s = setup.session(ctx, session)
+        _check_run_task(setup, policy, episodes, max_steps)
+        memory = setup.memory_path(memory) or setup.memory
+        confirm, progress = _client_callbacks(ctx, setup.confirm)
         stop = threading.Event()
-        done = threading.Event()
-        can_ask = _can_elicit(ctx)
-        token = anyio.lowlevel.current_token()      # the device thread calls back into this event loop
-
-        def confirm(decision: dict) -> bool:
-            if not can_ask:
-                return False
-            try:
-                ans = anyio.from_thread.run(ctx.elicit, _question(decision), Confirm, token=token)
-            except Exception:        # no back-channel on this connection (2026-07-28), or it broke: No
-                return False
-            return _accepted(ans)
-
-        def progress(p, total, msg):
-            try:
-                anyio.from_thread.run(ctx.report_progress, p, total, msg, token=token)
-            except Exception:        # a client that went away does not stop the episode; cancel does
-                pass
 
         def work():
-            try:
-                with s.lock:
-                    return _run_task(s, policy, instruction, episodes, seed, max_steps, memory,
-                                     SafetyGate(allow, confirm=confirm), stop, progress)
-            finally:
-                done.set()
+            with s.lock:
+                return _run_task(s, policy, instruction, episodes, seed, max_steps, memory,
+                                 SafetyGate(setup.allow, confirm=confirm), stop, progress)
         try:
-            return await on_device(s, work)
-        except anyio.get_cancelled_exc_class():
-            stop.set()                # the loop stops at its next step and saves the episode
-            with anyio.CancelScope(shield=True):
-                while not done.is_set():
-                    await anyio.sleep(0.02)
-            raise
+            return await _until_done_or_cancelled(s, work, stop)
         except (ValueError, FileNotFoundError) as e:
             raise ToolError(str(e)) from None
+    return run_task
 
-    @tool
+
+def _tool_memory_stats(setup: Setup):
     def memory_stats(path: Optional[str] = None) -> dict:
         """Entries, episodes, merges and deletions per namespace of a success-memory directory
         (default: the server's --memory)."""
-        path = path or server_memory
+        path = path or setup.memory
         if not path:
             raise ToolError("no memory directory given (and the server has no --memory)")
-        shown, path = path, memory_path(path)
+        shown, path = path, setup.memory_path(path)
         try:
             return {"path": shown, "namespaces": load_memory_stats(Path(path))}
         except (OSError, ValueError, KeyError) as e:
             raise ToolError(f"cannot read memory {path}: {e}") from None
+    return memory_stats
 
-    @tool
+
+def _tool_close_device(setup: Setup):
     async def close_device(ctx: Context, session: Optional[str] = None) -> dict:
         """Close this session's device; its episode is saved."""
         try:
-            key = hub.key(ctx, session)
-            return await anyio.to_thread.run_sync(hub.close, key)
+            key = setup.hub.key(ctx, session)
+            return await anyio.to_thread.run_sync(setup.hub.close, key)
         except SessionError as e:
             raise ToolError(str(e)) from None
+    return close_device
 
-    return server
+
+#: the tools, in the order a client lists them
+TOOLS = (_tool_list_devices, _tool_open_device, _tool_observe, _tool_act, _tool_run_task, _tool_memory_stats,
+         _tool_close_device)
 
 
 def _one_line_errors(fn):
@@ -694,7 +755,7 @@ def _run_task(s: DeviceSession, policy_spec, instruction, episodes, seed, max_st
     pol = make_policy(policy_spec, s.device)
     steered = with_memory(pol, memory, s.uri, s.device) if memory else None
     seed = s.seed if seed is None else seed
-    limit = max_steps or getattr(s.device, "max_steps", None) or 1000
+    limit = episode_limit(s.device, max_steps)
     rows = []
     try:
         for i in range(episodes):

@@ -91,8 +91,9 @@ from websockets.exceptions import ConnectionClosed
 
 from embodia.agent.loop.success import JudgeLabeler
 from embodia.agent.serving.access import same_secret
-from embodia.devices import Embodiment, Observation, as_policy
+from embodia.devices import Device, Embodiment, Observation
 from embodia.devices.observation import ACTION, STATE, image_key
+from embodia.policies.base import as_policy
 from embodia.policies.ws_policy import MEMORY_TOKEN_ENV, packb, unpackb
 
 log = logging.getLogger("embodia.serve")
@@ -217,12 +218,9 @@ def _array(msg: dict, key: str) -> np.ndarray:
     return value
 
 
-class ClientBody:
+class ClientBody(Device):
     """The body a client drives, as a success source sees it from the server: its embodiment and
     nothing else (no simulator check, no scene to read; the observations are the client's)."""
-
-    capabilities = frozenset()
-    done = False
 
     def __init__(self, embodiment: Embodiment):
         self.embodiment = embodiment
@@ -290,7 +288,7 @@ class _Session:
         with self._credit():
             chunk = np.atleast_2d(np.asarray(self.policy.act(obs, prompt), np.float32))
         for a in chunk[:self.server.embodiment.exec_horizon]:    # assumed executed; episode_end may
-            self.policy.observe(obs, a)                          # send what really ran
+            self.policy.after_step(obs, a)                          # send what really ran
         return chunk
 
     def end(self, success: bool | None, steps, label: dict | None = None) -> tuple[int | None, dict | None]:
@@ -420,7 +418,8 @@ class PolicyServer:
                        if labeler is not None else None)
         self._queued = 0                   # calls submitted and not finished (event-loop thread only)
         # the policy's own token count of a prompt, if it has a tokenizer (what its cost grows with)
-        self._count_tokens = getattr(policy, "prompt_tokens", None)
+        counter = as_policy(policy)     # None: no tokenizer, so prompts are bounded in characters only
+        self._count_tokens = counter.prompt_tokens if counter.prompt_tokens("") is not None else None
         self._conns: dict[str, int] = {}   # open connections per peer address (event-loop thread only)
         self._busy_since: float | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

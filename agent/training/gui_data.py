@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from embodia.devices import GuiAction, Policy, Screen
+from embodia.devices import GuiAction, Screen
+from embodia.policies.base import Policy
 from embodia.policies.gui.head import describe
 
 SHIFT_MIX = (("", 0.25), ("layout", 0.3), ("theme", 0.1), ("font", 0.1), ("layout,theme,font", 0.25))

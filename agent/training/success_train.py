@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from embodia.devices import Embodiment, Policy
+from embodia.devices import Embodiment
+from embodia.policies.base import Policy
 
 SEED0 = 200_000
 MIN_CALIBRATION = 10      # episodes of a body (both outcomes present) to calibrate it on its own

@@ -45,9 +45,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from embodia.devices import GuiAction, Observation, Policy
+from embodia.devices import GuiAction, Observation
 from embodia.memory.persist import write_atomic
 from embodia.policies.backbone import Backbone, backbone_sha256, read_head_files
+from embodia.policies.base import Policy
 from embodia.policies.gui.head_encoding import (  # noqa: F401 (words, quoted, ...: importable here as before)
     ACTIONS,
     F_DESC,

@@ -61,9 +61,10 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from embodia.devices import Embodiment, GuiAction, Observation, Policy, Screen
+from embodia.devices import Embodiment, GuiAction, Observation, Screen
 from embodia.devices.coords import SPACES, convert
 from embodia.devices.gui import SCREEN
+from embodia.policies.base import Policy
 from embodia.policies.gui.reply import parse_replies
 from embodia.policies.gui.selection import VOTE_GRID, Candidate, vote, vote_key  # noqa: F401 (importable here)
 
@@ -333,7 +334,7 @@ class ChatGuiPolicy(Policy):
         """The distinct executable actions the model proposes for this screen, most voted first:
         ``n`` replies (default ``samples``; ``n=1`` is one reply as `act` sends it) parsed and grouped
         as for the vote, unparsable ones dropped, retried as in `act` when none parses
-        (`PolicyGaveUp`). Nothing is chosen: the action the loop then reports through `observe`
+        (`PolicyGaveUp`). Nothing is chosen: the action the loop then reports through `after_step`
         (a wrapper that executes one of these passes the call on) enters the history shown at the
         next decision, as `act`'s choice would. `step_record()` gives the votes.
 
@@ -350,7 +351,7 @@ class ChatGuiPolicy(Policy):
         self._proposed = turn.img
         return [g.action for g in groups]
 
-    def observe(self, obs: Observation, executed) -> None:
+    def after_step(self, obs: Observation, executed) -> None:
         """The loop's word that the action ran (``executed``: it, with element references resolved).
         After `propose`, the executed action is the decision's, and enters the history."""
         if self._proposed is not None and isinstance(executed, GuiAction):

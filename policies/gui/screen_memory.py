@@ -14,7 +14,7 @@ instruction and the actions executed so far. Then, by ``mode``:
   without ``propose`` gets the ``"replace"`` behaviour.
 - ``"off"``: the base policy alone (the memory still learns when ``learn``), the paired control arm.
 
-The loop reports every executed step (``observe``) and the verified outcome (``end_episode``):
+The loop reports every executed step (``after_step``) and the verified outcome (``end_episode``):
 successes are stored, failures credited to the entries that decided. Steps it observes without
 having decided them are a person's (take over and hand back, `embodia.agent.loop.takeover`): a
 verified success with such steps is stored as a demonstration (``config.demo_support`` successes). ``step_record()`` says what
@@ -36,9 +36,10 @@ from __future__ import annotations
 import math
 import re
 
-from embodia.devices import GuiAction, Policy, as_policy
+from embodia.devices import GuiAction
 from embodia.memory.screen import ScreenMemory, ScreenRetrieval
 from embodia.memory.screen_refs import canonical
+from embodia.policies.base import Policy, as_policy
 
 MODES = ("replace", "rerank", "off")
 
@@ -78,7 +79,7 @@ class ScreenMemoryPolicy(Policy):
 
     @property
     def embodiment(self):
-        return getattr(self.policy, "embodiment", None) or getattr(self.device, "embodiment", None)
+        return self.policy.embodiment or (self.device.embodiment if self.device is not None else None)
 
     def reset(self, seed: int | None = None) -> None:
         self.policy.reset(seed)
@@ -98,8 +99,7 @@ class ScreenMemoryPolicy(Policy):
 
     # -- context ---------------------------------------------------------------------------------
     def _info(self) -> dict:
-        fn = getattr(self.device, "info", None)
-        out = fn() if callable(fn) else None
+        out = self.device.info() if self.device is not None else None
         return out if isinstance(out, dict) else {}
 
     def _begin(self, instruction: str, info: dict) -> None:
@@ -155,9 +155,8 @@ class ScreenMemoryPolicy(Policy):
                    memory_action=r.canonical, precondition=r.precondition, values_matched=r.values_matched)
         if not r.empty and r.confidence >= self.memory.config.confidence_floor:
             self.episode["hits"] += 1
-        propose = getattr(self.policy, "propose", None)
-        if self.mode == "rerank" and callable(propose):
-            action = self._rerank(obs, instruction, r, propose, tree, screen, rec)
+        if self.mode == "rerank" and self.policy.proposes:
+            action = self._rerank(obs, instruction, r, self.policy.propose, tree, screen, rec)
             if action is not None:
                 return action
         if self._can_replace(r):
@@ -203,8 +202,8 @@ class ScreenMemoryPolicy(Policy):
         return cands[best][0]
 
     # -- learning from what was executed -----------------------------------------------------------
-    def observe(self, obs, executed) -> None:
-        self.policy.observe(obs, executed)      # the base policy's history must hold what really ran
+    def after_step(self, obs, executed) -> None:
+        self.policy.after_step(obs, executed)      # the base policy's history must hold what really ran
         self._person_steps += not self._decided
         self._decided = False
         d = executed.to_dict() if isinstance(executed, GuiAction) else dict(executed)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from embodia.devices import Policy
 from embodia.memory import MemoryConfig, SuccessMemory, stable_hash
+from embodia.policies.base import Policy
 from embodia.policies.robot.vla import MEMORY_KEYS, VLAPolicy
 
 KEY_ENCODER = "normalized-state/v1"       # the default key: the normalized state
@@ -81,7 +81,7 @@ def memory_for(policy: VLAPolicy, config=None) -> SuccessMemory:
     takes the checkpoint's own memory settings (``memory.json`` beside its weights), else the
     defaults; the key is the checkpoint's (``"key"`` there: ``state``, the default, or ``offsets``)."""
     emb = policy.embodiment
-    settings = dict(getattr(policy, "memory_settings", {}))
+    settings = dict(policy.memory_settings)
     kind = settings.pop("key", "state")
     if config is None:
         config = MemoryConfig(**settings)
@@ -167,7 +167,7 @@ class SteeredPolicy(Policy):
                                        success=True, episode_id=episode_id, stride=self.embodiment.exec_horizon)
 
     # -- the loop reports every executed step and the verified outcome -----------------------------
-    def observe(self, obs, action) -> None:
+    def after_step(self, obs, action) -> None:
         self.states.append(np.asarray(obs.state))
         self.actions.append(np.asarray(action))
 

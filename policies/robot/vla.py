@@ -28,8 +28,9 @@ from safetensors.torch import load_file, save_file
 
 from embodia.action_heads import ActionDiT, QuantileNormalizer, sample
 from embodia.action_heads.graphs import GraphedVelocity, pad_context
-from embodia.devices import Embodiment, Observation, Policy
+from embodia.devices import Embodiment, Observation
 from embodia.policies.backbone import Backbone
+from embodia.policies.base import Policy
 from embodia.policies.placement import Placement
 
 CONFIG = "config.json"

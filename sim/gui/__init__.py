@@ -45,9 +45,9 @@ import random
 
 import numpy as np
 
-from embodia.devices.base import Policy
 from embodia.devices.embodiment import Screen
 from embodia.devices.gui import ELEMENT_FIELDS, GuiDevice, gui_embodiment
+from embodia.policies.base import Policy
 from embodia.sim.gui.tasks import (
     SCREENS,
     SHIFTS,
