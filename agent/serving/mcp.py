@@ -20,10 +20,8 @@ session may not know which body it is. ``allow`` is the unattended allow-list.
 """
 
 import asyncio
-import base64
 import functools
 import inspect
-import io
 import json
 import threading
 import time
@@ -50,6 +48,7 @@ from embodia.agent.loop.safety import RiskRefused, SafetyGate, classify
 from embodia.agent.recording.files import resolved_inside
 from embodia.agent.serving.access import BearerAuth, is_loopback, is_wildcard, require_credential
 from embodia.devices import ActionError, GuiAction, check_chunk
+from embodia.memory.png import png_base64
 from embodia.policies.base import Policy, as_policy
 
 MAX_CHUNK_ROWS = 1024
@@ -237,12 +236,6 @@ def parse_action(action: Union[str, dict, list], device) -> "GuiAction | np.ndar
 
 
 # -- content ---------------------------------------------------------------------------------------
-def png_b64(img: np.ndarray) -> str:
-    from PIL import Image
-    buf = io.BytesIO()
-    Image.fromarray(np.ascontiguousarray(img, dtype=np.uint8)).save(buf, "PNG", compress_level=1)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
 
 def observation_content(session: DeviceSession, obs) -> list:
     """The observation as MCP content: each camera/screen as an image, then one JSON text block
@@ -257,7 +250,7 @@ def observation_content(session: DeviceSession, obs) -> list:
         facts["ui_tree"] = obs.ui_tree
     if obs.state is not None and len(obs.state):
         facts["state"] = np.asarray(obs.state, np.float64).round(5).tolist()
-    blocks = [ImageContent(type="image", data=png_b64(img), mime_type="image/png") for img in obs.images.values()]
+    blocks = [ImageContent(type="image", data=png_base64(img), mime_type="image/png") for img in obs.images.values()]
     return blocks + [TextContent(type="text", text=json.dumps(facts, default=str))]
 
 
@@ -783,15 +776,10 @@ def _run_task(s: DeviceSession, policy_spec, instruction, episodes, seed, max_st
 
 
 def load_memory_stats(path: Path) -> dict:
-    """`stats()` of a memory directory, robot (SuccessMemory) or screen (ScreenMemory) alike."""
-    meta = json.loads((path / "meta.json").read_text())
-    if "encoder_id" in meta:
-        from embodia.memory import SuccessMemory
-        mem = SuccessMemory.load(path, encoder_id=meta["encoder_id"], normalizer_hash=meta["normalizer_hash"])
-    else:
-        from embodia.memory import ScreenMemory
-        mem = ScreenMemory.load(path)
-    return mem.stats()
+    """`stats()` of a memory directory, robot (SuccessMemory) or screen (ScreenMemory) alike, told
+    apart by the one rule every reader uses (`embodia.memory.saved`)."""
+    from embodia.memory.saved import open_memory
+    return open_memory(path).stats()
 
 
 def serve(*, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765, allow=(),
