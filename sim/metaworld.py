@@ -94,7 +94,7 @@ INSTRUCTIONS: dict[str, str] = {
 
 # Evaluation suites (`sim:metaworld/<suite>`). The difficulty groups are the ones LeRobot's
 # Meta-World environment evaluates (`--env.task=easy|medium|hard|very_hard`; 28 + 11 + 6 + 5 tasks);
-# MT10 is Meta-World's own MT10 list; MT50 is every task. Facts, not code: see README "Meta-World suites".
+# MT10 is Meta-World's own MT10 list; MT50 is every task. Facts, not code: see docs/metaworld.md "Meta-World suites".
 GROUPS: dict[str, tuple[str, ...]] = {
     "easy": ("button-press-v3", "button-press-topdown-v3", "button-press-topdown-wall-v3",
              "button-press-wall-v3", "coffee-button-v3", "dial-turn-v3", "door-close-v3",

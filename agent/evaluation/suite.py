@@ -8,7 +8,7 @@ True
 >>> policy_reads("expert")                             # state only: the device renders nothing
 {'render': '0'}
 
-Protocol (as LeRobot's Meta-World environment, see README "Meta-World suites"): each episode runs
+Protocol (as LeRobot's Meta-World environment, see docs/metaworld.md "Meta-World suites"): each episode runs
 at most 500 steps and ends at the first step whose `info["success"]` is set; episode i of every task
 uses seed `seed + i`, so two policies evaluated with the same `seed` meet the same object and goal
 positions, task by task. The device renders only what the policy reads (`policy_reads`).
@@ -33,7 +33,7 @@ PREFIX = "sim:metaworld/"
 # agent_pos; LeRobot's MT50 demos). "avg" is the paper's Avg. column: the plain mean of the four
 # group figures, not the rate over all 500 episodes (compare it with a report's "mean_of_groups").
 # Entered from the table as three independent public notes reproduce it, figure for figure (the
-# paper's own PDF could not be read where this was written); README "Meta-World suites" lists how
+# paper's own PDF could not be read where this was written); docs/metaworld.md "Meta-World suites" lists how
 # our protocol differs.
 PUBLISHED_MT50 = {
     "SmolVLA (0.45B)": {"easy": 82.5, "medium": 41.8, "hard": 45.0, "very_hard": 60.0, "avg": 57.3},
@@ -426,5 +426,5 @@ def suite_table(rep: dict, published: bool = False) -> str:
                      f"[{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]{cols}")
     if names:
         lines.append("published: the SmolVLA paper (arXiv 2506.01844), LeRobot's protocol with images; "
-                     "see README 'Meta-World suites' for how this run's protocol differs")
+                     "see docs/metaworld.md (Meta-World suites) for how this run's protocol differs")
     return "\n".join(line.rstrip() for line in lines)

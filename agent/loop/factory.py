@@ -19,7 +19,7 @@ POLICY_SPECS = {
     "embodia-tiny": "the bundled VLA (tiny Qwen2.5-VL backbone + DiT head), trained on sim demos; on GUI "
                     "devices its GUI head (pointer over UI-tree elements), trained on gui-sim demos",
     "embodia-mt50": "the same architecture trained on Meta-World MT50 (50 scripted demos per task, state "
-                    "with the goal); serves sim:metaworld/* (README: which checkpoint serves which)",
+                    "with the goal); serves sim:metaworld/* (docs/metaworld.md: which checkpoint serves which)",
     "<path/to/checkpoint>": "a VLA checkpoint directory written by `embodia train`",
     "expert": "the device's scripted expert (simulated tasks)",
     "random": "uniform random actions within the embodiment's limits",
@@ -131,7 +131,7 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
         return ReplayPolicy(episode["action"], chunk=device.embodiment.exec_horizon)
     if spec in BUNDLED and not BUNDLED[spec].is_dir():
         raise PolicyError(f"{spec} is not in this checkout ({BUNDLED[spec]}); build it with "
-                          f"`{REBUILD[spec]}` (records demos, then trains; see README)")
+                          f"`{REBUILD[spec]}` (records demos, then trains; see docs/metaworld.md)")
     path = BUNDLED.get(spec) or Path(spec).expanduser()
     if path.is_dir() and device.embodiment.is_gui:
         from embodia.policies.gui.head import GuiHeadError, GuiHeadPolicy
