@@ -121,9 +121,8 @@ def _run(dev, seed: int, policy=None, actions=None):
 
 
 def _rate(k: int, n: int) -> dict:
-    from embodia.agent.evaluation.stats import wilson
-    return {"successes": int(k), "episodes": int(n), "success_rate": k / n if n else None,
-            "wilson95": list(wilson(k, n)) if n else None}
+    from embodia.agent.evaluation.memory_eval import rate_of
+    return rate_of(k, n)
 
 
 # -- eval --------------------------------------------------------------------------------------------

@@ -276,10 +276,15 @@ def run_stream(device, make_arm_policy: Callable[..., object], arm: str, stream:
             "labels": label_summary(labels, outcomes) if labels else None}
 
 
-def _rate(xs) -> dict:
-    k, n = int(sum(xs)), len(xs)
+def rate_of(k: int, n: int) -> dict:
+    """k successes of n episodes: the counts, the rate and its Wilson interval (None for none)."""
+    k, n = int(k), int(n)
     return {"successes": k, "episodes": n, "success_rate": k / n if n else None,
             "wilson95": list(wilson(k, n)) if n else None}
+
+
+def _rate(xs) -> dict:
+    return rate_of(sum(xs), len(xs))
 
 
 def _sign_test(diffs) -> float:
