@@ -13,9 +13,11 @@ backbone read at its middle layer and the DiT head, as issue 38's table sizes th
 (MLP widths 3x and 5.8x, so that the parameter counts land near the table's 0.53B and 4.6B with
 this tokenizer's small vocabulary: 0.52B and 4.55B). Each decision is the runtime's own
 (`VLAPolicy.predict_chunk`: preprocessing, backbone prefix, K=10 Euler steps, unnormalization) on a
-blank observation with 1 and 3 cameras, in float32 and bfloat16, eager and with the sampler's CUDA graphs (`action_heads/graphs.py`; CUDA only: on other
-devices that row says why it did not run). Reported: p50/p90 of the decision and of its two parts
-(backbone prefix, sampler). Then a training-step row: embodia-tiny's head step at batch 64 (context
+blank observation with 1 and 3 cameras, in float32 and bfloat16, eager and with CUDA graphs (the
+backbone prefix, `policies/prefix_graph.py`, and the sampler's network, `action_heads/graphs.py`;
+CUDA only: on other devices that row says why it did not run). Reported: p50/p90 of the decision and
+of its parts (host preparation, backbone prefix including it, sampler); each row is also printed
+to stderr as it finishes. Then a training-step row: embodia-tiny's head step at batch 64 (context
 cached, as `embodia train` runs after freezing the backbone) on this device and on this host's CPU.
 Prints one JSON line.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
 
 import numpy as np
@@ -84,15 +87,16 @@ def decisions(policy: VLAPolicy, emb: Embodiment, repeats: int, warmup: int = 3)
     """p50/p90 of whole decisions and of their parts (ms) on a blank observation."""
     obs = Observation(images={c.name: np.zeros((c.height, c.width, 3), np.uint8) for c in emb.cameras},
                       state=np.zeros(emb.state_dim, np.float32))
-    total, prefix, sampler = [], [], []
+    total, prep, prefix, sampler = [], [], [], []
     for i in range(warmup + repeats):
         t0 = time.perf_counter()
         policy.predict_chunk(obs, INSTRUCTION)      # it ends on the host: the device is synced
         if i >= warmup:
             total.append((time.perf_counter() - t0) * 1e3)
+            prep.append(policy.last_timing["prepare_ms"])
             prefix.append(policy.last_timing["backbone_ms"])
             sampler.append(policy.last_timing["sample_ms"])
-    return {"decision_ms": pct(total), "prefix_ms": pct(prefix), "sampler_ms": pct(sampler)}
+    return {"decision_ms": pct(total), "prepare_ms": pct(prep), "prefix_ms": pct(prefix), "sampler_ms": pct(sampler)}
 
 
 def decision_rows(size: str, device: str, repeats: int) -> list[dict]:
@@ -108,12 +112,19 @@ def decision_rows(size: str, device: str, repeats: int) -> list[dict]:
                 if mode == "cuda_graphs" and not device.startswith("cuda"):
                     rows.append(row | {"skipped": "CUDA graphs run on CUDA only"})
                     continue
-                policy = VLAPolicy(model, norms, torch_device=device, dtype=dtype, graphs=mode == "cuda_graphs")
-                t0 = time.perf_counter()
-                policy.bind(emb)                    # with graphs: captured here, at load
-                row["load_warm_s"] = round(time.perf_counter() - t0, 2)
-                rows.append(row | decisions(policy, emb, repeats))
-                del policy
+                try:
+                    policy = VLAPolicy(model, norms, torch_device=device, dtype=dtype, graphs=mode == "cuda_graphs")
+                    t0 = time.perf_counter()
+                    policy.bind(emb)                    # with graphs: captured here, at load
+                    row["load_warm_s"] = round(time.perf_counter() - t0, 2)
+                    if policy.prefix is not None:       # did the backbone prefix replay, and how close was it
+                        row["prefix_graph"] = {"captured": len(policy.prefix.captured),
+                                               "rel_err": [round(e, 5) for e in policy.prefix.errors]}
+                    rows.append(row | decisions(policy, emb, repeats))
+                    del policy
+                except Exception as e:  # noqa: BLE001 - one failing row must not lose the others
+                    rows.append(row | {"error": f"{type(e).__name__}: {e}"[:500]})
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)   # progress, row by row
     return rows
 
 

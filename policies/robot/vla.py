@@ -28,6 +28,7 @@ from safetensors.torch import load_file, save_file
 
 from embodia.action_heads import ActionDiT, QuantileNormalizer, sample
 from embodia.action_heads.graphs import GraphedVelocity, pad_context
+from embodia.policies.prefix_graph import GraphedPrefix
 from embodia.devices import Embodiment, Observation
 from embodia.policies.backbone import Backbone
 from embodia.policies.base import Policy
@@ -106,12 +107,14 @@ class VLAPolicy(Policy):
                  torch_device: str | None = None, dtype: str | None = None, graphs: bool | None = None):
         """``torch_device`` / ``dtype``: where the model runs (`embodia.policies.placement`: the
         explicit choice, else ``$EMBODIA_TORCH_DEVICE`` / ``$EMBODIA_DTYPE``, else CUDA in bfloat16
-        when present, the CPU in float32 otherwise). ``graphs``: replay the sampler's network as CUDA
-        graphs (default: on CUDA; ignored elsewhere)."""
+        when present, the CPU in float32 otherwise). ``graphs``: replay the backbone prefix
+        (`embodia.policies.prefix_graph`) and the sampler's network as CUDA graphs (default: on CUDA;
+        ignored elsewhere)."""
         self.placement = Placement.resolve(torch_device, dtype)
         self.model = model.to(device=self.placement.device, dtype=self.placement.dtype).eval()
         use_graphs = self.placement.is_cuda if graphs is None else graphs and self.placement.is_cuda
         self.graphs = GraphedVelocity() if use_graphs else None
+        self.prefix = GraphedPrefix(self.model.backbone, self.model.proj) if use_graphs else None
         self.cfg = model.cfg
         self.norms = {name: {k: QuantileNormalizer.from_dict(v) for k, v in d.items()}
                       for name, d in norms.items()}
@@ -185,7 +188,9 @@ class VLAPolicy(Policy):
         t0 = time.perf_counter()
         batch = self.model.backbone.prepare([[obs.images[c.name] for c in emb.cameras]],
                                             [self.prompt_override or emb.prompt()], [instruction])
-        ctx, ctx_mask = self.model.context(**batch)
+        t_prep = time.perf_counter()
+        graphed = self.prefix(batch) if self.prefix is not None else None    # None: this layout runs eagerly
+        ctx, ctx_mask = graphed if graphed is not None else self.model.context(**batch)
         if self.graphs is not None:       # a few context lengths, each captured once
             ctx, ctx_mask = pad_context(ctx, ctx_mask)
         t1 = time.perf_counter()
@@ -202,7 +207,8 @@ class VLAPolicy(Policy):
         t2 = time.perf_counter()
         x = x[0, :, :emb.action_dim].float().cpu().numpy()          # numpy only here, at the edge
         chunk = self.norms[emb.name]["action"].unnormalize(x)
-        self.last_timing = {"backbone_ms": (t1 - t0) * 1e3, "sample_ms": (t2 - t1) * 1e3}
+        self.last_timing = {"prepare_ms": (t_prep - t0) * 1e3, "backbone_ms": (t1 - t0) * 1e3,
+                            "sample_ms": (t2 - t1) * 1e3}
         return np.asarray(chunk, dtype=np.float32)
 
     def _inpaint(self, eps: torch.Tensor, prefix, weights):

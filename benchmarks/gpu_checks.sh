@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Issue 38's GPU lines, run on a lent GPU machine as prepared scripts (BENCHMARKS.md "On a GPU").
+#
+#   bash benchmarks/gpu_checks.sh latency   # gpu_latency.py on CUDA (every size), then tiny on this host's CPU
+#   bash benchmarks/gpu_checks.sh mt10      # embodia eval on MT10 with embodia-mt50, --torch-device cuda
+#
+# Wheels the machine lacks travel in .whl-latency/ and .whl-mt10/ (`pip download --no-deps
+# --python-version 3.12 ...` of transformers, diffusers, faiss-cpu, importlib_metadata; metaworld,
+# mujoco, gymnasium, farama-notifications, pyopengl, glfw); they install into /tmp/site, which the
+# second phase reuses. embodia itself is imported from the checkout through a package of links.
+# Results go to $OUT (or ./gpu-out).
+set -u
+phase=${1:?latency or mt10}
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 MUJOCO_GL=egl PYTHONPATH=/tmp/site:/tmp/pkg
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/card.txt"
+for d in .whl-latency .whl-mt10; do
+  if ls $d/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $d/*.whl || exit 1
+  fi
+done
+mkdir -p /tmp/pkg/embodia && cp -r embodia/. /tmp/pkg/embodia/
+for d in action_heads agent devices memory policies sim; do ln -sfn "$PWD/$d" /tmp/pkg/embodia/$d; done
+python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+
+case $phase in
+latency)
+  timeout 330 python3 benchmarks/gpu_latency.py --torch-device cuda > "$OUT/gpu_latency_cuda.json"
+  echo "cuda rc=$?"
+  timeout 90 python3 benchmarks/gpu_latency.py --torch-device cpu --sizes tiny > "$OUT/gpu_latency_cpu.json"
+  echo "cpu rc=$?"
+  python3 - "$OUT" <<'EOF'
+import json, sys
+for name in ("gpu_latency_cuda.json", "gpu_latency_cpu.json"):
+    try:
+        rep = json.loads(open(f"{sys.argv[1]}/{name}").read())
+    except Exception as e:
+        print(name, "unreadable:", e); continue
+    print(name, rep["card"], "wall", rep["wall_s"])
+    for r in rep["decisions"]:
+        if "decision_ms" in r:
+            print(f'{r["size"]:8s} {r["cameras"]}cam {r["dtype"]:8s} {r["sampler"]:11s} decision {r["decision_ms"]} '
+                  f'prep {r["prepare_ms"]["p50"]} prefix {r["prefix_ms"]["p50"]} sampler {r["sampler_ms"]["p50"]} '
+                  f'{r.get("prefix_graph", "")}')
+        else:
+            print(r["size"], r["cameras"], r["dtype"], r["sampler"], r.get("error") or r.get("skipped"))
+    print("train", rep["train_step"])
+EOF
+  ;;
+mt10)
+  test -d /tmp/site/transformers || { echo "the latency phase's wheels are not here (a fresh machine)"; exit 3; }
+  /usr/bin/time -v timeout 420 python3 -m embodia eval -d sim:metaworld/mt10 -p embodia-mt50 -n 10 \
+      --torch-device cuda --jobs 10 --json "$OUT/mt10_cuda.json" > "$OUT/mt10_cuda.log" 2> "$OUT/mt10_cuda.err"
+  echo "mt10 rc=$?"
+  tail -25 "$OUT/mt10_cuda.log"; grep -E "Elapsed|Maximum resident" "$OUT/mt10_cuda.err"; tail -5 "$OUT/mt10_cuda.err"
+  ;;
+esac
