@@ -26,7 +26,7 @@ python3 -c "import torch, transformers; print('torch', torch.__version__, 'trans
 
 case $phase in
 latency)
-  timeout 330 python3 benchmarks/gpu_latency.py --torch-device cuda > "$OUT/gpu_latency_cuda.json"
+  timeout 330 python3 benchmarks/gpu_latency.py --torch-device cuda --repeats 30 > "$OUT/gpu_latency_cuda.json"
   echo "cuda rc=$?"
   timeout 90 python3 benchmarks/gpu_latency.py --torch-device cpu --sizes tiny > "$OUT/gpu_latency_cpu.json"
   echo "cpu rc=$?"
