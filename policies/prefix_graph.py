@@ -167,7 +167,7 @@ class GraphedPrefix:
             entry = self._build(key, ids_host, grid, pix, am)
             if entry is None:
                 return None
-        ids_buf, pix_buf, replay, out = entry
+        ids_buf, pix_buf, replay, out, _ = entry
         ids_buf.copy_(ids_host, non_blocking=True)
         pix_buf.copy_(pix)
         replay()
@@ -186,11 +186,15 @@ class GraphedPrefix:
             tol = 1e-3 if bb.dtype == torch.float32 else 5e-2
             if not err <= tol:
                 raise ValueError(f"the device-side prefix differs from transformers' (relative error {err:.2e})")
-            replay, out = self.capture(lambda: self.project(self.forward(plan, ids_buf, pix_buf)))
+            def fn():
+                return self.project(self.forward(plan, ids_buf, pix_buf))
+            replay, out = self.capture(fn)
         except (RuntimeError, ValueError) as e:      # this layout stays eager
             self.failed.add(key)
             warnings.warn(f"backbone prefix graph not used for this camera set-up: {e}", stacklevel=3)
             return None
         self.errors.append(err)
-        self.captured[key] = entry = (ids_buf, pix_buf, replay, out)
+        # the graph reads the plan's tensors (window order, masks, tables) at every replay but holds no
+        # reference to them: the entry keeps them alive, or their memory would be handed out again
+        self.captured[key] = entry = (ids_buf, pix_buf, replay, out, (plan, fn))
         return entry

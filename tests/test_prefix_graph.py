@@ -7,6 +7,7 @@ comparison run for real on the CPU."""
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -20,8 +21,17 @@ WORDS = ["pick up the red block and place it in the bin", "arm body with a gripp
 
 
 def eager_capture(fn):
+    """Like a CUDA graph, the replay holds no reference to what ``fn`` reads (a graph keeps device
+    pointers only): whatever the captured forward needs must be kept alive by its owner, else its
+    memory is reused and the replay reads garbage (seen on an H100: an index out of bounds)."""
     out = fn()
-    return (lambda: out.copy_(fn())), out
+    ref = weakref.ref(fn)
+
+    def replay():
+        alive = ref()
+        assert alive is not None, "the captured forward (and the tensors it reads) was freed"
+        out.copy_(alive())
+    return replay, out
 
 
 @pytest.fixture(scope="module")
