@@ -3,6 +3,7 @@
 #
 #   bash benchmarks/gpu_checks.sh latency   # gpu_latency.py on CUDA (every size), then tiny on this host's CPU
 #   bash benchmarks/gpu_checks.sh mt10      # embodia eval on MT10 with embodia-mt50, --torch-device cuda
+#   bash benchmarks/gpu_checks.sh install   # only the wheels (when the two phases' wheels cannot travel together)
 #
 # Wheels the machine lacks travel in .whl-latency/ and .whl-mt10/ (`pip download --no-deps
 # --python-version 3.12 ...` of transformers, diffusers, faiss-cpu, importlib_metadata; metaworld,
@@ -25,6 +26,7 @@ for d in action_heads agent devices memory policies sim; do ln -sfn "$PWD/$d" /t
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 
 case $phase in
+install) ;;
 latency)
   timeout 330 python3 benchmarks/gpu_latency.py --torch-device cuda --repeats 30 > "$OUT/gpu_latency_cuda.json"
   echo "cuda rc=$?"
@@ -50,6 +52,11 @@ EOF
   ;;
 mt10)
   test -d /tmp/site/transformers || { echo "the latency phase's wheels are not here (a fresh machine)"; exit 3; }
+  # MuJoCo's EGL needs the GL vendor-neutral loaders: .gl/ holds Debian's libegl1, libglvnd0, ... (.deb)
+  for f in .gl/*.deb; do [ -e "$f" ] && dpkg -x "$f" /; done; ldconfig
+  vendor=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+  [ -e $vendor ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$vendor
+  python3 -c "import mujoco; m = mujoco.MjModel.from_xml_string('<mujoco/>'); r = mujoco.Renderer(m, 8, 8); print('mujoco egl ok')" || exit 4
   /usr/bin/time -v timeout 420 python3 -m embodia eval -d sim:metaworld/mt10 -p embodia-mt50 -n 10 \
       --torch-device cuda --jobs 10 --json "$OUT/mt10_cuda.json" > "$OUT/mt10_cuda.log" 2> "$OUT/mt10_cuda.err"
   echo "mt10 rc=$?"
