@@ -3,6 +3,7 @@
 #
 #   bash benchmarks/gpu_checks.sh latency   # gpu_latency.py on CUDA (every size), then tiny on this host's CPU
 #   bash benchmarks/gpu_checks.sh mt10      # embodia eval on MT10 with embodia-mt50, --torch-device cuda
+#   bash benchmarks/gpu_checks.sh profile   # where a decision's time goes (SmolVLA- and pi0-sized, 3 cameras)
 #   bash benchmarks/gpu_checks.sh install   # only the wheels (when the two phases' wheels cannot travel together)
 #
 # Wheels the machine lacks travel in .whl-latency/ and .whl-mt10/ (`pip download --no-deps
@@ -27,6 +28,10 @@ python3 -c "import torch, transformers; print('torch', torch.__version__, 'trans
 
 case $phase in
 install) ;;
+profile)
+  for size in smolvla pi0; do timeout 150 python3 benchmarks/gpu_profile.py --size $size --cameras 3 > "$OUT/profile_$size.txt" 2>&1; echo "$size rc=$?"; done
+  for size in smolvla pi0; do grep -A22 "Self CUDA" "$OUT/profile_$size.txt" | head -24 | cut -c1-200; tail -1 "$OUT/profile_$size.txt"; done
+  ;;
 latency)
   timeout 330 python3 benchmarks/gpu_latency.py --torch-device cuda --repeats 30 > "$OUT/gpu_latency_cuda.json"
   echo "cuda rc=$?"
