@@ -30,7 +30,7 @@ case $phase in
 install) ;;
 profile)
   for size in smolvla pi0; do timeout 150 python3 benchmarks/gpu_profile.py --size $size --cameras 3 > "$OUT/profile_$size.txt" 2>&1; echo "$size rc=$?"; done
-  for size in smolvla pi0; do grep -A22 "Self CUDA" "$OUT/profile_$size.txt" | head -24 | cut -c1-200; tail -1 "$OUT/profile_$size.txt"; done
+  for size in smolvla pi0; do head -22 "$OUT/profile_$size.txt" | cut -c1-220; tail -1 "$OUT/profile_$size.txt"; done
   ;;
 latency)
   timeout 330 python3 benchmarks/gpu_latency.py --torch-device cuda --repeats 30 > "$OUT/gpu_latency_cuda.json"
