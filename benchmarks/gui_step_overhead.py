@@ -55,8 +55,10 @@ def pct(xs) -> dict:
 class Timed:
     """Wraps a device and a recorder episode, timing each call per step."""
 
-    def __init__(self, device):
-        self.device = device
+    def __init__(self, device, last_settle=None):
+        """``last_settle()``: the device's wait for the screen to stop changing after its latest
+        action (a desktop's ``last_settle``); without one the settle is counted as 0."""
+        self.device, self.last_settle = device, last_settle or (lambda: None)
         self.t = {"capture": [], "dispatch": [], "settle": [], "record": []}
 
     def wrap(self):
@@ -67,7 +69,7 @@ class Timed:
             t0 = time.perf_counter()
             out = act(a)
             dt = time.perf_counter() - t0
-            s = getattr(dev, "last_settle", None)
+            s = self.last_settle()
             wait = s.seconds if s is not None else 0.0
             t["settle"].append(wait * 1e3)
             t["dispatch"].append((dt - wait) * 1e3)
@@ -82,22 +84,22 @@ class Timed:
         return dev
 
 
-def run(device, actions, out_dir: Path) -> dict:
-    timed = Timed(device)
+def run(device, actions, out_dir: Path, last_settle=None) -> dict:
+    timed = Timed(device, last_settle)
     dev = timed.wrap()
     rec = GuiRecorder(out_dir, dev.embodiment)
     begin = rec.begin_episode
 
     def begin_timed(*a, **k):
         ep = begin(*a, **k)
-        add = ep.add_step
+        step = ep.step          # the `Recorder` call the loop makes
 
-        def add_timed(*aa, **kk):
+        def step_timed(*aa, **kk):
             t0 = time.perf_counter()
-            r = add(*aa, **kk)
+            r = step(*aa, **kk)
             timed.t["record"].append((time.perf_counter() - t0) * 1e3)
             return r
-        ep.add_step = add_timed
+        ep.step = step_timed
         return ep
     rec.begin_episode = begin_timed
     res = run_episode(dev, GuiReplayPolicy(actions), recorder=rec, max_steps=len(actions) + 1)
@@ -125,7 +127,7 @@ def desktop(steps: int, work: Path) -> dict:
                    ((x1 - 8 + 0.5) * 1000 / 1280, (y1 - 8 + 0.5) * 1000 / 800)]
             actions = [GuiAction("click", point=pts[i % 2]) for i in range(steps)]
             with DesktopDevice(server.display) as dev:
-                out = run(dev, actions, work / "rec-desktop")
+                out = run(dev, actions, work / "rec-desktop", lambda: dev.last_settle)
                 out["settle_interval_ms"] = dev.settle_interval * 1e3
             return {"screen": "1280x800", **out}
         finally:
@@ -154,7 +156,7 @@ def real_app(steps: int, anchor_steps: int, work: Path) -> dict:
                     tree_ms.append(dev.tree.last_ms)
                     return out
                 dev._ui_tree = timed_tree
-                out = run(dev, actions, work / "rec-real")
+                out = run(dev, actions, work / "rec-real", lambda: dev.last_settle)
                 out["tree_ms"] = pct(tree_ms)
                 out["tree_elements"] = len(dev.last_obs.ui_tree or [])
                 out["anchor_way"] = anchor_way(dev, digits, anchor_steps)
@@ -243,7 +245,7 @@ def android(steps: int, work: Path) -> dict:
         actions = [GuiAction("click", point=(300 + 400 * (i % 2), 500)) for i in range(steps)]
         with open_android("emulator-5554", host="127.0.0.1", port=server.port) as dev:
             out = run(dev, actions, work / "rec-android")
-            return {"screen": "1080x2400", "capture_path": getattr(dev, "capture", None), **out}
+            return {"screen": "1080x2400", "capture_path": dev.capture, **out}
     finally:
         server.stop()
 

@@ -33,9 +33,9 @@ import numpy as np
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from embodia.agent.evaluation.suite import policy_reads, task_uri  # noqa: E402
+from embodia.agent.evaluation.suite import _Policies, policy_reads, task_uri  # noqa: E402
 from embodia.agent.loop.episode import run_episode  # noqa: E402
-from embodia.agent.loop.factory import make_device, make_policy  # noqa: E402
+from embodia.agent.loop.factory import make_device  # noqa: E402
 from embodia.policies.placement import parse_args  # noqa: E402
 
 SETUP0, NOISE0 = 200, 1000      # seeds apart from the demos' and the evaluation streams'
@@ -73,7 +73,7 @@ def run(policy_spec: str, tasks: list[str], setups: int, noises: int, out: Path)
     done = read_log(out)
     total = len(tasks) * setups * noises
     n = sum(len(v) for t, v in done.items() if t in tasks)
-    policy = None
+    policies = _Policies(policy_spec, 1)
     for task in tasks:
         pairs = [(a, b) for a in range(SETUP0, SETUP0 + setups) for b in range(NOISE0, NOISE0 + noises)
                  if (a, b) not in done.get(task, {})]
@@ -81,8 +81,7 @@ def run(policy_spec: str, tasks: list[str], setups: int, noises: int, out: Path)
             continue
         dev = make_device(task_uri(task, dict(policy_reads(policy_spec), max_steps="500")))
         try:
-            policy = (policy.bind(dev.embodiment) if hasattr(policy, "bind")      # a checkpoint: loaded once
-                      else make_policy(policy_spec, dev, threads=1))
+            policy = policies.for_device(dev)        # a checkpoint: loaded once, bound to each task's body
             for a, b in pairs:
                 res = run_episode(dev, NoiseSeed(policy, b), seed=a)
                 rec = {"task": task, "a": a, "b": b, "success": bool(res.success), "steps": res.steps}

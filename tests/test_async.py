@@ -71,11 +71,11 @@ class Recorder:
     def begin_episode(self, task, seed, meta):
         return self
 
-    def add_step(self, obs, action, timing):
+    def step(self, obs, action, timing, extra=None):       # the `Recorder` calls, as the loop makes them
         self.steps.append((float(obs.state[0]), np.asarray(action).copy()))
 
-    def end_episode(self, ep, success, final_state, info):
-        self.ended = dict(success=success, final_state=final_state, info=info)
+    def end_episode(self, ep, success, info, final_obs):
+        self.ended = dict(success=success, final_state=final_obs.state, info=info)
         return 3
 
 

@@ -14,7 +14,7 @@ from embodia.devices import Device
 from embodia.policies import Policy
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("agent", "devices", "policies", "sim", "embodia", "memory", "action_heads")
+SOURCES = ("agent", "devices", "policies", "sim", "embodia", "memory", "action_heads", "benchmarks")
 
 # the last name of an expression that holds a device or a policy (``device``, ``self.policy``,
 # ``s.device``, ``run.policy``...); adapters call what they wrap ``inner`` or ``obj``
@@ -22,7 +22,7 @@ HOLDERS = {"device", "dev", "body", "policy", "pol", "steered", "expert", "teach
            "inner", "obj"}
 
 # the only functions allowed to probe: the adapters of foreign objects (a duck-typed policy or
-# device seen through the declared members) and two wrappers that forward every other attribute
+# device seen through the declared members) and the wrappers that forward every other attribute
 ALLOWED = {
     ("policies/base.py", "_Adapted.__init__"),
     ("policies/base.py", "_Adapted.__getattr__"),
@@ -33,6 +33,7 @@ ALLOWED = {
     ("devices/base.py", "as_device"),
     ("agent/evaluation/memory_eval.py", "NoisyLabels.__getattr__"),
     ("agent/evaluation/memory_eval.py", "NoOracle.__getattr__"),
+    ("benchmarks/metaworld_noise_share.py", "NoiseSeed.__getattr__"),
 }
 
 

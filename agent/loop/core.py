@@ -155,11 +155,7 @@ class EpisodeRun:
             self.person_steps += 1
         if self._recording() is not None:
             timing = {"policy_ms": policy_ms, "device_ms": (td - ts) * 1e3}
-            if self.gui:
-                self.ep.add_step(self.obs, executed, timing, {**(extra or {}), "intervention": True} if person
-                                 else extra)
-            else:
-                self.ep.add_step(self.obs, executed, timing, **({"intervention": True} if person else {}))
+            self.ep.step(self.obs, executed, timing, {**(extra or {}), "intervention": True} if person else extra)
         tr = time.perf_counter()
         stop = bool(self.on_step(self.steps, self.obs, executed, next_obs)) if self.on_step else False
         self.obs = next_obs
@@ -183,7 +179,7 @@ class EpisodeRun:
     def record_refused(self, action, policy_ms: float, extra: dict) -> None:
         """A gated action that was not executed: recorded as such (the loop's episode then ends)."""
         if self._recording() is not None:
-            self.ep.add_step(self.obs, action, {"policy_ms": policy_ms}, {**extra, "executed": False})
+            self.ep.step(self.obs, action, {"policy_ms": policy_ms}, {**extra, "executed": False})
 
     @contextmanager
     def guarded(self):
@@ -240,14 +236,13 @@ class EpisodeRun:
                              timing=timing, interrupted=self.interrupted, error=self.error)
 
     def _save(self, result: EpisodeResult) -> int | None:
+        """The recorder's end of the episode, the same call for a dataset and a GUI step log: each
+        keeps what its format holds of the last observation (a dataset its state; a step log its
+        screen, unless ``info`` names an error) and of ``success`` (a dataset stores a bool, so an
+        episode nobody could verify is stored as a failure; a step log keeps the None)."""
         end_info = {**result.info, "interrupted": self.interrupted, "error": self.error, "steps": self.steps}
-        if self.gui:
-            if self.error is not None:
-                said = self.policy.step_record()
-                if said is not None:
-                    end_info["last_policy_record"] = said    # e.g. the replies that never parsed
-            final_obs = self.obs if self.error is None else None     # a lost device has no final screen
-            return self.recorder.end_episode(self.ep, success=result.success, info=end_info, final_obs=final_obs)
-        final_state = np.asarray(self.obs.state, dtype=np.float32) if self.obs is not None else None
-        return self.recorder.end_episode(self.ep, success=bool(result.success), final_state=final_state,
-                                         info=end_info)
+        if self.error is not None:
+            said = self.policy.step_record()
+            if said is not None:
+                end_info["last_policy_record"] = said    # e.g. the replies that never parsed
+        return self.recorder.end_episode(self.ep, success=result.success, info=end_info, final_obs=self.obs)

@@ -13,6 +13,8 @@ log anything else worth keeping (the safety decision, ``"executed": False`` for 
 a robot dataset's frame has fixed LeRobot columns, so it keeps only the intervention flag.
 ``final_obs`` is the last observation: a GUI log saves its screen (not after an episode whose
 ``info`` names an error: a lost device's last screen is not a final one), a dataset its state.
+``success`` None (nobody could verify the episode) stays None in a GUI log; a dataset stores a bool,
+so there it is stored as a failure (``False``), as the loop always recorded robot episodes.
 The older calls (``add_step`` with each recorder's own extras, ``end_episode(final_state=...)``)
 still work.
 """

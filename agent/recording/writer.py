@@ -455,12 +455,14 @@ class DatasetWriter(_Committing):
     def end_episode(self, ep: Episode, success: bool | None = None, final_state=None,
                     info: dict | None = None, final_obs=None) -> int | None:
         """Commit the episode to the dataset; returns its episode_index (None for an episode with no steps).
-        ``final_obs`` (the `Recorder` call): its state is the final state unless ``final_state`` is given."""
+        ``final_obs`` (the `Recorder` call): its state is the final state unless ``final_state`` is given.
+        ``success`` is stored as a bool: an episode nobody could verify (None) is stored as a failure,
+        so a dataset's success column never claims what no check saw (a GUI step log keeps the None)."""
         if final_state is None and final_obs is not None and getattr(final_obs, "state", None) is not None:
             final_state = final_obs.state
         self._check_open()
         self._own(ep)
-        end = {"type": "end", "success": None if success is None else bool(success),
+        end = {"type": "end", "success": bool(success),
                "final_state": None if final_state is None else np.asarray(final_state, np.float32).tolist(),
                "info": _normalized(info or {}), "end_time": time.time()}
         try:

@@ -65,6 +65,10 @@ the handshake (503), a connection that keeps sending refused messages is slowed 
 sends no request for ``Limits.idle_s`` is closed (answering pings does not keep it). `embodia serve`
 beyond loopback refuses to start without an API key.
 
+Three files: this one serves (the handshake, each connection's messages, the worker's turns);
+`embodia.agent.serving.messages` reads and bounds each request; `embodia.agent.serving.connections`
+holds a connection's episode (`ConnectionSession`) and the fair worker (`FairWorker`).
+
 >>> server = PolicyServer(policy, device.embodiment)           # doctest: +SKIP
 >>> with server.running() as url:                               # doctest: +SKIP
 ...     remote = WebsocketPolicy(url).bind(device.embodiment)
@@ -72,26 +76,24 @@ beyond loopback refuses to start without an API key.
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import logging
-import math
 import threading
 import time
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from http import HTTPStatus
 from pathlib import Path
 
-import numpy as np
 from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
 
-from embodia.agent.loop.success import JudgeLabeler
 from embodia.agent.serving.access import same_secret
-from embodia.devices import Device, Embodiment, Observation
+
+# the connection and message layers, importable from here as before the split
+from embodia.agent.serving.connections import ClientBody, ConnectionSession, FairWorker, server_labeler  # noqa: F401
+from embodia.agent.serving.messages import Limits, read_observation, read_steps
+from embodia.devices import Embodiment
 from embodia.devices.observation import ACTION, STATE, image_key
 from embodia.policies.base import as_policy
 from embodia.policies.ws_policy import MEMORY_TOKEN_ENV, packb, unpackb
@@ -99,292 +101,6 @@ from embodia.policies.ws_policy import MEMORY_TOKEN_ENV, packb, unpackb
 log = logging.getLogger("embodia.serve")
 MAX_MESSAGE_MB = 16.0
 BYTES_PER_TOKEN = 8        # no tokenizer we serve averages more UTF-8 bytes per token (English: ~4)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one request may ask of the server; everything is checked before the model runs.
-
-    ``max_prompt_chars``: instruction length (a 1 MB prompt held the model for minutes);
-    ``max_prompt_tokens``: the same in the policy's own tokens, what a decision's cost grows with
-    (2,000 emoji are 8,000 byte-level tokens; policies without a tokenizer are bounded by characters);
-    ``max_abs``: the bound on a state or action value where the embodiment gives none;
-    ``max_steps``: executed steps an episode_end may carry; ``max_queue``: model calls waiting
-    before new ones are refused; ``stall_s``: a model call running longer makes /healthz fail;
-    ``max_connections`` (``_per_peer``: from one address, below it so that one address cannot
-    hold every place): more are refused at the handshake (503); ``idle_s``: a connection that sends
-    no request for this long is closed, even if it answers pings (idle ones held places for ever)."""
-    max_prompt_chars: int = 2000
-    max_prompt_tokens: int = 256
-    max_abs: float = 1e4
-    max_steps: int = 10_000
-    max_queue: int = 64
-    stall_s: float = 30.0
-    max_connections: int = 256
-    max_connections_per_peer: int = 32
-    idle_s: float = 120.0
-
-    def __post_init__(self):
-        if not 1 <= self.max_connections_per_peer < self.max_connections:
-            raise ValueError(f"max_connections_per_peer ({self.max_connections_per_peer}) must be at least 1 and "
-                             f"below max_connections ({self.max_connections})")
-
-
-def _bounds(channels, max_abs: float):
-    low = np.array([c.low if math.isfinite(c.low) else -max_abs for c in channels], np.float64)
-    high = np.array([c.high if math.isfinite(c.high) else max_abs for c in channels], np.float64)
-    return low, high
-
-
-def _in_range(name: str, a: np.ndarray, channels, max_abs: float, slack: float) -> None:
-    """Refuse values outside the channels' limits (widened by ``slack`` of their span; a measured
-    state may overshoot a little, an executed action was clipped to them)."""
-    low, high = _bounds(channels, max_abs)
-    span = np.where(np.isfinite(high - low), high - low, 0.0) * slack
-    bad = np.flatnonzero(((a < low - span) | (a > high + span)).reshape(-1, len(channels)).any(axis=0))
-    if bad.size:
-        c = channels[int(bad[0])]
-        raise ValueError(f"{name}: channel {c.name!r} out of range [{low[bad[0]]:g}, {high[bad[0]]:g}] "
-                         f"(got {float(np.max(np.abs(a.reshape(-1, len(channels))[:, bad[0]]))):g})")
-
-
-def _float_array(msg: dict, key: str) -> np.ndarray:
-    a = _array(msg, key)
-    if a.dtype.kind not in "iuf":
-        raise ValueError(f"{key}: expected numbers, got {a.dtype}")
-    return a
-
-
-def read_observation(msg: dict, emb: Embodiment, limits: Limits = Limits()) -> tuple[Observation, str, dict]:
-    """The observation, instruction and episode fields of one request; ValueError naming the key.
-
-    >>> from embodia.devices import Channel
-    >>> e = Embodiment("p", "pusher", actions=(Channel("vx", -1, 1),), state=(Channel("x"),))
-    >>> read_observation({"observation.state": np.array([1e300]), "prompt": "go"}, e)
-    Traceback (most recent call last):
-    ValueError: observation.state: channel 'x' out of range [-10000, 10000] (got 1e+300)
-    """
-    prompt = msg.get("prompt", msg.get("task"))
-    if not isinstance(prompt, str):
-        raise ValueError(f"'prompt': expected the instruction as a string, got {type(prompt).__name__}")
-    if len(prompt) > limits.max_prompt_chars:
-        raise ValueError(f"'prompt': {len(prompt)} characters, the limit is {limits.max_prompt_chars}")
-    state = _float_array(msg, STATE)
-    if state.shape != (emb.state_dim,):
-        raise ValueError(f"{STATE}: expected shape ({emb.state_dim},) for embodiment {emb.name!r}, "
-                         f"got {tuple(state.shape)}")
-    images = {}
-    for c in emb.cameras:
-        img = _array(msg, image_key(c.name))
-        if img.dtype != np.uint8 or img.shape != (c.height, c.width, 3):
-            raise ValueError(f"{image_key(c.name)}: expected uint8 ({c.height}, {c.width}, 3), "
-                             f"got {img.dtype} {tuple(img.shape)}")
-        images[c.name] = img
-    seed, reset = msg.get("seed"), msg.get("reset", False)
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-        raise ValueError(f"'seed': expected an int, got {type(seed).__name__}")
-    if seed is not None and not 0 <= int(seed) < 2 ** 63:
-        raise ValueError(f"'seed': expected 0 <= seed < 2**63, got {seed}")
-    if not isinstance(reset, bool):
-        raise ValueError(f"'reset': expected true or false, got {type(reset).__name__}")
-    obs = Observation(images=images, state=state).validate(emb)        # NaN/inf named by channel
-    _in_range(STATE, obs.state, emb.state, limits.max_abs, 1.0)
-    return obs, prompt, {"reset": reset or seed is not None, "seed": None if seed is None else int(seed)}
-
-
-def read_steps(msg: dict, emb: Embodiment, limits: Limits = Limits()) -> tuple[np.ndarray, np.ndarray]:
-    """The executed states [T, S] and actions [T, D] an episode_end may carry, range-checked."""
-    states, actions = _float_array(msg, STATE), _float_array(msg, ACTION)
-    if states.ndim != 2 or states.shape[1] != emb.state_dim or actions.shape != (len(states), emb.action_dim):
-        raise ValueError(f"episode_end: expected {STATE} [T, {emb.state_dim}] and {ACTION} [T, {emb.action_dim}], "
-                         f"got {list(states.shape)} and {list(actions.shape)}")
-    if not 1 <= len(states) <= limits.max_steps:
-        raise ValueError(f"episode_end: {len(states)} executed steps, expected 1..{limits.max_steps}")
-    if not (np.all(np.isfinite(states)) and np.all(np.isfinite(actions))):
-        raise ValueError("episode_end: executed steps must be non-empty and finite")
-    _in_range(f"episode_end {STATE}", states, emb.state, limits.max_abs, 1.0)
-    _in_range(f"episode_end {ACTION}", actions, emb.actions, limits.max_abs, 1e-3)
-    return states, actions
-
-
-def _array(msg: dict, key: str) -> np.ndarray:
-    if key not in msg:
-        raise ValueError(f"missing {key!r} (got keys {sorted(map(str, msg))})")
-    value = msg[key]
-    if isinstance(value, list):
-        value = np.asarray(value)
-    if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
-        raise ValueError(f"{key}: expected a numeric array, got {getattr(value, 'dtype', type(value).__name__)}")
-    return value
-
-
-class ClientBody(Device):
-    """The body a client drives, as a success source sees it from the server: its embodiment and
-    nothing else (no simulator check, no scene to read; the observations are the client's)."""
-
-    def __init__(self, embodiment: Embodiment):
-        self.embodiment = embodiment
-
-
-def server_labeler(spec: str, embodiment: Embodiment, *, base_url: str | None = None,
-                   api_key_env: str | None = "OPENAI_API_KEY"):
-    """The labeler for ``embodia serve --success spec``: ``check:`` on the last observation a client
-    sent (state channels), or ``judge:...`` on its frames. ``ask`` (nobody sits at a server's
-    terminal for each robot), ``oracle`` (the served body is not simulated here) and ``body.*``
-    atoms (the scene is the client's) are refused with a one-line SuccessSourceError.
-
-    >>> from embodia.devices import Channel
-    >>> e = Embodiment("p", "pusher", actions=(Channel("vx", -1, 1),), state=(Channel("x"),))
-    >>> server_labeler("ask", e)
-    Traceback (most recent call last):
-    embodia.agent.loop.success.SuccessSourceError: serve --success ask: a server has nobody at its terminal to answer for each client; use check:<predicate> or judge:<model>
-    """
-    from embodia.agent.loop.success import SuccessSourceError, atoms, check_source, make_labeler, parse_predicate
-    check_source(spec)
-    if spec == "ask":
-        raise SuccessSourceError("serve --success ask: a server has nobody at its terminal to answer for each "
-                                 "client; use check:<predicate> or judge:<model>")
-    if spec == "oracle":
-        raise SuccessSourceError("serve --success oracle: the served body is the client's, not a simulation here; "
-                                 "use check:<predicate> or judge:<model>")
-    if spec.startswith("check:") and any(a[0] == "body" for a in atoms(parse_predicate(spec[len("check:"):]))):
-        raise SuccessSourceError("serve --success: body.NAME positions are not sent by clients; check the "
-                                 "observation's state.NAME channels")
-    return make_labeler(spec, ClientBody(embodiment), base_url=base_url, api_key_env=api_key_env)
-
-
-class _Session:
-    """One connection's episode over the shared model: its own sampler, history and memory credit."""
-
-    def __init__(self, server: "PolicyServer"):
-        self.server = server
-        self.policy = as_policy(copy.copy(server.policy))   # shares model and normalizers; reset() gives it
-        self.policy.reset(None)                             # its own generator and history
-        if server.memory is not None:
-            from embodia.policies.robot.steered import SteeredPolicy
-            self.policy = SteeredPolicy(self.policy, server.memory, namespace=server.namespace)
-            self.policy.autosave = server.memory_path    # saved after each stored or held episode
-        self.credit: dict = {}      # SuccessMemory.lend_episode's bookkeeping for this connection
-        self.peer = self.host = "?"
-        self.counted: str | None = None      # the last prompt whose tokens were counted and allowed
-        self.fresh = True           # the next request starts an episode
-        # --success on the server: its own copy (a judge keeps this connection's frames), and the
-        # episode in progress as the client sent it (first and last observation, prompt, seed)
-        self.labeler = copy.copy(server.labeler) if server.labeler is not None else None
-        if isinstance(self.labeler, JudgeLabeler):
-            self.labeler._kept = []         # its frames are this connection's own (the model is shared)
-        self.episode: dict | None = None
-
-    def act(self, obs: Observation, prompt: str, begin: dict, label: dict | None = None) -> np.ndarray:
-        if begin["reset"] or self.fresh:
-            self.close_episode(label)    # a client that starts anew without episode_end ended the last one
-            self.policy.reset(begin["seed"])
-            self.fresh = False
-            self.episode = {"first": obs, "last": obs, "prompt": prompt, "seed": begin["seed"], "t": 0}
-        elif self.episode is not None:
-            if isinstance(self.labeler, JudgeLabeler):      # a few frames in between, as in the loop
-                self.labeler.on_step(self.episode["t"], self.episode["last"], None, obs)
-            self.episode["last"], self.episode["t"] = obs, self.episode["t"] + 1
-        with self._credit():
-            chunk = np.atleast_2d(np.asarray(self.policy.act(obs, prompt), np.float32))
-        for a in chunk[:self.server.embodiment.exec_horizon]:    # assumed executed; episode_end may
-            self.policy.after_step(obs, a)                          # send what really ran
-        return chunk
-
-    def end(self, success: bool | None, steps, label: dict | None = None) -> tuple[int | None, dict | None]:
-        """Close the episode; with a memory and a known outcome, store a success or credit a failure.
-        No outcome from the client and ``--success`` on the server: the server labels it (a verified
-        label is the outcome; any other keeps the episode pending; ``label``: already judged, see
-        ``judge``). (memory entries, the label)."""
-        self.fresh = True
-        mem = self.server.memory
-        if steps is not None and mem is not None:
-            self.policy.set_executed(steps[0], steps[1])
-        if success is None:
-            label = self.close_episode(label)
-        else:
-            self.episode = None          # the client's outcome: the server's source is not asked
-        if success is not None and mem is not None:
-            with self._credit():
-                self.policy.end_episode(success)     # saves the memory (autosave)
-        return (None if mem is None else len(mem)), label
-
-    def judge(self) -> dict | None:
-        """The server's ``--success`` label of the episode in progress (None: no source or no episode);
-        changes nothing. A judge may take seconds, so the server asks it off the model's thread."""
-        ep = self.episode
-        if self.labeler is None or ep is None:
-            return None
-        return self.labeler(self.server.body, ep["first"], ep["last"], ep["prompt"], ep["seed"]).to_dict()
-
-    def close_episode(self, label: dict | None = None) -> dict | None:
-        """Close the episode in progress with its ``--success`` label (``label``, or asked here; None:
-        no source or no episode): verified, the memory stores it or credits a failure; else it is
-        held pending."""
-        if label is None:
-            label = self.judge()
-        ep, self.episode = self.episode, None
-        if label is None or ep is None:
-            return None
-        mem = self.server.memory
-        if mem is not None:
-            with self._credit():
-                if label["verified"]:
-                    self.policy.end_episode(bool(label["success"]))
-                else:
-                    self.policy.hold_episode(label, ep["last"])
-            if label["verified"]:
-                self.server.log_label(self, label, len(mem))
-        return label
-
-    def _credit(self):
-        # every connection runs an episode of its own: it lends its bookkeeping of the entries that
-        # steered it to the memory while it acts or ends (always under the server's lock)
-        mem = self.server.memory
-        return mem.lend_episode(self.credit) if mem is not None else nullcontext()
-
-
-class FairWorker:
-    """One thread that runs calls one at a time, taking turns between keys (client addresses): the
-    next call is the oldest of the first address in line, and an address just served goes behind
-    every address that was waiting. So an address with many connections gets no more turns than
-    one with a single connection, and a client waits at most about one other decision. The thread
-    picks the next call itself, the moment the last one ends (no trip through the event loop)."""
-
-    def __init__(self, name: str):
-        self._lines: dict[str, deque] = {}       # key -> its waiting (future, fn, args), in arrival order
-        self._cv = threading.Condition()
-        threading.Thread(target=self._loop, name=name, daemon=True).start()
-
-    def submit(self, key: str, fn, *args) -> Future:
-        f: Future = Future()
-        with self._cv:
-            self._lines.setdefault(key, deque()).append((f, fn, args))
-            self._cv.notify()
-        return f
-
-    def _next(self):
-        with self._cv:
-            while not self._lines:
-                self._cv.wait()
-            key = next(iter(self._lines))
-            line = self._lines[key]
-            job = line.popleft()
-            if not line:
-                del self._lines[key]
-            return key, job
-
-    def _loop(self) -> None:
-        while True:
-            key, (f, fn, args) = self._next()
-            if f.set_running_or_notify_cancel():     # False: its connection went away while it waited
-                try:
-                    f.set_result(fn(*args))
-                except BaseException as e:           # noqa: BLE001 - handed to the caller
-                    f.set_exception(e)
-            with self._cv:                           # served: behind every address that came meanwhile
-                if key in self._lines:
-                    self._lines[key] = self._lines.pop(key)
 
 
 class PolicyServer:
@@ -511,7 +227,7 @@ class PolicyServer:
         return None
 
     async def _handle(self, ws) -> None:
-        session, prev_ms = _Session(self), None
+        session, prev_ms = ConnectionSession(self), None
         session.peer = "%s:%s" % tuple(ws.remote_address[:2]) if ws.remote_address else "?"
         host = session.host = ws.remote_address[0] if ws.remote_address else "?"
         self._conns[host] = self._conns.get(host, 0) + 1
@@ -550,7 +266,7 @@ class PolicyServer:
             if not self._conns[host]:
                 del self._conns[host]
 
-    async def _answer(self, session: _Session, frame) -> dict:
+    async def _answer(self, session: ConnectionSession, frame) -> dict:
         try:
             if not isinstance(frame, bytes):
                 raise ValueError("expected a binary msgpack frame, got text")
@@ -571,7 +287,7 @@ class PolicyServer:
             log.exception("request failed")
             return {"error": f"internal error: {type(e).__name__}: {e}"}
 
-    async def _control(self, session: _Session, msg: dict) -> dict:
+    async def _control(self, session: ConnectionSession, msg: dict) -> dict:
         kind = msg["__ctrl__"]
         if kind == "episode_start":
             session.fresh = True
@@ -619,14 +335,14 @@ class PolicyServer:
         except OSError as e:
             log.warning("could not log the memory write: %s", e)
 
-    async def _label(self, session: _Session) -> dict | None:
+    async def _label(self, session: ConnectionSession) -> dict | None:
         """The ``--success`` label of the session's episode in progress, asked on the judge's thread
         (the model's worker serves other connections meanwhile); None without a source or an episode."""
         if self._judge is None or session.episode is None:
             return None
         return await asyncio.get_running_loop().run_in_executor(self._judge, session.judge)
 
-    def _check_tokens(self, session: _Session, prompt: str) -> None:
+    def _check_tokens(self, session: ConnectionSession, prompt: str) -> None:
         """Refuse a prompt over ``max_prompt_tokens`` of the policy's own tokenizer. Counting is work
         too (2,000 emoji took 11 ms), so it is bounded: a byte-level tokenizer makes at most one token
         per UTF-8 byte (short prompts are not tokenized), a prompt of more than ``BYTES_PER_TOKEN``
@@ -645,7 +361,7 @@ class PolicyServer:
             raise ValueError(f"'prompt': {n} tokens, the limit is {limit}")
         session.counted = prompt
 
-    async def _run(self, session: _Session, fn, *args):
+    async def _run(self, session: ConnectionSession, fn, *args):
         """``fn(*args)`` on the model's worker thread, and how long it waited and ran (calls take
         turns between client addresses, `FairWorker`); refused when too many calls are waiting."""
         if self._queued >= self.limits.max_queue:
