@@ -12,6 +12,7 @@ tunes on it.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import pathlib
 import platform
@@ -78,5 +79,13 @@ def run(cases=CASES, heldout_ids: bool = False) -> dict:
             "ms_per_action": round(ms, 3), "machine": platform.machine(), "date": time.strftime("%Y-%m-%d")}
 
 
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--heldout-ids", action="store_true",
+                    help="name the held-out round's misses and false alarms too (not for tuning)")
+    args = ap.parse_args()
+    print(json.dumps(run(heldout_ids=args.heldout_ids), ensure_ascii=False))
+
+
 if __name__ == "__main__":
-    print(json.dumps(run(heldout_ids="--heldout-ids" in sys.argv[1:]), ensure_ascii=False))
+    main()

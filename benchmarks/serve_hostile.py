@@ -237,8 +237,8 @@ def run(requests: int = 300, flooders: int = 4, big_frames: int = 2, emoji: int 
     return out
 
 
-if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--flooders", type=int, default=4)
     ap.add_argument("--big-frames", type=int, default=2)
@@ -255,3 +255,7 @@ if __name__ == "__main__":
         print(json.dumps(attack(a.attack, a.seconds, a.flooders, a.big_frames, a.emoji, a.idle)))
     else:
         print(json.dumps(run(a.requests, a.flooders, a.big_frames, a.emoji, a.idle)))
+
+
+if __name__ == "__main__":
+    main()
