@@ -9,16 +9,12 @@ import threading
 from collections import deque
 from concurrent.futures import Future
 from contextlib import nullcontext
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from embodia.agent.loop.success import JudgeLabeler
 from embodia.devices import Device, Embodiment, Observation
 from embodia.policies.base import as_policy
-
-if TYPE_CHECKING:
-    from embodia.agent.serving.server import PolicyServer
 
 
 class ClientBody(Device):
@@ -59,7 +55,9 @@ def server_labeler(spec: str, embodiment: Embodiment, *, base_url: str | None = 
 class ConnectionSession:
     """One connection's episode over the shared model: its own sampler, history and memory credit."""
 
-    def __init__(self, server: "PolicyServer"):
+    def __init__(self, server):
+        """``server``: the `PolicyServer` it belongs to (its policy, memory, labeler and embodiment;
+        not imported here, so the server's module stays the only one that imports the other)."""
         self.server = server
         self.policy = as_policy(copy.copy(server.policy))   # shares model and normalizers; reset() gives it
         self.policy.reset(None)                             # its own generator and history
