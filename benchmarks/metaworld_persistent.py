@@ -18,7 +18,8 @@ memory, and each stream is a cell of its own (`cell_span`: stream s shows other 
 stream s + 1). Episode i of stream s has the same seed in every arm, so arms are paired; the claim is
 read off the second half of the streams (after the memory had time to fill).
 
-`eval` runs, per task: the clean cell with memory off (what the policy does without the shift), and
+`eval` runs, per task: the clean cell (what the policy does without the shift; with every memory arm
+unless `--no-clean-memory`, so that do-no-harm is measured there too), and
 per axis every arm (`off`, `online` = the memory with the checkpoint's settings, or
 `--memory-settings` on top; `replay` = the same memory executing the stored chunks, no generative
 refinement; `seed-recall-only`; `no-filter`; ...; see memory_eval.ARMS). Each finished stream is
@@ -128,7 +129,8 @@ def _rate(k: int, n: int) -> dict:
 # -- eval --------------------------------------------------------------------------------------------
 def run_cells(args, policy: str, tasks: list[str], axes: list[str], severity: dict, arms: list[str],
               progress) -> dict:
-    """{(task, axis): {(arm, stream): run_stream(...)}}; axis None is the clean cell (memory off)."""
+    """{(task, axis): {(arm, stream): run_stream(...)}}; axis None is the clean cell (every arm with
+    ``--clean-memory``, the default, so that do-no-harm is measured there too; else memory off)."""
     from embodia.agent.evaluation.memory_eval import run_streams_parallel
     from embodia.agent.evaluation.suite import policy_reads
     reads = {k: v for k, v in policy_reads(policy).items() if k != "render"}
@@ -139,7 +141,7 @@ def run_cells(args, policy: str, tasks: list[str], axes: list[str], severity: di
             uri = cell_uri(task, repeat=args.repeat, jitter=args.jitter, span=args.episodes, shift=axis,
                            severity=severity.get(axis, 1.0), drift=args.drift, extra=reads,
                            max_steps=args.max_steps)
-            cell_arms = ["off"] if axis is None else arms
+            cell_arms = arms if axis is not None or args.clean_memory else ["off"]
             progress(f"{task} {axis or 'clean'}: {','.join(cell_arms)}")
             cells[task, axis] = run_streams_parallel(uri, policy, arms=cell_arms, streams=args.streams,
                                                      episodes=args.episodes, seed=args.seed, jobs=args.jobs,
@@ -189,11 +191,30 @@ def summarize(cells: dict, tasks: list[str], axes: list[str], arms: list[str], s
                 cell["online - off"] = paired(half(t, axis, "online"), half(t, axis, "off"))
                 cell["harmed"] = cell["online - off"]["newcombe_paired95"][1] < 0
             out["cells"][f"{t}|{axis}"] = cell
+    if all((arm, 0) in cells[t, None] for t in tasks for arm in arms):
+        out["clean"] = _clean_row(half, tasks, arms)
     for group in sorted({group_of(t) for t in tasks}):
         members = [t for t in tasks if group_of(t) == group]
         out["groups"][group] = {axis: {a: _pool([half(t, axis, a) for t in members]) for a in arms}
                                 for axis in axes}
     return out
+
+
+def _clean_row(half, tasks: list[str], arms: list[str]) -> dict:
+    """The memory arms on the clean cells: do they cost a working policy anything? Pooled and per task,
+    each arm against off with the paired interval (``harmed``: the interval lies wholly below 0)."""
+    row = {arm: _pool([half(t, None, arm) for t in tasks]) for arm in arms}
+    row["comparisons"] = {f"{arm} - off": paired(np.concatenate([half(t, None, arm) for t in tasks]),
+                                                 np.concatenate([half(t, None, "off") for t in tasks]))
+                          for arm in arms if arm != "off"}
+    row["cells"] = {}
+    for t in tasks:
+        cell = {a: _pool([half(t, None, a)]) for a in arms}
+        if "online" in arms:
+            cell["online - off"] = paired(half(t, None, "online"), half(t, None, "off"))
+            cell["harmed"] = cell["online - off"]["newcombe_paired95"][1] < 0
+        row["cells"][t] = cell
+    return row
 
 
 def _pool(halves: list[np.ndarray]) -> dict:
@@ -254,6 +275,8 @@ def main(argv=None) -> None:
     ev.add_argument("--drift", type=int, default=0, help="grow each shift over the first N episodes of a stream")
     ev.add_argument("--arms", default="off,online,replay")
     ev.add_argument("--memory-settings", default=None, help="JSON: the memory settings under test (memory.json)")
+    ev.add_argument("--clean-memory", action=argparse.BooleanOptionalAction, default=True,
+                    help="run the memory arms on the clean cells too (do no harm where nothing is shifted)")
     ev.add_argument("--workdir", default="runs/persistent")
     ev.add_argument("--jobs", type=int, default=2)
     ev.add_argument("--plot-dir", default=None)

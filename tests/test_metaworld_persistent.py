@@ -62,7 +62,10 @@ def test_eval_on_a_small_cell_pairs_arms_and_resumes(tmp_path, capsys):
         assert (tmp_path / "plots" / f"{axis}.png").stat().st_size > 1000
         assert isinstance(rep["cells"][f"reach-v3|{axis}"]["harmed"], bool)
     streams = list((tmp_path / "w" / "streams").iterdir())
-    assert len(streams) == 2 * (1 + 3 * 3)               # clean off + 3 axes x 3 arms, 2 streams each
+    assert len(streams) == 2 * (3 + 3 * 3)               # clean + 3 axes, 3 arms each, 2 streams each
+    clean = rep["clean"]                                  # do-no-harm on the clean cell too
+    assert set(clean["comparisons"]) == {"online - off", "replay - off"}
+    assert clean["off"] == rep["axes"]["gain"]["clean"] and isinstance(clean["cells"]["reach-v3"]["harmed"], bool)
     bench.main(argv)                                      # everything kept: the same report again
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert {k: v for k, v in again.items() if k != "seconds"} == {k: v for k, v in rep.items() if k != "seconds"}
