@@ -3,6 +3,7 @@ model path with the device set explicitly, and no runtime tensor left on the hos
 import ast
 import json
 import os
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -271,6 +272,101 @@ def test_graph_replay_with_static_buffers_matches_eager_sampling_plain_steered_a
                 b = graphed.predict_chunk(obs, instruction, **kw)
                 assert np.allclose(a, b, atol=1e-5), (seed, kw, np.abs(a - b).max())
         assert len(graphed.graphs.captured) == 2          # two context lengths, each captured once
+
+
+def weak_capture(fn):
+    """An eager stand-in for a CUDA graph capture that, like a graph, holds no reference to what it
+    replays (a graph keeps device pointers only): the captured function and every tensor it reads
+    must be kept alive by their owner."""
+    out = fn()
+    ref = weakref.ref(fn)
+
+    def replay():
+        alive = ref()
+        assert alive is not None, "the captured function (and the tensors it reads) was freed"
+        out.copy_(alive())
+    return replay, out
+
+
+def _graphed_policies(dev, sampler):
+    eager = VLAPolicy.from_pretrained(TINY, torch_device="cpu").bind(dev.embodiment)
+    graphed = VLAPolicy.from_pretrained(TINY, torch_device="cpu").bind(dev.embodiment)
+    graphed.graphs = sampler
+    return eager, graphed
+
+
+def test_the_whole_sampler_as_one_graph_matches_eager_sampling_plain_steered_and_inpainted(clean_env):
+    """`GraphedSampler` captures the whole integration (context keys/values, the modulations, every
+    step, the guidance hook, the Euler updates) once per shape and start step on static buffers: a
+    new decision's inputs, start state and pin tensors loaded into them give the eager sampler's
+    chunks, and exactly the per-step graphs' chunks, on the plain, steered (a later start k0) and
+    inpainted paths, across two context lengths; no decision falls back to the per-step graphs."""
+    from embodia.action_heads.graphs import GraphedSampler, GraphedVelocity
+
+    with open_device("sim:twogap-push") as dev:
+        eager, whole = _graphed_policies(dev, GraphedSampler(capture=weak_capture, devices=("cpu",)))
+        per_step = VLAPolicy.from_pretrained(TINY, torch_device="cpu").bind(dev.embodiment)
+        per_step.graphs = GraphedVelocity(capture=weak_capture, devices=("cpu",))
+        x0 = torch.full((1, 16, 8), 0.3)
+        for seed, instruction in ((0, dev.instruction), (1, dev.instruction), (2, "push it " * 30), (3, "go")):
+            obs = dev.reset(seed)
+            kws = ({}, {"x0": x0 + 0.1 * seed, "tau0": 0.6}, {"x0": x0, "tau0": 0.3},
+                   {"prefix": np.full((5, 2), 0.1 * seed, np.float32)},
+                   {"prefix": np.full((5, 2), -0.2, np.float32), "prefix_weights": np.linspace(1, 0.2, 5)})
+            for kw in kws:
+                for p in (eager, whole, per_step):
+                    p.reset(seed)
+                a, b, c = (p.predict_chunk(obs, instruction, **kw) for p in (eager, whole, per_step))
+                assert np.allclose(a, b, atol=1e-5), (seed, kw, np.abs(a - b).max())
+                assert np.array_equal(b, c), (seed, kw, np.abs(b - c).max())
+                if "prefix" in kw and "prefix_weights" not in kw:       # weight 1: the chunk starts with it
+                    assert np.allclose(b[:5], kw["prefix"], atol=1e-5)
+        graphs = whole.graphs
+        # each context length x (plain, two steered starts, inpainted): captured once, then replayed
+        lengths = {dict(k[0])["ctx"][0][1] for k in graphs.captured}
+        assert len(lengths) >= 2 and len(graphs.captured) == len(lengths) * 4 and not graphs.failed
+        assert graphs.per_step.captured == {}
+        assert sorted({k[1] for k in graphs.captured}) == [0, 3, 6]
+
+
+def test_a_whole_sampler_capture_that_fails_falls_back_to_the_per_step_graphs_with_one_warning(clean_env):
+    from embodia.action_heads.graphs import GraphedSampler
+
+    def refuses(fn):
+        raise RuntimeError("operation not permitted when stream is capturing\nmore detail")
+
+    sampler = GraphedSampler(capture=weak_capture, devices=("cpu",))
+    sampler.capture = refuses                  # only the whole-sampler capture fails
+    with open_device("sim:twogap-push") as dev:
+        eager, graphed = _graphed_policies(dev, sampler)
+        obs = dev.reset(0)
+        with pytest.warns(UserWarning) as said:
+            for _ in range(2):
+                eager.reset(0), graphed.reset(0)
+                a, b = eager.predict_chunk(obs, dev.instruction), graphed.predict_chunk(obs, dev.instruction)
+                assert np.allclose(a, b, atol=1e-5)
+        lines = [str(w.message) for w in said if "DiT" in str(w.message)]
+        assert lines == ["DiT sampler graph capture failed, replaying per step: "
+                         "RuntimeError: operation not permitted when stream is capturing"]
+        assert len(sampler.failed) == 1 and not sampler.captured and len(sampler.per_step.captured) == 1
+
+
+def test_a_guidance_hook_without_buffers_takes_the_per_step_graphs():
+    from embodia.action_heads import ActionDiT, sample
+    from embodia.action_heads.graphs import GraphedSampler
+
+    torch.manual_seed(0)
+    m = ActionDiT(action_dim=4, state_dim=6, horizon=8, dim=32, depth=2, heads=2, ctx_dim=32)
+    for prm in m.parameters():               # not the zero init: every block and the head do something
+        torch.nn.init.normal_(prm, std=0.2)
+    ctx, state = torch.randn(1, 11, 32), torch.randn(1, 6)
+    smask, am, eid = torch.ones(1, 6), torch.ones(1, 8, 4), torch.tensor([1])
+    hook = lambda x, tau, v: v * 0.5 + tau      # noqa: E731 - a plain closure: nothing to capture
+    sampler = GraphedSampler(capture=weak_capture, devices=("cpu",))
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    ref = sample(m, ctx, state, smask, eid, am, steps=5, generator=g1, guidance=hook)
+    out = sample(m, ctx, state, smask, eid, am, steps=5, generator=g2, guidance=hook, graphs=sampler)
+    assert torch.equal(ref, out) and not sampler.captured and len(sampler.per_step.captured) == 1
 
 
 @pytest.mark.skipif(not NO_CUDA, reason="checks the CPU default (tiny only); on a GPU the script runs every size")
