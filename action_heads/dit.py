@@ -369,10 +369,11 @@ class PrefixPin:
 
 
 def euler(model: ActionDiT, x: torch.Tensor, am: torch.Tensor, prep: Dict[str, object], k0: int, k1: int,
-          steps: int, guidance=None, graphs=None) -> torch.Tensor:
+          steps: int, guidance=None, graphs=None, forward=None) -> torch.Tensor:
     """Grid points k0 -> k1 of :func:`sample`'s integration from ``x`` (already masked). One
     function for the eager loop, the per-step graphs (``graphs.bind``, a `GraphedVelocity`) and the
-    whole captured sampler (`GraphedSampler` captures this call), so all three compute the same."""
+    whole captured sampler (`GraphedSampler` captures this call, ``forward`` optionally a compiled
+    ``model.forward_prepared``), so all of them compute the same."""
     b, n = x.shape[0], k1 - k0
     # the adaLN modulations of all the steps in one batched call (they depend on tau and e only);
     # the grid in float32 whatever the weights' dtype (bfloat16 would shift 0.1 to 0.1001)
@@ -386,7 +387,7 @@ def euler(model: ActionDiT, x: torch.Tensor, am: torch.Tensor, prep: Dict[str, o
         if replay is not None:
             v = replay(x, (blk_all[j], head_all[j]))
         else:
-            v = model.forward_prepared(x, None, am, prep, mods=(blk_all[j], head_all[j]))
+            v = (forward or model.forward_prepared)(x, None, am, prep, mods=(blk_all[j], head_all[j]))
         if guidance is not None:
             v = guidance(x, t0, v)
         x = (x + (t1 - t0) * v) * am

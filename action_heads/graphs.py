@@ -19,12 +19,20 @@ it still launches K graphs and the eager updates; one graph removes those launch
 guidance hook is captured when it exposes its tensors (``buffers`` / ``rebind``, as `PrefixPin`
 does), else that decision takes the per-step graphs.
 
+Fewer kernels per step (opt-in, ``$EMBODIA_COMPILE_SAMPLER=1`` or ``GraphedSampler(compile=True)``):
+the network inside the whole graph is ``torch.compile(model.forward_prepared)`` in its default mode
+(inductor fuses each block's layer norms, modulations, gates, residuals and GELU into a few Triton
+kernels; no cudagraphs of its own: the graph is ours). It compiles once per shape when that shape is
+first captured (at load, `VLAPolicy.warm_up`): tens of seconds for a large head, which is why it is
+off by default. A compilation that fails is said once and the whole graph is captured uncompiled.
+
 CUDA only: on any other device `sample` evaluates the network eagerly, as it always did. A capture
 that fails (an operation that cannot be captured) is said once in one line and that shape falls
 back: `GraphedSampler` to the per-step graphs, `GraphedVelocity` to eager evaluation.
 """
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Callable, Dict, Optional
 
@@ -32,7 +40,9 @@ import torch
 
 from embodia.action_heads.dit import context_masks, euler
 
-__all__ = ["GraphedSampler", "GraphedVelocity", "cuda_capture", "pad_context"]
+__all__ = ["GraphedSampler", "GraphedVelocity", "cuda_capture", "pad_context", "COMPILE_ENV"]
+
+COMPILE_ENV = "EMBODIA_COMPILE_SAMPLER"     # "1": torch.compile the network inside the sampler's graph
 
 
 def pad_context(ctx: torch.Tensor, ctx_mask: Optional[torch.Tensor], multiple: int = 32):
@@ -155,7 +165,7 @@ class _WholeSampler:
     (kept alive here: a graph holds device pointers, not Python references), its replay and output."""
 
     def __init__(self, model, inputs: Dict[str, Optional[torch.Tensor]], k0: int, k1: int, steps: int,
-                 guidance, capture):
+                 guidance, capture, forward=None):
         self.inputs = {name: _static(t) for name, t in inputs.items()}
         self.guide_buffers = {} if guidance is None else {n: t.clone() for n, t in guidance.buffers.items()}
         guide = None if guidance is None else guidance.rebind(self.guide_buffers)
@@ -164,7 +174,7 @@ class _WholeSampler:
         def integrate() -> torch.Tensor:
             prep = model.prepare_masked(i["ctx"], i["state"], i["state_mask"], i["emb_id"], i["attn_mask"],
                                         i["any_real"])
-            return euler(model, i["x"], i["am"], prep, k0, k1, steps, guide)
+            return euler(model, i["x"], i["am"], prep, k0, k1, steps, guide, forward=forward)
         self.fn = integrate
         self.replay, self.out = capture(integrate)
 
@@ -176,16 +186,25 @@ class _WholeSampler:
         return self.out.clone()            # the next replay overwrites the static output
 
 
+def _compile(fn: Callable) -> Callable:
+    # default mode: inductor's fused kernels without cudagraphs (the whole sampler is captured by us)
+    return torch.compile(fn, dynamic=False)
+
+
 class GraphedSampler:
     """`sample`'s whole integration as one replayed CUDA graph per shape, start and end step.
 
     ``run(model, x, am, raw, k0, k1, steps, guidance)`` (``raw`` = sample's ctx, state, state_mask,
     emb_id, ctx_mask) -> the final x, or None where this decision cannot take the whole graph (off
     CUDA, a guidance hook without ``buffers``, a shape whose capture failed): `sample` then runs
-    `bind`, the per-step graphs of `GraphedVelocity`, for it."""
+    `bind`, the per-step graphs of `GraphedVelocity`, for it. ``compile`` (default
+    ``$EMBODIA_COMPILE_SAMPLER`` == "1"): the network inside the graph is ``compiler(forward)``."""
 
-    def __init__(self, capture=cuda_capture, devices: tuple[str, ...] = ("cuda",)):
+    def __init__(self, capture=cuda_capture, devices: tuple[str, ...] = ("cuda",), compile: Optional[bool] = None,
+                 compiler: Callable[[Callable], Callable] = _compile):
         self.capture, self.devices = capture, devices     # (tests replay an eager "capture" on the CPU)
+        self.compile = os.environ.get(COMPILE_ENV, "0") == "1" if compile is None else compile
+        self.compiler, self.compiled = compiler, None
         self.per_step = GraphedVelocity(capture, devices)
         self.captured: dict = {}
         self.failed: set = set()
@@ -205,12 +224,26 @@ class GraphedSampler:
         if key in self.failed:
             return None
         with torch.inference_mode():       # the static buffers are inference tensors
-            whole = self.captured.get(key)
-            if whole is None:
-                try:
-                    whole = self.captured[key] = _WholeSampler(model, inputs, k0, k1, steps, guidance, self.capture)
-                except Exception as e:  # noqa: BLE001 - any capture failure: this shape takes the per-step graphs
-                    self.failed.add(key)
-                    warnings.warn(f"DiT sampler graph capture failed, replaying per step: {_line(e)}", stacklevel=3)
-                    return None
-            return whole(inputs, guidance)
+            whole = self.captured.get(key) or self._capture(key, model, inputs, k0, k1, steps, guidance)
+            return None if whole is None else whole(inputs, guidance)
+
+    def _capture(self, key, model, inputs, k0, k1, steps, guidance) -> Optional[_WholeSampler]:
+        """Capture one shape: compiled if asked (uncompiled if that fails), else None and a warning."""
+        if self.compile and self.compiled is None:
+            self.compiled = self.compiler(model.forward_prepared)
+        try:
+            try:
+                whole = _WholeSampler(model, inputs, k0, k1, steps, guidance, self.capture,
+                                      self.compiled if self.compile else None)
+            except Exception as e:  # noqa: BLE001 - a compiler failure: the same graph, uncompiled
+                if not self.compile:
+                    raise
+                self.compile = False
+                warnings.warn(f"DiT sampler compilation failed, capturing it uncompiled: {_line(e)}", stacklevel=4)
+                whole = _WholeSampler(model, inputs, k0, k1, steps, guidance, self.capture)
+        except Exception as e:  # noqa: BLE001 - any capture failure: this shape takes the per-step graphs
+            self.failed.add(key)
+            warnings.warn(f"DiT sampler graph capture failed, replaying per step: {_line(e)}", stacklevel=4)
+            return None
+        self.captured[key] = whole
+        return whole

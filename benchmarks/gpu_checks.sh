@@ -6,7 +6,8 @@
 #   bash benchmarks/gpu_checks.sh profile   # where a decision's time goes (SmolVLA- and pi0-sized, 3 cameras)
 #   bash benchmarks/gpu_checks.sh sampler   # the whole-sampler graph vs per-step graphs vs eager, SmolVLA- and
 #                                           # pi0-sized, bf16, 3 cameras (< 2.5 min): synced parts, kernels per
-#                                           # decision, the chunks' agreement (plain, steered, inpainted)
+#                                           # decision, the chunks' agreement (plain, steered, inpainted);
+#                                           # COMPILE=1 adds the torch.compile'd network inside the graph
 #   bash benchmarks/gpu_checks.sh install   # only the wheels (when the two phases' wheels cannot travel together)
 #
 # Wheels the machine lacks travel in .whl-latency/ and .whl-mt10/ (`pip download --no-deps
@@ -36,7 +37,10 @@ profile)
   for size in smolvla pi0; do head -22 "$OUT/profile_$size.txt" | cut -c1-220; tail -1 "$OUT/profile_$size.txt"; done
   ;;
 sampler)
-  timeout 150 python3 benchmarks/gpu_profile.py --size smolvla,pi0 --cameras 3 --samplers whole,step,eager --agree \
+  # COMPILE=1 adds the torch.compile'd whole graph (inductor compiles at load: allow minutes more)
+  samplers=whole,step,eager; limit=150
+  [ "${COMPILE:-0}" = 1 ] && samplers=whole,compiled,step,eager && limit=400
+  timeout $limit python3 benchmarks/gpu_profile.py --size smolvla,pi0 --cameras 3 --samplers $samplers --agree \
       --no-tables --repeats 15 > "$OUT/sampler.txt" 2>&1
   echo "sampler rc=$?"
   grep -E "^(smolvla|pi0) |Warning|Error" "$OUT/sampler.txt" | cut -c1-900; tail -2 "$OUT/sampler.txt" | cut -c1-300

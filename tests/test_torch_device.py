@@ -3,6 +3,8 @@ model path with the device set explicitly, and no runtime tensor left on the hos
 import ast
 import json
 import os
+import shutil
+import warnings
 import weakref
 from pathlib import Path
 
@@ -349,6 +351,78 @@ def test_a_whole_sampler_capture_that_fails_falls_back_to_the_per_step_graphs_wi
         assert lines == ["DiT sampler graph capture failed, replaying per step: "
                          "RuntimeError: operation not permitted when stream is capturing"]
         assert len(sampler.failed) == 1 and not sampler.captured and len(sampler.per_step.captured) == 1
+
+
+def test_the_compiled_network_runs_inside_the_whole_graph_and_a_failing_compiler_falls_back(clean_env):
+    """``compile``: the network inside the captured sampler is the compiler's function (here a
+    wrapper that counts its calls: inductor needs a GPU build to be worth testing); a compiled
+    function that fails when first run (as inductor does, lazily) is said once and the same shape is
+    captured uncompiled, with the eager sampler's chunks either way."""
+    from embodia.action_heads.graphs import GraphedSampler
+
+    calls = []
+
+    def counting(fn):
+        return lambda *a, **k: calls.append(1) or fn(*a, **k)
+
+    def broken(fn):
+        def run(*a, **k):
+            raise RuntimeError("InductorError: no working C compiler\n(traceback)")
+        return run
+
+    with open_device("sim:twogap-push") as dev:
+        obs = dev.reset(0)
+        for compiler, compiled in ((counting, True), (broken, False)):
+            sampler = GraphedSampler(capture=weak_capture, devices=("cpu",), compile=True, compiler=compiler)
+            eager, graphed = _graphed_policies(dev, sampler)
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                for kw in ({}, {"prefix": np.full((3, 2), 0.3, np.float32)}):
+                    eager.reset(0), graphed.reset(0)
+                    a, b = eager.predict_chunk(obs, dev.instruction, **kw), graphed.predict_chunk(obs, dev.instruction, **kw)
+                    assert np.allclose(a, b, atol=1e-5)
+            lines = [str(w.message) for w in said if "DiT" in str(w.message)]
+            assert sampler.compile is compiled and len(sampler.captured) == 2 and not sampler.failed
+            if compiled:
+                assert not lines and len(calls) == 2 * 2 * 10    # (the capture + one replay) x 10 steps, twice
+            else:
+                assert lines == ["DiT sampler compilation failed, capturing it uncompiled: "
+                                 "RuntimeError: InductorError: no working C compiler"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="inductor's CPU backend needs a C++ compiler")
+def test_torch_compile_of_the_network_traces_whole_and_matches_eager_sampling():
+    """The real compiler (inductor's CPU backend here, about a minute and a half on a busy 2-core
+    host): the network traces as one graph without breaks, and the compiled whole sampler gives the
+    eager sampler's chunk (to float rounding: the fused kernels sum in another order)."""
+    from embodia.action_heads import ActionDiT, sample
+    from embodia.action_heads.graphs import GraphedSampler
+
+    torch.manual_seed(0)
+    m = ActionDiT(action_dim=4, state_dim=6, horizon=8, dim=32, depth=2, heads=2, ctx_dim=32).eval()
+    for prm in m.parameters():
+        torch.nn.init.normal_(prm, std=0.2)
+    ctx, mask = torch.randn(1, 11, 32), torch.arange(11) < 8
+    state, smask, am, eid = torch.randn(1, 6), torch.ones(1, 6), torch.ones(1, 8, 4), torch.tensor([1])
+    prep = m.prepare(ctx, state, smask, eid, mask[None])
+    with torch.no_grad():
+        ex = torch._dynamo.explain(m.forward_prepared)(torch.randn(1, 8, 4), None, am, prep,
+                                                       mods=m.modulations(torch.zeros(1), prep["emb"]))
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+    sampler = GraphedSampler(capture=weak_capture, devices=("cpu",), compile=True)
+    ref, out = (sample(m, ctx, state, smask, eid, am, steps=5, generator=torch.Generator().manual_seed(3),
+                       ctx_mask=mask[None], graphs=g) for g in (None, sampler))
+    assert sampler.compile and len(sampler.captured) == 1
+    assert torch.allclose(ref, out, atol=1e-5) and not torch.equal(out, torch.zeros_like(out))
+
+
+def test_the_sampler_compiles_only_when_asked(clean_env):
+    from embodia.action_heads.graphs import COMPILE_ENV, GraphedSampler
+    clean_env.delenv(COMPILE_ENV, raising=False)
+    assert GraphedSampler().compile is False
+    clean_env.setenv(COMPILE_ENV, "1")
+    assert GraphedSampler().compile is True and GraphedSampler(compile=False).compile is False
 
 
 def test_a_guidance_hook_without_buffers_takes_the_per_step_graphs():
