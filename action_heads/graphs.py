@@ -22,7 +22,8 @@ does), else that decision takes the per-step graphs.
 Fewer kernels per step (opt-in, ``$EMBODIA_COMPILE_SAMPLER=1`` or ``GraphedSampler(compile=True)``):
 the network inside the whole graph is ``torch.compile(model.forward_prepared)`` in its default mode
 (inductor fuses each block's layer norms, modulations, gates, residuals and GELU into a few Triton
-kernels; no cudagraphs of its own: the graph is ours). It compiles once per shape when that shape is
+kernels; no cudagraphs of its own: the graph is ours); ``=max-autotune-no-cudagraphs`` also tunes
+Triton GEMMs with those fused into their epilogues (longer still to load). It compiles once per shape when that shape is
 first captured (at load, `VLAPolicy.warm_up`): tens of seconds for a large head, which is why it is
 off by default. A compilation that fails is said once and the whole graph is captured uncompiled.
 
@@ -40,9 +41,12 @@ import torch
 
 from embodia.action_heads.dit import context_masks, euler
 
-__all__ = ["GraphedSampler", "GraphedVelocity", "cuda_capture", "pad_context", "COMPILE_ENV"]
+__all__ = ["GraphedSampler", "GraphedVelocity", "cuda_capture", "pad_context", "compile_setting",
+           "COMPILE_ENV", "COMPILE_MODES"]
 
 COMPILE_ENV = "EMBODIA_COMPILE_SAMPLER"     # "1": torch.compile the network inside the sampler's graph
+# torch.compile modes that leave the CUDA graph to us ("reduce-overhead" would capture its own)
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
 
 
 def pad_context(ctx: torch.Tensor, ctx_mask: Optional[torch.Tensor], multiple: int = 32):
@@ -186,9 +190,17 @@ class _WholeSampler:
         return self.out.clone()            # the next replay overwrites the static output
 
 
-def _compile(fn: Callable) -> Callable:
-    # default mode: inductor's fused kernels without cudagraphs (the whole sampler is captured by us)
-    return torch.compile(fn, dynamic=False)
+def compile_setting() -> tuple[bool, str]:
+    """(compile?, mode) from ``$EMBODIA_COMPILE_SAMPLER``: unset or "0" off, "1" the default mode,
+    or one of `COMPILE_MODES`; anything else is said in one line and leaves it off."""
+    value = os.environ.get(COMPILE_ENV, "0").strip()
+    if value in ("", "0"):
+        return False, "default"
+    if value == "1" or value in COMPILE_MODES:
+        return True, "default" if value == "1" else value
+    warnings.warn(f"${COMPILE_ENV}={value!r}: expected 0, 1 or one of {', '.join(COMPILE_MODES)}; "
+                  "not compiling", stacklevel=3)
+    return False, "default"
 
 
 class GraphedSampler:
@@ -197,14 +209,20 @@ class GraphedSampler:
     ``run(model, x, am, raw, k0, k1, steps, guidance)`` (``raw`` = sample's ctx, state, state_mask,
     emb_id, ctx_mask) -> the final x, or None where this decision cannot take the whole graph (off
     CUDA, a guidance hook without ``buffers``, a shape whose capture failed): `sample` then runs
-    `bind`, the per-step graphs of `GraphedVelocity`, for it. ``compile`` (default
-    ``$EMBODIA_COMPILE_SAMPLER`` == "1"): the network inside the graph is ``compiler(forward)``."""
+    `bind`, the per-step graphs of `GraphedVelocity`, for it. ``compile`` / ``mode`` (default:
+    `compile_setting`): the network inside the graph is ``compiler(forward)``, by default
+    ``torch.compile`` in that mode with static shapes (one compilation per captured shape)."""
 
     def __init__(self, capture=cuda_capture, devices: tuple[str, ...] = ("cuda",), compile: Optional[bool] = None,
-                 compiler: Callable[[Callable], Callable] = _compile):
+                 mode: Optional[str] = None, compiler: Optional[Callable[[Callable], Callable]] = None):
         self.capture, self.devices = capture, devices     # (tests replay an eager "capture" on the CPU)
-        self.compile = os.environ.get(COMPILE_ENV, "0") == "1" if compile is None else compile
-        self.compiler, self.compiled = compiler, None
+        env_compile, env_mode = compile_setting() if compile is None or mode is None else (compile, mode)
+        self.compile = env_compile if compile is None else compile
+        self.mode = mode or env_mode
+        if self.mode not in COMPILE_MODES:
+            raise ValueError(f"compile mode {self.mode!r}: expected one of {', '.join(COMPILE_MODES)}")
+        self.compiler = compiler or (lambda fn: torch.compile(fn, dynamic=False, mode=self.mode))
+        self.compiled = None
         self.per_step = GraphedVelocity(capture, devices)
         self.captured: dict = {}
         self.failed: set = set()

@@ -423,6 +423,12 @@ def test_the_sampler_compiles_only_when_asked(clean_env):
     assert GraphedSampler().compile is False
     clean_env.setenv(COMPILE_ENV, "1")
     assert GraphedSampler().compile is True and GraphedSampler(compile=False).compile is False
+    assert GraphedSampler().mode == "default"
+    clean_env.setenv(COMPILE_ENV, "max-autotune-no-cudagraphs")
+    assert GraphedSampler().mode == "max-autotune-no-cudagraphs" and GraphedSampler().compile is True
+    clean_env.setenv(COMPILE_ENV, "reduce-overhead")         # its own cudagraphs: not inside ours
+    with pytest.warns(UserWarning, match="EMBODIA_COMPILE_SAMPLER='reduce-overhead': expected 0, 1 or one of"):
+        assert GraphedSampler().compile is False
 
 
 def test_a_guidance_hook_without_buffers_takes_the_per_step_graphs():
