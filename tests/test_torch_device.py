@@ -331,6 +331,19 @@ def test_the_whole_sampler_as_one_graph_matches_eager_sampling_plain_steered_and
         assert sorted({k[1] for k in graphs.captured}) == [0, 3, 6]
 
 
+def test_warming_up_captures_the_plain_and_the_inpainted_sampler_and_leaves_the_noise_stream(clean_env):
+    from embodia.action_heads.graphs import GraphedSampler
+
+    with open_device("sim:twogap-push") as dev:
+        eager, graphed = _graphed_policies(dev, GraphedSampler(capture=weak_capture, devices=("cpu",)))
+        graphed.warm_up()
+        assert [k[4] is not None for k in graphed.graphs.captured] == [False, True]    # plain, then pinned
+        obs = dev.reset(0)
+        eager.reset(None)                  # warm_up leaves the policy as reset(None) does
+        assert np.allclose(eager.predict_chunk(obs, ""), graphed.predict_chunk(obs, ""), atol=1e-5)
+        assert len(graphed.graphs.captured) == 2                                      # nothing new to capture
+
+
 def test_a_whole_sampler_capture_that_fails_falls_back_to_the_per_step_graphs_with_one_warning(clean_env):
     from embodia.action_heads.graphs import GraphedSampler
 

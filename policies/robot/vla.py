@@ -150,12 +150,14 @@ class VLAPolicy(Policy):
         return self
 
     def warm_up(self) -> None:
-        """One decision on a blank observation of the bound body, so that the CUDA graphs of its
-        shape are captured at load rather than during the first episode; the noise stream is reset."""
+        """A plain and an inpainted decision on a blank observation of the bound body, so that the
+        CUDA graphs of its shape (the inpainted sampler is its own graph, whatever the prefix's
+        length) are captured at load rather than during the first episode; the noise stream is reset."""
         emb = self.embodiment
         blank = Observation(images={c.name: np.zeros((c.height, c.width, 3), np.uint8) for c in emb.cameras},
                             state=np.zeros(emb.state_dim, np.float32))
         self.predict_chunk(blank, "")
+        self.predict_chunk(blank, "", prefix=np.zeros((1, emb.action_dim), np.float32))
         self.reset(None)
 
     @property
