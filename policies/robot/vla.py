@@ -189,14 +189,7 @@ class VLAPolicy(Policy):
             raise CheckpointError("call bind(embodiment) before act()")
         obs.validate(emb)
         t0 = time.perf_counter()
-        batch = self.model.backbone.prepare([[obs.images[c.name] for c in emb.cameras]],
-                                            [self.prompt_override or emb.prompt()], [instruction])
-        t_prep = time.perf_counter()
-        graphed = self.prefix(batch) if self.prefix is not None else None    # None: this layout runs eagerly
-        ctx, ctx_mask = graphed if graphed is not None else self.model.context(**batch)
-        if self.graphs is not None:       # a few context lengths, each captured once
-            ctx, ctx_mask = pad_context(ctx, ctx_mask)
-        t1 = time.perf_counter()
+        # the host-to-device copies first: each waits for the device's queue, which the backbone fills
         state, smask, amask, eid = self.inputs(emb, obs.state)
         guidance = None
         if prefix is not None:
@@ -205,6 +198,14 @@ class VLAPolicy(Policy):
             x0 = torch.randn(amask.shape, generator=self.generator, device=self.device,
                              dtype=amask.dtype) * amask   # the draw sample() would make
             guidance = self._inpaint(x0, prefix, prefix_weights)
+        batch = self.model.backbone.prepare([[obs.images[c.name] for c in emb.cameras]],
+                                            [self.prompt_override or emb.prompt()], [instruction])
+        t_prep = time.perf_counter()
+        graphed = self.prefix(batch) if self.prefix is not None else None    # None: this layout runs eagerly
+        ctx, ctx_mask = graphed if graphed is not None else self.model.context(**batch)
+        if self.graphs is not None:       # a few context lengths, each captured once
+            ctx, ctx_mask = pad_context(ctx, ctx_mask)
+        t1 = time.perf_counter()
         x = sample(self.model.head, ctx, state, smask, eid, amask, steps=self.steps, x0=x0, tau0=tau0,
                    generator=self.generator, ctx_mask=ctx_mask, guidance=guidance, graphs=self.graphs)
         t2 = time.perf_counter()
