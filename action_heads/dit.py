@@ -212,6 +212,12 @@ class ActionDiT(ModelMixin, ConfigMixin):
         c = self.ctx_norm(self.ctx_proj(ctx))
         kv = [blk.context_kv(c) for blk in self.blocks]
         has_ctx = None if any_real is None else any_real.to(c.dtype)[:, None, None]
+        if attn_mask is not None and attn_mask.dtype == torch.bool and not torch.is_autocast_enabled(c.device.type):
+            # SDPA turns a boolean mask into this additive one on every call (a few kernels per block
+            # and step on a GPU): once per decision here. Same values, so the same attention; under
+            # autocast the queries' dtype is not c's, and the mask stays boolean.
+            attn_mask = torch.zeros(attn_mask.shape, dtype=c.dtype, device=c.device).masked_fill(
+                ~attn_mask, float("-inf"))
         sm = state_mask.to(state.dtype)
         emb = self.emb_table(emb_id.long())                              # [B, d]
         # the embodiment code enters the adaLN conditioning and (additively) the state token

@@ -115,6 +115,24 @@ def test_ctx_mask_hides_masked_tokens():
     assert torch.allclose(fwd(m, inp, ctx_mask=cm.float()), v, atol=1e-6)
 
 
+def test_the_context_mask_is_made_additive_once_per_decision_with_the_same_attention():
+    """SDPA would turn a boolean mask into an additive one in every block at every step (kernels on a
+    GPU): prepare does it once, and the velocity is bit for bit the boolean mask's. Under autocast
+    (training) the queries' dtype differs from the context's, so the mask stays boolean."""
+    torch.manual_seed(0)
+    m = randomize(small_model())
+    inp = inputs()
+    cm = torch.tensor([[True, True, False], [True, False, False], [False, False, False]])
+    prep = m.prepare(inp["ctx"], inp["state"], inp["state_mask"], inp["emb_id"], cm)
+    mask = prep["attn_mask"]
+    assert mask.dtype == torch.float32 and set(mask.unique().tolist()) == {0.0, float("-inf")}
+    boolean = dict(prep, attn_mask=mask == 0)
+    x, am, tau = torch.randn(3, H, D), inp["action_mask"], torch.full((3,), 0.4)
+    assert torch.equal(m.forward_prepared(x, tau, am, prep), m.forward_prepared(x, tau, am, boolean))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert m.prepare(inp["ctx"], inp["state"], inp["state_mask"], inp["emb_id"], cm)["attn_mask"].dtype == torch.bool
+
+
 def test_pads_in_inputs_are_ignored():
     torch.manual_seed(0)
     m = randomize(small_model())
