@@ -14,8 +14,10 @@ backbone read at its middle layer and the DiT head, as issue 38's table sizes th
 this tokenizer's small vocabulary: 0.52B and 4.55B). Each decision is the runtime's own
 (`VLAPolicy.predict_chunk`: preprocessing, backbone prefix, K=10 Euler steps, unnormalization) on a
 blank observation with 1 and 3 cameras, in float32 and bfloat16, eager and with CUDA graphs (the
-backbone prefix, `policies/prefix_graph.py`, and the sampler's network, `action_heads/graphs.py`;
-CUDA only: on other devices that row says why it did not run). Reported: p50/p90 of the decision and
+backbone prefix, `policies/prefix_graph.py`, and the whole sampler, `action_heads/graphs.py`'s
+`GraphedSampler`, whose row says how many whole graphs it captured and whether any shape fell back to
+the per-step graphs; CUDA only: on other devices that row says why it did not run). ``--dtypes`` and
+``--cameras`` pick rows (the GPU checks' short phases). Reported: p50/p90 of the decision and
 of its parts (host preparation, backbone prefix including it, sampler); each row is also printed
 to stderr as it finishes. Then a training-step row: embodia-tiny's head step at batch 64 (context
 cached, as `embodia train` runs after freezing the backbone) on this device and on this host's CPU.
