@@ -83,10 +83,10 @@ def chunks(policy: VLAPolicy, obs) -> dict:
     return out
 
 
-def kernels_per_decision(policy: VLAPolicy, obs, tables: bool) -> int:
+def kernels_per_decision(policy: VLAPolicy, obs, tables: bool, n: int = 5) -> int:
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(5):
+        for _ in range(n):
             policy.predict_chunk(obs, gl.INSTRUCTION)
     if tables:
         events = prof.key_averages()
@@ -96,7 +96,7 @@ def kernels_per_decision(policy: VLAPolicy, obs, tables: bool) -> int:
             except Exception as e:  # noqa: BLE001 - the sort keys' names moved between torch versions
                 print(f"(no table by {key}: {e})")
     try:
-        return sum(e.count for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA) // 5
+        return sum(e.count for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA) // n
     except Exception:  # noqa: BLE001
         return -1
 
@@ -132,7 +132,9 @@ def profile_size(size: str, args, samplers: list[str]) -> dict:
             row["chunk_abs_mean"] = {k: round(float(np.abs(v).mean()), 4) for k, v in got.items()}
             if isinstance(policy.graphs, GraphedSampler):
                 row["whole_graphs_after_agree"] = len(policy.graphs.captured)
-        row["device_events_per_decision"] = kernels_per_decision(policy, obs, tables=i == 0 and args.tables)
+        if args.tables or sampler != "eager":     # (eager's tens of thousands of events take long to read)
+            row["device_events_per_decision"] = kernels_per_decision(policy, obs, i == 0 and args.tables,
+                                                                     5 if args.tables else 2)
         report[sampler] = row
         print(size, sampler, json.dumps(row), flush=True)
         del policy
