@@ -42,7 +42,8 @@ from diffusers.models.embeddings import (
 from diffusers.models.modeling_utils import ModelMixin
 from torch import nn
 
-__all__ = ["ActionDiT", "context_masks", "PrefixPin", "euler", "flow_loss", "sample", "sample_tau", "grid_index", "TAU_SCALE", "BETA_ALPHA", "TAU_MAX"]
+__all__ = ["ActionDiT", "context_masks", "PrefixPin", "euler", "flow_loss", "sample", "sample_tau", "grid_index",
+           "TAU_SCALE", "BETA_ALPHA", "TAU_MAX"]
 
 BETA_ALPHA = 1.5     # training time distribution: tau = TAU_MAX * (1 - Beta(BETA_ALPHA, 1))
 TAU_MAX = 0.999
