@@ -42,7 +42,7 @@ from diffusers.models.embeddings import (
 from diffusers.models.modeling_utils import ModelMixin
 from torch import nn
 
-__all__ = ["ActionDiT", "context_masks", "PrefixPin", "euler", "flow_loss", "sample", "sample_tau", "grid_index",
+__all__ = ["ActionDiT", "context_masks", "run_block", "PrefixPin", "euler", "flow_loss", "sample", "sample_tau", "grid_index",
            "TAU_SCALE", "BETA_ALPHA", "TAU_MAX"]
 
 BETA_ALPHA = 1.5     # training time distribution: tau = TAU_MAX * (1 - Beta(BETA_ALPHA, 1))
@@ -106,6 +106,12 @@ class _DiTBlock(nn.Module):
 
         h = _modulate(self.norm3(z), sh2, sc2)
         return torch.addcmul(z, g2, self.fc2(F.gelu(self.fc1(h), approximate="tanh")))
+
+
+def run_block(blk: _DiTBlock, z, mod, k_ctx, v_ctx, attn_mask, has_ctx) -> torch.Tensor:
+    """One block as a function of the block: compiled once, it serves every block of that shape (the
+    block's weights are the compiled graph's inputs), so a deep head compiles as fast as one block."""
+    return blk(z, mod, k_ctx, v_ctx, attn_mask, has_ctx)
 
 
 def context_masks(ctx: torch.Tensor, ctx_mask: Optional[torch.Tensor]):
@@ -263,9 +269,10 @@ class ActionDiT(ModelMixin, ConfigMixin):
         return blk.reshape(n, self.depth, 6, 1, d), head
 
     def forward_prepared(self, x: torch.Tensor, tau: Optional[torch.Tensor], action_mask: torch.Tensor,
-                         prep: Dict[str, object], mods=None) -> torch.Tensor:
+                         prep: Dict[str, object], mods=None, block=None) -> torch.Tensor:
         """v for x [B,H,Da] given a :meth:`prepare` cache; ``mods`` (from :meth:`modulations`)
-        replaces ``tau`` when given."""
+        replaces ``tau`` when given. ``block`` (default :func:`run_block`) runs each block: a
+        compiled one fuses its elementwise work (`GraphedSampler`'s opt-in compile)."""
         b, h, _ = x.shape
         if mods is None:
             tau = torch.as_tensor(tau, dtype=x.dtype, device=x.device).reshape(-1).expand(b)
@@ -278,7 +285,7 @@ class ActionDiT(ModelMixin, ConfigMixin):
         z = torch.cat([prep["state_tok"], reg, act], dim=1)
         for i, blk in enumerate(self.blocks):
             k, v = prep["kv"][i]
-            z = blk(z, blk_mod[:, i], k, v, prep["attn_mask"], prep["has_ctx"])
+            z = (block or run_block)(blk, z, blk_mod[:, i], k, v, prep["attn_mask"], prep["has_ctx"])
         out = _modulate(self.norm_out(z[:, -h:]), head_mod[:, 0], head_mod[:, 1])
         return self.proj_out(out)
 
@@ -376,11 +383,11 @@ class PrefixPin:
 
 
 def euler(model: ActionDiT, x: torch.Tensor, am: torch.Tensor, prep: Dict[str, object], k0: int, k1: int,
-          steps: int, guidance=None, graphs=None, forward=None) -> torch.Tensor:
+          steps: int, guidance=None, graphs=None, block=None) -> torch.Tensor:
     """Grid points k0 -> k1 of :func:`sample`'s integration from ``x`` (already masked). One
     function for the eager loop, the per-step graphs (``graphs.bind``, a `GraphedVelocity`) and the
-    whole captured sampler (`GraphedSampler` captures this call, ``forward`` optionally a compiled
-    ``model.forward_prepared``), so all of them compute the same."""
+    whole captured sampler (`GraphedSampler` captures this call, ``block`` optionally a compiled
+    :func:`run_block`), so all of them compute the same."""
     b, n = x.shape[0], k1 - k0
     # the adaLN modulations of all the steps in one batched call (they depend on tau and e only);
     # the grid in float32 whatever the weights' dtype (bfloat16 would shift 0.1 to 0.1001)
@@ -394,7 +401,7 @@ def euler(model: ActionDiT, x: torch.Tensor, am: torch.Tensor, prep: Dict[str, o
         if replay is not None:
             v = replay(x, (blk_all[j], head_all[j]))
         else:
-            v = (forward or model.forward_prepared)(x, None, am, prep, mods=(blk_all[j], head_all[j]))
+            v = model.forward_prepared(x, None, am, prep, mods=(blk_all[j], head_all[j]), block=block)
         if guidance is not None:
             v = guidance(x, t0, v)
         x = (x + (t1 - t0) * v) * am

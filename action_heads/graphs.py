@@ -20,12 +20,13 @@ guidance hook is captured when it exposes its tensors (``buffers`` / ``rebind``,
 does), else that decision takes the per-step graphs.
 
 Fewer kernels per step (opt-in, ``$EMBODIA_COMPILE_SAMPLER=1`` or ``GraphedSampler(compile=True)``):
-the network inside the whole graph is ``torch.compile(model.forward_prepared)`` in its default mode
-(inductor fuses each block's layer norms, modulations, gates, residuals and GELU into a few Triton
-kernels; no cudagraphs of its own: the graph is ours); ``=max-autotune-no-cudagraphs`` also tunes
-Triton GEMMs with those fused into their epilogues (longer still to load). It compiles once per shape when that shape is
-first captured (at load, `VLAPolicy.warm_up`): tens of seconds for a large head, which is why it is
-off by default. A compilation that fails is said once and the whole graph is captured uncompiled.
+each block inside the whole graph runs ``torch.compile(run_block)`` in its default mode (inductor
+fuses the block's layer norms, modulations, gates, residuals and GELU into a few Triton kernels; no
+cudagraphs of its own: the graph is ours); one compiled block serves every block of the head, its
+weights being the compiled graph's inputs. ``=max-autotune-no-cudagraphs`` also tunes Triton GEMMs
+with those fused into their epilogues (longer to load). It compiles once per shape when that shape is
+first captured (at load, `VLAPolicy.warm_up`; a new context length recompiles, a few seconds to
+tens of seconds), which is why it is off by default. A compilation that fails is said once and the whole graph is captured uncompiled.
 
 CUDA only: on any other device `sample` evaluates the network eagerly, as it always did. A capture
 that fails (an operation that cannot be captured) is said once in one line and that shape falls
@@ -39,7 +40,7 @@ from typing import Callable, Dict, Optional
 
 import torch
 
-from embodia.action_heads.dit import context_masks, euler
+from embodia.action_heads.dit import context_masks, euler, run_block
 
 __all__ = ["GraphedSampler", "GraphedVelocity", "cuda_capture", "pad_context", "compile_setting",
            "COMPILE_ENV", "COMPILE_MODES"]
@@ -169,7 +170,7 @@ class _WholeSampler:
     (kept alive here: a graph holds device pointers, not Python references), its replay and output."""
 
     def __init__(self, model, inputs: Dict[str, Optional[torch.Tensor]], k0: int, k1: int, steps: int,
-                 guidance, capture, forward=None):
+                 guidance, capture, block=None):
         self.inputs = {name: _static(t) for name, t in inputs.items()}
         self.guide_buffers = {} if guidance is None else {n: t.clone() for n, t in guidance.buffers.items()}
         guide = None if guidance is None else guidance.rebind(self.guide_buffers)
@@ -178,7 +179,7 @@ class _WholeSampler:
         def integrate() -> torch.Tensor:
             prep = model.prepare_masked(i["ctx"], i["state"], i["state_mask"], i["emb_id"], i["attn_mask"],
                                         i["any_real"])
-            return euler(model, i["x"], i["am"], prep, k0, k1, steps, guide, forward=forward)
+            return euler(model, i["x"], i["am"], prep, k0, k1, steps, guide, block=block)
         self.fn = integrate
         self.replay, self.out = capture(integrate)
 
@@ -210,8 +211,8 @@ class GraphedSampler:
     emb_id, ctx_mask) -> the final x, or None where this decision cannot take the whole graph (off
     CUDA, a guidance hook without ``buffers``, a shape whose capture failed): `sample` then runs
     `bind`, the per-step graphs of `GraphedVelocity`, for it. ``compile`` / ``mode`` (default:
-    `compile_setting`): the network inside the graph is ``compiler(forward)``, by default
-    ``torch.compile`` in that mode with static shapes (one compilation per captured shape)."""
+    `compile_setting`): each block inside the graph runs ``compiler(run_block)``, by default
+    ``torch.compile`` in that mode with static shapes (one compilation per context length)."""
 
     def __init__(self, capture=cuda_capture, devices: tuple[str, ...] = ("cuda",), compile: Optional[bool] = None,
                  mode: Optional[str] = None, compiler: Optional[Callable[[Callable], Callable]] = None):
@@ -248,7 +249,7 @@ class GraphedSampler:
     def _capture(self, key, model, inputs, k0, k1, steps, guidance) -> Optional[_WholeSampler]:
         """Capture one shape: compiled if asked (uncompiled if that fails), else None and a warning."""
         if self.compile and self.compiled is None:
-            self.compiled = self.compiler(model.forward_prepared)
+            self.compiled = self.compiler(run_block)
         try:
             try:
                 whole = _WholeSampler(model, inputs, k0, k1, steps, guidance, self.capture,

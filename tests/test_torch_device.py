@@ -367,8 +367,8 @@ def test_a_whole_sampler_capture_that_fails_falls_back_to_the_per_step_graphs_wi
 
 
 def test_the_compiled_network_runs_inside_the_whole_graph_and_a_failing_compiler_falls_back(clean_env):
-    """``compile``: the network inside the captured sampler is the compiler's function (here a
-    wrapper that counts its calls: inductor needs a GPU build to be worth testing); a compiled
+    """``compile``: every block inside the captured sampler runs the compiler's function (here a
+    wrapper that counts its calls; the real compiler is the slow test below); a compiled
     function that fails when first run (as inductor does, lazily) is said once and the same shape is
     captured uncompiled, with the eager sampler's chunks either way."""
     from embodia.action_heads.graphs import GraphedSampler
@@ -397,7 +397,8 @@ def test_the_compiled_network_runs_inside_the_whole_graph_and_a_failing_compiler
             lines = [str(w.message) for w in said if "DiT" in str(w.message)]
             assert sampler.compile is compiled and len(sampler.captured) == 2 and not sampler.failed
             if compiled:
-                assert not lines and len(calls) == 2 * 2 * 10    # (the capture + one replay) x 10 steps, twice
+                depth = len(graphed.model.head.blocks)        # (the capture + one replay) x 10 steps x blocks, twice
+                assert not lines and len(calls) == 2 * 2 * 10 * depth
             else:
                 assert lines == ["DiT sampler compilation failed, capturing it uncompiled: "
                                  "RuntimeError: InductorError: no working C compiler"]
@@ -406,27 +407,34 @@ def test_the_compiled_network_runs_inside_the_whole_graph_and_a_failing_compiler
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="inductor's CPU backend needs a C++ compiler")
 def test_torch_compile_of_the_network_traces_whole_and_matches_eager_sampling():
-    """The real compiler (inductor's CPU backend here, about a minute and a half on a busy 2-core
-    host): the network traces as one graph without breaks, and the compiled whole sampler gives the
+    """The real compiler (inductor's CPU backend here; seconds): a block traces as one graph without
+    breaks, one compilation serves every block and step, and the compiled whole sampler gives the
     eager sampler's chunk (to float rounding: the fused kernels sum in another order)."""
+    from torch._dynamo.utils import counters
+
     from embodia.action_heads import ActionDiT, sample
+    from embodia.action_heads.dit import run_block
     from embodia.action_heads.graphs import GraphedSampler
 
     torch.manual_seed(0)
-    m = ActionDiT(action_dim=4, state_dim=6, horizon=8, dim=32, depth=2, heads=2, ctx_dim=32).eval()
+    m = ActionDiT(action_dim=4, state_dim=6, horizon=8, dim=32, depth=3, heads=2, ctx_dim=32).eval()
     for prm in m.parameters():
         torch.nn.init.normal_(prm, std=0.2)
     ctx, mask = torch.randn(1, 11, 32), torch.arange(11) < 8
     state, smask, am, eid = torch.randn(1, 6), torch.ones(1, 6), torch.ones(1, 8, 4), torch.tensor([1])
     prep = m.prepare(ctx, state, smask, eid, mask[None])
+    mods = m.modulations(torch.zeros(1), prep["emb"])[0][:, 0]
     with torch.no_grad():
-        ex = torch._dynamo.explain(m.forward_prepared)(torch.randn(1, 8, 4), None, am, prep,
-                                                       mods=m.modulations(torch.zeros(1), prep["emb"]))
+        z = torch.randn(1, 1 + 4 + 8, 32)
+        ex = torch._dynamo.explain(run_block)(m.blocks[0], z, mods, *prep["kv"][0], prep["attn_mask"], None)
     assert ex.graph_count == 1 and ex.graph_break_count == 0
+    torch._dynamo.reset()
+    counters.clear()
     sampler = GraphedSampler(capture=weak_capture, devices=("cpu",), compile=True)
     ref, out = (sample(m, ctx, state, smask, eid, am, steps=5, generator=torch.Generator().manual_seed(3),
                        ctx_mask=mask[None], graphs=g) for g in (None, sampler))
     assert sampler.compile and len(sampler.captured) == 1
+    assert counters["stats"]["unique_graphs"] == 1          # 3 blocks x 5 steps x (capture, replay): one compile
     assert torch.allclose(ref, out, atol=1e-5) and not torch.equal(out, torch.zeros_like(out))
 
 
