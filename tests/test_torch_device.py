@@ -4,6 +4,7 @@ import ast
 import json
 import os
 import shutil
+import sysconfig
 import warnings
 import weakref
 from pathlib import Path
@@ -405,7 +406,8 @@ def test_the_compiled_network_runs_inside_the_whole_graph_and_a_failing_compiler
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("g++") is None, reason="inductor's CPU backend needs a C++ compiler")
+@pytest.mark.skipif(shutil.which("g++") is None or not Path(sysconfig.get_paths()["include"], "Python.h").exists(),
+                    reason="inductor's CPU backend needs a C++ compiler and Python's headers")
 def test_torch_compile_of_the_network_traces_whole_and_matches_eager_sampling():
     """The real compiler (inductor's CPU backend here; seconds): a block traces as one graph without
     breaks, one compilation serves every block and step, and the compiled whole sampler gives the
