@@ -42,8 +42,8 @@ from diffusers.models.embeddings import (
 from diffusers.models.modeling_utils import ModelMixin
 from torch import nn
 
-__all__ = ["ActionDiT", "context_masks", "run_block", "PrefixPin", "euler", "flow_loss", "sample", "sample_tau", "grid_index",
-           "TAU_SCALE", "BETA_ALPHA", "TAU_MAX"]
+__all__ = ["ActionDiT", "context_masks", "run_block", "fused_block", "PrefixPin", "euler", "flow_loss", "sample",
+           "sample_tau", "grid_index", "TAU_SCALE", "BETA_ALPHA", "TAU_MAX"]
 
 BETA_ALPHA = 1.5     # training time distribution: tau = TAU_MAX * (1 - Beta(BETA_ALPHA, 1))
 TAU_MAX = 0.999
@@ -53,6 +53,18 @@ TAU_SCALE = 1000.0   # tau is embedded as sincos(tau * 1000), like a diffusion t
 def _modulate(x: torch.Tensor, shift: torch.Tensor, scale1: torch.Tensor) -> torch.Tensor:
     # x [B, N, d]; shift / scale1 = (1 + scale) broadcast as [B, 1, d]
     return torch.addcmul(shift, x, scale1)
+
+
+def _norm_modulate(norm: nn.LayerNorm, x: torch.Tensor, shift: torch.Tensor, scale1: torch.Tensor,
+                   fused: bool) -> torch.Tensor:
+    """``modulate(norm(x))``; ``fused`` with one sample (a policy's decision), the modulation is the
+    affine of one layer-norm kernel instead of a second kernel (a GPU kernel may round once where
+    eager rounds twice: equal to float rounding, not promised bit for bit, so only the captured GPU
+    sampler takes it and the eager path stays as it was)."""
+    if fused and x.shape[0] == 1 and not norm.elementwise_affine:
+        d = x.shape[-1]
+        return F.layer_norm(x, norm.normalized_shape, scale1.reshape(d), shift.reshape(d), norm.eps)
+    return _modulate(norm(x), shift, scale1)
 
 
 class _DiTBlock(nn.Module):
@@ -88,11 +100,11 @@ class _DiTBlock(nn.Module):
         k, v = self.kv_cross(ctx).chunk(2, dim=-1)
         return self._heads(k), self._heads(v)
 
-    def forward(self, z, mod, k_ctx, v_ctx, attn_mask, has_ctx):
+    def forward(self, z, mod, k_ctx, v_ctx, attn_mask, has_ctx, fused: bool = False):
         # mod: [B, 6, 1, d] = shift, 1 + scale, gate for attention, then the same for the MLP
         sh1, sc1, g1, sh2, sc2, g2 = mod.unbind(1)
         b, n, d = z.shape
-        h = _modulate(self.norm1(z), sh1, sc1)
+        h = _norm_modulate(self.norm1, z, sh1, sc1, fused)
         q, k, v = self.qkv(h).view(b, n, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
         a = F.scaled_dot_product_attention(q, k, v)
         z = torch.addcmul(z, g1, self.attn_out(a.transpose(1, 2).reshape(b, n, d)))
@@ -104,7 +116,7 @@ class _DiTBlock(nn.Module):
             a = a * has_ctx
         z = z + a
 
-        h = _modulate(self.norm3(z), sh2, sc2)
+        h = _norm_modulate(self.norm3, z, sh2, sc2, fused)
         return torch.addcmul(z, g2, self.fc2(F.gelu(self.fc1(h), approximate="tanh")))
 
 
@@ -112,6 +124,11 @@ def run_block(blk: _DiTBlock, z, mod, k_ctx, v_ctx, attn_mask, has_ctx) -> torch
     """One block as a function of the block: compiled once, it serves every block of that shape (the
     block's weights are the compiled graph's inputs), so a deep head compiles as fast as one block."""
     return blk(z, mod, k_ctx, v_ctx, attn_mask, has_ctx)
+
+
+def fused_block(blk: _DiTBlock, z, mod, k_ctx, v_ctx, attn_mask, has_ctx) -> torch.Tensor:
+    """One block with its layer norms and modulations in single kernels (`_norm_modulate`)."""
+    return blk(z, mod, k_ctx, v_ctx, attn_mask, has_ctx, fused=True)
 
 
 def context_masks(ctx: torch.Tensor, ctx_mask: Optional[torch.Tensor]):
@@ -286,7 +303,7 @@ class ActionDiT(ModelMixin, ConfigMixin):
         for i, blk in enumerate(self.blocks):
             k, v = prep["kv"][i]
             z = (block or run_block)(blk, z, blk_mod[:, i], k, v, prep["attn_mask"], prep["has_ctx"])
-        out = _modulate(self.norm_out(z[:, -h:]), head_mod[:, 0], head_mod[:, 1])
+        out = _norm_modulate(self.norm_out, z[:, -h:], head_mod[:, 0], head_mod[:, 1], block is fused_block)
         return self.proj_out(out)
 
     def forward(self, x, tau, ctx, state, state_mask, emb_id, action_mask, ctx_mask=None):

@@ -19,7 +19,9 @@ it still launches K graphs and the eager updates; one graph removes those launch
 guidance hook is captured when it exposes its tensors (``buffers`` / ``rebind``, as `PrefixPin`
 does), else that decision takes the per-step graphs.
 
-Fewer kernels per step (opt-in, ``$EMBODIA_COMPILE_SAMPLER=1`` or ``GraphedSampler(compile=True)``):
+Fewer kernels per step: inside the whole graph each block's layer norms take their modulation as
+their affine (`fused_block`: one kernel for two, rounding once; ``fuse=False`` keeps the eager
+block). Opt-in ( ``$EMBODIA_COMPILE_SAMPLER=1`` or ``GraphedSampler(compile=True)``):
 each block inside the whole graph runs ``torch.compile(run_block)`` in its default mode (inductor
 fuses the block's layer norms, modulations, gates, residuals and GELU into a few Triton kernels; no
 cudagraphs of its own: the graph is ours); one compiled block serves every block of the head, its
@@ -40,7 +42,7 @@ from typing import Callable, Dict, Optional
 
 import torch
 
-from embodia.action_heads.dit import context_masks, euler, run_block
+from embodia.action_heads.dit import context_masks, euler, fused_block, run_block
 
 __all__ = ["GraphedSampler", "GraphedVelocity", "cuda_capture", "pad_context", "compile_setting",
            "COMPILE_ENV", "COMPILE_MODES"]
@@ -211,12 +213,15 @@ class GraphedSampler:
     emb_id, ctx_mask) -> the final x, or None where this decision cannot take the whole graph (off
     CUDA, a guidance hook without ``buffers``, a shape whose capture failed): `sample` then runs
     `bind`, the per-step graphs of `GraphedVelocity`, for it. ``compile`` / ``mode`` (default:
-    `compile_setting`): each block inside the graph runs ``compiler(run_block)``, by default
+    `compile_setting`): each block inside the graph runs ``compiler(run_block)`` (else
+    `fused_block`, or the eager block with ``fuse=False``), by default
     ``torch.compile`` in that mode with static shapes (one compilation per context length)."""
 
     def __init__(self, capture=cuda_capture, devices: tuple[str, ...] = ("cuda",), compile: Optional[bool] = None,
-                 mode: Optional[str] = None, compiler: Optional[Callable[[Callable], Callable]] = None):
+                 mode: Optional[str] = None, compiler: Optional[Callable[[Callable], Callable]] = None,
+                 fuse: bool = True):
         self.capture, self.devices = capture, devices     # (tests replay an eager "capture" on the CPU)
+        self.fuse = fuse
         env_compile, env_mode = compile_setting() if compile is None or mode is None else (compile, mode)
         self.compile = env_compile if compile is None else compile
         self.mode = mode or env_mode
@@ -253,16 +258,19 @@ class GraphedSampler:
         try:
             try:
                 whole = _WholeSampler(model, inputs, k0, k1, steps, guidance, self.capture,
-                                      self.compiled if self.compile else None)
+                                      self.compiled if self.compile else self._fused())
             except Exception as e:  # noqa: BLE001 - a compiler failure: the same graph, uncompiled
                 if not self.compile:
                     raise
                 self.compile = False
                 warnings.warn(f"DiT sampler compilation failed, capturing it uncompiled: {_line(e)}", stacklevel=4)
-                whole = _WholeSampler(model, inputs, k0, k1, steps, guidance, self.capture)
+                whole = _WholeSampler(model, inputs, k0, k1, steps, guidance, self.capture, self._fused())
         except Exception as e:  # noqa: BLE001 - any capture failure: this shape takes the per-step graphs
             self.failed.add(key)
             warnings.warn(f"DiT sampler graph capture failed, replaying per step: {_line(e)}", stacklevel=4)
             return None
         self.captured[key] = whole
         return whole
+
+    def _fused(self) -> Optional[Callable]:
+        return fused_block if self.fuse else None

@@ -302,14 +302,17 @@ def test_the_whole_sampler_as_one_graph_matches_eager_sampling_plain_steered_and
     """`GraphedSampler` captures the whole integration (context keys/values, the modulations, every
     step, the guidance hook, the Euler updates) once per shape and start step on static buffers: a
     new decision's inputs, start state and pin tensors loaded into them give the eager sampler's
-    chunks, and exactly the per-step graphs' chunks, on the plain, steered (a later start k0) and
-    inpainted paths, across two context lengths; no decision falls back to the per-step graphs."""
+    chunks on the plain, steered (a later start k0) and inpainted paths, across context lengths;
+    with the eager block (``fuse=False``) exactly the per-step graphs' chunks, with the fused layer
+    norms (the default) the same to float rounding; no decision falls back to the per-step graphs."""
     from embodia.action_heads.graphs import GraphedSampler, GraphedVelocity
 
     with open_device("sim:twogap-push") as dev:
         eager, whole = _graphed_policies(dev, GraphedSampler(capture=weak_capture, devices=("cpu",)))
         per_step = VLAPolicy.from_pretrained(TINY, torch_device="cpu").bind(dev.embodiment)
         per_step.graphs = GraphedVelocity(capture=weak_capture, devices=("cpu",))
+        exact = VLAPolicy.from_pretrained(TINY, torch_device="cpu").bind(dev.embodiment)
+        exact.graphs = GraphedSampler(capture=weak_capture, devices=("cpu",), fuse=False)
         x0 = torch.full((1, 16, 8), 0.3)
         for seed, instruction in ((0, dev.instruction), (1, dev.instruction), (2, "push it " * 30), (3, "go")):
             obs = dev.reset(seed)
@@ -317,11 +320,11 @@ def test_the_whole_sampler_as_one_graph_matches_eager_sampling_plain_steered_and
                    {"prefix": np.full((5, 2), 0.1 * seed, np.float32)},
                    {"prefix": np.full((5, 2), -0.2, np.float32), "prefix_weights": np.linspace(1, 0.2, 5)})
             for kw in kws:
-                for p in (eager, whole, per_step):
+                for p in (eager, whole, per_step, exact):
                     p.reset(seed)
-                a, b, c = (p.predict_chunk(obs, instruction, **kw) for p in (eager, whole, per_step))
-                assert np.allclose(a, b, atol=1e-5), (seed, kw, np.abs(a - b).max())
-                assert np.array_equal(b, c), (seed, kw, np.abs(b - c).max())
+                a, b, c, e = (p.predict_chunk(obs, instruction, **kw) for p in (eager, whole, per_step, exact))
+                assert np.allclose(a, b, atol=1e-5) and np.allclose(a, e, atol=1e-5), (seed, kw, np.abs(a - b).max())
+                assert np.array_equal(e, c), (seed, kw, np.abs(e - c).max())
                 if "prefix" in kw and "prefix_weights" not in kw:       # weight 1: the chunk starts with it
                     assert np.allclose(b[:5], kw["prefix"], atol=1e-5)
         graphs = whole.graphs
@@ -330,6 +333,7 @@ def test_the_whole_sampler_as_one_graph_matches_eager_sampling_plain_steered_and
         assert len(lengths) >= 2 and len(graphs.captured) == len(lengths) * 4 and not graphs.failed
         assert graphs.per_step.captured == {}
         assert sorted({k[1] for k in graphs.captured}) == [0, 3, 6]
+        assert len(exact.graphs.captured) == len(graphs.captured) and exact.graphs.per_step.captured == {}
 
 
 def test_warming_up_captures_the_plain_and_the_inpainted_sampler_and_leaves_the_noise_stream(clean_env):
