@@ -9,9 +9,10 @@ captured at bind), then times the parts with the device synchronized after each:
 preparation, backbone prefix, sampler (`gpu_latency.py` times without synchronizing, so there the
 prefix's device work shows up in the sampler's share). ``--samplers`` runs the same weights with
 each sampler: ``whole`` (the default path on CUDA: the whole K-step sampler as one graph,
-`GraphedSampler`), ``compiled`` (the same with the network inside it ``torch.compile``d,
-``$EMBODIA_COMPILE_SAMPLER=1``; ``autotuned``: mode max-autotune-no-cudagraphs), ``step`` (one graph per Euler step, `GraphedVelocity`, the
-fallback) and ``eager``. Then `torch.profiler` over 5 decisions of the first: the operations that took the most
+`GraphedSampler`), ``unfused`` (the same without the layer norms' fused modulation), ``compiled``
+(each block inside it ``torch.compile``d, ``$EMBODIA_COMPILE_SAMPLER=1``), ``autotuned`` (mode
+max-autotune-no-cudagraphs), ``step`` (one graph per Euler step, `GraphedVelocity`, the fallback)
+and ``eager``. Then `torch.profiler` over 5 decisions of the first: the operations that took the most
 device and host time, and how many kernels ran (also counted for the others). ``--agree`` first
 gives the zero-initialised parts of the DiT (adaLN, cross-attention outputs, head) small random
 weights, so that the chunks depend on the whole network, and reports how far each sampler's plain,
@@ -65,9 +66,9 @@ def make_policy(model, norms, emb, dtype: str, sampler: str) -> VLAPolicy:
     policy = VLAPolicy(model, norms, torch_device="cuda", dtype=dtype, graphs=sampler != "eager")
     if sampler == "step":
         policy.graphs = GraphedVelocity()
-    elif sampler in ("whole", "compiled", "autotuned"):
-        policy.graphs = GraphedSampler(compile=sampler != "whole", mode="max-autotune-no-cudagraphs"
-                                       if sampler == "autotuned" else "default")
+    elif sampler in ("whole", "unfused", "compiled", "autotuned"):
+        policy.graphs = GraphedSampler(compile=sampler in ("compiled", "autotuned"), fuse=sampler != "unfused",
+                                       mode="max-autotune-no-cudagraphs" if sampler == "autotuned" else "default")
     return policy.bind(emb)
 
 
@@ -146,7 +147,7 @@ def main():
     ap.add_argument("--size", default="pi0", help=f"comma-separated of {', '.join(sorted(gl.SIZES))}")
     ap.add_argument("--cameras", type=int, default=3, choices=(1, 3))
     ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--samplers", default="whole", help="comma-separated of whole, compiled, autotuned, step, eager (the first is profiled)")
+    ap.add_argument("--samplers", default="whole", help="comma-separated of whole, unfused, compiled, autotuned, step, eager (the first is profiled)")
     ap.add_argument("--eager", action="store_true", help="no CUDA graphs (same as --samplers eager)")
     ap.add_argument("--agree", action="store_true", help="compare the samplers' chunks (non-zero head weights)")
     ap.add_argument("--no-tables", dest="tables", action="store_false", help="only count the kernels")
@@ -154,8 +155,8 @@ def main():
     args = ap.parse_args()
     samplers = ["eager"] if args.eager else args.samplers.split(",")
     sizes = args.size.split(",")
-    if set(samplers) - {"whole", "compiled", "autotuned", "step", "eager"}:
-        ap.error(f"--samplers {args.samplers}: expected whole, compiled, autotuned, step, eager")
+    if set(samplers) - {"whole", "unfused", "compiled", "autotuned", "step", "eager"}:
+        ap.error(f"--samplers {args.samplers}: expected whole, unfused, compiled, autotuned, step, eager")
     if set(sizes) - set(gl.SIZES):
         ap.error(f"--size {args.size}: expected {', '.join(sorted(gl.SIZES))}")
     for size in sizes:
