@@ -42,7 +42,8 @@ from diffusers.models.embeddings import (
 from diffusers.models.modeling_utils import ModelMixin
 from torch import nn
 
-__all__ = ["ActionDiT", "flow_loss", "sample", "sample_tau", "grid_index", "TAU_SCALE", "BETA_ALPHA", "TAU_MAX"]
+__all__ = ["ActionDiT", "context_masks", "run_block", "fused_block", "PrefixPin", "euler", "flow_loss", "sample",
+           "sample_tau", "grid_index", "TAU_SCALE", "BETA_ALPHA", "TAU_MAX"]
 
 BETA_ALPHA = 1.5     # training time distribution: tau = TAU_MAX * (1 - Beta(BETA_ALPHA, 1))
 TAU_MAX = 0.999
@@ -52,6 +53,18 @@ TAU_SCALE = 1000.0   # tau is embedded as sincos(tau * 1000), like a diffusion t
 def _modulate(x: torch.Tensor, shift: torch.Tensor, scale1: torch.Tensor) -> torch.Tensor:
     # x [B, N, d]; shift / scale1 = (1 + scale) broadcast as [B, 1, d]
     return torch.addcmul(shift, x, scale1)
+
+
+def _norm_modulate(norm: nn.LayerNorm, x: torch.Tensor, shift: torch.Tensor, scale1: torch.Tensor,
+                   fused: bool) -> torch.Tensor:
+    """``modulate(norm(x))``; ``fused`` with one sample (a policy's decision), the modulation is the
+    affine of one layer-norm kernel instead of a second kernel (a GPU kernel may round once where
+    eager rounds twice: equal to float rounding, not promised bit for bit, so only the captured GPU
+    sampler takes it and the eager path stays as it was)."""
+    if fused and x.shape[0] == 1 and not norm.elementwise_affine:
+        d = x.shape[-1]
+        return F.layer_norm(x, norm.normalized_shape, scale1.reshape(d), shift.reshape(d), norm.eps)
+    return _modulate(norm(x), shift, scale1)
 
 
 class _DiTBlock(nn.Module):
@@ -87,11 +100,11 @@ class _DiTBlock(nn.Module):
         k, v = self.kv_cross(ctx).chunk(2, dim=-1)
         return self._heads(k), self._heads(v)
 
-    def forward(self, z, mod, k_ctx, v_ctx, attn_mask, has_ctx):
+    def forward(self, z, mod, k_ctx, v_ctx, attn_mask, has_ctx, fused: bool = False):
         # mod: [B, 6, 1, d] = shift, 1 + scale, gate for attention, then the same for the MLP
         sh1, sc1, g1, sh2, sc2, g2 = mod.unbind(1)
         b, n, d = z.shape
-        h = _modulate(self.norm1(z), sh1, sc1)
+        h = _norm_modulate(self.norm1, z, sh1, sc1, fused)
         q, k, v = self.qkv(h).view(b, n, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
         a = F.scaled_dot_product_attention(q, k, v)
         z = torch.addcmul(z, g1, self.attn_out(a.transpose(1, 2).reshape(b, n, d)))
@@ -103,8 +116,36 @@ class _DiTBlock(nn.Module):
             a = a * has_ctx
         z = z + a
 
-        h = _modulate(self.norm3(z), sh2, sc2)
+        h = _norm_modulate(self.norm3, z, sh2, sc2, fused)
         return torch.addcmul(z, g2, self.fc2(F.gelu(self.fc1(h), approximate="tanh")))
+
+
+def run_block(blk: _DiTBlock, z, mod, k_ctx, v_ctx, attn_mask, has_ctx) -> torch.Tensor:
+    """One block as a function of the block: compiled once, it serves every block of that shape (the
+    block's weights are the compiled graph's inputs), so a deep head compiles as fast as one block."""
+    return blk(z, mod, k_ctx, v_ctx, attn_mask, has_ctx)
+
+
+def fused_block(blk: _DiTBlock, z, mod, k_ctx, v_ctx, attn_mask, has_ctx) -> torch.Tensor:
+    """One block with its layer norms and modulations in single kernels (`_norm_modulate`)."""
+    return blk(z, mod, k_ctx, v_ctx, attn_mask, has_ctx, fused=True)
+
+
+def context_masks(ctx: torch.Tensor, ctx_mask: Optional[torch.Tensor]):
+    """(attn_mask [B, 1, 1, Nc] or None, any_real [B] bool or None) for cross-attention.
+
+    SDPA yields NaN for a fully masked row: such a sample attends anywhere and ``any_real`` (given
+    only when some sample has no real token) zeroes its cross-attention. With every token real no
+    mask is needed. The checks read the mask on the host, so this stays outside captured graphs."""
+    if ctx_mask is None:
+        return None, None
+    m = ctx_mask.to(device=ctx.device).bool() if ctx_mask.dtype == torch.bool else ctx_mask > 0.5
+    any_real = m.any(dim=1)                                    # [B]
+    if bool(any_real.all()):
+        any_real = None
+    else:
+        m = m | ~any_real[:, None]
+    return (None if bool(m.all()) else m[:, None, None, :]), any_real
 
 
 class ActionDiT(ModelMixin, ConfigMixin):
@@ -185,19 +226,22 @@ class ActionDiT(ModelMixin, ConfigMixin):
         ctx_mask: Optional[torch.Tensor] = None,
     ) -> Dict[str, object]:
         """Everything that does not depend on (x, tau); reused across Euler steps / tau repeats."""
+        attn_mask, any_real = context_masks(ctx, ctx_mask)
+        return self.prepare_masked(ctx, state, state_mask, emb_id, attn_mask, any_real)
+
+    def prepare_masked(self, ctx, state, state_mask, emb_id, attn_mask, any_real) -> Dict[str, object]:
+        """:meth:`prepare` given the masks of :func:`context_masks`: no host synchronisation and
+        no branch on the data, so a CUDA graph can capture it (`GraphedSampler`)."""
         b = ctx.shape[0]
         c = self.ctx_norm(self.ctx_proj(ctx))
         kv = [blk.context_kv(c) for blk in self.blocks]
-        attn_mask = has_ctx = None
-        if ctx_mask is not None:
-            m = ctx_mask.to(device=ctx.device).bool() if ctx_mask.dtype == torch.bool else ctx_mask > 0.5
-            any_real = m.any(dim=1)                                    # [B]
-            if not bool(any_real.all()):
-                # SDPA yields NaN for a fully masked row: let it attend anywhere, then zero the result
-                m = m | ~any_real[:, None]
-                has_ctx = any_real.to(c.dtype)[:, None, None]
-            if not bool(m.all()):                                      # all real: no mask needed
-                attn_mask = m[:, None, None, :]                        # [B, 1, 1, Nc]
+        has_ctx = None if any_real is None else any_real.to(c.dtype)[:, None, None]
+        if attn_mask is not None and attn_mask.dtype == torch.bool and not torch.is_autocast_enabled(c.device.type):
+            # SDPA turns a boolean mask into this additive one on every call (a few kernels per block
+            # and step on a GPU): once per decision here. Same values, so the same attention; under
+            # autocast the queries' dtype is not c's, and the mask stays boolean.
+            attn_mask = torch.zeros(attn_mask.shape, dtype=c.dtype, device=c.device).masked_fill(
+                ~attn_mask, float("-inf"))
         sm = state_mask.to(state.dtype)
         emb = self.emb_table(emb_id.long())                              # [B, d]
         # the embodiment code enters the adaLN conditioning and (additively) the state token
@@ -242,9 +286,10 @@ class ActionDiT(ModelMixin, ConfigMixin):
         return blk.reshape(n, self.depth, 6, 1, d), head
 
     def forward_prepared(self, x: torch.Tensor, tau: Optional[torch.Tensor], action_mask: torch.Tensor,
-                         prep: Dict[str, object], mods=None) -> torch.Tensor:
+                         prep: Dict[str, object], mods=None, block=None) -> torch.Tensor:
         """v for x [B,H,Da] given a :meth:`prepare` cache; ``mods`` (from :meth:`modulations`)
-        replaces ``tau`` when given."""
+        replaces ``tau`` when given. ``block`` (default :func:`run_block`) runs each block: a
+        compiled one fuses its elementwise work (`GraphedSampler`'s opt-in compile)."""
         b, h, _ = x.shape
         if mods is None:
             tau = torch.as_tensor(tau, dtype=x.dtype, device=x.device).reshape(-1).expand(b)
@@ -257,8 +302,8 @@ class ActionDiT(ModelMixin, ConfigMixin):
         z = torch.cat([prep["state_tok"], reg, act], dim=1)
         for i, blk in enumerate(self.blocks):
             k, v = prep["kv"][i]
-            z = blk(z, blk_mod[:, i], k, v, prep["attn_mask"], prep["has_ctx"])
-        out = _modulate(self.norm_out(z[:, -h:]), head_mod[:, 0], head_mod[:, 1])
+            z = (block or run_block)(blk, z, blk_mod[:, i], k, v, prep["attn_mask"], prep["has_ctx"])
+        out = _norm_modulate(self.norm_out, z[:, -h:], head_mod[:, 0], head_mod[:, 1], block is fused_block)
         return self.proj_out(out)
 
     def forward(self, x, tau, ctx, state, state_mask, emb_id, action_mask, ctx_mask=None):
@@ -322,6 +367,64 @@ def grid_index(tau: float, steps: int) -> int:
     return int(math.floor(float(tau) * steps + 0.5 + 1e-9))
 
 
+class PrefixPin:
+    """The guidance hook that pins a chunk's first positions (prefix inpainting, real-time chunking's
+    hard-prefix variant): it rewrites the velocity so that the Euler step lands on
+    ``(1 - w) * (x + dt * v) + w * goal``, with ``goal = (1 - end) * eps + end * target`` the target
+    noised to the step's end time along the path that starts at ``eps``.
+
+    A class rather than a closure so that a captured sampler (`GraphedSampler`) can hold static
+    copies of its tensors (``buffers``) and load a new decision's into them."""
+
+    def __init__(self, eps: torch.Tensor, target: torch.Tensor, weight: torch.Tensor, steps: int):
+        self.eps, self.target, self.weight, self.steps = eps, target, weight, steps
+
+    @property
+    def buffers(self) -> Dict[str, torch.Tensor]:
+        return {"eps": self.eps, "target": self.target, "weight": self.weight}
+
+    def rebind(self, buffers: Dict[str, torch.Tensor]) -> "PrefixPin":
+        """The same hook over other tensors (a captured graph's static ones)."""
+        return PrefixPin(buffers["eps"], buffers["target"], buffers["weight"], self.steps)
+
+    @property
+    def key(self) -> tuple:
+        return ("pin", self.steps)
+
+    def __call__(self, x: torch.Tensor, tau: float, v: torch.Tensor) -> torch.Tensor:
+        k = int(round(tau * self.steps))
+        dt = (k + 1) / self.steps - k / self.steps          # the very step sample() takes
+        end = (k + 1) / self.steps
+        goal = (1.0 - end) * self.eps + end * self.target
+        return v + self.weight * ((goal - x) / dt - v)
+
+
+def euler(model: ActionDiT, x: torch.Tensor, am: torch.Tensor, prep: Dict[str, object], k0: int, k1: int,
+          steps: int, guidance=None, graphs=None, block=None) -> torch.Tensor:
+    """Grid points k0 -> k1 of :func:`sample`'s integration from ``x`` (already masked). One
+    function for the eager loop, the per-step graphs (``graphs.bind``, a `GraphedVelocity`) and the
+    whole captured sampler (`GraphedSampler` captures this call, ``block`` optionally a compiled
+    :func:`run_block`), so all of them compute the same."""
+    b, n = x.shape[0], k1 - k0
+    # the adaLN modulations of all the steps in one batched call (they depend on tau and e only);
+    # the grid in float32 whatever the weights' dtype (bfloat16 would shift 0.1 to 0.1001)
+    taus = torch.arange(k0, k1, device=x.device, dtype=torch.float32) / steps
+    blk_all, head_all = model.modulations(taus.repeat_interleave(b), prep["emb"].repeat(n, 1))
+    blk_all = blk_all.view(n, b, *blk_all.shape[1:])
+    head_all = head_all.view(n, b, *head_all.shape[1:])
+    replay = graphs.bind(model, x, am, prep, (blk_all[0], head_all[0])) if graphs is not None else None
+    for j, k in enumerate(range(k0, k1)):
+        t0, t1 = k / steps, (k + 1) / steps
+        if replay is not None:
+            v = replay(x, (blk_all[j], head_all[j]))
+        else:
+            v = model.forward_prepared(x, None, am, prep, mods=(blk_all[j], head_all[j]), block=block)
+        if guidance is not None:
+            v = guidance(x, t0, v)
+        x = (x + (t1 - t0) * v) * am
+    return x
+
+
 @torch.no_grad()
 def sample(model: ActionDiT, ctx, state, state_mask, emb_id, action_mask, steps: int = 10,
            x0: Optional[torch.Tensor] = None, tau0: float = 0.0, generator: Optional[torch.Generator] = None,
@@ -337,8 +440,10 @@ def sample(model: ActionDiT, ctx, state, state_mask, emb_id, action_mask, steps:
     * ``tau1`` < 1 stops early at grid point grid_index(tau1, steps), e.g. to blend at an
       intermediate state and continue with a second call.
     * ``guidance(x, tau, v) -> v'`` may modify the velocity of every step (RTC-style soft pulls).
-    * ``graphs`` (a `GraphedVelocity`): on CUDA the network is a replayed CUDA graph per step
-      (captured once per shape); elsewhere, or without it, it is evaluated eagerly.
+    * ``graphs``: on CUDA, a `GraphedSampler` replays the whole integration (context keys/values,
+      every step and the updates between them) as one CUDA graph per shape and start step, a
+      `GraphedVelocity` the network as one graph per step (also `GraphedSampler`'s fallback, and
+      the path of a guidance hook it cannot capture); elsewhere, or without it, all runs eagerly.
 
     Pads are reset to 0 after every step. Returns [B, H, Da] (and the NFE count if ``return_nfe``).
     """
@@ -356,28 +461,17 @@ def sample(model: ActionDiT, ctx, state, state_mask, emb_id, action_mask, steps:
         else:
             x = x0.to(device=p.device, dtype=p.dtype) * am
         k0, k1 = grid_index(tau0, steps), grid_index(tau1, steps)
-        nfe = 0
         if k0 < k1:
-            prep = model.prepare(ctx, state, state_mask, emb_id, ctx_mask)
-            b = x.shape[0]
-            # the adaLN modulations of all the steps in one batched call (they depend on tau and e only)
-            n = k1 - k0
-            # the grid in float32 whatever the weights' dtype (bfloat16 would shift 0.1 to 0.1001)
-            taus = torch.arange(k0, k1, device=x.device, dtype=torch.float32) / steps
-            blk_all, head_all = model.modulations(taus.repeat_interleave(b), prep["emb"].repeat(n, 1))
-            blk_all = blk_all.view(n, b, *blk_all.shape[1:])
-            head_all = head_all.view(n, b, *head_all.shape[1:])
-            replay = graphs.bind(model, x, am, prep, (blk_all[0], head_all[0])) if graphs is not None else None
-            for j, k in enumerate(range(k0, k1)):
-                t0, t1 = k / steps, (k + 1) / steps
-                if replay is not None:
-                    v = replay(x, (blk_all[j], head_all[j]))
-                else:
-                    v = model.forward_prepared(x, None, am, prep, mods=(blk_all[j], head_all[j]))
-                if guidance is not None:
-                    v = guidance(x, t0, v)
-                x = (x + (t1 - t0) * v) * am
-                nfe += 1
+            whole = getattr(graphs, "run", None)
+            out = whole(model, x, am, (ctx, state, state_mask, emb_id, ctx_mask), k0, k1, steps,
+                        guidance) if whole is not None else None
+            if out is not None:
+                x = out
+            else:
+                prep = model.prepare(ctx, state, state_mask, emb_id, ctx_mask)
+                x = euler(model, x, am, prep, k0, k1, steps, guidance, graphs)
     finally:
         model.train(was_training)
+    nfe = max(k1 - k0, 0)
     return (x, nfe) if return_nfe else x
+

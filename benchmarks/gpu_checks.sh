@@ -4,6 +4,10 @@
 #   bash benchmarks/gpu_checks.sh latency   # gpu_latency.py on CUDA (every size), then tiny on this host's CPU
 #   bash benchmarks/gpu_checks.sh mt10      # embodia eval on MT10 with embodia-mt50, --torch-device cuda
 #   bash benchmarks/gpu_checks.sh profile   # where a decision's time goes (SmolVLA- and pi0-sized, 3 cameras)
+#   bash benchmarks/gpu_checks.sh sampler   # the whole-sampler graph vs per-step graphs vs eager, SmolVLA- and
+#                                           # pi0-sized, bf16, 3 cameras (< 2.5 min): synced parts, kernels per
+#                                           # decision, the chunks' agreement (plain, steered, inpainted);
+#                                           # COMPILE=1 adds the torch.compile'd network inside the graph
 #   bash benchmarks/gpu_checks.sh install   # only the wheels (when the two phases' wheels cannot travel together)
 #
 # Wheels the machine lacks travel in .whl-latency/ and .whl-mt10/ (`pip download --no-deps
@@ -12,7 +16,7 @@
 # second phase reuses. embodia itself is imported from the checkout through a package of links.
 # Results go to $OUT (or ./gpu-out).
 set -u
-phase=${1:?latency or mt10}
+phase=${1:?latency, mt10, profile, sampler or install}
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 MUJOCO_GL=egl PYTHONPATH=/tmp/site:/tmp/pkg
@@ -31,6 +35,15 @@ install) ;;
 profile)
   for size in smolvla pi0; do timeout 150 python3 benchmarks/gpu_profile.py --size $size --cameras 3 > "$OUT/profile_$size.txt" 2>&1; echo "$size rc=$?"; done
   for size in smolvla pi0; do head -22 "$OUT/profile_$size.txt" | cut -c1-220; tail -1 "$OUT/profile_$size.txt"; done
+  ;;
+sampler)
+  # COMPILE=1 adds the torch.compile'd whole graph (inductor compiles at load: allow minutes more)
+  samplers=whole,step,eager; limit=150
+  [ "${COMPILE:-0}" = 1 ] && samplers=whole,compiled,step,eager && limit=400
+  timeout $limit python3 benchmarks/gpu_profile.py --size smolvla,pi0 --cameras 3 --samplers $samplers --agree \
+      --no-tables --repeats 15 > "$OUT/sampler.txt" 2>&1
+  echo "sampler rc=$?"
+  grep -E "^(smolvla|pi0) |Warning|Error" "$OUT/sampler.txt" | cut -c1-900; tail -2 "$OUT/sampler.txt" | cut -c1-300
   ;;
 latency)
   timeout 330 python3 benchmarks/gpu_latency.py --torch-device cuda --repeats 30 > "$OUT/gpu_latency_cuda.json"

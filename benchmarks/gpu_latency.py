@@ -14,8 +14,10 @@ backbone read at its middle layer and the DiT head, as issue 38's table sizes th
 this tokenizer's small vocabulary: 0.52B and 4.55B). Each decision is the runtime's own
 (`VLAPolicy.predict_chunk`: preprocessing, backbone prefix, K=10 Euler steps, unnormalization) on a
 blank observation with 1 and 3 cameras, in float32 and bfloat16, eager and with CUDA graphs (the
-backbone prefix, `policies/prefix_graph.py`, and the sampler's network, `action_heads/graphs.py`;
-CUDA only: on other devices that row says why it did not run). Reported: p50/p90 of the decision and
+backbone prefix, `policies/prefix_graph.py`, and the whole sampler, `action_heads/graphs.py`'s
+`GraphedSampler`, whose row says how many whole graphs it captured and whether any shape fell back to
+the per-step graphs; CUDA only: on other devices that row says why it did not run). ``--dtypes`` and
+``--cameras`` pick rows (the GPU checks' short phases). Reported: p50/p90 of the decision and
 of its parts (host preparation, backbone prefix including it, sampler); each row is also printed
 to stderr as it finishes. Then a training-step row: embodia-tiny's head step at batch 64 (context
 cached, as `embodia train` runs after freezing the backbone) on this device and on this host's CPU.
@@ -99,13 +101,14 @@ def decisions(policy: VLAPolicy, emb: Embodiment, repeats: int, warmup: int = 3)
     return {"decision_ms": pct(total), "prepare_ms": pct(prep), "prefix_ms": pct(prefix), "sampler_ms": pct(sampler)}
 
 
-def decision_rows(size: str, device: str, repeats: int) -> list[dict]:
+def decision_rows(size: str, device: str, repeats: int, dtypes=("float32", "bfloat16"),
+                  cameras_of=(1, 3)) -> list[dict]:
     """Every (dtype, cameras, sampler) row of one size; float32 first, then the same weights cast once."""
     model, norms, bodies = build(size, device)
     params = round(sum(p.numel() for p in model.parameters()) / 1e6, 2)
     rows = []
-    for dtype in ("float32", "bfloat16"):
-        for cameras, emb in bodies.items():
+    for dtype in dtypes:
+        for cameras, emb in ((n, bodies[n]) for n in cameras_of):
             for mode in ("eager", "cuda_graphs"):
                 row = {"size": size, "params_m": params, "cameras": cameras, "dtype": dtype, "sampler": mode,
                        "torch_device": device}
@@ -120,6 +123,10 @@ def decision_rows(size: str, device: str, repeats: int) -> list[dict]:
                     if policy.prefix is not None:       # did the backbone prefix replay, and how close was it
                         row["prefix_graph"] = {"captured": len(policy.prefix.captured),
                                                "rel_err": [round(e, 5) for e in policy.prefix.errors]}
+                    if policy.graphs is not None:       # the whole sampler as one graph, or its per-step fallback
+                        row["sampler_graph"] = {"whole": len(policy.graphs.captured),
+                                                "failed": len(policy.graphs.failed),
+                                                "per_step": len(policy.graphs.per_step.captured)}
                     rows.append(row | decisions(policy, emb, repeats))
                     del policy
                 except Exception as e:  # noqa: BLE001 - one failing row must not lose the others
@@ -164,6 +171,8 @@ def main():
                                                   "tiny elsewhere: the big ones take minutes per decision on a CPU)")
     ap.add_argument("--repeats", type=int, default=None, help="decisions per row (default 50 on CUDA, 20 elsewhere)")
     ap.add_argument("--train-steps", type=int, default=20)
+    ap.add_argument("--dtypes", default="float32,bfloat16", help="comma-separated: the rows' dtypes")
+    ap.add_argument("--cameras", default="1,3", help="comma-separated of 1,3: the rows' camera counts")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (the runtime's default in the loop)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -175,7 +184,10 @@ def main():
         ap.error(f"--sizes {','.join(unknown)}: known {', '.join(SIZES)}")
     repeats = args.repeats or (50 if cuda else 20)
     t0 = time.perf_counter()
-    rows = [r for s in sizes for r in decision_rows(s, device, repeats)]
+    dtypes, cameras = args.dtypes.split(","), [int(c) for c in args.cameras.split(",")]
+    if set(cameras) - {1, 3}:
+        ap.error(f"--cameras {args.cameras}: expected 1 and/or 3")
+    rows = [r for s in sizes for r in decision_rows(s, device, repeats, dtypes, cameras)]
     train = [train_step_ms("cpu", "float32", args.train_steps)]
     if device != "cpu":
         train += [train_step_ms(device, d, args.train_steps) for d in ("float32", "bfloat16")]

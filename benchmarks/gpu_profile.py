@@ -2,13 +2,22 @@
 profiler's view of a few decisions of one size.
 
     python benchmarks/gpu_profile.py --size pi0 --cameras 3          # bfloat16, CUDA graphs
+    python benchmarks/gpu_profile.py --size smolvla,pi0 --samplers whole,step,eager --agree
 
 Builds the size as `gpu_latency.py` does (random weights from config), warms the policy (graphs
 captured at bind), then times the parts with the device synchronized after each: host
 preparation, backbone prefix, sampler (`gpu_latency.py` times without synchronizing, so there the
-prefix's device work shows up in the sampler's share). Then `torch.profiler` over 5 decisions: the
-operations that took the most device and host time, and how many kernels ran. Prints the tables,
-then one JSON line.
+prefix's device work shows up in the sampler's share). ``--samplers`` runs the same weights with
+each sampler: ``whole`` (the default path on CUDA: the whole K-step sampler as one graph,
+`GraphedSampler`), ``unfused`` (the same without the layer norms' fused modulation), ``compiled``
+(each block inside it ``torch.compile``d, ``$EMBODIA_COMPILE_SAMPLER=1``), ``autotuned`` (mode
+max-autotune-no-cudagraphs), ``step`` (one graph per Euler step, `GraphedVelocity`, the fallback)
+and ``eager``. Then `torch.profiler` over 5 decisions of the first: the operations that took the most
+device and host time, and how many kernels ran (also counted for the others). ``--agree`` first
+gives the zero-initialised parts of the DiT (adaLN, cross-attention outputs, head) small random
+weights, so that the chunks depend on the whole network, and reports how far each sampler's plain,
+steered (tau0 = 0.6) and inpainted chunks lie from the first's. Several sizes run in one process
+(one start: the GPU checks are short). Prints the tables, then one JSON line per size.
 """
 from __future__ import annotations
 
@@ -20,6 +29,7 @@ import numpy as np
 import torch
 
 import gpu_latency as gl
+from embodia.action_heads.graphs import GraphedSampler, GraphedVelocity
 from embodia.devices import Observation
 from embodia.policies.robot.vla import VLAPolicy
 
@@ -51,37 +61,110 @@ def synced_parts(policy: VLAPolicy, obs, repeats: int) -> dict:
     return {k: round(float(np.median(v)), 2) for k, v in parts.items()}
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size", default="pi0", choices=sorted(gl.SIZES))
-    ap.add_argument("--cameras", type=int, default=3, choices=(1, 3))
-    ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--eager", action="store_true", help="no CUDA graphs")
-    ap.add_argument("--repeats", type=int, default=20)
-    args = ap.parse_args()
-    model, norms, bodies = gl.build(args.size, "cuda")
-    emb = bodies[args.cameras]
-    policy = VLAPolicy(model, norms, torch_device="cuda", dtype=args.dtype, graphs=not args.eager).bind(emb)
-    obs = Observation(images={c.name: np.zeros((c.height, c.width, 3), np.uint8) for c in emb.cameras},
-                      state=np.zeros(emb.state_dim, np.float32))
-    parts = synced_parts(policy, obs, args.repeats)
+def make_policy(model, norms, emb, dtype: str, sampler: str) -> VLAPolicy:
+    """A policy on CUDA with one of the samplers (whole graph, per-step graphs, eager), warmed."""
+    policy = VLAPolicy(model, norms, torch_device="cuda", dtype=dtype, graphs=sampler != "eager")
+    if sampler == "step":
+        policy.graphs = GraphedVelocity()
+    elif sampler in ("whole", "unfused", "compiled", "autotuned"):
+        policy.graphs = GraphedSampler(compile=sampler in ("compiled", "autotuned"), fuse=sampler != "unfused",
+                                       mode="max-autotune-no-cudagraphs" if sampler == "autotuned" else "default")
+    return policy.bind(emb)
+
+
+def chunks(policy: VLAPolicy, obs) -> dict:
+    """Plain, steered and inpainted chunks of one seed: what the samplers must agree on."""
+    emb, cfg, out = policy.embodiment, policy.cfg, {}
+    x0 = torch.linspace(-0.5, 0.5, cfg.horizon * cfg.action_dim, device=policy.device).view(1, cfg.horizon, -1)
+    prefix = np.full((5, emb.action_dim), 0.25, np.float32)
+    for name, kw in (("plain", {}), ("steered", {"x0": x0.to(policy.placement.dtype), "tau0": 0.6}),
+                     ("inpainted", {"prefix": prefix})):
+        policy.reset(7)
+        out[name] = policy.predict_chunk(obs, gl.INSTRUCTION, **kw)
+    return out
+
+
+def kernels_per_decision(policy: VLAPolicy, obs, tables: bool, n: int = 5) -> int:
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(5):
+        for _ in range(n):
             policy.predict_chunk(obs, gl.INSTRUCTION)
-    events = prof.key_averages()
-    for key in ("self_device_time_total", "self_cuda_time_total", "cpu_time_total"):
-        try:
-            print(events.table(sort_by=key, row_limit=15, max_name_column_width=60))
-        except Exception as e:  # noqa: BLE001 - the sort keys' names moved between torch versions
-            print(f"(no table by {key}: {e})")
+    if tables:
+        events = prof.key_averages()
+        for key in ("self_device_time_total", "self_cuda_time_total", "cpu_time_total"):
+            try:
+                print(events.table(sort_by=key, row_limit=15, max_name_column_width=60))
+            except Exception as e:  # noqa: BLE001 - the sort keys' names moved between torch versions
+                print(f"(no table by {key}: {e})")
     try:
-        kernels = sum(e.count for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+        return sum(e.count for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA) // n
     except Exception:  # noqa: BLE001
-        kernels = -5
-    print(json.dumps({"benchmark": "gpu_profile", "size": args.size, "cameras": args.cameras, "dtype": args.dtype,
-                      "graphs": not args.eager, "card": torch.cuda.get_device_name(), "synced_p50_ms": parts,
-                      "device_events_per_decision": kernels // 5}))
+        return -1
+
+
+def excite(head) -> None:
+    """Small random weights where the DiT is zero-initialised (an untrained head outputs v = 0)."""
+    g = torch.Generator(device=next(head.parameters()).device).manual_seed(0)
+    with torch.no_grad():
+        for lin in [head.adaln, head.proj_out] + [b.cross_out for b in head.blocks]:
+            lin.weight.copy_(torch.randn(lin.weight.shape, generator=g, device=lin.weight.device) * 0.02)
+
+
+def profile_size(size: str, args, samplers: list[str]) -> dict:
+    """Every sampler's row for one size (same weights), printed as each finishes."""
+    model, norms, bodies = gl.build(size, "cuda")
+    if args.agree:
+        excite(model.head)
+    emb = bodies[args.cameras]
+    obs = Observation(images={c.name: np.zeros((c.height, c.width, 3), np.uint8) for c in emb.cameras},
+                      state=np.zeros(emb.state_dim, np.float32))
+    report, first = {}, None
+    for i, sampler in enumerate(samplers):
+        t0 = time.perf_counter()
+        policy = make_policy(model, norms, emb, args.dtype, sampler)
+        row = {"load_warm_s": round(time.perf_counter() - t0, 2), "synced_p50_ms": synced_parts(policy, obs, args.repeats)}
+        if isinstance(policy.graphs, GraphedSampler):       # did the whole sampler replay as one graph
+            row |= {"whole_graphs": len(policy.graphs.captured), "whole_failed": len(policy.graphs.failed),
+                    "step_graphs": len(policy.graphs.per_step.captured), "compiled": policy.graphs.compile}
+        if args.agree:
+            got = chunks(policy, obs)
+            first = first or got
+            row["max_abs_diff_vs_" + samplers[0]] = {k: float(np.abs(got[k] - first[k]).max()) for k in got}
+            row["chunk_abs_mean"] = {k: round(float(np.abs(v).mean()), 4) for k, v in got.items()}
+            if isinstance(policy.graphs, GraphedSampler):
+                row["whole_graphs_after_agree"] = len(policy.graphs.captured)
+        if args.tables or sampler != "eager":     # (eager's tens of thousands of events take long to read)
+            row["device_events_per_decision"] = kernels_per_decision(policy, obs, i == 0 and args.tables,
+                                                                     5 if args.tables else 2)
+        report[sampler] = row
+        print(size, sampler, json.dumps(row), flush=True)
+        del policy
+    return report
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", default="pi0", help=f"comma-separated of {', '.join(sorted(gl.SIZES))}")
+    ap.add_argument("--cameras", type=int, default=3, choices=(1, 3))
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--samplers", default="whole", help="comma-separated of whole, unfused, compiled, autotuned, step, eager (the first is profiled)")
+    ap.add_argument("--eager", action="store_true", help="no CUDA graphs (same as --samplers eager)")
+    ap.add_argument("--agree", action="store_true", help="compare the samplers' chunks (non-zero head weights)")
+    ap.add_argument("--no-tables", dest="tables", action="store_false", help="only count the kernels")
+    ap.add_argument("--repeats", type=int, default=20)
+    args = ap.parse_args()
+    samplers = ["eager"] if args.eager else args.samplers.split(",")
+    sizes = args.size.split(",")
+    if set(samplers) - {"whole", "unfused", "compiled", "autotuned", "step", "eager"}:
+        ap.error(f"--samplers {args.samplers}: expected whole, unfused, compiled, autotuned, step, eager")
+    if set(sizes) - set(gl.SIZES):
+        ap.error(f"--size {args.size}: expected {', '.join(sorted(gl.SIZES))}")
+    for size in sizes:
+        report = profile_size(size, args, samplers)
+        print(json.dumps({"benchmark": "gpu_profile", "size": size, "cameras": args.cameras, "dtype": args.dtype,
+                          "card": torch.cuda.get_device_name(), "torch": torch.__version__, "samplers": report}),
+              flush=True)
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -115,6 +115,49 @@ def test_ctx_mask_hides_masked_tokens():
     assert torch.allclose(fwd(m, inp, ctx_mask=cm.float()), v, atol=1e-6)
 
 
+def test_the_context_mask_is_made_additive_once_per_decision_with_the_same_attention():
+    """SDPA would turn a boolean mask into an additive one in every block at every step (kernels on a
+    GPU): prepare does it once, and the velocity is bit for bit the boolean mask's. Under autocast
+    (training) the queries' dtype differs from the context's, so the mask stays boolean."""
+    torch.manual_seed(0)
+    m = randomize(small_model())
+    inp = inputs()
+    cm = torch.tensor([[True, True, False], [True, False, False], [False, False, False]])
+    prep = m.prepare(inp["ctx"], inp["state"], inp["state_mask"], inp["emb_id"], cm)
+    mask = prep["attn_mask"]
+    assert mask.dtype == torch.float32 and set(mask.unique().tolist()) == {0.0, float("-inf")}
+    boolean = dict(prep, attn_mask=mask == 0)
+    x, am, tau = torch.randn(3, H, D), inp["action_mask"], torch.full((3,), 0.4)
+    assert torch.equal(m.forward_prepared(x, tau, am, prep), m.forward_prepared(x, tau, am, boolean))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert m.prepare(inp["ctx"], inp["state"], inp["state_mask"], inp["emb_id"], cm)["attn_mask"].dtype == torch.bool
+
+
+def test_the_fused_block_takes_the_modulation_into_the_layer_norm_for_one_sample(monkeypatch):
+    """`fused_block` (the captured GPU sampler's): for one sample the modulation is the layer norm's
+    affine (no separate modulation kernel), equal to float rounding; a batch runs the block as it is."""
+    from embodia.action_heads import dit
+    from embodia.action_heads.dit import fused_block
+
+    torch.manual_seed(0)
+    m = randomize(small_model())
+    inp = inputs()
+    prep = m.prepare(inp["ctx"], inp["state"], inp["state_mask"], inp["emb_id"])
+    x, am, tau = torch.randn(3, H, D), inp["action_mask"], torch.full((3,), 0.7)
+    one = {k: ([(a[:1], b[:1]) for a, b in v] if k == "kv" else v[:1] if torch.is_tensor(v) else v)
+           for k, v in prep.items()}
+    calls = []
+    real = dit._modulate
+    monkeypatch.setattr(dit, "_modulate", lambda *a: calls.append(1) or real(*a))
+    ref = m.forward_prepared(x[:1], tau[:1], am[:1], one)
+    unfused = len(calls)
+    fused = m.forward_prepared(x[:1], tau[:1], am[:1], one, block=fused_block)
+    assert unfused == 2 * len(m.blocks) + 1 and len(calls) == unfused          # none when fused
+    assert torch.allclose(fused, ref, atol=1e-5) and not torch.equal(ref, torch.zeros_like(ref))
+    assert torch.equal(m.forward_prepared(x, tau, am, prep, block=fused_block), m.forward_prepared(x, tau, am, prep))
+    assert len(calls) == unfused + 2 * unfused                                 # a batch: the block as it is
+
+
 def test_pads_in_inputs_are_ignored():
     torch.manual_seed(0)
     m = randomize(small_model())

@@ -3,6 +3,10 @@ model path with the device set explicitly, and no runtime tensor left on the hos
 import ast
 import json
 import os
+import shutil
+import sysconfig
+import warnings
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -271,6 +275,205 @@ def test_graph_replay_with_static_buffers_matches_eager_sampling_plain_steered_a
                 b = graphed.predict_chunk(obs, instruction, **kw)
                 assert np.allclose(a, b, atol=1e-5), (seed, kw, np.abs(a - b).max())
         assert len(graphed.graphs.captured) == 2          # two context lengths, each captured once
+
+
+def weak_capture(fn):
+    """An eager stand-in for a CUDA graph capture that, like a graph, holds no reference to what it
+    replays (a graph keeps device pointers only): the captured function and every tensor it reads
+    must be kept alive by their owner."""
+    out = fn()
+    ref = weakref.ref(fn)
+
+    def replay():
+        alive = ref()
+        assert alive is not None, "the captured function (and the tensors it reads) was freed"
+        out.copy_(alive())
+    return replay, out
+
+
+def _graphed_policies(dev, sampler):
+    eager = VLAPolicy.from_pretrained(TINY, torch_device="cpu").bind(dev.embodiment)
+    graphed = VLAPolicy.from_pretrained(TINY, torch_device="cpu").bind(dev.embodiment)
+    graphed.graphs = sampler
+    return eager, graphed
+
+
+def test_the_whole_sampler_as_one_graph_matches_eager_sampling_plain_steered_and_inpainted(clean_env):
+    """`GraphedSampler` captures the whole integration (context keys/values, the modulations, every
+    step, the guidance hook, the Euler updates) once per shape and start step on static buffers: a
+    new decision's inputs, start state and pin tensors loaded into them give the eager sampler's
+    chunks on the plain, steered (a later start k0) and inpainted paths, across context lengths;
+    with the eager block (``fuse=False``) exactly the per-step graphs' chunks, with the fused layer
+    norms (the default) the same to float rounding; no decision falls back to the per-step graphs."""
+    from embodia.action_heads.graphs import GraphedSampler, GraphedVelocity
+
+    with open_device("sim:twogap-push") as dev:
+        eager, whole = _graphed_policies(dev, GraphedSampler(capture=weak_capture, devices=("cpu",)))
+        per_step = VLAPolicy.from_pretrained(TINY, torch_device="cpu").bind(dev.embodiment)
+        per_step.graphs = GraphedVelocity(capture=weak_capture, devices=("cpu",))
+        exact = VLAPolicy.from_pretrained(TINY, torch_device="cpu").bind(dev.embodiment)
+        exact.graphs = GraphedSampler(capture=weak_capture, devices=("cpu",), fuse=False)
+        x0 = torch.full((1, 16, 8), 0.3)
+        for seed, instruction in ((0, dev.instruction), (1, dev.instruction), (2, "push it " * 30), (3, "go")):
+            obs = dev.reset(seed)
+            kws = ({}, {"x0": x0 + 0.1 * seed, "tau0": 0.6}, {"x0": x0, "tau0": 0.3},
+                   {"prefix": np.full((5, 2), 0.1 * seed, np.float32)},
+                   {"prefix": np.full((5, 2), -0.2, np.float32), "prefix_weights": np.linspace(1, 0.2, 5)})
+            for kw in kws:
+                for p in (eager, whole, per_step, exact):
+                    p.reset(seed)
+                a, b, c, e = (p.predict_chunk(obs, instruction, **kw) for p in (eager, whole, per_step, exact))
+                assert np.allclose(a, b, atol=1e-5) and np.allclose(a, e, atol=1e-5), (seed, kw, np.abs(a - b).max())
+                assert np.array_equal(e, c), (seed, kw, np.abs(e - c).max())
+                if "prefix" in kw and "prefix_weights" not in kw:       # weight 1: the chunk starts with it
+                    assert np.allclose(b[:5], kw["prefix"], atol=1e-5)
+        graphs = whole.graphs
+        # each context length x (plain, two steered starts, inpainted): captured once, then replayed
+        lengths = {dict(k[0])["ctx"][0][1] for k in graphs.captured}
+        assert len(lengths) >= 2 and len(graphs.captured) == len(lengths) * 4 and not graphs.failed
+        assert graphs.per_step.captured == {}
+        assert sorted({k[1] for k in graphs.captured}) == [0, 3, 6]
+        assert len(exact.graphs.captured) == len(graphs.captured) and exact.graphs.per_step.captured == {}
+
+
+def test_warming_up_captures_the_plain_and_the_inpainted_sampler_and_leaves_the_noise_stream(clean_env):
+    from embodia.action_heads.graphs import GraphedSampler
+
+    with open_device("sim:twogap-push") as dev:
+        eager, graphed = _graphed_policies(dev, GraphedSampler(capture=weak_capture, devices=("cpu",)))
+        graphed.warm_up()
+        assert [k[4] is not None for k in graphed.graphs.captured] == [False, True]    # plain, then pinned
+        obs = dev.reset(0)
+        eager.reset(None)                  # warm_up leaves the policy as reset(None) does
+        assert np.allclose(eager.predict_chunk(obs, ""), graphed.predict_chunk(obs, ""), atol=1e-5)
+        assert len(graphed.graphs.captured) == 2                                      # nothing new to capture
+
+
+def test_a_whole_sampler_capture_that_fails_falls_back_to_the_per_step_graphs_with_one_warning(clean_env):
+    from embodia.action_heads.graphs import GraphedSampler
+
+    def refuses(fn):
+        raise RuntimeError("operation not permitted when stream is capturing\nmore detail")
+
+    sampler = GraphedSampler(capture=weak_capture, devices=("cpu",))
+    sampler.capture = refuses                  # only the whole-sampler capture fails
+    with open_device("sim:twogap-push") as dev:
+        eager, graphed = _graphed_policies(dev, sampler)
+        obs = dev.reset(0)
+        with pytest.warns(UserWarning) as said:
+            for _ in range(2):
+                eager.reset(0), graphed.reset(0)
+                a, b = eager.predict_chunk(obs, dev.instruction), graphed.predict_chunk(obs, dev.instruction)
+                assert np.allclose(a, b, atol=1e-5)
+        lines = [str(w.message) for w in said if "DiT" in str(w.message)]
+        assert lines == ["DiT sampler graph capture failed, replaying per step: "
+                         "RuntimeError: operation not permitted when stream is capturing"]
+        assert len(sampler.failed) == 1 and not sampler.captured and len(sampler.per_step.captured) == 1
+
+
+def test_the_compiled_network_runs_inside_the_whole_graph_and_a_failing_compiler_falls_back(clean_env):
+    """``compile``: every block inside the captured sampler runs the compiler's function (here a
+    wrapper that counts its calls; the real compiler is the slow test below); a compiled
+    function that fails when first run (as inductor does, lazily) is said once and the same shape is
+    captured uncompiled, with the eager sampler's chunks either way."""
+    from embodia.action_heads.graphs import GraphedSampler
+
+    calls = []
+
+    def counting(fn):
+        return lambda *a, **k: calls.append(1) or fn(*a, **k)
+
+    def broken(fn):
+        def run(*a, **k):
+            raise RuntimeError("InductorError: no working C compiler\n(traceback)")
+        return run
+
+    with open_device("sim:twogap-push") as dev:
+        obs = dev.reset(0)
+        for compiler, compiled in ((counting, True), (broken, False)):
+            sampler = GraphedSampler(capture=weak_capture, devices=("cpu",), compile=True, compiler=compiler)
+            eager, graphed = _graphed_policies(dev, sampler)
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                for kw in ({}, {"prefix": np.full((3, 2), 0.3, np.float32)}):
+                    eager.reset(0), graphed.reset(0)
+                    a, b = eager.predict_chunk(obs, dev.instruction, **kw), graphed.predict_chunk(obs, dev.instruction, **kw)
+                    assert np.allclose(a, b, atol=1e-5)
+            lines = [str(w.message) for w in said if "DiT" in str(w.message)]
+            assert sampler.compile is compiled and len(sampler.captured) == 2 and not sampler.failed
+            if compiled:
+                depth = len(graphed.model.head.blocks)        # (the capture + one replay) x 10 steps x blocks, twice
+                assert not lines and len(calls) == 2 * 2 * 10 * depth
+            else:
+                assert lines == ["DiT sampler compilation failed, capturing it uncompiled: "
+                                 "RuntimeError: InductorError: no working C compiler"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None or not Path(sysconfig.get_paths()["include"], "Python.h").exists(),
+                    reason="inductor's CPU backend needs a C++ compiler and Python's headers")
+def test_torch_compile_of_the_network_traces_whole_and_matches_eager_sampling():
+    """The real compiler (inductor's CPU backend here; seconds): a block traces as one graph without
+    breaks, one compilation serves every block and step, and the compiled whole sampler gives the
+    eager sampler's chunk (to float rounding: the fused kernels sum in another order)."""
+    from torch._dynamo.utils import counters
+
+    from embodia.action_heads import ActionDiT, sample
+    from embodia.action_heads.dit import run_block
+    from embodia.action_heads.graphs import GraphedSampler
+
+    torch.manual_seed(0)
+    m = ActionDiT(action_dim=4, state_dim=6, horizon=8, dim=32, depth=3, heads=2, ctx_dim=32).eval()
+    for prm in m.parameters():
+        torch.nn.init.normal_(prm, std=0.2)
+    ctx, mask = torch.randn(1, 11, 32), torch.arange(11) < 8
+    state, smask, am, eid = torch.randn(1, 6), torch.ones(1, 6), torch.ones(1, 8, 4), torch.tensor([1])
+    prep = m.prepare(ctx, state, smask, eid, mask[None])
+    mods = m.modulations(torch.zeros(1), prep["emb"])[0][:, 0]
+    with torch.no_grad():
+        z = torch.randn(1, 1 + 4 + 8, 32)
+        ex = torch._dynamo.explain(run_block)(m.blocks[0], z, mods, *prep["kv"][0], prep["attn_mask"], None)
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+    torch._dynamo.reset()
+    counters.clear()
+    sampler = GraphedSampler(capture=weak_capture, devices=("cpu",), compile=True)
+    ref, out = (sample(m, ctx, state, smask, eid, am, steps=5, generator=torch.Generator().manual_seed(3),
+                       ctx_mask=mask[None], graphs=g) for g in (None, sampler))
+    assert sampler.compile and len(sampler.captured) == 1
+    assert counters["stats"]["unique_graphs"] == 1          # 3 blocks x 5 steps x (capture, replay): one compile
+    assert torch.allclose(ref, out, atol=1e-5) and not torch.equal(out, torch.zeros_like(out))
+
+
+def test_the_sampler_compiles_only_when_asked(clean_env):
+    from embodia.action_heads.graphs import COMPILE_ENV, GraphedSampler
+    clean_env.delenv(COMPILE_ENV, raising=False)
+    assert GraphedSampler().compile is False
+    clean_env.setenv(COMPILE_ENV, "1")
+    assert GraphedSampler().compile is True and GraphedSampler(compile=False).compile is False
+    assert GraphedSampler().mode == "default"
+    clean_env.setenv(COMPILE_ENV, "max-autotune-no-cudagraphs")
+    assert GraphedSampler().mode == "max-autotune-no-cudagraphs" and GraphedSampler().compile is True
+    clean_env.setenv(COMPILE_ENV, "reduce-overhead")         # its own cudagraphs: not inside ours
+    with pytest.warns(UserWarning, match="EMBODIA_COMPILE_SAMPLER='reduce-overhead': expected 0, 1 or one of"):
+        assert GraphedSampler().compile is False
+
+
+def test_a_guidance_hook_without_buffers_takes_the_per_step_graphs():
+    from embodia.action_heads import ActionDiT, sample
+    from embodia.action_heads.graphs import GraphedSampler
+
+    torch.manual_seed(0)
+    m = ActionDiT(action_dim=4, state_dim=6, horizon=8, dim=32, depth=2, heads=2, ctx_dim=32)
+    for prm in m.parameters():               # not the zero init: every block and the head do something
+        torch.nn.init.normal_(prm, std=0.2)
+    ctx, state = torch.randn(1, 11, 32), torch.randn(1, 6)
+    smask, am, eid = torch.ones(1, 6), torch.ones(1, 8, 4), torch.tensor([1])
+    hook = lambda x, tau, v: v * 0.5 + tau      # noqa: E731 - a plain closure: nothing to capture
+    sampler = GraphedSampler(capture=weak_capture, devices=("cpu",))
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    ref = sample(m, ctx, state, smask, eid, am, steps=5, generator=g1, guidance=hook)
+    out = sample(m, ctx, state, smask, eid, am, steps=5, generator=g2, guidance=hook, graphs=sampler)
+    assert torch.equal(ref, out) and not sampler.captured and len(sampler.per_step.captured) == 1
 
 
 @pytest.mark.skipif(not NO_CUDA, reason="checks the CPU default (tiny only); on a GPU the script runs every size")

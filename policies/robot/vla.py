@@ -27,7 +27,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from embodia.action_heads import ActionDiT, QuantileNormalizer, sample
-from embodia.action_heads.graphs import GraphedVelocity, pad_context
+from embodia.action_heads.dit import PrefixPin
+from embodia.action_heads.graphs import GraphedSampler, pad_context
 from embodia.policies.prefix_graph import GraphedPrefix
 from embodia.devices import Embodiment, Observation
 from embodia.policies.backbone import Backbone
@@ -108,12 +109,12 @@ class VLAPolicy(Policy):
         """``torch_device`` / ``dtype``: where the model runs (`embodia.policies.placement`: the
         explicit choice, else ``$EMBODIA_TORCH_DEVICE`` / ``$EMBODIA_DTYPE``, else CUDA in bfloat16
         when present, the CPU in float32 otherwise). ``graphs``: replay the backbone prefix
-        (`embodia.policies.prefix_graph`) and the sampler's network as CUDA graphs (default: on CUDA;
-        ignored elsewhere)."""
+        (`embodia.policies.prefix_graph`) and the whole sampler (`embodia.action_heads.graphs`) as
+        CUDA graphs (default: on CUDA; ignored elsewhere)."""
         self.placement = Placement.resolve(torch_device, dtype)
         self.model = model.to(device=self.placement.device, dtype=self.placement.dtype).eval()
         use_graphs = self.placement.is_cuda if graphs is None else graphs and self.placement.is_cuda
-        self.graphs = GraphedVelocity() if use_graphs else None
+        self.graphs = GraphedSampler() if use_graphs else None
         self.prefix = GraphedPrefix(self.model.backbone, self.model.proj) if use_graphs else None
         self.cfg = model.cfg
         self.norms = {name: {k: QuantileNormalizer.from_dict(v) for k, v in d.items()}
@@ -149,12 +150,14 @@ class VLAPolicy(Policy):
         return self
 
     def warm_up(self) -> None:
-        """One decision on a blank observation of the bound body, so that the CUDA graphs of its
-        shape are captured at load rather than during the first episode; the noise stream is reset."""
+        """A plain and an inpainted decision on a blank observation of the bound body, so that the
+        CUDA graphs of its shape (the inpainted sampler is its own graph, whatever the prefix's
+        length) are captured at load rather than during the first episode; the noise stream is reset."""
         emb = self.embodiment
         blank = Observation(images={c.name: np.zeros((c.height, c.width, 3), np.uint8) for c in emb.cameras},
                             state=np.zeros(emb.state_dim, np.float32))
         self.predict_chunk(blank, "")
+        self.predict_chunk(blank, "", prefix=np.zeros((1, emb.action_dim), np.float32))
         self.reset(None)
 
     @property
@@ -186,14 +189,7 @@ class VLAPolicy(Policy):
             raise CheckpointError("call bind(embodiment) before act()")
         obs.validate(emb)
         t0 = time.perf_counter()
-        batch = self.model.backbone.prepare([[obs.images[c.name] for c in emb.cameras]],
-                                            [self.prompt_override or emb.prompt()], [instruction])
-        t_prep = time.perf_counter()
-        graphed = self.prefix(batch) if self.prefix is not None else None    # None: this layout runs eagerly
-        ctx, ctx_mask = graphed if graphed is not None else self.model.context(**batch)
-        if self.graphs is not None:       # a few context lengths, each captured once
-            ctx, ctx_mask = pad_context(ctx, ctx_mask)
-        t1 = time.perf_counter()
+        # the host-to-device copies first: each waits for the device's queue, which the backbone fills
         state, smask, amask, eid = self.inputs(emb, obs.state)
         guidance = None
         if prefix is not None:
@@ -202,6 +198,14 @@ class VLAPolicy(Policy):
             x0 = torch.randn(amask.shape, generator=self.generator, device=self.device,
                              dtype=amask.dtype) * amask   # the draw sample() would make
             guidance = self._inpaint(x0, prefix, prefix_weights)
+        batch = self.model.backbone.prepare([[obs.images[c.name] for c in emb.cameras]],
+                                            [self.prompt_override or emb.prompt()], [instruction])
+        t_prep = time.perf_counter()
+        graphed = self.prefix(batch) if self.prefix is not None else None    # None: this layout runs eagerly
+        ctx, ctx_mask = graphed if graphed is not None else self.model.context(**batch)
+        if self.graphs is not None:       # a few context lengths, each captured once
+            ctx, ctx_mask = pad_context(ctx, ctx_mask)
+        t1 = time.perf_counter()
         x = sample(self.model.head, ctx, state, smask, eid, amask, steps=self.steps, x0=x0, tau0=tau0,
                    generator=self.generator, ctx_mask=ctx_mask, guidance=guidance, graphs=self.graphs)
         t2 = time.perf_counter()
@@ -211,10 +215,10 @@ class VLAPolicy(Policy):
                             "sample_ms": (t2 - t1) * 1e3}
         return np.asarray(chunk, dtype=np.float32)
 
-    def _inpaint(self, eps: torch.Tensor, prefix, weights):
-        """The sampler's guidance hook that pins the chunk's first positions to ``prefix``: it
-        rewrites the velocity so that the Euler step lands on ``(1 - w) * (x + dt * v) + w * target``,
-        with target the prefix noised to the step's end time along the path that starts at ``eps``."""
+    def _inpaint(self, eps: torch.Tensor, prefix, weights) -> PrefixPin:
+        """The sampler's guidance hook that pins the chunk's first positions to ``prefix``
+        (`PrefixPin`: the Euler step lands on ``(1 - w) * (x + dt * v) + w * target``, with target
+        the prefix noised to the step's end time along the path that starts at ``eps``)."""
         emb, h = self.embodiment, self.cfg.horizon
         prefix = np.asarray(prefix, dtype=np.float32)
         if prefix.ndim != 2 or prefix.shape[1] != emb.action_dim or not 0 < len(prefix) <= h:
@@ -231,15 +235,7 @@ class VLAPolicy(Policy):
             np.asarray(self.norms[emb.name]["action"].normalize(prefix), np.float32)).to(eps)
         weight = torch.zeros(1, h, 1, device=eps.device, dtype=eps.dtype)
         weight[0, :p, 0] = torch.from_numpy(w).to(eps)
-        steps = self.steps
-
-        def pin(x: torch.Tensor, tau: float, v: torch.Tensor) -> torch.Tensor:
-            k = int(round(tau * steps))
-            dt = (k + 1) / steps - k / steps          # the very step sample() takes
-            end = (k + 1) / steps
-            goal = (1.0 - end) * eps + end * target
-            return v + weight * ((goal - x) / dt - v)
-        return pin
+        return PrefixPin(eps, target, weight, self.steps)
 
     def inputs(self, emb: Embodiment, state: np.ndarray):
         """Padded, normalized state and the masks/id for one embodiment (batch of 1)."""
