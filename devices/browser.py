@@ -109,7 +109,7 @@ class BrowserDevice(GuiDevice):
 
     supported = frozenset({"click", "double_click", "right_click", "long_press", "swipe", "drag", "scroll",
                            "type", "key", "system_button"})
-    capabilities = frozenset({"screenshot", "ui_tree", "text_input"})
+    capabilities = frozenset({"screenshot", "ui_tree", "text_input", "person_input"})
     element_fields = ELEMENT_FIELDS | {"box", "enabled", "editable", "window", "app", "ref", "checked", "value"}
 
     def __init__(self, url: str = "about:blank", *, size: tuple[int, int] = (1280, 800), headless: bool = True,
@@ -125,6 +125,7 @@ class BrowserDevice(GuiDevice):
         self._net_change = time.monotonic()
         self._loading = False
         self._crashed: str | None = None
+        self._person = None                            # a PersonEvents while a person holds the tab
         env = dict(os.environ)
         if not headless:
             env["DISPLAY"] = display or env.get("DISPLAY", "")
@@ -177,6 +178,8 @@ class BrowserDevice(GuiDevice):
     def _track(self, events: list[dict]) -> None:
         """Follow the page's network, loading, dialogs and crashes through its events."""
         now = time.monotonic()
+        if self._person is not None:
+            self._person.feed(events)
         for ev in events:
             m, p = ev.get("method"), ev.get("params", {})
             if m == "Network.requestWillBeSent":
@@ -352,6 +355,37 @@ class BrowserDevice(GuiDevice):
             raise ActionError("browser: there is no page to go back to")
         self.page.call("Page.navigateToHistoryEntry", entryId=hist["entries"][i - 1]["id"])
         self._loading = True
+
+    # -- a person's turn (take-over) -----------------------------------------------------------------
+    def person_start(self) -> None:
+        """Start reporting the person's input (`embodia.devices.browser_person`)."""
+        from embodia.devices.browser_person import PersonEvents
+        self._person = PersonEvents(self.page, self.size)
+        self._person.start()
+
+    def person_poll(self) -> list[GuiAction]:
+        """The person's finished actions since the last poll."""
+        self._track(self.page.drain())
+        return self._person.take() if self._person is not None else []
+
+    def person_stop(self) -> list[GuiAction]:
+        """Stop reporting; the person's last actions."""
+        if self._person is None:
+            return []
+        self._track(self.page.drain(0.05))      # reports still on their way
+        person, self._person = self._person, None
+        return person.stop()
+
+    def wait_still(self, timeout_s: float = 1.5) -> bool:
+        """Wait until the page has settled (after a person's input); False when it had not."""
+        saved, self.settle_timeout = self.settle_timeout, timeout_s
+        try:
+            self._settle()
+            return True
+        except PageNotSettled:
+            return False
+        finally:
+            self.settle_timeout = saved
 
     # -- the rest ----------------------------------------------------------------------------------
     def info(self) -> dict:

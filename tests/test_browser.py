@@ -287,3 +287,77 @@ def test_embodia_run_with_an_actions_policy_records_the_episode(site, tmp_path):
     ep = read_gui_episode(list_gui_episodes(out)[0], load_images=True)
     assert [s["action"]["type"] for s in ep["steps"]] == ["click", "type", "terminate"]
     assert ep["steps"][0]["ui_tree"] and ep["header"]["embodiment"]["kind"] == "gui-browser"
+
+
+def test_mcp_client_drives_a_page_and_the_gate_refuses_delete_account(tmp_path):
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp import Client, StdioServerParameters
+    page = tmp_path / "form.html"
+    page.write_text(FORM, encoding="utf-8")
+    server = StdioServerParameters(command=sys.executable, args=["-m", "embodia", "mcp", "--record", str(tmp_path / "rec")],
+                                   env=dict(os.environ))
+
+    async def main():
+        async with Client(server) as c:
+            opened = await c.call_tool("open_device", {"uri": f"browser:{page.as_uri()}"})
+            assert not opened.is_error, opened.content[0].text
+            obs = await c.call_tool("observe", {})
+            tree = json.loads(obs.content[-1].text)["ui_tree"]
+            assert obs.content[0].type == "image"
+            idx = {e["id"]: e["index"] for e in tree if e.get("id")}
+            refused = await c.call_tool("act", {"action": {"type": "click", "element": idx["delete"]}})
+            assert refused.is_error and "refused 'delete'" in refused.content[0].text
+            done = await c.call_tool("act", {"action": {"type": "click", "element": idx["pear"]}})
+            assert not done.is_error, done.content[0].text
+            closed = json.loads((await c.call_tool("close_device", {})).content[-1].text)
+            return closed["record_dir"]
+
+    ep = read_gui_episode(list_gui_episodes(anyio.run(main))[0])
+    assert [s["executed"] for s in ep["steps"]] == [False, True] and ep["end"] is not None
+
+
+def test_take_over_records_the_persons_own_clicks_and_keys(site, tmp_path):
+    """A person takes the tab over: their input (here sent by a second DevTools client, as trusted
+    as a person's in a browser window) is recorded as intervention steps tied to tree elements."""
+    from embodia.agent.loop.takeover import DevicePerson, Takeover, person_for
+    from embodia.devices.cdp import Page
+    with open_browser(f"{site}/form.html") as dev:
+        assert isinstance(person_for(dev), DevicePerson)
+        rec = GuiRecorder(tmp_path / "rec", dev.embodiment)
+        takeover = Takeover(person=person_for(dev), say=lambda m: None)
+        takeover.take()
+        obs = dev.observe()
+        pear, name = element(obs, "pear"), element(obs, "name")
+
+        def person():
+            assert takeover.person_active.wait(20)
+            import urllib.request
+            with urllib.request.urlopen(f"http://127.0.0.1:{dev.chrome.port}/json/list") as r:
+                url = next(t for t in json.loads(r.read()) if t["type"] == "page")["webSocketDebuggerUrl"]
+            hands = Page(url)
+            for box in (pear["bounds"], name["bounds"]):
+                x, y = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+                for kind in ("mousePressed", "mouseReleased"):
+                    hands.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+            for ch in "Zoë":
+                hands.call("Input.dispatchKeyEvent", type="keyDown", key=ch, text=ch)
+                hands.call("Input.dispatchKeyEvent", type="keyUp", key=ch)
+            hands.call("Input.dispatchKeyEvent", type="rawKeyDown", key="a", code="KeyA", modifiers=2,
+                       windowsVirtualKeyCode=65)
+            hands.close()
+            time.sleep(1.0)
+            takeover.done()
+
+        helper = threading.Thread(target=person)
+        helper.start()
+        r = run_episode(dev, GuiReplayPolicy([GuiAction("wait", duration_ms=10)] * 50), recorder=rec,
+                        takeover=takeover, max_steps=50)
+        helper.join(30)
+        assert dev.evaluate("document.getElementById('picked').textContent") == "picked Pear"
+    steps = read_gui_episode(list_gui_episodes(tmp_path / "rec")[0])["steps"]
+    mine = [s["action"] for s in steps if s.get("intervention")]
+    assert [(a["type"], a.get("element"), a.get("text"), tuple(a.get("keys", ()))) for a in mine] == [
+        ("click", pear["index"], None, ()), ("click", name["index"], None, ()), ("type", None, "Zoë", ()),
+        ("key", None, None, ("ctrl", "a")), ("terminate", None, None, ())]
+    assert r.info["person_steps"] == 5
