@@ -143,7 +143,7 @@ class BrowserDevice(GuiDevice):
 
     def _setup(self) -> None:
         p = self.page
-        for domain in ("Page", "Network", "Runtime", "DOM", "Accessibility", "Inspector"):
+        for domain in ("Page", "Network", "Runtime", "DOM", "Inspector"):
             p.call(f"{domain}.enable")
         p.call("Emulation.setDeviceMetricsOverride", width=self.size[0], height=self.size[1],
                deviceScaleFactor=1, mobile=False)
