@@ -11,7 +11,8 @@ person sees and can act on, as `embodia.devices.atspi` does on the desktop:
   "entry" (a multi-line one "text", an ``<input type=password>`` "password text"), a ``checkbox`` a
   "check box", a ``dialog``/``alertdialog`` a "dialog"/"alert", page text "label";
 - an element is kept when its box is on the viewport and it is actionable (an interactive role, a
-  focusable or editable node, a click listener) or it carries text; a text that only repeats the
+  focusable or editable node, a click listener on a box under a quarter of the viewport: larger
+  ones are a page's own delegating listeners) or it carries text; a text that only repeats the
   name of the element it sits in (a button's label) is not kept twice;
 - elements come in document order, at most ``limit`` of them.
 
@@ -105,6 +106,12 @@ def _bounds(box, size) -> list[int] | None:
     return [x0, y0, x1, y1] if x1 > x0 and y1 > y0 else None
 
 
+def _page_sized(bounds, size) -> bool:
+    """A box over a quarter of the viewport: a click listener there is the page's own (a framework
+    delegating every click from its root, a click logger on <body>), not a target."""
+    return (bounds[2] - bounds[0]) * (bounds[3] - bounds[1]) > 0.25 * size[0] * size[1]
+
+
 def _document_order(nodes: list[dict]):
     """(node, kept ancestor names) in document order: a depth-first walk from the root over
     ``childIds`` (the flat list Chromium returns is not in that order)."""
@@ -149,7 +156,7 @@ def _element(node: dict, dom: _Dom, size, title: str, above: str) -> dict | None
         return None
     name = _squash(_value(node, "name"))[:TEXT_LIMIT]
     editable = bool(_prop(node, "editable"))
-    clickable = role in INTERACTIVE or (i in dom.clickable and role != "StaticText")
+    clickable = role in INTERACTIVE or (i in dom.clickable and role != "StaticText" and not _page_sized(bounds, size))
     if role == "generic" and editable and not clickable:
         return None                      # the inner editor of an <input>: its field is the element
     if role == "StaticText" and (not name or name == above):
