@@ -41,7 +41,7 @@ from pathlib import Path
 from embodia.devices.actions import GuiAction
 from embodia.devices.browser import BrowserDevice, _size
 
-__all__ = ["EXPERTS", "MiniWobDevice", "list_tasks", "open_miniwob"]
+__all__ = ["EXPERTS", "MiniWobDevice", "RandomTreePolicy", "list_tasks", "open_miniwob"]
 
 READY_TIMEOUT_S = 2.0
 STATE = "[WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_GLOBAL, WOB_REWARD_REASON, core.EPISODE_MAX_TIME]"
@@ -124,6 +124,28 @@ def open_miniwob(task: str, **query) -> MiniWobDevice:
     if unknown:
         raise ValueError(f"sim:miniwob: unknown options {sorted(unknown)}; known: {sorted(kinds)}")
     return MiniWobDevice(task, **{k: kinds[k](v) for k, v in query.items()})
+
+
+class RandomTreePolicy:
+    """The chance baseline: at each step, one clickable element of the tree chosen uniformly, clicked,
+    or typed into (a word from the instruction or a random one) when it takes text. Seeded per episode."""
+
+    def __init__(self, seed: int = 0):
+        self.base = seed
+        self.rng = random.Random(seed)
+
+    def reset(self, seed=None) -> None:
+        self.rng = random.Random(f"{self.base}/{seed}")
+
+    def act(self, obs, instruction: str) -> GuiAction:
+        targets = [e for e in obs.ui_tree or [] if e.get("clickable")]
+        if not targets:
+            return GuiAction("wait", duration_ms=100)
+        e = self.rng.choice(targets)
+        if e.get("editable"):
+            words = re.findall(r"\w+", instruction) or ["text"]
+            return GuiAction("type", element=e["index"], text=self.rng.choice(words + ["abc"]))
+        return GuiAction("click", element=e["index"])
 
 
 # -- scripted experts: from the instruction and the tree, one action per step ----------------------

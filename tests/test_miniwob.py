@@ -1,0 +1,86 @@
+"""MiniWoB++ tasks (the Farama package's own pages) on the browser device, under MiniWoB's protocol:
+a seed draws the same problem for every policy, the instruction is the task's utterance, success is
+its raw reward > 0. The scripted experts solve their tasks; the chance baseline mostly does not."""
+import pytest
+
+from embodia.agent.loop.episode import run_episode
+from embodia.devices import open_device
+from embodia.devices.cdp import find_chromium
+
+pytestmark = pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (apt-get install chromium)")
+miniwob = pytest.importorskip("embodia.sim.miniwob")
+try:
+    miniwob.html_root()
+except ImportError as e:
+    pytest.skip(str(e), allow_module_level=True)
+
+TASKS = ("click-button", "enter-text", "click-checkboxes")
+SEEDS = range(5)
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    """Per task: (seed, instruction, expert success, expert reward, chance success), paired by seed."""
+    out = {}
+    for task in TASKS:
+        rows = []
+        with open_device(f"sim:miniwob/{task}") as dev:
+            for seed in SEEDS:
+                r = run_episode(dev, dev.expert(), seed=seed)
+                reward = dev.info()["raw_reward"]
+                c = run_episode(dev, miniwob.RandomTreePolicy(seed=7), seed=seed, max_steps=6)
+                assert c.instruction == r.instruction            # the same seed drew the same problem
+                rows.append((seed, r.instruction, r.success, reward, c.success))
+        out[task] = rows
+    return out
+
+
+def test_the_experts_solve_their_tasks(outcomes):
+    for task, rows in outcomes.items():
+        assert all(ok and reward > 0 for _, _, ok, reward, _ in rows), (task, rows)
+
+
+def test_the_chance_baseline_mostly_fails(outcomes):
+    chance = [c for rows in outcomes.values() for *_, c in rows]
+    assert sum(chance) <= len(chance) // 3, outcomes
+
+
+def test_the_instruction_is_the_tasks_utterance_and_seeds_repeat(outcomes):
+    for task, rows in outcomes.items():
+        assert len({instr for _, instr, *_ in rows}) >= 3          # seeds draw different problems
+    assert all(instr.startswith('Click on the "') for _, instr, *_ in outcomes["click-button"])
+    assert all(instr.startswith('Enter "') for _, instr, *_ in outcomes["enter-text"])
+
+
+def test_reward_time_limit_and_a_wrong_answer():
+    with open_device("sim:miniwob/click-button") as dev:
+        first = dev.reset(3)
+        again = dev.reset(3)
+        assert [e["text"] for e in first.ui_tree] == [e["text"] for e in again.ui_tree]
+        wrong = next(e for e in again.ui_tree if e["role"] == "push button" and
+                     e["text"] not in dev.instruction)
+        r = run_episode(dev, _Plan([{"type": "click", "element": wrong["index"]}]), seed=3)
+        info = dev.info()
+        assert r.success is False and info["done"] and info["raw_reward"] < 0 and info["time_limit_ms"] == 10000
+        assert "sandbox" in dev.capabilities and "success" in dev.capabilities
+
+
+def test_unknown_task_and_option_are_one_line_errors():
+    with pytest.raises(ValueError, match="unknown MiniWoB task 'no-such-task'"):
+        open_device("sim:miniwob/no-such-task")
+    with pytest.raises(ValueError, match="unknown options"):
+        open_device("sim:miniwob/click-button?colour=red")
+
+
+class _Plan:
+    def __init__(self, steps):
+        from embodia.devices import GuiAction
+        self.steps = [GuiAction.from_dict(s) for s in steps]
+
+    def reset(self, seed=None):
+        self.i = 0
+
+    def act(self, obs, instruction):
+        from embodia.devices import GuiAction
+        self.i += 1
+        return self.steps[self.i - 1] if self.i <= len(self.steps) else GuiAction("terminate", status="failure")
