@@ -287,6 +287,9 @@ def test_embodia_run_with_an_actions_policy_records_the_episode(site, tmp_path):
     ep = read_gui_episode(list_gui_episodes(out)[0], load_images=True)
     assert [s["action"]["type"] for s in ep["steps"]] == ["click", "type", "terminate"]
     assert ep["steps"][0]["ui_tree"] and ep["header"]["embodiment"]["kind"] == "gui-browser"
+    view = subprocess.run([sys.executable, "-m", "embodia", "view", str(out), "-o", str(tmp_path / "view")],
+                          capture_output=True, text=True, timeout=120)
+    assert view.returncode == 0 and (tmp_path / "view" / "index.html").exists(), view.stdout + view.stderr
 
 
 def test_mcp_client_drives_a_page_and_the_gate_refuses_delete_account(tmp_path):

@@ -1,6 +1,9 @@
 """MiniWoB++ tasks (the Farama package's own pages) on the browser device, under MiniWoB's protocol:
 a seed draws the same problem for every policy, the instruction is the task's utterance, success is
 its raw reward > 0. The scripted experts solve their tasks; the chance baseline mostly does not."""
+import json
+import re
+
 import pytest
 
 from embodia.agent.loop.episode import run_episode
@@ -14,6 +17,7 @@ try:
 except ImportError as e:
     pytest.skip(str(e), allow_module_level=True)
 
+pytest_plugins = ("fake_openai",)
 TASKS = ("click-button", "enter-text", "click-checkboxes")
 SEEDS = range(5)
 
@@ -84,3 +88,22 @@ class _Plan:
         from embodia.devices import GuiAction
         self.i += 1
         return self.steps[self.i - 1] if self.i <= len(self.steps) else GuiAction("terminate", status="failure")
+
+
+def test_an_openai_policy_reads_the_tree_and_solves_a_task(fake_openai):
+    """A served model (a loopback fake speaking the OpenAI wire format) gets the instruction and the
+    page's tree in its prompt; it answers with an element, which the page clicks."""
+    from embodia.agent.loop.factory import make_policy
+
+    def model(req):
+        text = req.texts()[1]
+        target = re.search(r'Task: Click on the "([^"]+)" button', text).group(1)
+        element = re.search(r'\[(\d+)\] push button "' + re.escape(target) + '"', text).group(1)
+        return json.dumps({"type": "click", "element": int(element)})
+
+    with open_device("sim:miniwob/click-button") as dev:
+        fake_openai.script(model)
+        policy = make_policy("openai:test", dev, base_url=fake_openai.url)
+        r = run_episode(dev, policy, seed=1000, max_steps=3)
+    assert r.success and r.steps == 1 and len(fake_openai.chats) == 1
+    assert fake_openai.chats[0].image_sizes()                      # the screenshot went too
