@@ -13,8 +13,9 @@ Conventions and decisions:
   (`embodia.devices.browser_tree`), so the safety gate, ``check:`` predicates, the GUI head and
   the success memory read a page as they read a desktop window.
 - **Input**: trusted events through ``Input.dispatchMouseEvent`` and ``Input.dispatchKeyEvent``:
-  the page sees a person's clicks, not ``element.click()``. Text goes through ``Input.insertText``
-  exactly as given (unicode, quotes, backslashes: nothing is interpreted); a newline presses Enter
+  the page sees a person's clicks, not ``element.click()``. Text arrives exactly as given (unicode,
+  quotes, backslashes: nothing is interpreted): printable ASCII as key presses carrying their
+  character, the rest through ``Input.insertText``; a newline presses Enter
   (a new line in a textarea, a submit in a form field), as on the desktop. Keys use the desktop's
   names (``enter``, ``tab``, ``ctrl``, ``pageup``, one character); several are one chord.
 - **Scroll**: a mouse wheel of ``scroll_px`` pixels at the point (``down`` shows what is below).
@@ -36,6 +37,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import re
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -69,6 +71,7 @@ NAMED_KEYS = {
     "shift": ("Shift", "ShiftLeft", 16, ""), "win": ("Meta", "MetaLeft", 91, ""),
     **{f"f{n}": (f"F{n}", f"F{n}", 111 + n, "") for n in range(1, 13)},
 }
+ASCII_RUNS = re.compile(r"[ -~]+|[^ -~]+")     # printable ASCII (space to tilde), and the rest
 DEFAULT_MS = {"long_press": 800, "swipe": 300, "drag": 500}
 BUTTON_BITS = {"left": 1, "right": 2}
 
@@ -326,11 +329,29 @@ class BrowserDevice(GuiDevice):
         self._mouse("mouseReleased", q, button="left", clickCount=1)
 
     def _type(self, text: str) -> None:
+        """Printable ASCII as key presses (what a keyboard sends: date and time fields, type-ahead in
+        a list, pages that listen for keys all see them), anything else inserted as text; a newline
+        presses Enter. Either way the characters arrive as given."""
         for i, line in enumerate(text.replace("\r\n", "\n").split("\n")):
             if i:
                 self._chord(["enter"])
-            if line:
-                self.page.call("Input.insertText", text=line)
+            for run in ASCII_RUNS.findall(line):
+                if " " <= run[0] <= "~":
+                    self._press_text(run)
+                else:
+                    self.page.call("Input.insertText", text=run)
+
+    def _press_text(self, run: str) -> None:
+        """One keyDown (carrying the character) and keyUp per character, pipelined."""
+        ids = []
+        for c in run:
+            key, code, vk, _ = key_event(c)
+            ids.append(self.page.send("Input.dispatchKeyEvent", type="keyDown", key=key, code=code,
+                                      windowsVirtualKeyCode=vk, text=c, unmodifiedText=c))
+            ids.append(self.page.send("Input.dispatchKeyEvent", type="keyUp", key=key, code=code,
+                                      windowsVirtualKeyCode=vk))
+        for call_id in ids:
+            self.page.reply(call_id, "Input.dispatchKeyEvent")
 
     def _chord(self, names: list[str]) -> None:
         """Press the keys in order, release them in reverse; modifiers held apply to the keys after."""

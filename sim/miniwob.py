@@ -299,11 +299,86 @@ def click_tab(instruction, tree, memo):
     return _click(_find(tree, ("page tab", "link"), f"Tab #{m.group(1)}") if m else None)
 
 
+def _steps(memo: dict, key, actions: list) -> GuiAction | None:
+    """The next of a fixed sequence of actions (``memo`` counts how many ran)."""
+    i = memo.get(key, 0)
+    if i >= len(actions) or actions[i] is None:
+        return None
+    memo[key] = i + 1
+    return actions[i]
+
+
+def _replace(field, text: str, memo: dict, key) -> GuiAction | None:
+    """Replace a field's content: focus it, select all (ctrl+a), type; once per episode."""
+    if field is None:
+        return None
+    return _steps(memo, key, [_click(field), GuiAction("key", keys=("ctrl", "a")), GuiAction("type", text=text)])
+
+
+def click_button_sequence(instruction, tree, memo):
+    names = re.findall(r"button (\w+)", instruction)
+    return _steps(memo, "seq", [_click(_find(tree, "push button", n)) for n in names])
+
+
+def click_collapsible(instruction, tree, memo):
+    header = next((e for e in tree if e.get("role") == "page tab" and e.get("text", "").startswith("Section")), None)
+    return _steps(memo, "open", [_click(header)]) or _click(_button(tree, "Submit", "submit"))
+
+
+def choose_list(instruction, tree, memo):
+    m = re.match(r"Select (.*) from the list and click Submit\.", instruction)
+    box = _find(tree, "combo box")
+    if m and box is not None and box.get("value") != m.group(1):
+        return _steps(memo, "pick", [_click(box), GuiAction("type", text=m.group(1)), GuiAction("key", keys=("enter",))])
+    return _click(_button(tree, "Submit"))
+
+
+def _click_start(field) -> GuiAction:
+    """A click near the left end of a field: in a date field, on its first part (the month), which
+    typed digits then fill part by part."""
+    x0, y0, x1, y1 = field["box"]
+    return GuiAction("click", point=(x0 + max(1.0, (x1 - x0) * 0.08), (y0 + y1) / 2))
+
+
+def enter_date(instruction, tree, memo):
+    m = re.search(r"Enter (\d\d)/(\d\d)/(\d{4})", instruction)
+    field = _find(tree, "date")
+    typed = _steps(memo, "date", [_click_start(field), GuiAction("type", text="".join(m.groups()))]) if m and field else None
+    return typed or _click(_button(tree, "Submit"))
+
+
+def enter_time(instruction, tree, memo):
+    m = re.search(r"Enter (\d{1,2}):(\d\d) (AM|PM)", instruction)
+    field = _find(tree, "inputtime")
+    text = f"{int(m.group(1)):02d}{m.group(2)}{m.group(3)}" if m else ""
+    typed = _steps(memo, "time", [_click(field), GuiAction("type", text=text)]) if m and field else None
+    return typed or _click(_button(tree, "Submit"))
+
+
+def simple_arithmetic(instruction, tree, memo):
+    problem = next((e["text"] for e in tree if re.fullmatch(r"-?\d+ [-+x*] -?\d+ =", e.get("text", ""))), None)
+    if problem is None:
+        return None
+    a, op, b, _ = problem.split()
+    value = {"+": int(a) + int(b), "-": int(a) - int(b)}.get(op, int(a) * int(b))
+    return _fill_once(_find(tree, "entry"), str(value), memo, "answer") or _click(_button(tree, "Submit"))
+
+
+def copy_paste(instruction, tree, memo):
+    """The key chords a person uses: select the text, copy, paste into the box."""
+    source, box = _find(tree, "text"), _find(tree, "entry")
+    return _steps(memo, "copy", [_click(source), GuiAction("key", keys=("ctrl", "a")), GuiAction("key", keys=("ctrl", "c")),
+                                 _click(box), GuiAction("key", keys=("ctrl", "v"))]) or _click(_button(tree, "Submit"))
+
+
 EXPERTS = {
     "click-button": click_button, "unicode-test": click_button, "click-link": click_link,
     "click-test": click_test, "click-test-2": click_test_2, "enter-text": enter_text,
     "enter-text-2": enter_text_2, "enter-password": enter_password, "login-user": login_user,
     "focus-text": focus_text, "focus-text-2": focus_text_2, "click-checkboxes": click_checkboxes,
     "click-option": click_option, "click-dialog": click_dialog, "click-dialog-2": click_dialog_2,
-    "click-widget": click_widget, "click-tab": click_tab,
+    "click-widget": click_widget, "click-tab": click_tab, "click-button-sequence": click_button_sequence,
+    "click-collapsible": click_collapsible, "click-collapsible-nodelay": click_collapsible,
+    "choose-list": choose_list, "enter-date": enter_date, "enter-time": enter_time,
+    "simple-arithmetic": simple_arithmetic, "copy-paste": copy_paste,
 }
