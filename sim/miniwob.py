@@ -371,6 +371,35 @@ def copy_paste(instruction, tree, memo):
                                  _click(box), GuiAction("key", keys=("ctrl", "v"))]) or _click(_button(tree, "Submit"))
 
 
+def odd_or_even(instruction, tree, memo):
+    """Per row (an Odd button, a number, an Even button at one height): the button the number's
+    parity names, once; then Submit."""
+    for odd in (e for e in tree if e.get("role") == "push button" and e.get("text") == "Odd"):
+        y = (odd["bounds"][1] + odd["bounds"][3]) / 2
+        row = [e for e in tree if e["bounds"][1] <= y <= e["bounds"][3]]
+        number = next((e for e in row if re.fullmatch(r"-?\d+", e.get("text", ""))), None)
+        if number is None or memo.get(y):
+            continue
+        memo[y] = True
+        name = "Odd" if int(number["text"]) % 2 else "Even"
+        return _click(next((e for e in row if e.get("role") == "push button" and e.get("text") == name), None))
+    return _click(_button(tree, "Submit", "submit"))
+
+
+def click_tab_2(instruction, tree, memo):
+    """The link if the open tab shows it, else the next tab not opened yet."""
+    target = _quoted(instruction)[0]
+    link = next((e for e in tree if e.get("clickable") and e.get("role") != "page tab"
+                 and e.get("text", "").strip() == target), None)
+    if link is not None:
+        return _click(link)
+    opened = memo.setdefault("tabs", set())
+    tab = next((e for e in tree if e.get("role") == "page tab" and e.get("text") not in opened), None)
+    if tab is not None:
+        opened.add(tab["text"])
+    return _click(tab)
+
+
 EXPERTS = {
     "click-button": click_button, "unicode-test": click_button, "click-link": click_link,
     "click-test": click_test, "click-test-2": click_test_2, "enter-text": enter_text,
@@ -380,5 +409,7 @@ EXPERTS = {
     "click-widget": click_widget, "click-tab": click_tab, "click-button-sequence": click_button_sequence,
     "click-collapsible": click_collapsible, "click-collapsible-nodelay": click_collapsible,
     "choose-list": choose_list, "enter-date": enter_date, "enter-time": enter_time,
-    "simple-arithmetic": simple_arithmetic, "copy-paste": copy_paste,
+    "simple-arithmetic": simple_arithmetic, "copy-paste": copy_paste, "click-checkboxes-large": click_checkboxes,
+    "click-checkboxes-transfer": click_checkboxes, "enter-text-dynamic": enter_text, "odd-or-even": odd_or_even,
+    "click-tab-2": click_tab_2, "click-tab-2-easy": click_tab_2, "click-tab-2-medium": click_tab_2,
 }
