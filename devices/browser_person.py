@@ -24,7 +24,7 @@ from embodia.devices.coords import from_pixels
 
 BINDING = "__embodiaPerson"
 LISTENER = """(() => { if (window.__embodiaPersonOn) return; window.__embodiaPersonOn = true;
-  const send = o => { try { window.%s(JSON.stringify(o)); } catch (e) {} };
+  const send = o => { try { window.BINDING(JSON.stringify(o)); } catch (e) {} };
   const mods = e => [e.ctrlKey && 'ctrl', e.altKey && 'alt', e.shiftKey && 'shift', e.metaKey && 'win'].filter(Boolean);
   addEventListener('click', e => e.isTrusted && e.button === 0 && send({t: 'click', x: e.clientX, y: e.clientY}), true);
   addEventListener('dblclick', e => e.isTrusted && send({t: 'dblclick', x: e.clientX, y: e.clientY}), true);
@@ -32,7 +32,7 @@ LISTENER = """(() => { if (window.__embodiaPersonOn) return; window.__embodiaPer
   addEventListener('wheel', e => e.isTrusted && send({t: 'wheel', x: e.clientX, y: e.clientY, dx: e.deltaX, dy: e.deltaY}),
                    {capture: true, passive: true});
   addEventListener('keydown', e => e.isTrusted && send({t: 'key', k: e.key, m: mods(e)}), true);
-})();""" % BINDING
+})();""".replace("BINDING", BINDING)
 # DOM key names -> the key names GuiActions use (the desktop's)
 KEY_NAMES = {"Enter": "enter", "Tab": "tab", "Escape": "esc", "Backspace": "backspace", "Delete": "delete",
              "ArrowUp": "up", "ArrowDown": "down", "ArrowLeft": "left", "ArrowRight": "right", "Home": "home",

@@ -150,7 +150,7 @@ class Chromium:
 
     @classmethod
     def launch(cls, *, executable: str | None = None, headless: bool = True, size=(1280, 800),
-               env: dict | None = None) -> "Chromium":
+               env: dict | None = None) -> Chromium:
         exe = executable or find_chromium()
         if exe is None:
             raise FileNotFoundError("browser: Chromium is not installed (Debian: apt-get install chromium)")
@@ -177,9 +177,8 @@ class Chromium:
             if proc.poll() is not None:
                 raise DeviceLost(f"browser: Chromium exited at start (code {proc.returncode}): "
                                  f"{_last_error(err_path)}")
-            with contextlib.suppress(OSError, ValueError):
-                with open(path) as f:
-                    return int(f.readline().strip())
+            with contextlib.suppress(OSError, ValueError), open(path) as f:
+                return int(f.readline().strip())
             time.sleep(0.05)
         raise DeviceLost(f"browser: Chromium did not open its DevTools port within {START_TIMEOUT_S:.0f} s")
 

@@ -52,7 +52,7 @@ def html_root() -> Path:
     spec = importlib.util.find_spec("miniwob")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("sim:miniwob needs the miniwob package: pip install 'embodia[miniwob]'")
-    root = Path(list(spec.submodule_search_locations)[0]) / "html" / "miniwob"
+    root = Path(next(iter(spec.submodule_search_locations))) / "html" / "miniwob"
     if not root.is_dir():
         raise ImportError(f"the miniwob package has no task pages at {root}")
     return root

@@ -50,7 +50,7 @@ def test_the_chance_baseline_mostly_fails(outcomes):
 
 
 def test_the_instruction_is_the_tasks_utterance_and_seeds_repeat(outcomes):
-    for task, rows in outcomes.items():
+    for rows in outcomes.values():
         assert len({instr for _, instr, *_ in rows}) >= 3          # seeds draw different problems
     assert all(instr.startswith('Click on the "') for _, instr, *_ in outcomes["click-button"])
     assert all(instr.startswith('Enter "') for _, instr, *_ in outcomes["enter-text"])
@@ -67,6 +67,17 @@ def test_reward_time_limit_and_a_wrong_answer():
         info = dev.info()
         assert r.success is False and info["done"] and info["raw_reward"] < 0 and info["time_limit_ms"] == 10000
         assert "sandbox" in dev.capabilities and "success" in dev.capabilities
+
+
+def test_key_chords_copy_and_paste_on_a_page():
+    """copy-paste's expert selects, copies and pastes with ctrl+a, ctrl+c and ctrl+v, as a person does."""
+    with open_device("sim:miniwob/copy-paste") as dev:
+        expert = dev.expert()
+        steps = []
+        r = run_episode(dev, expert, seed=1000, on_step=lambda t, obs, a, nxt: steps.append(a))
+    assert r.success
+    chords = [a.keys for a in steps if a.type == "key"]
+    assert chords == [("ctrl", "a"), ("ctrl", "c"), ("ctrl", "v")] and not any(a.type == "type" for a in steps)
 
 
 def test_unknown_task_and_option_are_one_line_errors():
