@@ -21,6 +21,7 @@ from embodia.devices.browser import BrowserDevice, PageNotSettled, open_browser,
 from embodia.devices.cdp import find_chromium
 from embodia.policies import GuiReplayPolicy
 
+pytest_plugins = ("gui_fixtures",)         # the xvfb fixture
 pytestmark = pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (apt-get install chromium)")
 
 FORM = """<!doctype html><html><head><meta charset="utf-8"><title>Account settings</title>
@@ -364,3 +365,17 @@ def test_take_over_records_the_persons_own_clicks_and_keys(site, tmp_path):
         ("click", pear["index"], None, ()), ("click", name["index"], None, ()), ("type", None, "Zoë", ()),
         ("key", None, None, ("ctrl", "a")), ("terminate", None, None, ())]
     assert r.info["person_steps"] == 5
+
+
+def test_a_window_on_an_x_display_when_not_headless(site, xvfb):
+    """headless=0: a real Chromium window on the display; the page is driven the same way, and the
+    window shows on the X screen (Xvfb's root is black where nothing is drawn)."""
+    import mss
+    with open_browser(f"{site}/form.html", headless="0", size="800x600") as dev:
+        obs = dev.reset(0)
+        assert obs.images["screen"].shape == (600, 800, 3)
+        dev.act(GuiAction("click", element=element(obs, "pear")["index"]))
+        assert dev.evaluate("document.getElementById('picked').textContent") == "picked Pear"
+        with mss.MSS(display=xvfb.display) as sct:
+            shot = sct.grab({"left": 0, "top": 0, "width": xvfb.width, "height": xvfb.height})
+        assert len(set(shot.raw[::4 * 97])) > 1                     # something is drawn on the screen
