@@ -44,6 +44,7 @@ from embodia.devices.browser import BrowserDevice, _size
 __all__ = ["EXPERTS", "MiniWobDevice", "RandomTreePolicy", "list_tasks", "open_miniwob"]
 
 READY_TIMEOUT_S = 2.0
+QUERY_BOTTOM = 45          # pixels: MiniWoB's instruction bar (#query) ends above this, the task area starts
 STATE = "[WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_GLOBAL, WOB_REWARD_REASON, core.EPISODE_MAX_TIME]"
 
 
@@ -400,6 +401,79 @@ def click_tab_2(instruction, tree, memo):
     return _click(tab)
 
 
+def read_table(instruction, tree, memo):
+    m = re.search(r"Enter the value of (.+?) into the text field", instruction)
+    cells = [e for e in tree if e.get("role") == "table cell"]
+    key = next((i for i, e in enumerate(cells) if m and e.get("text") == m.group(1)), None)
+    if key is None or key + 1 >= len(cells):
+        return None
+    return _fill_once(_find(tree, "entry"), cells[key + 1]["text"], memo, "answer") or _click(_button(tree, "Submit"))
+
+
+def find_word(instruction, tree, memo):
+    m = re.search(r"Find the (\d+)(st|nd|rd|th) word", instruction)
+    entry = _find(tree, "entry")
+    if m is None or entry is None:
+        return None
+    above = [e for e in tree if e.get("role") == "label" and 40 <= e["bounds"][1] < entry["bounds"][1]
+             and e["bounds"][0] < entry["bounds"][2]]
+    words = " ".join(e["text"] for e in above).split()
+    k = int(m.group(1)) - 1
+    word = re.sub(r"[^a-zA-Z0-9]", "", words[k]) if k < len(words) else ""
+    return _fill_once(entry, word, memo, "answer") or _click(_button(tree, "Submit"))
+
+
+def sign_agreement(instruction, tree, memo):
+    """Scroll the agreement to its end where the form is disabled until then, type the name where
+    asked, then the named button."""
+    quoted = _quoted(instruction)
+    m = re.search(r"Click the (\w+) button", instruction)
+    name = m.group(1) if m else (quoted[-1] if quoted else "")
+    button = next((e for e in tree if e.get("role") == "push button" and e.get("text", "").lower() == name.lower()), None)
+    entry = _find(tree, "entry") if len(quoted) == 2 else None
+    if button is not None and button.get("enabled") and (entry is None or entry.get("enabled")):
+        return (_fill_once(entry, quoted[0], memo, "name") if entry is not None else None) or _click(button)
+    area = _find(tree, "text")
+    if area is None:
+        return None
+    x0, y0, x1, y1 = area["box"]
+    return GuiAction("scroll", point=((x0 + x1) / 2, (y0 + y1) / 2), direction="down")
+
+
+def _field_labelled(tree, words: tuple[str, ...]):
+    """The entry a label (or row header) naming one of ``words`` belongs to: on its row, else the
+    nearest one below it, or above it where the form puts its labels under the fields (its first
+    field comes before its first label)."""
+    entries = [e for e in tree if e.get("role") == "entry"]
+    labels = [e for e in tree if e.get("role") in ("label", "row header") and e["bounds"][1] >= QUERY_BOTTOM]
+    under = bool(entries and labels) and entries[0]["bounds"][1] < labels[0]["bounds"][1] and \
+        not any(e["bounds"][1] <= (labels[0]["bounds"][1] + labels[0]["bounds"][3]) / 2 <= e["bounds"][3] for e in entries)
+    for lab in (e for e in labels if any(w in e.get("text", "").lower() for w in words)):
+        y = (lab["bounds"][1] + lab["bounds"][3]) / 2
+        beside = next((e for e in entries if e["bounds"][1] <= y <= e["bounds"][3]), None)
+        if under:
+            near = sorted((e for e in entries if e["bounds"][3] <= lab["bounds"][1] + 1), key=lambda e: -e["bounds"][3])
+        else:
+            near = sorted((e for e in entries if e["bounds"][1] >= lab["bounds"][1]), key=lambda e: e["bounds"][1])
+        if beside or near:
+            return beside or near[0]
+    return None
+
+
+def movie_search(instruction, tree, memo):
+    """multi-layouts / multi-orderings: three labelled fields in any order and layout, then the
+    form's button (Submit, Search, Go!)."""
+    m = re.search(r"Search for (.+?) movies directed by (.+?) from year (\d+)\.", instruction)
+    if m is None:
+        return None
+    genre, director, year = m.groups()
+    for words, value in ((("genre",), genre), (("director",), director), (("year", "date"), year)):
+        action = _fill_once(_field_labelled(tree, words), value, memo, words)
+        if action is not None:
+            return action
+    return _click(next((e for e in tree if e.get("clickable") and e.get("text") in ("Submit", "Search", "Go!")), None))
+
+
 EXPERTS = {
     "click-button": click_button, "unicode-test": click_button, "click-link": click_link,
     "click-test": click_test, "click-test-2": click_test_2, "enter-text": enter_text,
@@ -412,4 +486,6 @@ EXPERTS = {
     "simple-arithmetic": simple_arithmetic, "copy-paste": copy_paste, "click-checkboxes-large": click_checkboxes,
     "click-checkboxes-transfer": click_checkboxes, "enter-text-dynamic": enter_text, "odd-or-even": odd_or_even,
     "click-tab-2": click_tab_2, "click-tab-2-easy": click_tab_2, "click-tab-2-medium": click_tab_2,
+    "read-table": read_table, "find-word": find_word, "sign-agreement": sign_agreement,
+    "multi-layouts": movie_search, "multi-orderings": movie_search,
 }
