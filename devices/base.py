@@ -45,7 +45,9 @@ class Device:
       "render", "state", "success" (it reports ``success()``), "expert" (offers ``expert()``),
       "realtime" (the loop paces steps to ``embodiment.hz``), "deterministic" (same seed + actions ->
       same states), "screenshot", "ui_tree", "text_input", "sandbox" (a simulator: nothing real is
-      sent, paid or deleted, so the safety gate allows risky actions, still recording them).
+      sent, paid or deleted, so the safety gate allows risky actions, still recording them),
+      "person_input" (it reports a person's own input during a take-over: ``person_start()``,
+      ``person_poll()`` and ``person_stop()`` return GuiActions).
     - ``instruction``: the task the device poses after ``reset`` ("" when it poses none: the caller
       gives one).
     - ``max_steps``: the episode's length limit the task sets (None: the runtime's default).

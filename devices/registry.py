@@ -19,6 +19,8 @@ SCHEMES: dict[str, tuple[str, str]] = {
     "sim": ("embodia.sim:open_sim", "simulated tasks with success checks and scripted experts"),
     "mujoco": ("embodia.devices.mujoco:open_mujoco", "any MJCF scene: mujoco:path/to/scene.xml[?hz=..&size=WxH]"),
     "desktop": ("embodia.devices.desktop:open_desktop", "this desktop (X11): desktop: ($DISPLAY) or desktop:<display>, e.g. desktop:99"),
+    "browser": ("embodia.devices.browser:open_browser", "a web page in Chromium (DevTools protocol): "
+                "browser:https://..., browser:file:///..., browser:page.html[?size=WxH&settle=s&headless=0]"),
     "android": ("embodia.devices.android:open_android", "a phone over adb: android:<serial> (android: = the only one)"),
     "desktop-bench": ("embodia.sim.desktop_bench:open_desktop_bench", "tasks on real Debian apps (galculator, "
                       "mousepad, gnumeric) on this X display: desktop-bench:<app>/<task>[?split=train|test]"),

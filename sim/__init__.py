@@ -16,6 +16,7 @@ import importlib
 TASKS: dict[str, str] = {
     "twogap-push": "embodia.sim.twogap:open_twogap",
     "metaworld/": "embodia.sim.metaworld:open_metaworld",
+    "miniwob/": "embodia.sim.miniwob:open_miniwob",
 }
 
 

@@ -17,6 +17,8 @@ depends on the body (`person_for`):
 
 - a desktop (X11): their clicks and keys, recorded with the RECORD extension and assembled into
   GuiActions (`embodia.devices.x_input`; the element under each click is looked up in the tree);
+- a browser page (``browser:``): its own trusted input events, reported by the page
+  (`DevicePerson`, `embodia.devices.browser_person`), the element under each click looked up too;
 - simulated bodies (``gui-sim:``, ``sim:``, ``mujoco:``): a stand-in policy drives the device
   (`StandIn`: a scripted person, the simulator's expert); a continuous body under ``--takeover`` on
   a terminal is driven from its keys (`KeyboardStandIn`: i j k l, space stops);
@@ -251,6 +253,26 @@ class XPerson(PersonInput):
             self._rec.close()
 
 
+class DevicePerson(PersonInput):
+    """A device that reports the person's input itself (the "person_input" capability: a browser
+    page's own input events, `embodia.devices.browser_person`); each pointer action is tied to
+    the element under it, as on the desktop."""
+
+    hint = "use the mouse and keyboard in the browser window,"
+
+    def start(self, run) -> None:
+        run.device.person_start()
+
+    def poll(self, run) -> list:
+        out = [(with_element(a, run.obs), DONE_BY_PERSON) for a in run.device.person_poll()]
+        if out:
+            run.device.wait_still()
+        return out
+
+    def stop(self, run) -> list:
+        return [(with_element(a, run.obs), DONE_BY_PERSON) for a in run.device.person_stop()]
+
+
 def with_element(action: GuiAction, obs) -> GuiAction:
     """A pointer action tied to the smallest element under its point in ``obs``'s tree (a person
     clicks a button, not a pixel); unchanged where there is no tree or no element there."""
@@ -349,6 +371,8 @@ def person_for(device, *, keyboard: bool = False) -> PersonInput:
     from embodia.devices.desktop import DesktopDevice
     if isinstance(device, DesktopDevice):
         return XPerson(device.display)
+    if "person_input" in device.capabilities:
+        return DevicePerson()
     if not device.embodiment.is_gui:
         if keyboard:
             return KeyboardStandIn(device.embodiment)

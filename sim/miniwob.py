@@ -1,0 +1,491 @@
+"""MiniWoB++ tasks on the browser device: ``sim:miniwob/<task>`` (the Farama ``miniwob`` package's pages).
+
+>>> with open_device("sim:miniwob/click-button") as dev:                   # doctest: +SKIP
+...     obs = dev.reset(seed=3)
+...     dev.instruction
+'Click on the "ok" button.'
+...     dev.act(dev.expert().act(obs, dev.instruction)); dev.success()
+True
+
+MiniWoB's own protocol, read from the package's ``html/core/core.js`` and its Selenium
+environment (facts used; no code taken):
+
+- a task is one HTML page (``html/miniwob/<task>.html``); it shows a START cover until an
+  episode begins;
+- an episode begins with ``Math.seedrandom(seed)``, ``core.setDataMode(mode)`` (``train`` by
+  default, as the Selenium environment) and ``core.startEpisodeReal()``, which draws the problem
+  from the seeded generator; the page is ready when ``WOB_TASK_READY`` is true;
+- the instruction is ``core.getUtterance()`` (the ``#query`` text);
+- the task ends itself (``core.endEpisode``): ``WOB_DONE_GLOBAL`` becomes true,
+  ``WOB_RAW_REWARD_GLOBAL`` is the reward in [-1, 1] and ``WOB_REWARD_GLOBAL`` the same reward
+  discounted by the time taken where the task asks for that; running out of
+  ``core.EPISODE_MAX_TIME`` (10 s unless the task sets its own, in real time) ends it with -1;
+- success is a raw reward > 0.
+
+Here the page is loaded afresh at every reset (a seed then draws the same problem for every
+policy: seeds are paired across policies), driven by trusted input like any page
+(`embodia.devices.browser`), and the device is a "sandbox": nothing real is deleted or sent, so the
+safety gate allows and records. Scripted experts (`EXPERTS`) act from the instruction and the UI
+tree alone, as a policy could; ``expert()`` raises for a task without one.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import random
+import re
+import time
+from pathlib import Path
+
+from embodia.devices.actions import GuiAction
+from embodia.devices.browser import BrowserDevice, _size
+
+__all__ = ["EXPERTS", "MiniWobDevice", "RandomTreePolicy", "list_tasks", "open_miniwob"]
+
+READY_TIMEOUT_S = 2.0
+QUERY_BOTTOM = 45          # pixels: MiniWoB's instruction bar (#query) ends above this, the task area starts
+STATE = "[WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_GLOBAL, WOB_REWARD_REASON, core.EPISODE_MAX_TIME]"
+
+
+def html_root() -> Path:
+    """The package's task pages, found without importing it (its import pulls in Selenium)."""
+    spec = importlib.util.find_spec("miniwob")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("sim:miniwob needs the miniwob package: pip install 'embodia[miniwob]'")
+    root = Path(next(iter(spec.submodule_search_locations))) / "html" / "miniwob"
+    if not root.is_dir():
+        raise ImportError(f"the miniwob package has no task pages at {root}")
+    return root
+
+
+def list_tasks() -> list[str]:
+    return sorted(p.stem for p in html_root().glob("*.html"))
+
+
+class MiniWobDevice(BrowserDevice):
+    """One MiniWoB++ task in headless Chromium (see the module doc)."""
+
+    capabilities = BrowserDevice.capabilities | {"success", "expert", "sandbox"}
+
+    def __init__(self, task: str, *, mode: str = "train", max_steps: int = 15, size=(500, 340), **browser):
+        page = html_root() / f"{task}.html"
+        if not page.is_file():
+            raise ValueError(f"unknown MiniWoB task {task!r}; known: {', '.join(list_tasks())}")
+        if mode not in ("train", "test"):
+            raise ValueError(f"miniwob: mode must be 'train' or 'test', got {mode!r}")
+        self.task, self.mode, self.max_steps = task, mode, int(max_steps)
+        self.instruction = ""
+        self._state = [False, 0.0, 0.0, None, 10000]
+        super().__init__(page.as_uri(), size=size, **browser)
+        self.embodiment = dataclasses.replace(self.embodiment, name=f"miniwob/{task}")
+
+    def reset(self, seed: int | None = None):
+        seed = random.randrange(2 ** 31) if seed is None else int(seed)
+        self.js_dialogs = []
+        self.navigate(self.url)
+        self.evaluate(f"Math.seedrandom({seed}); core.setDataMode({json.dumps(self.mode)}); core.startEpisodeReal(); 0")
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not self.evaluate("typeof WOB_TASK_READY === 'undefined' || WOB_TASK_READY"):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"miniwob/{self.task}: the task did not get ready in {READY_TIMEOUT_S:g} s")
+            time.sleep(0.05)
+        self._settle()
+        self.instruction = str(self.evaluate("core.getUtterance()") or "")
+        self._state = [False, 0.0, 0.0, None, 10000]
+        self.answer, self.status = None, None
+        return self.observe()
+
+    def _read_state(self) -> list:
+        self._state = self.evaluate(STATE)
+        return self._state
+
+    def done(self) -> bool:
+        return super().done() or bool(self._read_state()[0])
+
+    def success(self) -> bool:
+        done, raw = self._read_state()[:2]
+        return bool(done) and float(raw) > 0
+
+    def info(self) -> dict:
+        done, raw, reward, reason, limit = self._state
+        return {**super().info(), "task": self.task, "seed_mode": self.mode, "done": bool(done),
+                "raw_reward": float(raw), "reward": float(reward), "reason": reason, "time_limit_ms": limit}
+
+    def expert(self):
+        if self.task not in EXPERTS:
+            raise NotImplementedError(f"miniwob/{self.task} has no scripted expert; experts: {', '.join(sorted(EXPERTS))}")
+        return TreeExpert(EXPERTS[self.task])
+
+
+def open_miniwob(task: str, **query) -> MiniWobDevice:
+    """``sim:miniwob/<task>[?mode=train|test&max_steps=N&size=WxH&settle=S]``."""
+    kinds = {"mode": str, "max_steps": int, "size": _size, "settle": float}
+    unknown = set(query) - set(kinds)
+    if unknown:
+        raise ValueError(f"sim:miniwob: unknown options {sorted(unknown)}; known: {sorted(kinds)}")
+    return MiniWobDevice(task, **{k: kinds[k](v) for k, v in query.items()})
+
+
+class RandomTreePolicy:
+    """The chance baseline: at each step, one clickable element of the tree chosen uniformly, clicked,
+    or typed into (a word from the instruction or a random one) when it takes text. Seeded per episode."""
+
+    def __init__(self, seed: int = 0):
+        self.base = seed
+        self.rng = random.Random(seed)
+
+    def reset(self, seed=None) -> None:
+        self.rng = random.Random(f"{self.base}/{seed}")
+
+    def act(self, obs, instruction: str) -> GuiAction:
+        targets = [e for e in obs.ui_tree or [] if e.get("clickable")]
+        if not targets:
+            return GuiAction("wait", duration_ms=100)
+        e = self.rng.choice(targets)
+        if e.get("editable"):
+            words = re.findall(r"\w+", instruction) or ["text"]
+            return GuiAction("type", element=e["index"], text=self.rng.choice(words + ["abc"]))
+        return GuiAction("click", element=e["index"])
+
+
+# -- scripted experts: from the instruction and the tree, one action per step ----------------------
+class TreeExpert:
+    """A policy from a plan function ``plan(instruction, tree, memo) -> GuiAction``; it looks only at
+    what a model sees (the instruction and the UI tree), so its demonstrations can be imitated.
+    ``memo`` is the episode's scratch pad (what the expert already typed: a password field does not
+    show its text)."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.memo: dict = {}
+
+    def reset(self, seed=None) -> None:
+        self.memo = {}
+
+    def act(self, obs, instruction: str) -> GuiAction:
+        action = self.plan(instruction, obs.ui_tree or [], self.memo)
+        return action if action is not None else GuiAction("wait", duration_ms=100)
+
+
+def _quoted(instruction: str) -> list[str]:
+    return re.findall(r'"([^"]*)"', instruction)
+
+
+def _find(tree, role=None, text=None, **fields):
+    """The first element with that role (or one of those roles), exact text and field values."""
+    for e in tree:
+        if role is not None and e.get("role") not in ((role,) if isinstance(role, str) else role):
+            continue
+        if text is not None and (e.get("text") or "").strip() != text:
+            continue
+        if all(e.get(k) == v for k, v in fields.items()):
+            return e
+    return None
+
+
+def _click(e) -> GuiAction | None:
+    return GuiAction("click", element=e["index"]) if e is not None else None
+
+
+def _fill_once(field, value: str, memo: dict, key) -> GuiAction | None:
+    """Type ``value`` into ``field`` once per episode (a password field never shows what it holds)."""
+    if field is None or memo.get(key):
+        return None
+    memo[key] = True
+    return GuiAction("type", element=field["index"], text=value)
+
+
+def _button(tree, *names):
+    for name in names:
+        e = _find(tree, "push button", name)
+        if e is not None:
+            return e
+    return None
+
+
+def click_button(instruction, tree, memo):
+    return _click(_find(tree, "push button", _quoted(instruction)[0]))
+
+
+def click_link(instruction, tree, memo):
+    target = _quoted(instruction)[0]
+    return _click(next((e for e in tree if e.get("clickable") and e.get("text") == target), None))
+
+
+def click_test(instruction, tree, memo):
+    return _click(_find(tree, "push button"))
+
+
+def click_test_2(instruction, tree, memo):
+    m = re.search(r"button (\S+?)\.?$", instruction)
+    return _click(_find(tree, "push button", m.group(1) if m else "ONE"))
+
+
+def enter_text(instruction, tree, memo):
+    return _fill_once(_find(tree, "entry"), _quoted(instruction)[0], memo, "entry") or _click(_button(tree, "Submit"))
+
+
+def enter_text_2(instruction, tree, memo):
+    text = _quoted(instruction)[0]
+    text = text.upper() if "upper case" in instruction else text.lower()
+    return _fill_once(_find(tree, "entry"), text, memo, "entry") or _click(_button(tree, "Submit"))
+
+
+def enter_password(instruction, tree, memo):
+    password = _quoted(instruction)[0]
+    for i, field in enumerate(e for e in tree if e.get("role") == "password text"):
+        action = _fill_once(field, password, memo, i)
+        if action is not None:
+            return action
+    return _click(_button(tree, "Submit", "submit"))
+
+
+def login_user(instruction, tree, memo):
+    user, password = _quoted(instruction)[:2]
+    return (_fill_once(_find(tree, "entry"), user, memo, "user")
+            or _fill_once(_find(tree, "password text"), password, memo, "password")
+            or _click(_button(tree, "Login", "login")))
+
+
+def focus_text(instruction, tree, memo):
+    entry = _find(tree, "entry")
+    return None if entry is None or entry.get("focused") else _click(entry)
+
+
+def focus_text_2(instruction, tree, memo):
+    m = re.search(r"(\d)(st|nd|rd|th) input", instruction)
+    entries = [e for e in tree if e.get("role") == "entry"]
+    k = int(m.group(1)) - 1 if m else 0
+    return _click(entries[k]) if k < len(entries) and not entries[k].get("focused") else None
+
+
+def click_checkboxes(instruction, tree, memo):
+    m = re.match(r"Select (.*) and click Submit\.", instruction)
+    wanted = {w.strip() for w in m.group(1).split(",") if w.strip()} if m else set()
+    for box in (e for e in tree if e.get("role") == "check box"):
+        if (box.get("text", "").strip() in wanted) != bool(box.get("checked")):
+            return _click(box)
+    return _click(_button(tree, "Submit"))
+
+
+def click_option(instruction, tree, memo):
+    m = re.match(r"Select (.*) and click Submit\.", instruction)
+    radio = _find(tree, "radio button", m.group(1).strip()) if m else None
+    if radio is not None and not radio.get("checked"):
+        return _click(radio)
+    return _click(_button(tree, "Submit"))
+
+
+def click_dialog(instruction, tree, memo):
+    return _click(_button(tree, "Close", "close", "×", "x"))
+
+
+def click_dialog_2(instruction, tree, memo):
+    label = _quoted(instruction)[0]
+    return _click(_button(tree, "Close") if label.lower() == "x" else _button(tree, label))
+
+
+WIDGET_ROLES = {"button": ("push button",), "checkbox": ("check box",), "radio": ("radio button",),
+                "text": ("entry",), "textarea": ("text",)}
+
+
+def click_widget(instruction, tree, memo):
+    roles = WIDGET_ROLES.get(_quoted(instruction)[0], ())
+    return _click(next((e for e in tree if e.get("role") in roles), None))
+
+
+def click_tab(instruction, tree, memo):
+    m = re.search(r"Tab #(\d)", instruction)
+    return _click(_find(tree, ("page tab", "link"), f"Tab #{m.group(1)}") if m else None)
+
+
+def _steps(memo: dict, key, actions: list) -> GuiAction | None:
+    """The next of a fixed sequence of actions (``memo`` counts how many ran)."""
+    i = memo.get(key, 0)
+    if i >= len(actions) or actions[i] is None:
+        return None
+    memo[key] = i + 1
+    return actions[i]
+
+
+def _replace(field, text: str, memo: dict, key) -> GuiAction | None:
+    """Replace a field's content: focus it, select all (ctrl+a), type; once per episode."""
+    if field is None:
+        return None
+    return _steps(memo, key, [_click(field), GuiAction("key", keys=("ctrl", "a")), GuiAction("type", text=text)])
+
+
+def click_button_sequence(instruction, tree, memo):
+    names = re.findall(r"button (\w+)", instruction)
+    return _steps(memo, "seq", [_click(_find(tree, "push button", n)) for n in names])
+
+
+def click_collapsible(instruction, tree, memo):
+    header = next((e for e in tree if e.get("role") == "page tab" and e.get("text", "").startswith("Section")), None)
+    return _steps(memo, "open", [_click(header)]) or _click(_button(tree, "Submit", "submit"))
+
+
+def choose_list(instruction, tree, memo):
+    m = re.match(r"Select (.*) from the list and click Submit\.", instruction)
+    box = _find(tree, "combo box")
+    if m and box is not None and box.get("value") != m.group(1):
+        return _steps(memo, "pick", [_click(box), GuiAction("type", text=m.group(1)), GuiAction("key", keys=("enter",))])
+    return _click(_button(tree, "Submit"))
+
+
+def _click_start(field) -> GuiAction:
+    """A click near the left end of a field: in a date field, on its first part (the month), which
+    typed digits then fill part by part."""
+    x0, y0, x1, y1 = field["box"]
+    return GuiAction("click", point=(x0 + max(1.0, (x1 - x0) * 0.08), (y0 + y1) / 2))
+
+
+def enter_date(instruction, tree, memo):
+    m = re.search(r"Enter (\d\d)/(\d\d)/(\d{4})", instruction)
+    field = _find(tree, "date")
+    typed = _steps(memo, "date", [_click_start(field), GuiAction("type", text="".join(m.groups()))]) if m and field else None
+    return typed or _click(_button(tree, "Submit"))
+
+
+def enter_time(instruction, tree, memo):
+    m = re.search(r"Enter (\d{1,2}):(\d\d) (AM|PM)", instruction)
+    field = _find(tree, "inputtime")
+    text = f"{int(m.group(1)):02d}{m.group(2)}{m.group(3)}" if m else ""
+    typed = _steps(memo, "time", [_click(field), GuiAction("type", text=text)]) if m and field else None
+    return typed or _click(_button(tree, "Submit"))
+
+
+def simple_arithmetic(instruction, tree, memo):
+    problem = next((e["text"] for e in tree if re.fullmatch(r"-?\d+ [-+x*] -?\d+ =", e.get("text", ""))), None)
+    if problem is None:
+        return None
+    a, op, b, _ = problem.split()
+    value = {"+": int(a) + int(b), "-": int(a) - int(b)}.get(op, int(a) * int(b))
+    return _fill_once(_find(tree, "entry"), str(value), memo, "answer") or _click(_button(tree, "Submit"))
+
+
+def copy_paste(instruction, tree, memo):
+    """The key chords a person uses: select the text, copy, paste into the box."""
+    source, box = _find(tree, "text"), _find(tree, "entry")
+    return _steps(memo, "copy", [_click(source), GuiAction("key", keys=("ctrl", "a")), GuiAction("key", keys=("ctrl", "c")),
+                                 _click(box), GuiAction("key", keys=("ctrl", "v"))]) or _click(_button(tree, "Submit"))
+
+
+def odd_or_even(instruction, tree, memo):
+    """Per row (an Odd button, a number, an Even button at one height): the button the number's
+    parity names, once; then Submit."""
+    for odd in (e for e in tree if e.get("role") == "push button" and e.get("text") == "Odd"):
+        y = (odd["bounds"][1] + odd["bounds"][3]) / 2
+        row = [e for e in tree if e["bounds"][1] <= y <= e["bounds"][3]]
+        number = next((e for e in row if re.fullmatch(r"-?\d+", e.get("text", ""))), None)
+        if number is None or memo.get(y):
+            continue
+        memo[y] = True
+        name = "Odd" if int(number["text"]) % 2 else "Even"
+        return _click(next((e for e in row if e.get("role") == "push button" and e.get("text") == name), None))
+    return _click(_button(tree, "Submit", "submit"))
+
+
+def click_tab_2(instruction, tree, memo):
+    """The link if the open tab shows it, else the next tab not opened yet."""
+    target = _quoted(instruction)[0]
+    link = next((e for e in tree if e.get("clickable") and e.get("role") != "page tab"
+                 and e.get("text", "").strip() == target), None)
+    if link is not None:
+        return _click(link)
+    opened = memo.setdefault("tabs", set())
+    tab = next((e for e in tree if e.get("role") == "page tab" and e.get("text") not in opened), None)
+    if tab is not None:
+        opened.add(tab["text"])
+    return _click(tab)
+
+
+def read_table(instruction, tree, memo):
+    m = re.search(r"Enter the value of (.+?) into the text field", instruction)
+    cells = [e for e in tree if e.get("role") == "table cell"]
+    key = next((i for i, e in enumerate(cells) if m and e.get("text") == m.group(1)), None)
+    if key is None or key + 1 >= len(cells):
+        return None
+    return _fill_once(_find(tree, "entry"), cells[key + 1]["text"], memo, "answer") or _click(_button(tree, "Submit"))
+
+
+def find_word(instruction, tree, memo):
+    m = re.search(r"Find the (\d+)(st|nd|rd|th) word", instruction)
+    entry = _find(tree, "entry")
+    if m is None or entry is None:
+        return None
+    above = [e for e in tree if e.get("role") == "label" and 40 <= e["bounds"][1] < entry["bounds"][1]
+             and e["bounds"][0] < entry["bounds"][2]]
+    words = " ".join(e["text"] for e in above).split()
+    k = int(m.group(1)) - 1
+    word = re.sub(r"[^a-zA-Z0-9]", "", words[k]) if k < len(words) else ""
+    return _fill_once(entry, word, memo, "answer") or _click(_button(tree, "Submit"))
+
+
+def sign_agreement(instruction, tree, memo):
+    """Scroll the agreement to its end where the form is disabled until then, type the name where
+    asked, then the named button."""
+    quoted = _quoted(instruction)
+    m = re.search(r"Click the (\w+) button", instruction)
+    name = m.group(1) if m else (quoted[-1] if quoted else "")
+    button = next((e for e in tree if e.get("role") == "push button" and e.get("text", "").lower() == name.lower()), None)
+    entry = _find(tree, "entry") if len(quoted) == 2 else None
+    if button is not None and button.get("enabled") and (entry is None or entry.get("enabled")):
+        return (_fill_once(entry, quoted[0], memo, "name") if entry is not None else None) or _click(button)
+    area = _find(tree, "text")
+    if area is None:
+        return None
+    x0, y0, x1, y1 = area["box"]
+    return GuiAction("scroll", point=((x0 + x1) / 2, (y0 + y1) / 2), direction="down")
+
+
+def _field_labelled(tree, words: tuple[str, ...]):
+    """The entry a label (or row header) naming one of ``words`` belongs to: on its row, else the
+    nearest one below it, or above it where the form puts its labels under the fields (its first
+    field comes before its first label)."""
+    entries = [e for e in tree if e.get("role") == "entry"]
+    labels = [e for e in tree if e.get("role") in ("label", "row header") and e["bounds"][1] >= QUERY_BOTTOM]
+    under = bool(entries and labels) and entries[0]["bounds"][1] < labels[0]["bounds"][1] and \
+        not any(e["bounds"][1] <= (labels[0]["bounds"][1] + labels[0]["bounds"][3]) / 2 <= e["bounds"][3] for e in entries)
+    for lab in (e for e in labels if any(w in e.get("text", "").lower() for w in words)):
+        y = (lab["bounds"][1] + lab["bounds"][3]) / 2
+        beside = next((e for e in entries if e["bounds"][1] <= y <= e["bounds"][3]), None)
+        if under:
+            near = sorted((e for e in entries if e["bounds"][3] <= lab["bounds"][1] + 1), key=lambda e: -e["bounds"][3])
+        else:
+            near = sorted((e for e in entries if e["bounds"][1] >= lab["bounds"][1]), key=lambda e: e["bounds"][1])
+        if beside or near:
+            return beside or near[0]
+    return None
+
+
+def movie_search(instruction, tree, memo):
+    """multi-layouts / multi-orderings: three labelled fields in any order and layout, then the
+    form's button (Submit, Search, Go!)."""
+    m = re.search(r"Search for (.+?) movies directed by (.+?) from year (\d+)\.", instruction)
+    if m is None:
+        return None
+    genre, director, year = m.groups()
+    for words, value in ((("genre",), genre), (("director",), director), (("year", "date"), year)):
+        action = _fill_once(_field_labelled(tree, words), value, memo, words)
+        if action is not None:
+            return action
+    return _click(next((e for e in tree if e.get("clickable") and e.get("text") in ("Submit", "Search", "Go!")), None))
+
+
+EXPERTS = {
+    "click-button": click_button, "unicode-test": click_button, "click-link": click_link,
+    "click-test": click_test, "click-test-2": click_test_2, "enter-text": enter_text,
+    "enter-text-2": enter_text_2, "enter-password": enter_password, "login-user": login_user,
+    "focus-text": focus_text, "focus-text-2": focus_text_2, "click-checkboxes": click_checkboxes,
+    "click-option": click_option, "click-dialog": click_dialog, "click-dialog-2": click_dialog_2,
+    "click-widget": click_widget, "click-tab": click_tab, "click-button-sequence": click_button_sequence,
+    "click-collapsible": click_collapsible, "click-collapsible-nodelay": click_collapsible,
+    "choose-list": choose_list, "enter-date": enter_date, "enter-time": enter_time,
+    "simple-arithmetic": simple_arithmetic, "copy-paste": copy_paste, "click-checkboxes-large": click_checkboxes,
+    "click-checkboxes-transfer": click_checkboxes, "enter-text-dynamic": enter_text, "odd-or-even": odd_or_even,
+    "click-tab-2": click_tab_2, "click-tab-2-easy": click_tab_2, "click-tab-2-medium": click_tab_2,
+    "read-table": read_table, "find-word": find_word, "sign-agreement": sign_agreement,
+    "multi-layouts": movie_search, "multi-orderings": movie_search,
+}

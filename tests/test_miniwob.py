@@ -1,0 +1,120 @@
+"""MiniWoB++ tasks (the Farama package's own pages) on the browser device, under MiniWoB's protocol:
+a seed draws the same problem for every policy, the instruction is the task's utterance, success is
+its raw reward > 0. The scripted experts solve their tasks; the chance baseline mostly does not."""
+import json
+import re
+
+import pytest
+
+from embodia.agent.loop.episode import run_episode
+from embodia.devices import open_device
+from embodia.devices.cdp import find_chromium
+
+pytestmark = pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (apt-get install chromium)")
+miniwob = pytest.importorskip("embodia.sim.miniwob")
+try:
+    miniwob.html_root()
+except ImportError as e:
+    pytest.skip(str(e), allow_module_level=True)
+
+pytest_plugins = ("fake_openai",)
+TASKS = ("click-button", "enter-text", "click-checkboxes")
+SEEDS = range(5)
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    """Per task: (seed, instruction, expert success, expert reward, chance success), paired by seed."""
+    out = {}
+    for task in TASKS:
+        rows = []
+        with open_device(f"sim:miniwob/{task}") as dev:
+            for seed in SEEDS:
+                r = run_episode(dev, dev.expert(), seed=seed)
+                reward = dev.info()["raw_reward"]
+                c = run_episode(dev, miniwob.RandomTreePolicy(seed=7), seed=seed, max_steps=6)
+                assert c.instruction == r.instruction            # the same seed drew the same problem
+                rows.append((seed, r.instruction, r.success, reward, c.success))
+        out[task] = rows
+    return out
+
+
+def test_the_experts_solve_their_tasks(outcomes):
+    for task, rows in outcomes.items():
+        assert all(ok and reward > 0 for _, _, ok, reward, _ in rows), (task, rows)
+
+
+def test_the_chance_baseline_mostly_fails(outcomes):
+    chance = [c for rows in outcomes.values() for *_, c in rows]
+    assert sum(chance) <= len(chance) // 3, outcomes
+
+
+def test_the_instruction_is_the_tasks_utterance_and_seeds_repeat(outcomes):
+    for rows in outcomes.values():
+        assert len({instr for _, instr, *_ in rows}) >= 3          # seeds draw different problems
+    assert all(instr.startswith('Click on the "') for _, instr, *_ in outcomes["click-button"])
+    assert all(instr.startswith('Enter "') for _, instr, *_ in outcomes["enter-text"])
+
+
+def test_reward_time_limit_and_a_wrong_answer():
+    with open_device("sim:miniwob/click-button") as dev:
+        first = dev.reset(3)
+        again = dev.reset(3)
+        assert [e["text"] for e in first.ui_tree] == [e["text"] for e in again.ui_tree]
+        wrong = next(e for e in again.ui_tree if e["role"] == "push button" and
+                     e["text"] not in dev.instruction)
+        r = run_episode(dev, _Plan([{"type": "click", "element": wrong["index"]}]), seed=3)
+        info = dev.info()
+        assert r.success is False and info["done"] and info["raw_reward"] < 0 and info["time_limit_ms"] == 10000
+        assert "sandbox" in dev.capabilities and "success" in dev.capabilities
+
+
+def test_key_chords_copy_and_paste_on_a_page():
+    """copy-paste's expert selects, copies and pastes with ctrl+a, ctrl+c and ctrl+v, as a person does."""
+    with open_device("sim:miniwob/copy-paste") as dev:
+        expert = dev.expert()
+        steps = []
+        r = run_episode(dev, expert, seed=1000, on_step=lambda t, obs, a, nxt: steps.append(a))
+    assert r.success
+    chords = [a.keys for a in steps if a.type == "key"]
+    assert chords == [("ctrl", "a"), ("ctrl", "c"), ("ctrl", "v")] and not any(a.type == "type" for a in steps)
+
+
+def test_unknown_task_and_option_are_one_line_errors():
+    with pytest.raises(ValueError, match="unknown MiniWoB task 'no-such-task'"):
+        open_device("sim:miniwob/no-such-task")
+    with pytest.raises(ValueError, match="unknown options"):
+        open_device("sim:miniwob/click-button?colour=red")
+
+
+class _Plan:
+    def __init__(self, steps):
+        from embodia.devices import GuiAction
+        self.steps = [GuiAction.from_dict(s) for s in steps]
+
+    def reset(self, seed=None):
+        self.i = 0
+
+    def act(self, obs, instruction):
+        from embodia.devices import GuiAction
+        self.i += 1
+        return self.steps[self.i - 1] if self.i <= len(self.steps) else GuiAction("terminate", status="failure")
+
+
+def test_an_openai_policy_reads_the_tree_and_solves_a_task(fake_openai):
+    """A served model (a loopback fake speaking the OpenAI wire format) gets the instruction and the
+    page's tree in its prompt; it answers with an element, which the page clicks."""
+    from embodia.agent.loop.factory import make_policy
+
+    def model(req):
+        text = req.texts()[1]
+        target = re.search(r'Task: Click on the "([^"]+)" button', text).group(1)
+        element = re.search(r'\[(\d+)\] push button "' + re.escape(target) + '"', text).group(1)
+        return json.dumps({"type": "click", "element": int(element)})
+
+    with open_device("sim:miniwob/click-button") as dev:
+        fake_openai.script(model)
+        policy = make_policy("openai:test", dev, base_url=fake_openai.url)
+        r = run_episode(dev, policy, seed=1000, max_steps=3)
+    assert r.success and r.steps == 1 and len(fake_openai.chats) == 1
+    assert fake_openai.chats[0].image_sizes()                      # the screenshot went too
