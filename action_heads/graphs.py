@@ -44,7 +44,7 @@ import torch
 
 from embodia.action_heads.dit import context_masks, euler, fused_block, run_block
 
-__all__ = ["GraphedSampler", "GraphedVelocity", "cuda_capture", "pad_context", "compile_setting",
+__all__ = ["GraphedSampler", "GraphedVelocity", "cuda_capture", "eager_capture", "pad_context", "compile_setting",
            "COMPILE_ENV", "COMPILE_MODES"]
 
 COMPILE_ENV = "EMBODIA_COMPILE_SAMPLER"     # "1": torch.compile the network inside the sampler's graph
@@ -84,6 +84,24 @@ def cuda_capture(fn: Callable[[], torch.Tensor]):
     with torch.cuda.graph(graph):
         out = fn()
     return graph.replay, out
+
+
+def eager_capture(fn: Callable[[], torch.Tensor]):
+    """(replay, output) like `cuda_capture`, but the replay recomputes ``fn`` eagerly into ``output``:
+    a stand-in for the capture on any device (tests on a CPU). Like a CUDA graph, it holds only a
+    weak reference to ``fn``, so whatever the captured forward reads must be kept alive by its owner;
+    a replay after that owner let it go fails loudly instead of passing where a GPU would read freed
+    memory."""
+    import weakref
+    out = fn()
+    ref = weakref.ref(fn)
+
+    def replay():
+        alive = ref()
+        if alive is None:
+            raise RuntimeError("replay of a captured function that was freed (and the tensors it reads with it)")
+        out.copy_(alive())
+    return replay, out
 
 
 class _Captured:

@@ -7,31 +7,17 @@ comparison run for real on the CPU."""
 from __future__ import annotations
 
 import warnings
-import weakref
 
 import numpy as np
 import pytest
 import torch
 
+from embodia.action_heads.graphs import eager_capture
 from embodia.policies import prefix_graph
 from embodia.policies.backbone import Backbone, tiny_config, train_tokenizer
 from embodia.policies.prefix_graph import GraphedPrefix, window_index
 
 WORDS = ["pick up the red block and place it in the bin", "arm body with a gripper and two cameras"]
-
-
-def eager_capture(fn):
-    """Like a CUDA graph, the replay holds no reference to what ``fn`` reads (a graph keeps device
-    pointers only): whatever the captured forward needs must be kept alive by its owner, else its
-    memory is reused and the replay reads garbage (seen on an H100: an index out of bounds)."""
-    out = fn()
-    ref = weakref.ref(fn)
-
-    def replay():
-        alive = ref()
-        assert alive is not None, "the captured forward (and the tensors it reads) was freed"
-        out.copy_(alive())
-    return replay, out
 
 
 @pytest.fixture(scope="module")

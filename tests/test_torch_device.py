@@ -6,7 +6,6 @@ import os
 import shutil
 import sysconfig
 import warnings
-import weakref
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from embodia.action_heads.graphs import eager_capture
 from embodia.agent.cli import app
 from embodia.agent.loop.episode import run_episode
 from embodia.agent.loop.factory import make_policy
@@ -258,10 +258,6 @@ def test_graph_replay_with_static_buffers_matches_eager_sampling_plain_steered_a
     (later start) and inpainted paths and across instructions of different lengths."""
     from embodia.action_heads.graphs import GraphedVelocity
 
-    def eager_capture(fn):
-        out = fn()
-        return (lambda: out.copy_(fn())), out
-
     with open_device("sim:twogap-push") as dev:
         eager = VLAPolicy.from_pretrained(TINY, torch_device="cpu").bind(dev.embodiment)
         graphed = VLAPolicy.from_pretrained(TINY, torch_device="cpu").bind(dev.embodiment)
@@ -277,18 +273,7 @@ def test_graph_replay_with_static_buffers_matches_eager_sampling_plain_steered_a
         assert len(graphed.graphs.captured) == 2          # two context lengths, each captured once
 
 
-def weak_capture(fn):
-    """An eager stand-in for a CUDA graph capture that, like a graph, holds no reference to what it
-    replays (a graph keeps device pointers only): the captured function and every tensor it reads
-    must be kept alive by their owner."""
-    out = fn()
-    ref = weakref.ref(fn)
-
-    def replay():
-        alive = ref()
-        assert alive is not None, "the captured function (and the tensors it reads) was freed"
-        out.copy_(alive())
-    return replay, out
+weak_capture = eager_capture       # holds a weak reference, as a CUDA graph does
 
 
 def _graphed_policies(dev, sampler):
