@@ -175,9 +175,7 @@ def summarize(cells: dict, tasks: list[str], axes: list[str], arms: list[str], s
         for arm in arms:
             row[arm] = _pool([half(t, axis, arm) for t in tasks])
         row["cost"] = row["clean"]["success_rate"] - row["off"]["success_rate"]
-        comps = {f"{arm} - off": paired(np.concatenate([half(t, axis, arm) for t in tasks]),
-                                        np.concatenate([half(t, axis, "off") for t in tasks]))
-                 for arm in arms if arm != "off"}
+        comps = _vs_off(half, tasks, axis, arms)
         if {"online", "replay"} <= set(arms):
             comps["online - replay"] = paired(np.concatenate([half(t, axis, "online") for t in tasks]),
                                               np.concatenate([half(t, axis, "replay") for t in tasks]))
@@ -186,11 +184,7 @@ def summarize(cells: dict, tasks: list[str], axes: list[str], arms: list[str], s
         row["comparisons"] = comps
         out["axes"][axis] = row
         for t in tasks:
-            cell = {"clean": _pool([half(t, None, "off")]), **{a: _pool([half(t, axis, a)]) for a in arms}}
-            if "online" in arms:
-                cell["online - off"] = paired(half(t, axis, "online"), half(t, axis, "off"))
-                cell["harmed"] = cell["online - off"]["newcombe_paired95"][1] < 0
-            out["cells"][f"{t}|{axis}"] = cell
+            out["cells"][f"{t}|{axis}"] = {"clean": _pool([half(t, None, "off")]), **_cell(half, t, axis, arms)}
     if all((arm, 0) in cells[t, None] for t in tasks for arm in arms):
         out["clean"] = _clean_row(half, tasks, arms)
     for group in sorted({group_of(t) for t in tasks}):
@@ -204,17 +198,26 @@ def _clean_row(half, tasks: list[str], arms: list[str]) -> dict:
     """The memory arms on the clean cells: do they cost a working policy anything? Pooled and per task,
     each arm against off with the paired interval (``harmed``: the interval lies wholly below 0)."""
     row = {arm: _pool([half(t, None, arm) for t in tasks]) for arm in arms}
-    row["comparisons"] = {f"{arm} - off": paired(np.concatenate([half(t, None, arm) for t in tasks]),
-                                                 np.concatenate([half(t, None, "off") for t in tasks]))
-                          for arm in arms if arm != "off"}
-    row["cells"] = {}
-    for t in tasks:
-        cell = {a: _pool([half(t, None, a)]) for a in arms}
-        if "online" in arms:
-            cell["online - off"] = paired(half(t, None, "online"), half(t, None, "off"))
-            cell["harmed"] = cell["online - off"]["newcombe_paired95"][1] < 0
-        row["cells"][t] = cell
+    row["comparisons"] = _vs_off(half, tasks, None, arms)
+    row["cells"] = {t: _cell(half, t, None, arms) for t in tasks}
     return row
+
+
+def _vs_off(half, tasks: list[str], axis, arms: list[str]) -> dict:
+    """Each memory arm against off on ``axis`` (None: the clean cells), pooled over ``tasks``, paired."""
+    return {f"{arm} - off": paired(np.concatenate([half(t, axis, arm) for t in tasks]),
+                                   np.concatenate([half(t, axis, "off") for t in tasks]))
+            for arm in arms if arm != "off"}
+
+
+def _cell(half, task: str, axis, arms: list[str]) -> dict:
+    """One task x axis cell: each arm's rate, and online against off with ``harmed`` (the paired
+    interval lies wholly below 0)."""
+    cell = {a: _pool([half(task, axis, a)]) for a in arms}
+    if "online" in arms:
+        cell["online - off"] = paired(half(task, axis, "online"), half(task, axis, "off"))
+        cell["harmed"] = cell["online - off"]["newcombe_paired95"][1] < 0
+    return cell
 
 
 def _pool(halves: list[np.ndarray]) -> dict:
