@@ -451,7 +451,7 @@ def test_a_failing_tool_is_a_one_line_error_and_no_traceback(tmp_path):
 
 
 def test_hub_caps_devices_per_server_and_per_client(tmp_path):
-    from embodia.agent.serving.mcp import Hub, McpLimits, SessionError
+    from embodia.agent.serving.mcp_session import Hub, McpLimits, SessionError
     hub = Hub(None, stateful=False, limits=McpLimits(max_devices=2, max_devices_per_client=1))
     hub.open("a", "gui-sim:settings", client="10.0.0.1")
     with pytest.raises(SessionError, match="this client has 1"):
@@ -470,7 +470,7 @@ def test_hub_caps_devices_per_server_and_per_client(tmp_path):
 def test_an_unexpected_exception_becomes_a_tool_error_with_its_message():
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from embodia.agent.serving.mcp import _one_line_errors
+    from embodia.agent.serving.mcp_tools import _one_line_errors
 
     def boom():
         raise FileExistsError(17, "File exists", "/tmp/x\nsecond line")

@@ -34,21 +34,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from embodia.agent.loop.safety import SafetyGate
 from embodia.agent.serving.access import BearerAuth, is_loopback, is_wildcard, require_credential
 
-# the session and tool layers, importable from here as before the split
-from embodia.agent.serving.mcp_session import (  # noqa: F401
-    IDLE_CLOSE_S,
-    MAX_CHUNK_ROWS,
-    Allowed,
-    ClientPolicy,
-    DeviceSession,
-    Hub,
-    McpLimits,
-    SessionError,
-    load_memory_stats,
-    observation_content,
-    on_device,
-    parse_action,
-)
+from embodia.agent.serving.mcp_session import Allowed, Hub, McpLimits
 from embodia.agent.serving.mcp_tools import TOOLS, Setup, _confirm_model, _one_line_errors
 
 INSTRUCTIONS = (
