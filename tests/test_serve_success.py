@@ -14,7 +14,8 @@ from websockets.sync.client import connect
 from embodia.agent.cli.app import app
 from embodia.agent.loop.factory import device_namespace, make_device, make_policy
 from embodia.agent.loop.success import SuccessSourceError
-from embodia.agent.serving.server import PolicyServer, server_labeler
+from embodia.agent.serving.connections import server_labeler
+from embodia.agent.serving.server import PolicyServer
 from embodia.memory import SuccessMemory, pending
 from embodia.policies.robot.steered import KEY_ENCODER, memory_for, normalizer_hash
 from embodia.policies.ws_policy import packb, unpackb

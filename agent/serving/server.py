@@ -90,8 +90,7 @@ from websockets.exceptions import ConnectionClosed
 
 from embodia.agent.serving.access import same_secret
 
-# the connection and message layers, importable from here as before the split
-from embodia.agent.serving.connections import ClientBody, ConnectionSession, FairWorker, server_labeler  # noqa: F401
+from embodia.agent.serving.connections import ClientBody, ConnectionSession, FairWorker
 from embodia.agent.serving.messages import Limits, read_observation, read_steps
 from embodia.devices import Embodiment
 from embodia.devices.observation import ACTION, STATE, image_key
