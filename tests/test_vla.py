@@ -160,3 +160,30 @@ def test_two_bodies_train_together_through_the_frozen_phase(demos, tmp_path):
         with open_device(uri) as dev:
             p = VLAPolicy.from_pretrained(tmp_path / "ck").bind(dev.embodiment)
             assert p.act(dev.reset(0), dev.instruction).shape == shape
+
+
+def test_random_shift_moves_the_image_and_repeats_its_edges():
+    from embodia.agent.training.train import random_shift
+    im = torch.arange(36, dtype=torch.uint8).view(6, 6, 1).expand(6, 6, 3).contiguous()
+    seen = set()
+    for s in range(40):
+        out = random_shift(im, 2, np.random.default_rng(s))
+        assert out.shape == im.shape and out.dtype == torch.uint8
+        # every shifted image is a window of the edge-padded original: its rows and columns stay sorted
+        assert torch.all(out[1:, :, 0] >= out[:-1, :, 0]) and torch.all(out[:, 1:, 0] >= out[:, :-1, 0])
+        seen.add(int(out[0, 0, 0]))
+    assert len(seen) > 3 and 0 in seen          # several offsets drawn, the edge value repeated into the gap
+
+
+def test_shift_augments_the_live_images_and_nothing_else(demos):
+    from embodia.agent.recording.dataset import LocalDataset
+    from embodia.agent.training.train import Samples
+    cfg = small_cfg(demos, "unused")
+    ds = [LocalDataset(demos)]
+    model = build_model(cfg, ds)
+    samples = Samples(ds, model.backbone, model.cfg, only_success=False, log=lambda *_: None)
+    plain = samples.batch(np.random.default_rng(3), 8)
+    moved = samples.batch(np.random.default_rng(3), 8, shift=4)
+    for key in ("state", "action", "input_ids", "image_grid_thw"):
+        assert torch.equal(plain[key], moved[key]), key
+    assert not torch.equal(plain["pixel_values"], moved["pixel_values"])

@@ -23,6 +23,10 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
           hidden: int = typer.Option(64, "--hidden", help="backbone width of a fresh model"),
           layers: int = typer.Option(2, "--layers", help="backbone text layers of a fresh model"),
           resume: bool = typer.Option(False, "--resume", help="continue the run saved in --out"),
+          shift: int = typer.Option(0, "--shift", min=0, help="image augmentation: random shift by up to this "
+                                    "many pixels while the backbone trains (0: none)"),
+          freeze_after: int = typer.Option(1000, "--freeze-after", min=0, help="end-to-end steps before the "
+                                           "backbone is frozen and cached (0: never)"),
           heldout: Optional[Path] = typer.Option(None, "--heldout", help="a recorded dataset scored offline "
                                                  "at each save (first episodes; OUT.heldout.jsonl)"),
           modality: Optional[Path] = ModalityOpt,
@@ -43,7 +47,8 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
     cfg = TrainConfig(data=expand_data(data), out=str(out), steps=steps, batch_size=batch_size, lr=lr,
                       seed=seed, save_every=save_every, threads=threads, hidden=hidden, layers=layers,
                       heldout=str(heldout) if heldout else None, modality=str(modality) if modality else None,
-                      torch_device=torch_device, dtype=dtype)
+                      torch_device=torch_device, dtype=dtype, shift=shift,
+                      freeze_backbone_after=freeze_after or None)
     try:
         run_training(cfg, resume=resume, log=console.print)
     except (ValueError, FileNotFoundError) as e:     # DatasetError, a bad mapping file, no episodes to train on

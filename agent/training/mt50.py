@@ -3,6 +3,8 @@
     python -m embodia.agent.training.mt50 --data data/mt50 --out ckpt/embodia-mt50
     python -m embodia.agent.training.mt50 --data data/mt50 --out ckpt/embodia-mt50 --steps 40000   # train longer
     python -m embodia.agent.training.mt50 --steps 5000 --bundle policies/checkpoints/embodia-mt50   # the bundled one
+    python -m embodia.agent.training.mt50 --obs lerobot --data data/mt50-lerobot --out ckpt/mt50-lerobot \
+        --shift 4 --freeze-after 6000 --steps 12000          # from LeRobot's view: corner2 pixels + agent_pos
 
 Both halves resume: run the same command again after a stop (or in the next session) and the
 recording goes on from the task and seed where it stopped (`record_suite`), the training from its
@@ -42,6 +44,14 @@ def main(argv=None) -> None:
                     help="what the demos (and so the checkpoint) read: Meta-World's 39-number state with a "
                          "corner image, or LeRobot's view (the corner2 image and the 4-number agent_pos)")
     ap.add_argument("--size", default=None, help="the camera image's size in the demos (WxH; default 96x96)")
+    ap.add_argument("--shift", type=int, default=0,
+                    help="image augmentation: random shift by up to this many pixels while the backbone trains "
+                         "(a pixel policy's choice; 0: none, as embodia-mt50 was trained)")
+    ap.add_argument("--freeze-after", type=int, default=1000,
+                    help="train the backbone end to end for this many steps, then cache it and train the head "
+                         "alone (a policy that reads pixels needs its vision tower trained longer); 0: never freeze")
+    ap.add_argument("--vision-layers", type=int, default=2, help="vision tower layers of a fresh model")
+    ap.add_argument("--hidden", type=int, default=64, help="backbone width of a fresh model")
     ap.add_argument("--bundle", type=Path, default=None,
                     help="after training, copy the inference files (no training state) into this folder")
     args = ap.parse_args(argv)
@@ -62,7 +72,9 @@ def main(argv=None) -> None:
         t1 = time.perf_counter()
         if not args.record_only:
             train(TrainConfig(data=expand_data([args.data]), out=str(args.out), steps=args.steps,
-                              threads=args.threads, save_every=args.save_every), resume=state.exists())
+                              threads=args.threads, save_every=args.save_every, shift=args.shift,
+                              freeze_backbone_after=args.freeze_after or None, vision_layers=args.vision_layers,
+                              hidden=args.hidden), resume=state.exists())
             row["train_s"] = round(time.perf_counter() - t1)
         if args.bundle is not None:
             bundle(args.out, args.bundle)

@@ -53,6 +53,7 @@ class TrainConfig:
     threads: int = 2
     only_success: bool = True
     freeze_backbone_after: int | None = 1000   # then cache its context and train the head alone
+    shift: int = 0                    # image augmentation: random shift by up to this many pixels (0: none)
     frozen_batch_size: int | None = None   # head-only steps are cheap: more states per step (128; CUDA 512)
     frozen_repeats: int = 2
     heldout: str | None = None        # a dataset scored offline at each checkpoint save (heldout.jsonl)
@@ -195,7 +196,9 @@ class Samples:
                 g["ctx_mask"] = torch.cat([torch.nn.functional.pad(m, (0, width - m.shape[1])) for m in masks])
                 log(f"cached backbone context for {g['emb'].name}: {tuple(g['ctx'].shape)}")
 
-    def batch(self, rng: np.random.Generator, size: int, cached: bool = False) -> dict:
+    def batch(self, rng: np.random.Generator, size: int, cached: bool = False, shift: int = 0) -> dict:
+        """One training batch; ``shift`` > 0 moves each live (uncached) image by a random offset of up
+        to that many pixels (`random_shift`)."""
         cfg, H = self.cfg, self.H
         if self.balance == "bodies":
             which = rng.integers(len(self.groups), size=size)
@@ -232,12 +235,34 @@ class Samples:
             out["ctx"] = torch.stack([fit(self.groups[gi]["ctx"][j]) for gi, j in rows]).float()
             out["ctx_mask"] = torch.stack([fit(self.groups[gi]["ctx_mask"][j]) for gi, j in rows])
             return out
+        if imgs and shift:
+            imgs = [random_shift(im, shift, rng) for im in imgs]
         pixel_values, grid = self.backbone.patchify(torch.stack(imgs)) if imgs else (None, None)
         ids = self.input_ids[text]
         mask = self.attention_mask[text]
         width = int(mask.sum(1).max())                        # drop all-pad columns
         return out | {"input_ids": ids[:, :width], "attention_mask": mask[:, :width],
                       "pixel_values": pixel_values, "image_grid_thw": grid}
+
+
+def random_shift(image: torch.Tensor, pad: int, rng: np.random.Generator) -> torch.Tensor:
+    """uint8 [h, w, 3] moved by a random offset of up to ``pad`` pixels each way, the edge rows and
+    columns repeated into the gap (DrQ's augmentation for pixel control): a policy that reads a
+    fixed camera otherwise learns where objects sit to the pixel, and 50 demos a task show few
+    places.
+
+    >>> im = torch.arange(16, dtype=torch.uint8).view(4, 4, 1).expand(4, 4, 3)
+    >>> random_shift(im, 0, np.random.default_rng(0)).equal(im)
+    True
+    >>> random_shift(im, 2, np.random.default_rng(0)).shape
+    torch.Size([4, 4, 3])
+    """
+    if pad <= 0:
+        return image
+    h, w = image.shape[:2]
+    dy, dx = (int(v) for v in rng.integers(0, 2 * pad + 1, size=2))
+    padded = torch.nn.functional.pad(image.permute(2, 0, 1)[None].float(), (pad, pad, pad, pad), mode="replicate")
+    return padded[0, :, dy:dy + h, dx:dx + w].permute(1, 2, 0).to(torch.uint8)
 
 
 # -- training state (no pickles: safetensors + JSON) ------------------------------------------------
@@ -461,7 +486,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=
             if not frozen and cfg.freeze_backbone_after is not None and step >= cfg.freeze_backbone_after:
                 frozen = True
                 freeze_backbone(model, ema, samples, log=log)
-            b = samples.batch(rng, cfg.frozen_batch_size if frozen else cfg.batch_size, cached=frozen)
+            b = samples.batch(rng, cfg.frozen_batch_size if frozen else cfg.batch_size, cached=frozen, shift=cfg.shift)
             b = to_device(b, dev, pin=True)       # host batches, copied while the device works
             for group in opt.param_groups:
                 group["lr"] = warmup_cosine(step, cfg.lr, cfg.warmup, cfg.steps)
