@@ -474,6 +474,109 @@ def movie_search(instruction, tree, memo):
     return _click(next((e for e in tree if e.get("clickable") and e.get("text") in ("Submit", "Search", "Go!")), None))
 
 
+# -- experts added for issue 37's second part ------------------------------------------------------
+def _words(text: str) -> list[str]:
+    return re.findall(r"[A-Za-z0-9']+", text)
+
+
+def _ordinal(instruction: str, default: int = 1) -> int:
+    m = re.search(r"(\d+)(?:st|nd|rd|th)\b", instruction)
+    return int(m.group(1)) if m else default
+
+
+def button_delay(instruction, tree, memo):
+    """ONE, then the wait the instruction names (TWO only counts after it), then TWO."""
+    m = re.search(r"wait (\d+) seconds?", instruction)
+    pause = GuiAction("wait", duration_ms=int(m.group(1)) * 1000 + 300) if m else None
+    return _steps(memo, "seq", [_click(_find(tree, "push button", "ONE")), pause, _click(_find(tree, "push button", "TWO"))])
+
+
+def scroll_text(instruction, tree, memo):
+    """The text area's value holds the whole text, scrolled or not: its last word, typed."""
+    area = _find(tree, "text")
+    words = _words(area.get("value") or "") if area is not None else []
+    if not words:
+        return None
+    return _fill_once(_find(tree, "entry"), words[-1], memo, "answer") or _click(_button(tree, "Submit"))
+
+
+def scroll_text_2(instruction, tree, memo):
+    """Scroll the text area to the end the instruction names until it cannot move (more wheel turns
+    than its text needs), then Submit."""
+    area = _find(tree, "text")
+    if area is None:
+        return None
+    x0, y0, x1, y1 = area["box"]
+    way = "up" if "to the top" in instruction else "down"
+    turns = [GuiAction("scroll", point=((x0 + x1) / 2, (y0 + y1) / 2), direction=way)] * 6
+    return _steps(memo, "scroll", turns) or _click(_button(tree, "Submit"))
+
+
+def simple_algebra(instruction, tree, memo):
+    """``a + x = b``, ``x - a = b`` and the like: x from the equation the page shows."""
+    eq = next((e["text"] for e in tree if re.fullmatch(r"[-\dx]+ [-+] [-\dx]+ = -?\d+", e.get("text", ""))), None)
+    if eq is None:
+        return None
+    left, op, right, _, total = eq.split()
+    total = int(total)
+    if left == "x":
+        value = total - int(right) if op == "+" else total + int(right)
+    else:
+        value = total - int(left) if op == "+" else int(left) - total
+    return _fill_once(_find(tree, "entry"), str(value), memo, "answer") or _click(_button(tree, "Submit"))
+
+
+def copy_paste_2(instruction, tree, memo):
+    """copy-paste over several text areas: the one the ordinal names."""
+    areas = [e for e in tree if e.get("role") == "text"]
+    k = _ordinal(instruction) - 1
+    source, box = (areas[k] if k < len(areas) else None), _find(tree, "entry")
+    if source is None or box is None:
+        return None
+    return _steps(memo, "copy", [_click(source), GuiAction("key", keys=("ctrl", "a")), GuiAction("key", keys=("ctrl", "c")),
+                                 _click(box), GuiAction("key", keys=("ctrl", "v"))]) or _click(_button(tree, "Submit"))
+
+
+def read_table_2(instruction, tree, memo):
+    """Each labelled field gets the table cell beside the cell that names its label."""
+    cells = [e.get("text", "") for e in tree if e.get("role") == "table cell"]
+    table = dict(zip(cells[::2], cells[1::2]))
+    for lab in (e for e in tree if e.get("role") == "label" and e.get("text", "").endswith(":")):
+        name = lab["text"][:-1].strip()
+        y = (lab["bounds"][1] + lab["bounds"][3]) / 2
+        field = next((e for e in tree if e.get("role") == "entry" and e["bounds"][1] <= y <= e["bounds"][3]), None)
+        if name in table and field is not None:
+            action = _fill_once(field, table[name], memo, name)
+            if action is not None:
+                return action
+    return _click(_button(tree, "Submit"))
+
+
+def text_transform(instruction, tree, memo):
+    """The distorted text is drawn one character per label, between the instruction and the field."""
+    entry = _find(tree, "entry")
+    if entry is None:
+        return None
+    chars = [e for e in tree if e.get("role") == "label" and QUERY_BOTTOM <= e["bounds"][1] < entry["bounds"][1]
+             and e["bounds"][0] < entry["bounds"][2]]          # not the reward panel to the right
+    text = "".join(e["text"] for e in sorted(chars, key=lambda e: e["bounds"][0]))
+    return _fill_once(entry, text, memo, "answer") or _click(_button(tree, "Submit"))
+
+
+def grid_coordinate(instruction, tree, memo):
+    """The grid's points sorted into columns (x = -2..2, left to right) and rows (y = 2..-2, top down)."""
+    m = re.search(r"\((-?\d+),\s*(-?\d+)\)", instruction)
+    points = [e for e in tree if e.get("role") == "graphics-symbol" and e.get("clickable")]
+    xs = sorted({e["bounds"][0] for e in points})
+    ys = sorted({e["bounds"][1] for e in points})
+    if m is None or not points:
+        return None
+    col, row = int(m.group(1)) + len(xs) // 2, len(ys) // 2 - int(m.group(2))
+    if not (0 <= col < len(xs) and 0 <= row < len(ys)):
+        return None
+    return _click(next((e for e in points if e["bounds"][0] == xs[col] and e["bounds"][1] == ys[row]), None))
+
+
 EXPERTS = {
     "click-button": click_button, "unicode-test": click_button, "click-link": click_link,
     "click-test": click_test, "click-test-2": click_test_2, "enter-text": enter_text,
@@ -488,4 +591,9 @@ EXPERTS = {
     "click-tab-2": click_tab_2, "click-tab-2-easy": click_tab_2, "click-tab-2-medium": click_tab_2,
     "read-table": read_table, "find-word": find_word, "sign-agreement": sign_agreement,
     "multi-layouts": movie_search, "multi-orderings": movie_search,
+    # issue 37, second part
+    "click-test-transfer": click_test_2, "button-delay": button_delay, "click-collapsible-2": click_tab_2,
+    "click-collapsible-2-nodelay": click_tab_2, "scroll-text": scroll_text, "scroll-text-2": scroll_text_2,
+    "simple-algebra": simple_algebra, "copy-paste-2": copy_paste_2, "read-table-2": read_table_2,
+    "text-transform": text_transform, "grid-coordinate": grid_coordinate,
 }
