@@ -41,7 +41,8 @@ from pathlib import Path
 from embodia.devices.actions import GuiAction
 from embodia.devices.browser import BrowserDevice, _size
 
-__all__ = ["EXPERTS", "MiniWobDevice", "RandomTreePolicy", "list_tasks", "open_miniwob"]
+__all__ = ["EXPERTS", "NOT_BUILT", "SUITES", "MiniWobDevice", "RandomTreePolicy", "group_of", "list_tasks", "open_miniwob",
+           "suite_coverage", "suite_tasks"]
 
 READY_TIMEOUT_S = 2.0
 QUERY_BOTTOM = 45          # pixels: MiniWoB's instruction bar (#query) ends above this, the task area starts
@@ -597,3 +598,76 @@ EXPERTS = {
     "simple-algebra": simple_algebra, "copy-paste-2": copy_paste_2, "read-table-2": read_table_2,
     "text-transform": text_transform, "grid-coordinate": grid_coordinate,
 }
+
+
+# -- suites (`sim:miniwob/<suite>`, run by `embodia.agent.evaluation.suite`) -------------------------
+# Each published set is copied name for name from the source written beside it; a set that could not
+# be read from a source is not built (NOT_BUILT says why). A suite keeps the tasks this package lacks
+# or that have no expert: `suite_coverage` names them and a suite run reports them, never drops them.
+WGE_ORIGINAL = (
+    # Liu et al. 2018 (WGE), "Tasks used in the paper", "Original tasks", as the MiniWoB++ page lists
+    # them (stanfordnlp/miniwob-plusplus, index.html at commit 833a477): its first table, then the
+    # tasks with animation delays and their "nodelay" versions.
+    "choose-list", "click-button", "click-button-sequence", "click-checkboxes", "click-color", "click-dialog",
+    "click-dialog-2", "click-link", "click-option", "click-shades", "click-shape", "click-tab", "click-tab-2",
+    "click-test", "click-test-2", "click-widget", "count-shape", "email-inbox", "enter-date", "enter-password",
+    "enter-text", "enter-text-dynamic", "enter-time", "focus-text", "focus-text-2", "grid-coordinate",
+    "guess-number", "identify-shape", "login-user", "navigate-tree", "search-engine", "social-media",
+    "tic-tac-toe", "use-spinner",
+    "book-flight", "choose-date", "click-collapsible", "click-collapsible-2", "click-pie", "use-autocomplete",
+    "book-flight-nodelay", "choose-date-nodelay", "click-collapsible-2-nodelay", "click-collapsible-nodelay",
+    "click-pie-nodelay", "use-autocomplete-nodelay",
+)
+WGE_ADDITIONAL = (
+    # the same page, "Tasks used in the paper", "Additional tasks"
+    "click-checkboxes-large", "click-checkboxes-soft", "click-checkboxes-transfer", "click-tab-2-hard",
+    "login-user-popup", "multi-layouts", "multi-orderings", "social-media-all", "social-media-some",
+    "email-inbox-forward-nl", "email-inbox-forward-nl-turk", "email-inbox-nl-turk",
+)
+SYNAPSE_EXEMPLARS = (
+    # Zheng et al. 2023 (Synapse): the 48 tasks its exemplar memory holds demonstrations of ("using
+    # demonstrations from only 48 tasks"), the keys of synapse/memory/miniwob/exemplars.json in
+    # ltzheng/Synapse at commit 25b7046, in that file's order. NOT the 64 tasks its 99.2% is over.
+    "book-flight", "choose-date", "click-button-sequence", "click-button", "click-checkboxes-large",
+    "click-checkboxes-soft", "click-collapsible-2", "click-collapsible", "click-color", "click-dialog-2",
+    "click-dialog", "click-link", "click-menu", "click-pie", "click-scroll-list", "click-shades", "click-shape",
+    "click-tab-2", "click-tab", "click-widget", "copy-paste-2", "count-shape", "email-inbox-nl-turk",
+    "enter-date", "enter-password", "enter-text-dynamic", "enter-time", "find-word", "focus-text-2",
+    "focus-text", "grid-coordinate", "guess-number", "identify-shape", "login-user-popup", "multi-layouts",
+    "navigate-tree", "read-table", "search-engine", "simple-algebra", "social-media-all", "social-media-some",
+    "social-media", "terminal", "text-transform", "tic-tac-toe", "use-autocomplete", "use-slider", "use-spinner",
+)
+SUITES: dict[str, tuple[str, ...]] = {
+    "experts": tuple(sorted(EXPERTS)),          # every task with a scripted expert
+    "wge-original": WGE_ORIGINAL, "wge-additional": WGE_ADDITIONAL, "synapse-exemplars": SYNAPSE_EXEMPLARS,
+}
+NOT_BUILT = {
+    "synapse-64": "Synapse's 64 evaluation tasks are listed only in its paper's per-task table, which "
+                  "could not be read where this was written; its repository lists the 48 exemplar tasks",
+    "wge-flight": "the three flight.* tasks of WGE are not in the Farama miniwob package",
+    "ccnet": "Humphreys et al. 2022 (CC-Net): no source listing its task set exactly was found",
+    "rci": "Kim et al. 2023 (RCI): its repository's task_names_RCI.json sits in a data-comparison folder "
+           "and is not stated to be the paper's evaluated set",
+}
+
+
+def suite_tasks(name: str) -> tuple[str, ...]:
+    """The tasks of suite ``name``, in the source's order (tasks missing here included)."""
+    if name not in SUITES:
+        extra = f" ({name} is not built: {NOT_BUILT[name]})" if name in NOT_BUILT else ""
+        raise ValueError(f"unknown MiniWoB suite {name!r}{extra}; suites: {', '.join(SUITES)}")
+    return SUITES[name]
+
+
+def suite_coverage(name: str) -> dict[str, list[str]]:
+    """The tasks of a suite this package lacks (``missing``) and those without an expert (``no_expert``)."""
+    shipped = set(list_tasks())
+    tasks = suite_tasks(name)
+    return {"missing": [t for t in tasks if t not in shipped],
+            "no_expert": [t for t in tasks if t in shipped and t not in EXPERTS]}
+
+
+def group_of(task: str) -> str:
+    """A suite report's group: the tasks a scripted expert covers and the rest, so a policy's rate on
+    the covered tasks sits beside the expert's."""
+    return "expert" if task in EXPERTS else "no-expert"
