@@ -578,6 +578,48 @@ def grid_coordinate(instruction, tree, memo):
     return _click(next((e for e in points if e["bounds"][0] == xs[col] and e["bounds"][1] == ys[row]), None))
 
 
+def guess_number(instruction, tree, memo):
+    """Halve the range 0-9 on the page's feedback ("The number is higher than 4."): each guess is
+    typed into the field, then Submit; the next guess waits for the feedback that names this one.
+    The first focuses the field by a click on its left end (clear of the spinner's arrows), the later
+    ones by shift+tab back from Submit, which selects what the field holds, so the digits replace it
+    (four guesses at three steps fit the 15-step budget)."""
+    rng, k = memo.setdefault("range", [0, 9]), memo.setdefault("k", 0)
+    guess = (rng[0] + rng[1]) // 2
+    field = _find(tree, "spin button")
+    if field is None:
+        return None
+    focus = _click_start(field) if k == 0 else GuiAction("key", keys=("shift", "tab"))
+    action = _steps(memo, ("guess", k), [focus, GuiAction("type", text=str(guess)), _click(_button(tree, "Submit"))])
+    if action is not None:
+        return action
+    feedback = " ".join(e.get("text", "") for e in tree if e.get("role") == "label" and e["bounds"][1] >= QUERY_BOTTOM
+                        and e["bounds"][3] <= field["bounds"][1])
+    m = re.search(rf"(higher|lower) than\s*{guess}\s*\.", feedback)
+    if m is None:
+        return None                                   # no feedback on this guess yet: wait
+    rng[:] = [guess + 1, rng[1]] if m.group(1) == "higher" else [rng[0], guess - 1]
+    memo["k"] = k + 1
+    return guess_number(instruction, tree, memo)
+
+
+def login_user_popup(instruction, tree, memo):
+    """login-user, where focusing a field may raise a popup that disables the form: the popup's
+    Cancel (its OK ends the episode), then both fields again, replaced, then the form's OK."""
+    cancel = _find(tree, "push button", "Cancel")
+    if cancel is not None:
+        memo.clear()
+        memo["again"] = True
+        return _click(cancel)
+    user, password = _quoted(instruction)[:2]
+    entry, secret = _find(tree, "entry"), _find(tree, "password text")
+    if memo.get("again"):
+        fields = _replace(entry, user, memo, "user") or _replace(secret, password, memo, "password")
+    else:
+        fields = _fill_once(entry, user, memo, "user") or _fill_once(secret, password, memo, "password")
+    return fields or _click(_button(tree, "OK"))
+
+
 EXPERTS = {
     "click-button": click_button, "unicode-test": click_button, "click-link": click_link,
     "click-test": click_test, "click-test-2": click_test_2, "enter-text": enter_text,
@@ -597,6 +639,7 @@ EXPERTS = {
     "click-collapsible-2-nodelay": click_tab_2, "scroll-text": scroll_text, "scroll-text-2": scroll_text_2,
     "simple-algebra": simple_algebra, "copy-paste-2": copy_paste_2, "read-table-2": read_table_2,
     "text-transform": text_transform, "grid-coordinate": grid_coordinate,
+    "guess-number": guess_number, "login-user-popup": login_user_popup,
 }
 
 
