@@ -620,6 +620,25 @@ def login_user_popup(instruction, tree, memo):
     return fields or _click(_button(tree, "OK"))
 
 
+def search_engine(instruction, tree, memo):
+    """The query typed and searched once; the k-th result is on page (k - 1) // 3 + 1 (three results
+    a page): that page's link under the results, then the result, counted among the links above it."""
+    quoted, k = _quoted(instruction), _ordinal(instruction)
+    pager = _find(tree, "list")
+    action = _steps(memo, "search", [_fill_once(_find(tree, "entry"), quoted[0] if quoted else "", memo, "query"),
+                                     _click(_button(tree, "Search"))])
+    if action is not None or pager is None:
+        return action
+    page = (k - 1) // 3 + 1
+    if page > 1 and memo.get("page") != page:
+        memo["page"] = page
+        return _click(next((e for e in tree if e.get("role") == "link" and e.get("text") == str(page)
+                            and e["bounds"][1] >= pager["bounds"][1]), None))
+    results = [e for e in tree if e.get("role") == "link" and QUERY_BOTTOM <= e["bounds"][1] < pager["bounds"][1]]
+    i = (k - 1) % 3
+    return _click(results[i]) if i < len(results) else None
+
+
 EXPERTS = {
     "click-button": click_button, "unicode-test": click_button, "click-link": click_link,
     "click-test": click_test, "click-test-2": click_test_2, "enter-text": enter_text,
@@ -639,7 +658,7 @@ EXPERTS = {
     "click-collapsible-2-nodelay": click_tab_2, "scroll-text": scroll_text, "scroll-text-2": scroll_text_2,
     "simple-algebra": simple_algebra, "copy-paste-2": copy_paste_2, "read-table-2": read_table_2,
     "text-transform": text_transform, "grid-coordinate": grid_coordinate,
-    "guess-number": guess_number, "login-user-popup": login_user_popup,
+    "guess-number": guess_number, "login-user-popup": login_user_popup, "search-engine": search_engine,
 }
 
 
