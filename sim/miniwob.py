@@ -639,6 +639,26 @@ def search_engine(instruction, tree, memo):
     return _click(results[i]) if i < len(results) else None
 
 
+def terminal(instruction, tree, memo):
+    """``ls``, then ``rm`` of the listed file the instruction describes (no extension, or ``.ext``),
+    read from the terminal's text between the ``ls`` line and the next prompt."""
+    entry, screen = _find(tree, "entry"), _find(tree, "section")
+    if entry is None or screen is None:
+        return None
+    listed = _steps(memo, "ls", [GuiAction("type", element=entry["index"], text="ls"), GuiAction("key", keys=("enter",))])
+    if listed is not None:
+        return listed
+    m = re.search(r"user\$ ls (.*?) user\$", screen.get("text", ""))
+    if m is None:
+        return None
+    ext = re.search(r"extension \.(\w+)", instruction)
+    files = m.group(1).split()
+    target = next((f for f in files if (f.endswith("." + ext.group(1)) if ext else "." not in f)), None)
+    if target is None:
+        return None
+    return _steps(memo, "rm", [GuiAction("type", element=entry["index"], text=f"rm {target}"), GuiAction("key", keys=("enter",))])
+
+
 EXPERTS = {
     "click-button": click_button, "unicode-test": click_button, "click-link": click_link,
     "click-test": click_test, "click-test-2": click_test_2, "enter-text": enter_text,
@@ -659,6 +679,7 @@ EXPERTS = {
     "simple-algebra": simple_algebra, "copy-paste-2": copy_paste_2, "read-table-2": read_table_2,
     "text-transform": text_transform, "grid-coordinate": grid_coordinate,
     "guess-number": guess_number, "login-user-popup": login_user_popup, "search-engine": search_engine,
+    "terminal": terminal,
 }
 
 
