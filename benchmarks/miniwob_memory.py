@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from embodia.agent.evaluation.memory_eval import build_report, rate_of, run_stream, screen_arm_factory  # noqa: E402
-from embodia.agent.evaluation.stats import newcombe_paired  # noqa: E402
-from embodia.agent.evaluation.suite_resume import PartialRun  # noqa: E402
+from embodia.agent.evaluation.memory_eval import build_report, rate_of, run_stream, screen_arm_factory
+from embodia.agent.evaluation.stats import newcombe_paired
+from embodia.agent.evaluation.suite_resume import PartialRun
 
 # ten and more tasks the bundled head meets on MiniWoB: one-click tasks, a choice among
 # several targets, forms and typed answers (a stream is one task)

@@ -131,7 +131,7 @@ def test_suites_are_the_published_lists_and_name_what_they_cannot_run():
     with pytest.raises(ValueError, match="synapse-64 is not built"):
         miniwob.suite_tasks("synapse-64")
     cov = miniwob.suite_coverage("wge-additional")
-    assert cov["missing"] == [] and "login-user-popup" in cov["no_expert"] and "multi-layouts" not in cov["no_expert"]
+    assert cov["missing"] == [] and "click-checkboxes-soft" in cov["no_expert"] and "multi-layouts" not in cov["no_expert"]
     shipped = set(miniwob.list_tasks())
     for name in miniwob.SUITES:      # every listed task is either shipped or reported missing
         assert set(miniwob.suite_tasks(name)) <= shipped | set(miniwob.suite_coverage(name)["missing"])
@@ -140,8 +140,8 @@ def test_suites_are_the_published_lists_and_name_what_they_cannot_run():
 def test_a_suite_run_reports_the_tasks_it_could_not_run():
     from embodia.agent.evaluation.suite import parse_suite, run_suite, suite_table
     assert parse_suite("sim:miniwob/wge-additional?size=500x340") == ("wge-additional", {"size": "500x340"})
-    rep = run_suite("wge-additional", "expert", episodes=2, seed=1000, tasks=["multi-layouts", "login-user-popup"])
+    rep = run_suite("wge-additional", "expert", episodes=2, seed=1000, tasks=["multi-layouts", "click-tab-2-hard"])
     assert list(rep["tasks"]) == ["multi-layouts"] and rep["tasks"]["multi-layouts"]["successes"] == 2
-    assert rep["not_run"] == {"login-user-popup": "no scripted expert"}
+    assert rep["not_run"] == {"click-tab-2-hard": "no scripted expert"}
     table = suite_table(rep)
-    assert "login-user-popup" in table and "not run: no scripted expert" in table and "(1 of 2 tasks)" in table
+    assert "click-tab-2-hard" in table and "not run: no scripted expert" in table and "(1 of 2 tasks)" in table

@@ -27,7 +27,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from embodia.agent.evaluation.evaluate import machine, run_episodes
 from embodia.agent.evaluation.stats import mean_of_rates, wilson
