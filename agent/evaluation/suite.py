@@ -25,9 +25,9 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
 
 from embodia.agent.evaluation.evaluate import machine, run_episodes
 from embodia.agent.evaluation.stats import mean_of_rates, wilson
