@@ -679,7 +679,7 @@ EXPERTS = {
     "simple-algebra": simple_algebra, "copy-paste-2": copy_paste_2, "read-table-2": read_table_2,
     "text-transform": text_transform, "grid-coordinate": grid_coordinate,
     "guess-number": guess_number, "login-user-popup": login_user_popup, "search-engine": search_engine,
-    "terminal": terminal,
+    "terminal": terminal, "click-tab-2-hard": click_tab_2,
 }
 
 
