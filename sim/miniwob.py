@@ -666,7 +666,7 @@ def _email_row(tree, sender: str):
     return next((e for e in tree if e.get("role") == "section" and (e.get("text") or "").split(" ", 1)[0] == sender), None)
 
 
-def _email_compose(instruction, tree, memo, field, text: str) -> GuiAction | None:
+def _email_compose(tree, memo, field, text: str) -> GuiAction | None:
     """In the reply or forward view: the field filled once, then its send icon (the rightmost
     icon above the field, across from the back arrow)."""
     typed = _fill_once(field, text, memo, "body")
@@ -689,7 +689,7 @@ def email_inbox(instruction, tree, memo):
     if reply or forward:
         field = _find(tree, "text" if reply else "entry")
         if field is not None and field.get("editable"):
-            return _email_compose(instruction, tree, memo, field, (reply or forward).group(1))
+            return _email_compose(tree, memo, field, (reply or forward).group(1))
         button = _find(tree, "section", "Reply" if reply else "Forward")
         if button is not None:
             return _click(button)
