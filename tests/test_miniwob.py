@@ -145,3 +145,14 @@ def test_a_suite_run_reports_the_tasks_it_could_not_run():
     assert rep["not_run"] == {"click-tab-2-hard": "no scripted expert"}
     table = suite_table(rep)
     assert "click-tab-2-hard" in table and "not run: no scripted expert" in table and "(1 of 2 tasks)" in table
+
+
+@pytest.mark.parametrize("task", ["guess-number", "search-engine", "terminal", "email-inbox-forward",
+                                  "login-user-popup", "text-transform"])
+def test_experts_that_read_the_page_as_it_changes(task):
+    """Experts that act on what the page shows after their own actions (feedback, results, a
+    terminal's listing, an opened email, a popup) or on a text drawn one character per element."""
+    with open_device(f"sim:miniwob/{task}") as dev:
+        for seed in (1000, 1001):
+            r = run_episode(dev, dev.expert(), seed=seed)
+            assert r.success and dev.info()["raw_reward"] > 0, (task, seed, r.steps, dev.info())
