@@ -61,6 +61,7 @@ from pathlib import Path
 
 from embodia.devices.actions import GuiAction
 from embodia.devices.browser import BrowserDevice, _size
+from embodia.policies.base import Policy
 
 __all__ = ["EXPERTS", "NOT_BUILT", "SUITES", "MiniWobDevice", "RandomTreePolicy", "group_of", "list_tasks", "open_miniwob",
            "suite_coverage", "suite_tasks"]
@@ -172,7 +173,7 @@ class RandomTreePolicy:
 
 
 # -- scripted experts: from the instruction and the tree, one action per step ----------------------
-class TreeExpert:
+class TreeExpert(Policy):
     """A policy from a plan function ``plan(instruction, tree, memo) -> GuiAction``; it looks only at
     what a model sees (the instruction and the UI tree), so its demonstrations can be imitated.
     ``memo`` is the episode's scratch pad (what the expert already typed: a password field does not

@@ -269,7 +269,7 @@ def run_stream(device, make_arm_policy: Callable[..., object], arm: str, stream:
         steps.append(int(r.steps))
         if on_episode:
             on_episode(arm, stream, i, r)
-    mem = getattr(policy, "memory", None)      # a scripted expert or remote policy has none
+    mem = policy.memory
     return {"outcomes": outcomes, "steered": steered, "steps": steps,
             "memory_stats": mem.stats() if mem is not None else None,
             "poison": policy.poison_report() if isinstance(policy, NoisyLabels) else None,
