@@ -140,11 +140,11 @@ def test_suites_are_the_published_lists_and_name_what_they_cannot_run():
 def test_a_suite_run_reports_the_tasks_it_could_not_run():
     from embodia.agent.evaluation.suite import parse_suite, run_suite, suite_table
     assert parse_suite("sim:miniwob/wge-additional?size=500x340") == ("wge-additional", {"size": "500x340"})
-    rep = run_suite("wge-additional", "expert", episodes=2, seed=1000, tasks=["multi-layouts", "click-tab-2-hard"])
+    rep = run_suite("wge-additional", "expert", episodes=2, seed=1000, tasks=["multi-layouts", "click-checkboxes-soft"])
     assert list(rep["tasks"]) == ["multi-layouts"] and rep["tasks"]["multi-layouts"]["successes"] == 2
-    assert rep["not_run"] == {"click-tab-2-hard": "no scripted expert"}
+    assert rep["not_run"] == {"click-checkboxes-soft": "no scripted expert"}
     table = suite_table(rep)
-    assert "click-tab-2-hard" in table and "not run: no scripted expert" in table and "(1 of 2 tasks)" in table
+    assert "click-checkboxes-soft" in table and "not run: no scripted expert" in table and "(1 of 2 tasks)" in table
 
 
 @pytest.mark.parametrize("task", ["guess-number", "search-engine", "terminal", "email-inbox-forward",
