@@ -118,3 +118,41 @@ def test_an_openai_policy_reads_the_tree_and_solves_a_task(fake_openai):
         r = run_episode(dev, policy, seed=1000, max_steps=3)
     assert r.success and r.steps == 1 and len(fake_openai.chats) == 1
     assert fake_openai.chats[0].image_sizes()                      # the screenshot went too
+
+
+def test_suites_are_the_published_lists_and_name_what_they_cannot_run():
+    """Each published set is its source's list, name for name (sizes and a few members pinned);
+    a set that could not be sourced is refused with the reason; coverage names every task without
+    an expert instead of dropping it."""
+    assert len(miniwob.suite_tasks("wge-original")) == 46 and len(miniwob.suite_tasks("wge-additional")) == 12
+    assert len(miniwob.suite_tasks("synapse-exemplars")) == 48 == len(set(miniwob.SYNAPSE_EXEMPLARS))
+    assert miniwob.suite_tasks("wge-original")[-1] == "use-autocomplete-nodelay"
+    assert set(miniwob.suite_tasks("experts")) == set(miniwob.EXPERTS)
+    with pytest.raises(ValueError, match="synapse-64 is not built"):
+        miniwob.suite_tasks("synapse-64")
+    cov = miniwob.suite_coverage("wge-additional")
+    assert cov["missing"] == [] and "click-checkboxes-soft" in cov["no_expert"] and "multi-layouts" not in cov["no_expert"]
+    shipped = set(miniwob.list_tasks())
+    for name in miniwob.SUITES:      # every listed task is either shipped or reported missing
+        assert set(miniwob.suite_tasks(name)) <= shipped | set(miniwob.suite_coverage(name)["missing"])
+
+
+def test_a_suite_run_reports_the_tasks_it_could_not_run():
+    from embodia.agent.evaluation.suite import parse_suite, run_suite, suite_table
+    assert parse_suite("sim:miniwob/wge-additional?size=500x340") == ("wge-additional", {"size": "500x340"})
+    rep = run_suite("wge-additional", "expert", episodes=2, seed=1000, tasks=["multi-layouts", "click-checkboxes-soft"])
+    assert list(rep["tasks"]) == ["multi-layouts"] and rep["tasks"]["multi-layouts"]["successes"] == 2
+    assert rep["not_run"] == {"click-checkboxes-soft": "no scripted expert"}
+    table = suite_table(rep)
+    assert "click-checkboxes-soft" in table and "not run: no scripted expert" in table and "(1 of 2 tasks)" in table
+
+
+@pytest.mark.parametrize("task", ["guess-number", "search-engine", "terminal", "email-inbox-forward",
+                                  "login-user-popup", "text-transform"])
+def test_experts_that_read_the_page_as_it_changes(task):
+    """Experts that act on what the page shows after their own actions (feedback, results, a
+    terminal's listing, an opened email, a popup) or on a text drawn one character per element."""
+    with open_device(f"sim:miniwob/{task}") as dev:
+        for seed in (1000, 1001):
+            r = run_episode(dev, dev.expert(), seed=seed)
+            assert r.success and dev.info()["raw_reward"] > 0, (task, seed, r.steps, dev.info())

@@ -162,11 +162,12 @@ def suite_eval(device: str, policy: str, *, shift, size, episodes: int, seed: in
     """Every task of a suite with a progress bar; the per-task, per-group and overall table printed.
     ``resume``: the partial file that keeps finished tasks (``--json F`` -> ``F.partial``): the same
     command after a stop goes on from there."""
-    from embodia.agent.evaluation.suite import parse_suite, run_suite, suite_table, suite_tasks
+    from embodia.agent.evaluation.suite import not_run, parse_suite, run_suite, suite_table, suite_tasks
     name, query = parse_suite(device)
     query.update({k: v for k, v in (("shift", shift), ("size", size)) if v})
     with progress() as bar:
-        task = bar.add_task(f"eval {name}", total=len(suite_tasks(name)) * episodes, status="")
+        runnable = len(suite_tasks(name)) - len(not_run(name, policy))    # the rest are listed, not run
+        task = bar.add_task(f"eval {name}", total=runnable * episodes, status="")
         wins: list[bool] = []
 
         def on_episode(t, i, r):

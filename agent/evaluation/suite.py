@@ -1,33 +1,87 @@
-"""Evaluation suites: every task of `sim:metaworld/<suite>` (mt50, mt10, easy, medium, hard, very_hard),
-the same seeds on every task, success per task, per difficulty group and overall with Wilson intervals.
+"""Evaluation suites: every task of `sim:metaworld/<suite>` (mt50, mt10, easy, medium, hard, very_hard)
+or of `sim:miniwob/<suite>` (experts, wge-original, wge-additional, synapse-exemplars: see
+`embodia.sim.miniwob.SUITES`), the same seeds on every task, success per task, per group and overall
+with Wilson intervals.
 
 >>> parse_suite("sim:metaworld/mt10?size=64x64")
 ('mt10', {'size': '64x64'})
 >>> parse_suite("sim:metaworld/reach-v3") is None     # one task: an ordinary device
 True
+>>> parse_suite("sim:miniwob/wge-additional"), parse_suite("sim:miniwob/click-button")
+(('wge-additional', {}), None)
 >>> policy_reads("expert")                             # state only: the device renders nothing
 {'render': '0'}
 
-Protocol (as LeRobot's Meta-World environment, see docs/metaworld.md "Meta-World suites"): each episode runs
+Protocol on Meta-World (as LeRobot's Meta-World environment, see docs/metaworld.md "Meta-World suites"): each episode runs
 at most 500 steps and ends at the first step whose `info["success"]` is set; episode i of every task
 uses seed `seed + i`, so two policies evaluated with the same `seed` meet the same object and goal
-positions, task by task. The device renders only what the policy reads (`policy_reads`).
+positions, task by task. The device renders only what the policy reads (`policy_reads`). On MiniWoB
+the task's own protocol holds (its time limit, success = raw reward > 0, the device's step budget)
+and episode i of every task also uses seed `seed + i`; a suite's tasks the package lacks, or that
+have no scripted expert when the expert runs, are reported under ``not_run`` with the reason.
 """
 from __future__ import annotations
 
 import datetime as _dt
 import json
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from embodia.agent.evaluation.evaluate import machine, run_episodes
 from embodia.agent.evaluation.stats import mean_of_rates, wilson
 from embodia.agent.evaluation.suite_resume import PartialRun, run_identity
 from embodia.agent.loop.factory import BUNDLED, device_namespace, make_device, make_policy, with_memory
-from embodia.sim.metaworld import (AGENT_POS, GROUPS, SUITE_MAX_STEPS, SUITES, group_of, state_channels,
-                                   suite_tasks)
+from embodia.sim import miniwob
+from embodia.sim.metaworld import AGENT_POS, GROUPS, SUITE_MAX_STEPS, SUITES, group_of, state_channels
+from embodia.sim.metaworld import suite_tasks as metaworld_tasks
 
 PREFIX = "sim:metaworld/"
+
+
+@dataclass(frozen=True)
+class Family:
+    """One simulator's suites: its URI prefix, suites, groups and the episode length every task gets
+    (None: the device's own)."""
+    prefix: str
+    suites: dict
+    tasks: Callable[[str], tuple]
+    group_of: Callable[[str], str]
+    max_steps: int | None
+
+
+FAMILIES = (Family(PREFIX, SUITES, metaworld_tasks, group_of, SUITE_MAX_STEPS),
+            Family("sim:miniwob/", miniwob.SUITES, miniwob.suite_tasks, miniwob.group_of, None))
+
+
+def family(suite: str) -> Family:
+    """The family a suite name belongs to (the names are distinct across families)."""
+    for fam in FAMILIES:
+        if suite in fam.suites:
+            return fam
+    known = ", ".join(n for fam in FAMILIES for n in fam.suites)
+    raise ValueError(f"unknown suite {suite!r}; suites: {known}")
+
+
+def suite_tasks(suite: str) -> tuple[str, ...]:
+    return family(suite).tasks(suite)
+
+
+def _family_of_uri(uri: str) -> Family:
+    return next(fam for fam in FAMILIES if uri.startswith(fam.prefix))
+
+
+def not_run(suite: str, policy_spec: str) -> dict[str, str]:
+    """Tasks of ``suite`` that cannot run, each with why: not in the miniwob package, or no scripted
+    expert when the expert is the policy. Empty for Meta-World (every listed task is installed)."""
+    if family(suite).prefix != "sim:miniwob/":
+        return {}
+    cov = miniwob.suite_coverage(suite)
+    out = {t: "not in the miniwob package" for t in cov["missing"]}
+    if policy_spec == "expert":
+        out.update({t: "no scripted expert" for t in cov["no_expert"]})
+    return out
 # MT50 success in % per difficulty group, as the SmolVLA paper publishes it (arXiv 2506.01844, its
 # Meta-World table: LeRobot's environment, 10 trials per task, a `corner2` image and a 4-dim
 # agent_pos; LeRobot's MT50 demos). "avg" is the paper's Avg. column: the plain mean of the four
@@ -47,10 +101,11 @@ RENDER_MODES = ("policy", "default")       # what the device renders: what the p
 
 def parse_suite(uri: str) -> tuple[str, dict] | None:
     """(suite, query) for `sim:metaworld/<suite>[?k=v&...]`; None for anything else (one task, other devices)."""
-    if not uri.startswith(PREFIX):
+    fam = next((f for f in FAMILIES if uri.startswith(f.prefix)), None)
+    if fam is None:
         return None
-    name, _, q = uri[len(PREFIX):].partition("?")
-    if name not in SUITES:
+    name, _, q = uri[len(fam.prefix):].partition("?")
+    if name not in fam.suites:
         return None
     query = dict(kv.split("=", 1) if "=" in kv else (kv, "1") for kv in q.split("&") if kv)
     return name, query
@@ -94,10 +149,10 @@ def lean_uri(uri: str, policy_spec: str) -> str:
     return uri + ("&" if "?" in uri else "?") + "render=0"
 
 
-def task_uri(task: str, query: dict) -> str:
+def task_uri(task: str, query: dict, prefix: str = PREFIX) -> str:
     """`sim:metaworld/<task>?k=v&...` (keys sorted, so the URI is stable)."""
     q = "&".join(f"{k}={v}" for k, v in sorted(query.items()))
-    return PREFIX + task + ("?" + q if q else "")
+    return prefix + task + ("?" + q if q else "")
 
 
 def cell(outcomes: list[bool]) -> dict:
@@ -169,7 +224,9 @@ def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, que
         raise ValueError(f"render={render!r}; one of {RENDER_MODES}")
     run = suite_run(suite, policy_spec, episodes=episodes, seed=seed, tasks=tasks, query=query, render=render,
                     memory=memory)
-    names, q = run["tasks"], suite_query(policy_spec, render, query)
+    skipped = {t: why for t, why in not_run(suite, policy_spec).items() if t in run["tasks"]}
+    names, q, prefix = [t for t in run["tasks"] if t not in skipped], suite_query(policy_spec, render, query, suite), \
+        family(suite).prefix
     partial = PartialRun(resume, run) if resume is not None else None
     done = dict(partial.done) if partial else {}
     todo = [t for t in names if t not in done]
@@ -183,15 +240,15 @@ def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, que
             on_task(task, row)
     t0 = time.perf_counter()
     if pool is not None:
-        rows = pool(todo, [task_uri(t, q) for t in todo], policy_spec, episodes, seed, finished)
+        rows = pool(todo, [task_uri(t, q, prefix) for t in todo], policy_spec, episodes, seed, finished)
     elif jobs > 1:
-        rows = _run_parallel(todo, q, policy_spec, episodes, seed, jobs, finished)
+        rows = _run_parallel(todo, q, policy_spec, episodes, seed, jobs, finished, prefix)
     else:
         policies = _Policies(policy_spec, threads, memory, per_task=partial is not None)
         rows = {}
         try:
             for task in todo:
-                rows[task] = _run_task(task, task_uri(task, q), policies, episodes, seed, on_episode)
+                rows[task] = _run_task(task, task_uri(task, q, prefix), policies, episodes, seed, on_episode)
                 if partial is not None:
                     policies.save_memory()     # the memory as of this task, before the task counts as done
                 finished(task, rows[task])
@@ -207,6 +264,7 @@ def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, que
                    timing={**timing, "wall_s": wall, "jobs": jobs,
                            "episodes_per_s": ran / wall if wall and ran else None,
                            "resumed_tasks": len(done)})
+    rep["not_run"] = skipped
     rep["memory"] = memory
     rep["run"] = run         # what a later call compares to reuse this report (suite_resume.run_diff)
     return rep
@@ -217,14 +275,16 @@ def suite_run(suite: str, policy_spec: str, *, episodes: int, seed: int, tasks: 
     """The identity of `run_suite` called with these arguments (`suite_resume.run_identity`): what its
     partial file's first line and its report's ``run`` hold, for checking saved work against."""
     return run_identity(suite=suite, policy=policy_spec, episodes=episodes, seed=seed,
-                        query=suite_query(policy_spec, render, query), render=render, memory=memory,
+                        query=suite_query(policy_spec, render, query, suite), render=render, memory=memory,
                         tasks=list(tasks) if tasks else list(suite_tasks(suite)))
 
 
-def suite_query(policy_spec: str, render: str = "policy", query: dict | None = None) -> dict:
+def suite_query(policy_spec: str, render: str = "policy", query: dict | None = None, suite: str = "mt50") -> dict:
     """The device query every task of a suite evaluation opens with: the suite's episode length,
     what the policy reads (``render="policy"``), then the caller's ``query``, which wins (e.g.
-    ``?max_steps=200`` for a quick look)."""
+    ``?max_steps=200`` for a quick look). A MiniWoB page keeps its own step budget and always renders."""
+    if family(suite).max_steps is None:
+        return dict(query or {})
     return {"max_steps": str(SUITE_MAX_STEPS), **(policy_reads(policy_spec) if render == "policy" else {}),
             **(query or {})}
 
@@ -249,13 +309,13 @@ class TaskRunner:
         return task, _run_task(task, uri, self.policies, episodes, seed, None)
 
 
-def _run_parallel(names, q, policy_spec, episodes, seed, jobs, on_task) -> dict:
+def _run_parallel(names, q, policy_spec, episodes, seed, jobs, on_task, prefix=PREFIX) -> dict:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
     done: dict[str, dict] = {}
     # spawn: a fresh interpreter per worker (no GL context or torch pool inherited through fork)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
-        futures = [ex.submit(_worker_task, t, task_uri(t, q), policy_spec, episodes, seed) for t in names]
+        futures = [ex.submit(_worker_task, t, task_uri(t, q, prefix), policy_spec, episodes, seed) for t in names]
         for fut in as_completed(futures):
             task, row = fut.result()
             done[task] = row
@@ -273,7 +333,7 @@ def _run_task(task, uri, policies, episodes, seed, on_episode) -> dict:
     finally:
         dev.close()
     outcomes = [bool(r.success) for r in results]
-    return {"group": group_of(task), **cell(outcomes), "outcomes": outcomes,
+    return {"group": _family_of_uri(uri).group_of(task), **cell(outcomes), "outcomes": outcomes,
             "mean_length": sum(r.steps for r in results) / len(results) if results else None,
             "errors": [r.error for r in results if r.error is not None],
             "_timing": {"policy_s": sum(r.timing.get("policy_s", 0.0) for r in results),
@@ -293,15 +353,17 @@ def record_suite(suite: str, policy_spec: str, out, *, episodes: int, seed: int 
     """
     from embodia.agent.recording.recorder import open_recorder
     names = list(tasks) if tasks else list(suite_tasks(suite))
-    q = {"max_steps": str(SUITE_MAX_STEPS), **(query or {})}
+    fam = family(suite)
+    names = [t for t in names if t not in not_run(suite, policy_spec)]
+    q = {**({"max_steps": str(fam.max_steps)} if fam.max_steps else {}), **(query or {})}
     policies = _Policies(policy_spec, None)
     rows = {}
     for task in names:
-        uri = task_uri(task, q)
+        uri = task_uri(task, q, fam.prefix)
         done = _recorded(Path(out) / task)
         todo, first_seed = _still_to_record(done, episodes, seed, only_success)
         if todo <= 0:   # a stopped run already finished this task: resume after it
-            rows[task] = _suite_row(task, done, resumed=len(done))
+            rows[task] = _suite_row(task, fam, done, resumed=len(done))
             if on_task:
                 on_task(task, rows[task])
             continue
@@ -318,7 +380,7 @@ def record_suite(suite: str, policy_spec: str, out, *, episodes: int, seed: int 
                 writer.close()
         finally:
             dev.close()
-        rows[task] = _suite_row(task, done + [{"success": r.success, "steps": r.steps} for r in results],
+        rows[task] = _suite_row(task, fam, done + [{"success": r.success, "steps": r.steps} for r in results],
                                 resumed=len(done))
         if on_task:
             on_task(task, rows[task])
@@ -355,22 +417,25 @@ def _still_to_record(done: list[dict], episodes: int, seed: int, only_success: b
     return episodes - len(done), nxt
 
 
-def _suite_row(task: str, episodes: list[dict], *, resumed: int) -> dict:
-    return {"group": group_of(task), "recorded": len(episodes), "successes": _successes(episodes),
+def _suite_row(task: str, fam: Family, episodes: list[dict], *, resumed: int) -> dict:
+    return {"group": fam.group_of(task), "recorded": len(episodes), "successes": _successes(episodes),
             "steps": sum(int(e["steps"] or 0) for e in episodes), "resumed_from": resumed}
 
 
 def _report(suite, policy_spec, rows, *, seed, episodes, query, render, timing) -> dict:
-    groups = {g: cell([o for t, r in rows.items() if t in tasks for o in r["outcomes"]])
-              for g, tasks in GROUPS.items() if any(t in rows for t in tasks)}
-    for g, tasks in GROUPS.items():
-        if g in groups:
-            groups[g]["tasks"] = sum(t in rows for t in tasks)
+    members: dict[str, list[str]] = {}
+    for t, r in rows.items():
+        members.setdefault(r["group"], []).append(t)
+    order = list(GROUPS) if family(suite).prefix == PREFIX else sorted(members)
+    groups = {g: {**cell([o for t in members[g] for o in rows[t]["outcomes"]]), "tasks": len(members[g])}
+              for g in order if g in members}
     return {
         "suite": suite, "policy": policy_spec, "seed": seed, "episodes_per_task": episodes,
         "overall": {**cell([o for r in rows.values() for o in r["outcomes"]]), "tasks": len(rows)},
         "mean_of_groups": mean_of_groups(groups), "groups": groups, "tasks": rows,
-        "protocol": {"max_steps": int(query["max_steps"]), "success": "info['success'] at any step ends the episode",
+        "protocol": {"max_steps": int(query["max_steps"]) if "max_steps" in query else None,
+                     "success": ("info['success'] at any step ends the episode" if family(suite).prefix == PREFIX
+                                 else "the task's raw reward > 0 when it ends (MiniWoB's protocol)"),
                      "seeds": f"episode i of every task: seed {seed} + i", "render": render,
                      "device_query": query},
         "timing": timing,
@@ -411,6 +476,8 @@ def suite_table(rep: dict, published: bool = False) -> str:
     lines = [f"{'task':<30} {'group':<10} {'success':>9}  rate  [Wilson 95%]"]
     for task, r in rep["tasks"].items():
         lines.append(f"{task:<30} {r['group']:<10} {_fmt(r)}")
+    for task, why in rep.get("not_run", {}).items():     # listed, never dropped silently
+        lines.append(f"{task:<30} {'-':<10} not run: {why}")
     lines.append("")
     if names:
         lines.append(f"{'':<41} {'this run':<28}{head}")
@@ -418,7 +485,8 @@ def suite_table(rep: dict, published: bool = False) -> str:
         cols = "".join(f"  {PUBLISHED_MT50[n][g]:>17.1f}" for n in names)
         lines.append(f"{'group ' + g + ' (' + str(c['tasks']) + ' tasks)':<41} {_fmt(c):<28}{cols}")
     o = rep["overall"]
-    lines.append(f"{'overall ' + rep['suite'] + ' (' + str(o['tasks']) + ' tasks)':<41} {_fmt(o)}")
+    of = f"{o['tasks']} of {o['tasks'] + len(rep['not_run'])}" if rep.get("not_run") else str(o["tasks"])
+    lines.append(f"{'overall ' + rep['suite'] + ' (' + of + ' tasks)':<41} {_fmt(o)}")
     m = rep.get("mean_of_groups")
     if m:
         cols = "".join(f"  {PUBLISHED_MT50[n]['avg']:>17.1f}" for n in names)

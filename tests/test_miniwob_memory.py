@@ -1,0 +1,64 @@
+"""benchmarks/miniwob_memory.py on a small cell: memory on vs off on a repeated MiniWoB++ stream,
+paired episode by episode, the memory growing from the task's own successes, resumable."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import bench_module
+import pytest
+
+from embodia.devices.cdp import find_chromium
+
+pytestmark = pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (apt-get install chromium)")
+miniwob = pytest.importorskip("embodia.sim.miniwob")
+try:
+    miniwob.html_root()
+except ImportError as e:
+    pytest.skip(str(e), allow_module_level=True)
+
+ROOT = Path(__file__).resolve().parents[1]
+bench = bench_module.load("miniwob_memory")
+
+
+def test_paired_counts_and_interval():
+    r = bench.paired([True, True, False, True, False], [True, False, False, False, True])
+    assert (r["both"], r["on_only"], r["off_only"], r["neither"]) == (1, 2, 1, 1)
+    assert r["on"]["successes"] == 3 and r["off"]["successes"] == 2 and r["diff"] == 0.2
+    lo, hi = r["newcombe_paired95"]
+    assert lo < 0.2 < hi
+    with pytest.raises(ValueError, match="same non-zero number"):
+        bench.paired([True], [True, False])
+
+
+def test_a_stream_pairs_the_arms_and_the_memory_grows_from_successes(tmp_path):
+    """The expert solves every episode in both arms (same seeds, so the same problems); the memory arm
+    stores each verified success. A second run with the same partial file reads the task back."""
+    partial = tmp_path / "run.partial"
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "miniwob_memory.py"), "--policy", "expert",
+                          "--tasks", "enter-text", "--episodes", "3", "--resume", str(partial)],
+                         check=False, capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    rep = json.loads(out.stdout.strip().splitlines()[-1])
+    cell = rep["per_task"]["enter-text"]
+    assert (cell["both"], cell["on_only"], cell["off_only"], cell["neither"]) == (3, 0, 0, 0)
+    assert cell["memory_entries_per_stream"][0] >= 3          # one entry per success at least
+    assert rep["pooled"]["on"]["episodes"] == 3 and rep["resumed_tasks"] == 0
+
+    def never(*a, **kw):
+        raise AssertionError("a finished task ran again")
+    bench.run_task = never
+    run = {"benchmark": "miniwob_memory", "policy": "expert", "tasks": ["enter-text"], "streams": 1,
+           "episodes": 3, "seed": 5000, "max_steps": 10}
+    rows = bench.run_all(["enter-text"], "expert", streams=1, episodes=3, seed=5000, max_steps=10,
+                         partial=bench.PartialRun(partial, run))
+    assert rows["enter-text"]["outcomes"]["online"] == [True, True, True]
+    with pytest.raises(ValueError, match="another run"):
+        bench.PartialRun(partial, {**run, "episodes": 4})
+
+
+def test_bad_arguments_are_one_line_errors():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "miniwob_memory.py"), "--tasks", "no-such-task"],
+                         check=False, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "unknown tasks ['no-such-task']" in out.stderr and "Traceback" not in out.stderr
