@@ -25,13 +25,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
-from miniwob_experts import cell  # noqa: E402
+from miniwob_experts import cell
 
-from embodia.agent.evaluation.stats import mean_of_rates  # noqa: E402
-from embodia.agent.loop.episode import run_episode  # noqa: E402
-from embodia.agent.loop.factory import make_policy  # noqa: E402
-from embodia.devices import open_device  # noqa: E402
-from embodia.sim.miniwob import EXPERTS  # noqa: E402
+from embodia.agent.evaluation.stats import mean_of_rates
+from embodia.agent.loop.episode import run_episode
+from embodia.agent.loop.factory import make_policy
+from embodia.devices import open_device
+from embodia.sim.miniwob import EXPERTS
 
 
 def run_task(task: str, policy_spec: str, seeds: range) -> dict:
