@@ -2,6 +2,7 @@
 head beating chance on held-out gui-sim instances, files and errors."""
 import hashlib
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -148,3 +149,98 @@ def test_missing_or_foreign_gui_heads_are_refused_with_the_file_named(tmp_path):
         load_gui_head(other)
     assert not isinstance(make_policy("expert", dev), GuiHeadPolicy)
     assert isinstance(GuiTeacher(dev).act(dev.reset(0)), GuiAction)
+
+
+# the bundled head's decisions on recorded send-message steps, pinned from the code before the head
+# had a chord vocabulary: an old-format gui_head.json (no actions/chords fields) must act the same
+OLD_DECISIONS = [["click", 11, None, 1.0, 1.0], ["click", 16, None, 1.0, 1.0], ["type", 4, "How are you", 1.0, 1.0],
+                 ["click", 5, None, 0.9998, 1.0], ["click", 6, None, 1.0, 1.0], ["click", 12, None, 1.0, 1.0],
+                 ["type", 4, "Running late", 1.0, 1.0], ["click", 5, None, 1.0, 1.0]]
+
+
+def test_an_old_format_head_loads_with_the_old_vocabulary_and_acts_as_before(one_thread):
+    import json
+
+    from embodia.policies.gui.head import backbone_features, collate, to_action
+    meta = json.loads((TINY / "gui_head.json").read_text())
+    assert not {"actions", "chords", "copy_tree"} & set(meta["config"])          # the old format
+    policy = GuiHeadPolicy.from_pretrained(TINY)
+    assert policy.head.cfg.actions == ACTIONS and policy.head.cfg.chords == () and not hasattr(policy.head, "chord")
+    got = []
+    for st in record_gui_demos(4, seed=3, template="send-message", noise=0.0)[:8]:
+        enc = policy.builder.encode(st.prompt, st.instruction, st.history, st.tree, (st.size.width, st.size.height),
+                                    st.screen)
+        d = policy.head.decide(collate([backbone_features(policy.backbone, [enc])[0]]),
+                               generator=torch.Generator().manual_seed(0))[0]
+        a = to_action(d, enc, st.instruction)
+        got.append([a.type, a.element, a.text, round(d["type_p"], 4), round(d["element_p"], 4)])
+    assert got == OLD_DECISIONS
+
+
+def _chord_steps(seed: int, n: int):
+    """gui-sim screens with a chord to press, named by the instruction: the key a page needs."""
+    from dataclasses import replace
+
+    from embodia.policies.gui.head_encoding import chord_name
+    asks = {"Press enter to send it": ("enter",), "Select all of the text": ("ctrl", "a"),
+            "Copy the selected text": ("ctrl", "c"), "Paste what was copied": ("ctrl", "v")}
+    out = []
+    for k, st in enumerate(record_gui_demos(n, seed=seed, noise=0.0)):
+        text, keys = list(asks.items())[k % len(asks)]
+        out.append((replace(st, instruction=text, action=GuiAction("key", keys=keys)), chord_name(keys)))
+    return out
+
+
+def test_a_head_with_the_new_vocabulary_learns_to_press_chords(one_thread):
+    from embodia.policies.gui.head import ACTIONS_V2, CHORDS, extend_vocabulary
+    torch.manual_seed(0)
+    backbone = Backbone.from_pretrained(TINY / "backbone")
+    old, _, _ = load_gui_head(TINY, backbone)
+    head = extend_vocabulary(old)
+    assert head.cfg.actions == ACTIONS_V2 and head.cfg.chords == CHORDS
+    for k, v in old.state_dict().items():                          # every trained weight carried over
+        assert torch.equal(head.state_dict()[k][tuple(slice(0, n) for n in v.shape)], v), k
+    builder = SequenceBuilder(backbone, head.cfg)
+    train = _chord_steps(60_000, 12)
+    samples = build_samples([st for st, _ in train], builder, backbone, log=lambda *_: None)
+    assert len(samples) == len(train) and all(s["label_chord"] >= 0 for s in samples)
+    fit(head, samples, GuiTrainConfig(out="", steps=80, batch_size=12, lr=3e-3, warmup=10, threads=1),
+        log=lambda *_: None, progress=False)
+    policy = GuiHeadPolicy(head, backbone)
+    got = []
+    for st, chord in _chord_steps(70_000, 8):                      # other screens
+        from embodia.devices import Observation
+        obs = Observation(images={"screen": st.screen}, ui_tree=st.tree, screen=st.size)
+        policy.reset(0)
+        a = policy.act(obs, st.instruction)
+        got.append((a.type, "+".join(a.keys), chord))
+    assert sum(t == "key" and k == c for t, k, c in got) >= 7, got
+    tmp = Path(__import__("tempfile").mkdtemp())
+    shutil.copytree(TINY, tmp / "ck")
+    save_gui_head(head, tmp / "ck")                                # the vocabulary travels with the head
+    back, _, meta = load_gui_head(tmp / "ck")
+    assert meta["config"]["chords"] == list(CHORDS) and back.cfg.actions == ACTIONS_V2
+
+
+def test_typing_into_the_focused_field_and_copying_words_from_the_tree_are_labelled():
+    from dataclasses import replace
+
+    from embodia.policies.gui.head import ACTIONS_V2, CHORDS, span_text
+    backbone = Backbone.from_pretrained(TINY / "backbone")
+    st = next(s for s in record_gui_demos(4, seed=3, template="send-message", noise=0.0) if s.action.type == "type")
+    tree = [dict(e) for e in st.tree] + [{"index": 99, "role": "TextView", "text": "Total: 42 apples, fresh",
+                                          "bounds": [0, 0, 10, 10]}]
+    new = GuiHeadConfig(actions=ACTIONS_V2, chords=CHORDS, copy_tree=True)
+    builder = SequenceBuilder(backbone, new)
+    field = st.action.element
+    for action, kind in ((GuiAction("type", text="42 apples"), "type_focused"),
+                         (GuiAction("type", element=field, text="42 apples"), "type")):
+        step = replace(st, instruction="Enter the total into the field", tree=tree, action=action)
+        enc = builder.encode(step.prompt, step.instruction, [], tree, (st.size.width, st.size.height), st.screen)
+        lab = label(step, enc, new)
+        assert ACTIONS_V2[lab["label_type"]] == kind
+        assert span_text((lab["label_start"], lab["label_end"]), enc, step.instruction) == "42 apples"
+        old = label(step, enc)              # the old vocabulary: no focused typing, no text from the tree
+        assert (old is None) if action.element is None else (old["label_start"] == -1)
+    with pytest.raises(GuiHeadError, match="chord"):
+        GuiHeadConfig(actions=ACTIONS_V2)

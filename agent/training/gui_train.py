@@ -71,7 +71,7 @@ def build_samples(steps, builder, backbone, *, batch: int = 32, log=print) -> li
         seen += 1
         enc = builder.encode(st.prompt, st.instruction, st.history, st.tree,
                              (st.size.width, st.size.height), st.screen)
-        lab = label(st, enc)
+        lab = label(st, enc, builder.cfg)
         if lab is not None:
             pending.append((enc, lab))
         if len(pending) == batch:
@@ -125,7 +125,7 @@ def fit(head, samples: list[dict], cfg: GuiTrainConfig, *, log=print, progress: 
                 bar.update(task, completed=step + 1, status=" ".join(f"{k} {v:.3f}" for k, v in recent.items())
                            + f", {(step + 1) / (time.perf_counter() - t0):.1f} it/s")
             if (step + 1) % 500 == 0 or step + 1 == cfg.steps:
-                recent = {k: round(float(np.mean(v)), 4) for k in ("type", "pointer", "span", "cell", "point")
+                recent = {k: round(float(np.mean(v)), 4) for k in ("type", "pointer", "span", "cell", "point", "chord")
                           if (v := [h[k] for h in hist[-500:] if k in h])}
                 log(f"step {step + 1}: {recent}")
             if on_save is not None and save_every and (step + 1) % save_every == 0:

@@ -31,6 +31,14 @@ flags. The trunk (two transformer layers over [CLS, mean image token, units]) fe
   cells, then a flow-matching DiT (`action_heads.ActionDiT`, one 2-D action) that decodes the point
   conditioned on that cell's token, its bounds and CLS.
 
+A head's vocabulary is in its config (``gui_head.json``): the bundled embodia-tiny head has the six
+types above (a config without ``actions`` means them). `extend_vocabulary` appends two more, as real
+pages and apps need them: ``key``, a chord from the head's chord vocabulary (``chords``: enter, tab,
+ctrl+a, ctrl+c, ctrl+v, ctrl+s, ctrl+w, ...) scored from CLS and the focused element, and
+``type_focused``, typing into whatever field has the focus (no element named). With ``copy_tree``
+the typed span may also be words of one element's text (a table cell's value, a word of a
+paragraph), not only of the instruction.
+
 The backbone and the robot head are not touched: the GUI head lives beside them in the checkpoint
 directory as ``gui_head.safetensors`` + ``gui_head.json`` (which records the backbone weights'
 SHA-256; a head trained on another backbone is refused). Train it with `embodia.agent.training.gui_train`.
@@ -51,6 +59,8 @@ from embodia.policies.backbone import Backbone, backbone_sha256, read_head_files
 from embodia.policies.base import Policy
 from embodia.policies.gui.head_encoding import (  # noqa: F401 (words, quoted, ...: importable here as before)
     ACTIONS,
+    ACTIONS_V2,
+    CHORDS,
     F_DESC,
     F_TEXT,
     FORMAT,
@@ -69,6 +79,7 @@ from embodia.policies.gui.head_encoding import (  # noqa: F401 (words, quoted, .
     GuiHeadError,
     SequenceBuilder,
     backbone_features,
+    chord_name,
     collate,
     describe,
     element_name,
@@ -91,7 +102,7 @@ class GuiHead(nn.Module):
         super().__init__()
         from embodia.action_heads import ActionDiT
 
-        self.cfg = cfg
+        self.cfg, self.hidden = cfg, hidden
         d = cfg.dim
         self.unit_in = nn.Sequential(nn.LayerNorm(UNIT_FEATS * hidden), nn.Linear(UNIT_FEATS * hidden, d))
         self.seg = nn.Embedding(4, d)
@@ -110,14 +121,16 @@ class GuiHead(nn.Module):
                                            batch_first=True, norm_first=True)
         self.trunk = nn.TransformerEncoder(layer, cfg.layers, enable_nested_tensor=False)
         self.out_norm = nn.LayerNorm(d)
-        self.type_head = _mlp(2 * d + 1, d, len(ACTIONS))   # [CLS, click-pointer-weighted element, its score]
-        self.type_emb = nn.Embedding(len(ACTIONS), d)
+        self.type_head = _mlp(2 * d + 1, d, len(cfg.actions))   # [CLS, click-pointer-weighted element, its score]
+        self.type_emb = nn.Embedding(len(cfg.actions), d)
         self.pointer = _mlp(3 * d, d, 1)
         self.span_q = nn.Linear(d, d)
         self.start = _mlp(4 * d, d, 1)      # [word, the word before it, query, word * query]
         self.end = _mlp(4 * d, d, 1)        # [word, the word after it, query, word * query]
         self.cell = _mlp(3 * d, d, 1)
         self.dit = ActionDiT(action_dim=2, state_dim=4, horizon=1, ctx_dim=d, num_embodiments=1, **cfg.dit)
+        if cfg.chords:          # only a head with a chord vocabulary has this (old heads load strictly)
+            self.chord = _mlp(2 * d, d, len(cfg.chords))      # [CLS, the focused element]
 
     # -- trunk --------------------------------------------------------------------------------------
     def encode(self, batch: dict, mask_words: float = 0.0, generator: torch.Generator | None = None) -> dict:
@@ -166,15 +179,16 @@ class GuiHead(nn.Module):
         flat = (torch.arange(B, device=dev)[:, None] * E + ei)[tree]
         ecount = torch.zeros(B * E, device=dev).index_add_(0, flat, torch.ones(len(flat), device=dev)).clamp(min=1)[:, None]
         e = torch.zeros(B * E, hu.shape[-1], device=dev, dtype=hu.dtype).index_add_(0, flat, hu[tree]) / ecount
-        return {"g": g, "img": xi, "img_mask": im, "grid": batch["grid"], "units": hu, "seg": seg,
-                "elems": e.view(B, E, -1) + ebase, "elem_mask": batch["elem_mask"], "elem_feats": batch["elem_feats"]}
+        return {"g": g, "img": xi, "img_mask": im, "grid": batch["grid"], "units": hu, "seg": seg, "fld": fld,
+                "uelem": elem, "elems": e.view(B, E, -1) + ebase, "elem_mask": batch["elem_mask"],
+                "elem_feats": batch["elem_feats"]}
 
     # -- heads --------------------------------------------------------------------------------------
     def type_logits(self, z: dict) -> torch.Tensor:
         """Action type from CLS and from what a click would point at: whether the instruction's
         target is on screen (click it) or not (scroll, or an icon outside the tree) is easiest to
         read from the best match among the elements."""
-        click = torch.full((len(z["g"]),), ACTIONS.index("click"), dtype=torch.long, device=z["g"].device)
+        click = torch.full((len(z["g"]),), self.cfg.actions.index("click"), dtype=torch.long, device=z["g"].device)
         r = self.pointer_logits(z, click)
         any_elem = able(z, click).any(1, keepdim=True)
         w = torch.where(any_elem, r.softmax(-1).nan_to_num(0.0), torch.zeros_like(r))
@@ -188,10 +202,26 @@ class GuiHead(nn.Module):
         s = self.pointer(torch.cat([z["elems"], q, z["elems"] * q], -1)).squeeze(-1)
         return s.masked_fill(~able(z, types), float("-inf"))
 
-    def span_logits(self, z: dict, elems: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Start and end scores over the instruction's words for the text typed into ``elems``."""
-        chosen = z["elems"][torch.arange(len(elems), device=elems.device), elems.clamp(min=0)]
+    def copyable(self, z: dict) -> torch.Tensor:
+        """[B, U] the units a typed text may be copied from: the instruction's words, and with
+        ``copy_tree`` the words of the elements' texts (a table cell's value, a paragraph's word)."""
         ok = z["seg"] == SEG_INSTR
+        if self.cfg.copy_tree:
+            ok = ok | ((z["seg"] == SEG_TREE) & (z["fld"] == F_TEXT))
+        return ok
+
+    def chord_logits(self, z: dict) -> torch.Tensor:
+        """Scores over the chord vocabulary, from CLS and the focused element (what ctrl+a selects)."""
+        focused = (z["elem_feats"][..., 5] > 0.5) & z["elem_mask"]
+        f = (z["elems"] * focused[..., None]).sum(1)
+        return self.chord(torch.cat([z["g"], f], -1))
+
+    def span_logits(self, z: dict, elems: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Start and end scores over the copyable words for the text typed into ``elems`` (-1: into
+        the focused field, no element chosen)."""
+        chosen = z["elems"][torch.arange(len(elems), device=elems.device), elems.clamp(min=0)]
+        chosen = chosen * (elems >= 0)[:, None]
+        ok = self.copyable(z)
         u = z["units"] * ok[..., None]
         q = (z["g"] + self.span_q(chosen))[:, None].expand_as(u)
         before, after = F.pad(u, (0, 0, 1, 0))[:, :-1], F.pad(u, (0, 0, 0, 1))[:, 1:]
@@ -222,6 +252,9 @@ class GuiHead(nn.Module):
         z = self.encode(batch, mask_words, generator)
         t = batch["label_type"]
         parts = {"type": F.cross_entropy(self.type_logits(z), t)}
+        ch = batch.get("label_chord")
+        if self.cfg.chords and ch is not None and (ch >= 0).any():
+            parts["chord"] = F.cross_entropy(self.chord_logits(z)[ch >= 0], ch[ch >= 0])
         el = batch["label_elem"]
         has = el >= 0
         if has.any():
@@ -231,7 +264,7 @@ class GuiHead(nn.Module):
             st, en = self.span_logits(z, el)
             parts["span"] = 0.5 * (F.cross_entropy(st[sp], batch["label_start"][sp])
                                    + F.cross_entropy(en[sp], batch["label_end"][sp]))
-        pt = t == ACTIONS.index("click_point")
+        pt = t == self.cfg.actions.index("click_point")
         if pt.any():
             cells = batch["label_cell"]
             parts["cell"] = F.cross_entropy(self.cell_logits(z)[pt], cells[pt])
@@ -250,29 +283,46 @@ class GuiHead(nn.Module):
         z = self.encode(batch)
         tl = self.type_logits(z)
         dev = tl.device
+        acts = self.cfg.actions
         for a in NEEDS_ELEMENT:                     # no element that can take it: not this type
-            none = ~able(z, torch.full((len(tl),), ACTIONS.index(a), dtype=torch.long, device=dev)).any(1)
-            tl[none, ACTIONS.index(a)] = float("-inf")
-        tl[~(z["seg"] == SEG_INSTR).any(1), ACTIONS.index("type")] = float("-inf")   # nothing to copy
+            none = ~able(z, torch.full((len(tl),), acts.index(a), dtype=torch.long, device=dev)).any(1)
+            tl[none, acts.index(a)] = float("-inf")
+        nothing = ~self.copyable(z).any(1)          # nothing to copy: no typing
+        for a in ("type", "type_focused"):
+            if a in acts:
+                tl[nothing, acts.index(a)] = float("-inf")
         types = tl.argmax(-1)
         pl = self.pointer_logits(z, types)
         elems = pl.argmax(-1)
-        st, en = self.span_logits(z, elems)
-        L = st.shape[1]
-        score = st[:, :, None] + en[:, None, :]
-        i, j = torch.arange(L, device=dev)[:, None], torch.arange(L, device=dev)[None, :]
-        score = score.masked_fill(~((j >= i) & (j - i < self.cfg.max_span)), float("-inf"))
-        best = score.flatten(1).argmax(-1)
+        best, L = self._best_span(z, torch.where(types == acts.index("type"), elems, -1))
+        chords = self.chord_logits(z).softmax(-1) if self.cfg.chords else None
         cells = self.cell_logits(z).argmax(-1)
         inp = self.point_inputs(z, cells)
         pts = sample(self.dit, inp["ctx"], inp["state"], inp["state_mask"], inp["emb_id"],
                      torch.ones(len(types), 1, 2, device=dev),
                      steps=self.cfg.steps, generator=generator)[:, 0]
         tp, pp = tl.softmax(-1), pl.softmax(-1)
-        return [{"type": ACTIONS[int(types[b])], "type_p": float(tp[b, types[b]]), "element": int(elems[b]),
-                 "element_p": float(pp[b, elems[b]]), "span": (int(best[b] // L), int(best[b] % L)),
-                 "cell": int(cells[b]),
-                 "point": pts[b].clamp(-1, 1).tolist()} for b in range(len(types))]
+        out = [{"type": acts[int(types[b])], "type_p": float(tp[b, types[b]]), "element": int(elems[b]),
+                "element_p": float(pp[b, elems[b]]), "span": (int(best[b] // L), int(best[b] % L)),
+                "cell": int(cells[b]),
+                "point": pts[b].clamp(-1, 1).tolist()} for b in range(len(types))]
+        if chords is not None:
+            for b, row in enumerate(out):
+                k = int(chords[b].argmax())
+                row.update(chord=self.cfg.chords[k], chord_p=float(chords[b, k]))
+        return out
+
+    def _best_span(self, z: dict, elems: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """The best (start, end) pair, flattened as start * L + end, of at most ``max_span`` words;
+        a span copied from the tree stays inside one element's text."""
+        st, en = self.span_logits(z, elems)
+        L, dev = st.shape[1], st.device
+        score = st[:, :, None] + en[:, None, :]
+        i, j = torch.arange(L, device=dev)[:, None], torch.arange(L, device=dev)[None, :]
+        ok = (j >= i) & (j - i < self.cfg.max_span)
+        if self.cfg.copy_tree:
+            ok = ok & (z["uelem"][:, :, None] == z["uelem"][:, None, :])
+        return score.masked_fill(~ok, float("-inf")).flatten(1).argmax(-1), L
 
 
 def able(z: dict, types: torch.Tensor) -> torch.Tensor:
@@ -316,6 +366,22 @@ def load_gui_head(checkpoint, backbone: Backbone | None = None) -> tuple[GuiHead
         raise GuiHeadError(f"{p / HEAD_WEIGHTS}: keys do not match the config "
                            f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
     return head.eval(), backbone, meta
+
+
+def extend_vocabulary(head: GuiHead, *, actions=ACTIONS_V2, chords=CHORDS, copy_tree: bool = True) -> GuiHead:
+    """A copy of ``head`` with a larger action vocabulary, every trained weight kept: the new action
+    types are appended (old indices unchanged), so the type head's and type embedding's old rows
+    carry over and only the new rows and the chord head start fresh. Fine-tuning then teaches them."""
+    from dataclasses import replace
+
+    cfg = replace(head.cfg, actions=tuple(actions), chords=tuple(chords), copy_tree=copy_tree)
+    new = GuiHead(cfg, head.hidden)
+    state = new.state_dict()
+    for k, v in head.state_dict().items():
+        rows = tuple(slice(0, n) for n in v.shape)
+        state[k][rows] = v          # same shape: all of it; type head / embedding: the old rows
+    new.load_state_dict(state)
+    return new
 
 
 # -- the policy -------------------------------------------------------------------------------------
@@ -375,6 +441,8 @@ class GuiHeadPolicy(Policy):
         d = self.head.decide(to_device(collate([feats]), self.placement.device), generator=self.generator)[0]
         action = to_action(d, enc, instruction)
         self.last = {k: d[k] for k in ("type", "type_p", "element_p")}
+        if d["type"] == "key":
+            self.last.update(chord=d["chord"], chord_p=d["chord_p"])
         self.history.append(describe(action, obs.ui_tree))
         return action
 
@@ -390,22 +458,59 @@ def to_action(d: dict, enc: Encoded, instruction: str) -> GuiAction:
         return GuiAction("click", point=(min(1000.0, max(0.0, x)), min(1000.0, max(0.0, y))))
     if t == "backspace":
         return GuiAction("key", keys=("backspace",))
+    if t == "key":
+        return GuiAction("key", keys=tuple(d["chord"].split("+")))
+    if t == "type_focused":
+        return GuiAction("type", text=span_text(d["span"], enc, instruction))
     element = enc.elem_index[d["element"]]
     if t == "click":
         return GuiAction("click", element=element)
     if t == "type":
-        s, e = d["span"]
-        s, e = min(s, len(enc.spans) - 1), min(e, len(enc.spans) - 1)
-        return GuiAction("type", element=element, text=instruction[enc.spans[s][0]:enc.spans[e][1]])
+        return GuiAction("type", element=element, text=span_text(d["span"], enc, instruction))
     return GuiAction("scroll", element=element, direction="down" if t == "scroll_down" else "up")
 
 
-def label(step, enc: Encoded) -> dict | None:
-    """Training labels of a recorded `GuiStep` on its encoding; None for an action the head does
+def span_text(span: tuple[int, int], enc: Encoded, instruction: str) -> str:
+    """The text a (start, end) pair of units stands for: a slice of the instruction, or of one
+    element's text where a head copying from the tree chose words there."""
+    s, e = span
+    if s in enc.tree_spans and e in enc.tree_spans:
+        i, a, _ = enc.tree_spans[s]
+        return enc.elem_texts[i][a:enc.tree_spans[e][2]]
+    s, e = min(s, len(enc.spans) - 1), min(e, len(enc.spans) - 1)
+    return instruction[enc.spans[s][0]:enc.spans[e][1]]
+
+
+def span_label(text: str, instruction: str, enc: Encoded, copy_tree: bool) -> tuple[int, int] | None:
+    """(start, end) units of a typed text: a run of whole instruction words, else (``copy_tree``)
+    a run of whole words of one element's text, other than the instruction's own label."""
+    starts = {sp[0]: k for k, sp in enumerate(enc.spans)}
+    ends = {sp[1]: k for k, sp in enumerate(enc.spans)}
+    at = instruction.find(text or "\0")
+    if at >= 0 and at in starts and at + len(text) in ends:
+        return starts[at], ends[at + len(text)]
+    if not copy_tree or not text:
+        return None
+    for i, whole in enumerate(enc.elem_texts):
+        at = whole.find(text)
+        if at < 0 or whole == instruction:
+            continue
+        units = {(a, b): u for u, (j, a, b) in enc.tree_spans.items() if j == i}
+        s = next((u for (a, _), u in units.items() if a == at), None)
+        e = next((u for (_, b), u in units.items() if b == at + len(text)), None)
+        if s is not None and e is not None:
+            return s, e
+    return None
+
+
+def label(step, enc: Encoded, cfg: GuiHeadConfig | None = None) -> dict | None:
+    """Training labels of a recorded `GuiStep` on its encoding for a head of config ``cfg`` (its
+    action and chord vocabulary; default: the old six types); None for an action the head does
     not produce (the sample is then left out)."""
+    cfg = cfg or GuiHeadConfig()
     a = step.action
     out = {"label_type": -1, "label_elem": -1, "label_start": -1, "label_end": -1, "label_cell": -1,
-           "label_point": torch.zeros(2)}
+           "label_point": torch.zeros(2), "label_chord": -1}
     pos = {idx: k for k, idx in enumerate(enc.elem_index)}
     if a.type == "click" and a.element is not None:
         if a.element not in pos:
@@ -416,13 +521,14 @@ def label(step, enc: Encoded) -> dict | None:
         cell = min(rows - 1, int(a.point[1] / 1000.0 * rows)) * cols + min(cols - 1, int(a.point[0] / 1000.0 * cols))
         out.update(label_type=ACTIONS.index("click_point"), label_cell=cell,
                    label_point=torch.tensor([a.point[0] / 500.0 - 1.0, a.point[1] / 500.0 - 1.0]))
-    elif a.type == "type" and a.element in pos:
-        out.update(label_type=ACTIONS.index("type"), label_elem=pos[a.element])
-        starts = {sp[0]: k for k, sp in enumerate(enc.spans)}
-        ends = {sp[1]: k for k, sp in enumerate(enc.spans)}
-        at = step.instruction.find(a.text or "\0")
-        if at >= 0 and at in starts and at + len(a.text) in ends:
-            out.update(label_start=starts[at], label_end=ends[at + len(a.text)])
+    elif a.type == "type" and (a.element in pos or (a.element is None and "type_focused" in cfg.actions)):
+        if a.element is None:
+            out.update(label_type=cfg.actions.index("type_focused"))
+        else:
+            out.update(label_type=ACTIONS.index("type"), label_elem=pos[a.element])
+        span = span_label(a.text, step.instruction, enc, cfg.copy_tree)
+        if span is not None:
+            out.update(label_start=span[0], label_end=span[1])
     elif a.type == "scroll" and a.point is not None and a.direction in ("up", "down"):
         W, H = step.size.width, step.size.height
         x, y = a.point[0] * W / 1000.0, a.point[1] * H / 1000.0
@@ -433,6 +539,8 @@ def label(step, enc: Encoded) -> dict | None:
         out.update(label_type=ACTIONS.index("scroll_" + a.direction), label_elem=lists[-1])
     elif a.type == "key" and tuple(a.keys) == ("backspace",):
         out.update(label_type=ACTIONS.index("backspace"))
+    elif a.type == "key" and chord_name(a.keys) in cfg.chords:
+        out.update(label_type=cfg.actions.index("key"), label_chord=cfg.chords.index(chord_name(a.keys)))
     else:
         return None
     k = out["label_elem"]

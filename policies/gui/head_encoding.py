@@ -20,6 +20,12 @@ HEAD_WEIGHTS = "gui_head.safetensors"
 HEAD_CONFIG = "gui_head.json"
 FORMAT = "embodia-gui-head/1"
 ACTIONS = ("click", "type", "scroll_down", "scroll_up", "click_point", "backspace")
+# what real pages and apps also need: a key chord from the head's chord vocabulary, and typing into
+# whatever field has the focus (after a click on a list, a date field, a terminal); appended after
+# ACTIONS so that a head extended from an old one keeps its action indices
+ACTIONS_V2 = ACTIONS + ("key", "type_focused")
+CHORDS = ("enter", "tab", "esc", "ctrl+a", "ctrl+c", "ctrl+v", "ctrl+x", "ctrl+z", "ctrl+s", "ctrl+w",
+          "ctrl+end", "ctrl+home", "delete", "up", "down", "left", "right", "home", "end", "space")
 NEEDS_ELEMENT = ("click", "type", "scroll_down", "scroll_up")
 ROLES = ("TextView", "Button", "ImageButton", "Switch", "EditText", "CheckBox", "ImageView", "ListView",
          "View")
@@ -48,6 +54,30 @@ class GuiHeadConfig:
     dit: dict = field(default_factory=lambda: dict(dim=32, depth=2, heads=4, num_registers=2, mlp_ratio=2.0))
     steps: int = 10                      # Euler steps of the point decoder
     mask_words: float = 0.15             # training: instruction words hidden (see GuiHead.encode)
+    # the vocabulary a head was trained with travels in its gui_head.json; a config without these
+    # fields (the bundled embodia-tiny head) is the old one: six action types, no chords, typed
+    # text only from the instruction
+    actions: tuple = ACTIONS
+    chords: tuple = ()
+    copy_tree: bool = False              # typed text may also be words of one tree element's text
+
+    def __post_init__(self):
+        self.actions, self.chords = tuple(self.actions), tuple(self.chords)
+        unknown = [a for a in self.actions if a not in ACTIONS_V2]
+        if unknown or self.actions[:len(ACTIONS)] != ACTIONS:
+            raise GuiHeadError(f"GUI head actions must start with {list(ACTIONS)} and come from "
+                               f"{list(ACTIONS_V2)}; got {list(self.actions)}")
+        if ("key" in self.actions) != bool(self.chords):
+            raise GuiHeadError("a GUI head with the 'key' action needs a chord vocabulary, and only it")
+
+
+def chord_name(keys) -> str:
+    """A key action's keys as one vocabulary entry.
+
+    >>> chord_name(("ctrl", "a")), chord_name(("Enter",))
+    ('ctrl+a', 'enter')
+    """
+    return "+".join(str(k).lower() for k in keys)
 
 
 def words(text: str) -> list[tuple[str, int, int]]:
@@ -128,6 +158,10 @@ class Encoded:
     spans: list[tuple[int, int]]  # character span of each instruction unit (units 0..len-1)
     image: np.ndarray             # uint8 [h, w, 3] downscaled screen
     grid: tuple[int, int]         # merged image tokens (rows, cols)
+    # unit index -> (element position, start, end) in that element's text, for every word of an
+    # element's text: where a copied text comes from when a head types words it read on the page
+    tree_spans: dict = field(default_factory=dict)
+    elem_texts: list = field(default_factory=list)   # each element's text as encoded ("" for a password)
 
 
 class SequenceBuilder:
@@ -162,16 +196,17 @@ class SequenceBuilder:
             tok_unit.extend([-1] * len(piece))
             tok_pos.extend([0] * len(piece))
 
-        def unit(word: str, seg: int, fld: int, elem: int, pos: int, item: int):
+        def unit(word: str, seg: int, fld: int, elem: int, pos: int, item: int) -> int | None:
             t = self._tok(word)
             if not t:
-                return
+                return None
             sep(self.space)
             u = len(meta)
             meta.append((seg, fld, elem, min(pos, 31), min(item, 15)))
             ids.extend(t)
             tok_unit.extend([u] * len(t))
             tok_pos.extend(range(len(t)))
+            return u
 
         sep(self.newline)
         spans = []
@@ -189,6 +224,8 @@ class SequenceBuilder:
         clicked = set(hist)         # "click <label>" items, as `describe` writes them
         feats = np.zeros((len(elems), N_ELEM_FEATS), np.float32)
         roles = np.zeros(len(elems), np.int64)
+        tree_spans: dict[int, tuple[int, int, int]] = {}
+        texts: list[str] = []
         for i, e in enumerate(elems):
             x0, y0, x1, y1 = e["bounds"]
             checked = e.get("checked")
@@ -200,8 +237,11 @@ class SequenceBuilder:
             roles[i] = ROLES.index(role) + 1 if role in ROLES else 0
             unit(role, SEG_TREE, F_ROLE, i, 0, 0)
             text = "" if e.get("password") else str(e.get("text") or "")
-            for k, (w, _, _) in enumerate(words(text)[:cfg.max_words]):
-                unit(w, SEG_TREE, F_TEXT, i, k, 0)
+            texts.append(text)
+            for k, (w, a, b) in enumerate(words(text)[:cfg.max_words]):
+                u = unit(w, SEG_TREE, F_TEXT, i, k, 0)
+                if u is not None:
+                    tree_spans[u] = (i, a, b)
             desc = str(e.get("desc") or "")
             if desc and desc != text:
                 for k, (w, _, _) in enumerate(words(desc)[:cfg.max_words]):
@@ -213,7 +253,8 @@ class SequenceBuilder:
             sep(self.newline)
         return Encoded(ids, np.asarray(tok_unit, np.int64), np.asarray(tok_pos, np.int64),
                        np.asarray(meta, np.int64).reshape(-1, 5), feats, roles,
-                       [int(e.get("index", i)) for i, e in enumerate(elems)], spans, img, (rows, cols))
+                       [int(e.get("index", i)) for i, e in enumerate(elems)], spans, img, (rows, cols),
+                       tree_spans, texts)
 
 
 UNIT_FEATS = 3        # per unit: mean backbone state, last token's state, mean token embedding
@@ -306,7 +347,7 @@ def collate(samples: list[dict]) -> dict:
            "elem_mask": emask, "img": img, "img_rc": img_rc, "img_mask": img_mask,
            "grid": torch.stack([s["grid"] for s in samples])}
     if "label_type" in samples[0]:
-        for k in ("label_type", "label_elem", "label_start", "label_end", "label_cell"):
-            out[k] = torch.tensor([int(s[k]) for s in samples])
+        for k in ("label_type", "label_elem", "label_start", "label_end", "label_cell", "label_chord"):
+            out[k] = torch.tensor([int(s.get(k, -1)) for s in samples])
         out["label_point"] = torch.stack([s["label_point"] for s in samples])
     return out

@@ -1,0 +1,206 @@
+"""A MiniWoB++ variant of `embodia-tiny`'s GUI head: fine-tuned on the scripted experts' demos of
+every task in `embodia.sim.miniwob.EXPERTS`, into a folder of its own.
+
+    python -m embodia.agent.training.miniwob_train --out data/embodia-tiny-miniwob
+    python -m embodia.agent.training.miniwob_train --out /tmp/m --episodes 2 --steps 50 --tasks click-button,enter-text
+
+It records ``--episodes`` expert episodes per task on TRAIN seeds (``--seed``.., 100000 by default;
+`benchmarks/miniwob_head.py` evaluates on seeds 1000.., which no demo used) as GUI step logs
+under ``--out``/demos/<task> (the format of ``embodia record``; ``embodia replay`` and ``embodia
+eval --offline`` read them). Recording is resumable: a rerun keeps every finished episode and
+records only the seeds still missing, with one progress line per task. It then copies the bundled
+checkpoint into ``--out``, extends a copy of its GUI head to the larger action vocabulary
+(`embodia.policies.gui.head.extend_vocabulary`: key chords, typing into the focused field, text
+copied from an element's words) and fine-tunes it on the demos of the successful episodes
+(`embodia.agent.training.gui_train.fit`). The bundled checkpoint is never written.
+
+Experts whose actions the head cannot express, still recorded and evaluated (their score is
+reported, not hidden):
+
+- simple-arithmetic: the typed answer is computed (``3 + 4`` -> ``7``), not on the page;
+- enter-text-2: the typed text is the instruction's word in upper or lower case;
+- enter-time: the typed text is the time rewritten (``0230PM`` for ``2:30 PM``), not a span of the
+  instruction (typed as written, ``2:30 PM``, the page refuses it).
+
+enter-date's expert types the date's digits (``11052016``); its demos here come from a variant
+(`DEMO_PLANS`) that types the date as the instruction writes it (``11/05/2016``), which the page
+takes too, so that the head can copy it. Like every demo, only episodes the page rewarded are kept.
+- sign-agreement: the scroll is on a text area the page does not mark scrollable (the head scrolls
+  only elements flagged scrollable);
+- find-word: the head reads the first 8 words of an element's text, the paragraph is longer.
+
+Defaults (20 episodes per task, 2,000 steps at batch 64) take about 25 minutes on a shared 2-core
+machine (16 of them recording); the command prints its wall time.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from embodia.agent.training.desktop_train import BUNDLE
+
+TRAIN_SEED = 100_000
+
+
+def enter_date_as_written(instruction, tree, memo):
+    """enter-date typing the date as the instruction writes it (a span the head can copy)."""
+    from embodia.devices import GuiAction
+    from embodia.sim.miniwob import _button, _click, _click_start, _find, _steps
+    m = re.search(r"Enter (\d\d/\d\d/\d{4})", instruction)
+    field = _find(tree, "date")
+    typed = _steps(memo, "date", [_click_start(field), GuiAction("type", text=m.group(1))]) if m and field else None
+    return typed or _click(_button(tree, "Submit"))
+
+
+DEMO_PLANS = {"enter-date": enter_date_as_written}     # demo experts that differ from `EXPERTS`
+
+
+def demo_expert(dev, task: str):
+    """The expert whose demos the head learns from: `DEMO_PLANS`' variant, else the task's own."""
+    from embodia.sim.miniwob import TreeExpert
+    return TreeExpert(DEMO_PLANS[task]) if task in DEMO_PLANS else dev.expert()
+
+
+def finished_seeds(root: Path) -> set[int]:
+    """Seeds of the episodes under a task's recording that ended (a killed one is recorded again)."""
+    from embodia.agent.recording.gui_log import list_gui_episodes, read_gui_episode
+    if not (root / "episodes").is_dir():
+        return set()
+    done = set()
+    for p in list_gui_episodes(root):
+        ep = read_gui_episode(p)
+        if ep["end"] is not None and ep["header"].get("seed") is not None:
+            done.add(int(ep["header"]["seed"]))
+    return done
+
+
+def record_demos(tasks, episodes: int, root: Path, *, seed: int = TRAIN_SEED, log=print) -> dict:
+    """Expert episodes of each task on seeds seed..seed+episodes-1 under ``root/<task>``, the
+    finished ones kept; returns per task the number of successful episodes of those seeds."""
+    from embodia.agent.loop.episode import run_episode
+    from embodia.agent.recording.gui_log import GuiRecorder
+    from embodia.devices import open_device
+    out = {}
+    for task in tasks:
+        t0 = time.perf_counter()
+        where = root / task
+        todo = [s for s in range(seed, seed + episodes) if s not in finished_seeds(where)]
+        if todo:
+            with open_device(f"sim:miniwob/{task}") as dev:
+                rec = GuiRecorder(where, dev.embodiment)
+                for s in todo:
+                    run_episode(dev, demo_expert(dev, task), seed=s, recorder=rec,
+                                episode_meta={"device": f"sim:miniwob/{task}",
+                                              "policy": "expert-as-written" if task in DEMO_PLANS else "expert"})
+        ok = sum(1 for ep in _episodes(where) if ep["success"] and seed <= ep["seed"] < seed + episodes)
+        out[task] = ok
+        log(f"{task}: {ok}/{episodes} expert demos ({episodes - len(todo)} kept from before, "
+            f"{time.perf_counter() - t0:.0f} s)")
+    return out
+
+
+def _episodes(root: Path) -> list[dict]:
+    """The finished episodes of a task's recording, with their seeds (screens loaded)."""
+    from embodia.agent.evaluation.offline_gui import read_gui_episodes
+    from embodia.agent.recording.gui_log import list_gui_episodes, read_gui_episode
+    seeds = [read_gui_episode(p)["header"].get("seed") for p in list_gui_episodes(root)]
+    return [{**ep, "seed": s} for ep, s in zip(read_gui_episodes(root), seeds) if s is not None]
+
+
+def demo_steps(root: Path, tasks, seeds: range):
+    """`GuiStep`s of the successful recorded episodes (waits left out, as a policy never sees its
+    own waits in its history)."""
+    from embodia.agent.evaluation.offline_gui import _gui_obs
+    from embodia.agent.training.gui_data import HISTORY, GuiStep
+    from embodia.devices.embodiment import Embodiment
+    from embodia.policies.gui.head import describe
+    for task in tasks:
+        for ep in _episodes(root / task):
+            if not ep["success"] or ep["seed"] not in seeds:
+                continue
+            prompt = Embodiment.from_dict(ep["embodiment"]).prompt() if ep["embodiment"] else ""
+            history: list[str] = []
+            for step, action in zip(ep["steps"], ep["actions"]):
+                if action.type == "wait":
+                    continue
+                obs = _gui_obs(step)
+                yield GuiStep(ep["task"], history[-HISTORY:], obs.ui_tree or [], obs.images["screen"], obs.screen,
+                              action, task, prompt, {"seed": ep["seed"], "task": task})
+                history.append(describe(action, obs.ui_tree))
+
+
+def prepare_checkpoint(out: Path) -> None:
+    """The bundled checkpoint's files in ``out`` (its GUI head is replaced by the fine-tuned one)."""
+    if out.resolve() == BUNDLE.resolve():
+        raise ValueError(f"{out} is the bundled checkpoint: train the MiniWoB variant into a folder of its own")
+    out.mkdir(parents=True, exist_ok=True)
+    for p in BUNDLE.iterdir():
+        if not (out / p.name).exists():
+            (shutil.copytree if p.is_dir() else shutil.copy2)(p, out / p.name)
+
+
+def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int = 2000, seed: int = TRAIN_SEED,
+                       batch_size: int = 64, log=print, progress: bool = False) -> dict:
+    """Record (or keep) the demos, fine-tune an extended copy of the bundled GUI head on them, save
+    it into ``out``; returns what was done (counts and seconds), also written into gui_head.json."""
+    import torch
+
+    from embodia.agent.training.gui_train import GuiTrainConfig, build_samples, fit
+    from embodia.policies.gui.head import SequenceBuilder, extend_vocabulary, load_gui_head, save_gui_head
+    from embodia.sim.miniwob import EXPERTS
+    out = Path(out)
+    tasks = sorted(EXPERTS) if tasks is None else list(tasks)
+    unknown = [t for t in tasks if t not in EXPERTS]
+    if unknown:
+        raise ValueError(f"no scripted expert for {unknown}; experts: {', '.join(sorted(EXPERTS))}")
+    prepare_checkpoint(out)
+    t0 = time.perf_counter()
+    demos = record_demos(tasks, episodes, out / "demos", seed=seed, log=log)
+    t1 = time.perf_counter()
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    old, backbone, _ = load_gui_head(BUNDLE)
+    head = extend_vocabulary(old)
+    samples = build_samples(demo_steps(out / "demos", tasks, range(seed, seed + episodes)),
+                            SequenceBuilder(backbone, head.cfg), backbone, log=log)
+    if not samples:
+        raise ValueError("no usable demo steps: every expert episode failed or none was recorded")
+    t2 = time.perf_counter()
+    cfg = GuiTrainConfig(out=str(out), episodes=episodes, seed=seed, steps=steps, batch_size=batch_size,
+                         warmup=min(200, max(1, steps // 10)), lr=1e-3)
+    fit(head, samples, cfg, log=log, progress=progress)
+    t3 = time.perf_counter()
+    done = {"tasks": tasks, "episodes_per_task": episodes, "train_seeds": [seed, seed + episodes],
+            "expert_successes": demos, "samples": len(samples),
+            "fine_tuned_from": "bundled embodia-tiny GUI head, vocabulary extended", "train_config": asdict(cfg),
+            "seconds": {"demos": round(t1 - t0), "features": round(t2 - t1), "train": round(t3 - t2)}}
+    save_gui_head(head, out, extra={"trained_steps": steps, "miniwob": done})
+    log(f"demos {t1 - t0:.0f} s, features {t2 - t1:.0f} s, training {t3 - t2:.0f} s; "
+        f"wall time {t3 - t0:.0f} s; head in {out}")
+    return done
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("data/embodia-tiny-miniwob"))
+    ap.add_argument("--episodes", type=int, default=20, help="expert demos per task")
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--seed", type=int, default=TRAIN_SEED, help="first train seed (evaluation uses 1000..)")
+    ap.add_argument("--tasks", default="", help="comma-separated tasks (default: every task with an expert)")
+    args = ap.parse_args(argv)
+    try:
+        train_miniwob_head(args.out, tasks=[t for t in args.tasks.split(",") if t] or None, episodes=args.episodes,
+                           steps=args.steps, seed=args.seed, batch_size=args.batch_size,
+                           progress=sys.stderr.isatty())
+    except ValueError as e:
+        sys.exit(f"miniwob_train: {e}")
+
+
+if __name__ == "__main__":
+    main()

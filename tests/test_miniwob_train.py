@@ -1,0 +1,49 @@
+"""The MiniWoB++ variant of embodia-tiny's GUI head: expert demos recorded as GUI step logs on train
+seeds (a rerun keeps them), an extended copy of the bundled head fine-tuned into a folder of its
+own, the bundled checkpoint untouched."""
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from embodia.agent.training.miniwob_train import BUNDLE, TRAIN_SEED, demo_steps, train_miniwob_head
+from embodia.devices.cdp import find_chromium
+
+needs_chromium = pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed")
+
+
+def _digest(folder: Path) -> str:
+    return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())).hexdigest()
+
+
+def test_never_trains_into_the_bundled_checkpoint_nor_on_a_task_without_expert(tmp_path):
+    with pytest.raises(ValueError, match="bundled"):
+        train_miniwob_head(BUNDLE, tasks=["click-button"], episodes=0, steps=0)
+    with pytest.raises(ValueError, match="no scripted expert"):
+        train_miniwob_head(tmp_path / "m", tasks=["not-a-task"], episodes=0, steps=0)
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_demos_are_kept_on_a_rerun_and_train_a_head_with_chords(tmp_path):
+    pytest.importorskip("embodia.sim.miniwob").html_root()
+    from embodia.policies.gui.head import ACTIONS_V2, CHORDS, load_gui_head
+    before = _digest(BUNDLE)
+    lines: list[str] = []
+    done = train_miniwob_head(tmp_path / "m", tasks=["copy-paste"], episodes=1, steps=5, batch_size=8,
+                              log=lines.append)
+    assert done["expert_successes"] == {"copy-paste": 1} and done["samples"] >= 5
+    assert any(ln.startswith("copy-paste: 1/1 expert demos (0 kept") for ln in lines)
+    steps = list(demo_steps(tmp_path / "m" / "demos", ["copy-paste"], range(TRAIN_SEED, TRAIN_SEED + 1)))
+    assert [s.action.keys for s in steps if s.action.type == "key"] == [("ctrl", "a"), ("ctrl", "c"), ("ctrl", "v")]
+    assert steps[2].history == ["click text", "press ctrl+a"]          # its own past actions, as the policy keeps them
+    head, _, meta = load_gui_head(tmp_path / "m")
+    assert head.cfg.actions == ACTIONS_V2 and head.cfg.chords == CHORDS and meta["trained_steps"] == 5
+    assert json.loads((tmp_path / "m" / "gui_head.json").read_text())["miniwob"]["train_seeds"] == [TRAIN_SEED,
+                                                                                                   TRAIN_SEED + 1]
+    lines.clear()
+    train_miniwob_head(tmp_path / "m", tasks=["copy-paste"], episodes=1, steps=1, batch_size=8, log=lines.append)
+    assert any(ln.startswith("copy-paste: 1/1 expert demos (1 kept from before") for ln in lines)
+    assert len(list((tmp_path / "m" / "demos" / "copy-paste" / "episodes").iterdir())) == 1
+    assert _digest(BUNDLE) == before
