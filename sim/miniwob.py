@@ -21,6 +21,9 @@ environment (facts used; no code taken):
   discounted by the time taken where the task asks for that; running out of
   ``core.EPISODE_MAX_TIME`` (10 s unless the task sets its own, in real time) ends it with -1;
 - success is a raw reward > 0.
+- the utterance's fields (what the problem asks for) come from the package's own extractor,
+  ``miniwob.fields``; the device reports them as ``info()["slots"]``, the slots a success memory
+  abstracts typed text and labels into;
 
 Here the page is loaded afresh at every reset (a seed then draws the same problem for every
 policy: seeds are paired across policies), driven by trusted input like any page
@@ -82,6 +85,19 @@ def html_root() -> Path:
     return root
 
 
+def task_fields(task: str, instruction: str) -> dict[str, str]:
+    """The episode's fields as the package's own extractor (``miniwob.fields``, regular expressions
+    over the utterance) reads them, e.g. ``{"target": "Foo"}`` for choose-list: the slots that let a
+    success memory store "type {target}" instead of one episode's literal text. ``{}`` for a task the
+    package has no extractor for, or an utterance it does not parse."""
+    try:
+        from miniwob.fields import get_field_extractor
+        fields = get_field_extractor(task)(instruction)
+    except (ImportError, KeyError, ValueError, IndexError, TypeError):   # no extractor, or it cannot parse this one
+        return {}
+    return {str(k): v for k, v in fields if isinstance(v, str) and v.strip()}
+
+
 def list_tasks() -> list[str]:
     return sorted(p.stem for p in html_root().glob("*.html"))
 
@@ -99,6 +115,7 @@ class MiniWobDevice(BrowserDevice):
             raise ValueError(f"miniwob: mode must be 'train' or 'test', got {mode!r}")
         self.task, self.mode, self.max_steps = task, mode, int(max_steps)
         self.instruction = ""
+        self.slots: dict[str, str] = {}
         self._state = [False, 0.0, 0.0, None, 10000]
         super().__init__(page.as_uri(), size=size, **browser)
         self.embodiment = dataclasses.replace(self.embodiment, name=f"miniwob/{task}")
@@ -115,6 +132,7 @@ class MiniWobDevice(BrowserDevice):
             time.sleep(0.05)
         self._settle()
         self.instruction = str(self.evaluate("core.getUtterance()") or "")
+        self.slots = task_fields(self.task, self.instruction)
         self._state = [False, 0.0, 0.0, None, 10000]
         self.answer, self.status = None, None
         return self.observe()
@@ -133,7 +151,8 @@ class MiniWobDevice(BrowserDevice):
     def info(self) -> dict:
         done, raw, reward, reason, limit = self._state
         return {**super().info(), "task": self.task, "seed_mode": self.mode, "done": bool(done),
-                "raw_reward": float(raw), "reward": float(reward), "reason": reason, "time_limit_ms": limit}
+                "raw_reward": float(raw), "reward": float(reward), "reason": reason, "time_limit_ms": limit,
+                "slots": dict(self.slots)}
 
     def expert(self):
         if self.task not in EXPERTS:

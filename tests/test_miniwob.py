@@ -69,6 +69,24 @@ def test_reward_time_limit_and_a_wrong_answer():
         assert "sandbox" in dev.capabilities and "success" in dev.capabilities
 
 
+def test_the_packages_field_extractor_names_each_episodes_slots():
+    """info()["slots"] are the fields MiniWoB's own extractor reads from the utterance, fresh at every
+    reset: what lets a success memory store "type {target}" rather than one episode's literal text."""
+    from embodia.memory.screen_refs import canonical
+    with open_device("sim:miniwob/choose-list") as dev:
+        targets = []
+        for seed in (4, 5):
+            dev.reset(seed)
+            slots = dev.info()["slots"]
+            assert set(slots) == {"target"} and f"Select {slots['target']} from" in dev.instruction
+            targets.append(slots["target"])
+            typed = canonical({"type": "type", "text": slots["target"]}, [], slots)
+            assert slots["target"] not in typed and "target" in typed      # stored as the slot, not the text
+        assert targets[0] != targets[1]
+    assert miniwob.task_fields("choose-list", "not an utterance of this task") == {}
+    assert miniwob.task_fields("no-such-task", "Select x from the list and click Submit.") == {}
+
+
 def test_key_chords_copy_and_paste_on_a_page():
     """copy-paste's expert selects, copies and pastes with ctrl+a, ctrl+c and ctrl+v, as a person does."""
     with open_device("sim:miniwob/copy-paste") as dev:
