@@ -5,17 +5,13 @@ import json
 import re
 
 import pytest
+from miniwob_pages import miniwob_or_skip, needs_chromium
 
 from embodia.agent.loop.episode import run_episode
 from embodia.devices import open_device
-from embodia.devices.cdp import find_chromium
 
-pytestmark = pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (apt-get install chromium)")
-miniwob = pytest.importorskip("embodia.sim.miniwob")
-try:
-    miniwob.html_root()
-except ImportError as e:
-    pytest.skip(str(e), allow_module_level=True)
+pytestmark = needs_chromium
+miniwob = miniwob_or_skip()
 
 pytest_plugins = ("fake_openai",)
 TASKS = ("click-button", "enter-text", "click-checkboxes")

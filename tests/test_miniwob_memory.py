@@ -8,15 +8,10 @@ from pathlib import Path
 
 import bench_module
 import pytest
+from miniwob_pages import miniwob_or_skip, needs_chromium
 
-from embodia.devices.cdp import find_chromium
-
-pytestmark = pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (apt-get install chromium)")
-miniwob = pytest.importorskip("embodia.sim.miniwob")
-try:
-    miniwob.html_root()
-except ImportError as e:
-    pytest.skip(str(e), allow_module_level=True)
+pytestmark = needs_chromium
+miniwob = miniwob_or_skip()
 
 ROOT = Path(__file__).resolve().parents[1]
 bench = bench_module.load("miniwob_memory")
