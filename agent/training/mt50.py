@@ -122,4 +122,7 @@ def bundle(checkpoint: Path, dest: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt as e:      # Ctrl-C or `kill`: the session row is written; say how to go on
+        raise SystemExit(f"{e or 'stopped by Ctrl-C'}; run the same command again to go on from the last save") from None
