@@ -38,7 +38,8 @@ def test_a_stream_pairs_the_arms_and_the_memory_grows_from_successes(tmp_path):
     rep = json.loads(out.stdout.strip().splitlines()[-1])
     cell = rep["per_task"]["enter-text"]
     assert (cell["both"], cell["on_only"], cell["off_only"], cell["neither"]) == (3, 0, 0, 0)
-    assert cell["memory_entries_per_stream"][0] >= 3          # one entry per success at least
+    # the successes are stored; the same plan with another target merges (typed text is the {target} slot)
+    assert 1 <= cell["memory_entries_per_stream"][0] < 3 * 3
     assert rep["pooled"]["on"]["episodes"] == 3 and rep["resumed_tasks"] == 0
 
     def never(*a, **kw):

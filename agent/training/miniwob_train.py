@@ -50,7 +50,7 @@ TRAIN_SEED = 100_000
 def enter_date_as_written(instruction, tree, memo):
     """enter-date typing the date as the instruction writes it (a span the head can copy)."""
     from embodia.devices import GuiAction
-    from embodia.sim.miniwob import _button, _click, _click_start, _find, _steps
+    from embodia.sim.miniwob_experts import _button, _click, _click_start, _find, _steps
     m = re.search(r"Enter (\d\d/\d\d/\d{4})", instruction)
     field = _find(tree, "date")
     typed = _steps(memo, "date", [_click_start(field), GuiAction("type", text=m.group(1))]) if m and field else None
@@ -62,7 +62,7 @@ DEMO_PLANS = {"enter-date": enter_date_as_written}     # demo experts that diffe
 
 def demo_expert(dev, task: str):
     """The expert whose demos the head learns from: `DEMO_PLANS`' variant, else the task's own."""
-    from embodia.sim.miniwob import TreeExpert
+    from embodia.sim.miniwob_experts import TreeExpert
     return TreeExpert(DEMO_PLANS[task]) if task in DEMO_PLANS else dev.expert()
 
 
