@@ -151,12 +151,11 @@ def run_cells(args, policy: str, tasks: list[str], axes: list[str], severity: di
 
 def paired(a: np.ndarray, b: np.ndarray) -> dict:
     """a - b on the same episodes: the rates, the paired Newcombe interval and the discordant counts."""
-    from embodia.agent.evaluation.stats import newcombe_paired
-    a, b = a.astype(bool).ravel(), b.astype(bool).ravel()
-    counts = int((a & b).sum()), int((a & ~b).sum()), int((~a & b).sum()), int((~a & ~b).sum())
+    from embodia.agent.evaluation.stats import newcombe_paired, paired_counts
+    counts = paired_counts(a.ravel(), b.ravel())
     d, lo, hi = newcombe_paired(*counts)
     return {"diff": d, "newcombe_paired95": [lo, hi], "a_only": counts[1], "b_only": counts[2],
-            "episodes": int(a.size)}
+            "episodes": sum(counts)}
 
 
 def second_half(runs: dict, arm: str, streams: int, episodes: int) -> np.ndarray:

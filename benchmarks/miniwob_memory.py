@@ -32,7 +32,7 @@ sys.path[:0] = [str(ROOT)]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from embodia.agent.evaluation.memory_eval import build_report, rate_of, run_stream, screen_arm_factory
-from embodia.agent.evaluation.stats import newcombe_paired
+from embodia.agent.evaluation.stats import newcombe_paired, paired_counts
 from embodia.agent.evaluation.suite_resume import PartialRun
 
 # ten and more tasks the bundled head meets on MiniWoB: one-click tasks, a choice among
@@ -53,10 +53,7 @@ def paired(on: list[bool], off: list[bool]) -> dict:
     """
     if len(on) != len(off) or not on:
         raise ValueError(f"paired arms need the same non-zero number of episodes, got {len(on)} and {len(off)}")
-    both = sum(a and b for a, b in zip(on, off))
-    on_only = sum(a and not b for a, b in zip(on, off))
-    off_only = sum(b and not a for a, b in zip(on, off))
-    neither = len(on) - both - on_only - off_only
+    both, on_only, off_only, neither = paired_counts(on, off)
     diff, lo, hi = newcombe_paired(both, on_only, off_only, neither)
     return {"both": both, "on_only": on_only, "off_only": off_only, "neither": neither,
             "on": rate_of(both + on_only, len(on)), "off": rate_of(both + off_only, len(on)),

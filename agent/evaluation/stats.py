@@ -50,6 +50,23 @@ def newcombe(k1: int, n1: int, k2: int, n2: int, z: float = Z95) -> tuple[float,
     return (d, d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2))
 
 
+def paired_counts(first, second) -> tuple[int, int, int, int]:
+    """The 2x2 table of two arms run on the same trials, in `newcombe_paired`'s order: (both won,
+    only the first won, only the second won, neither won). Any iterables of truth values (lists,
+    flattened arrays) of the same length.
+
+    >>> paired_counts([True, True, False, False], [True, False, True, False])
+    (1, 1, 1, 1)
+    """
+    a, b = [bool(x) for x in first], [bool(x) for x in second]
+    if len(a) != len(b):
+        raise ValueError(f"paired trials need the same number of outcomes per arm, got {len(a)} and {len(b)}")
+    both = sum(x and y for x, y in zip(a, b))
+    first_only = sum(x and not y for x, y in zip(a, b))
+    second_only = sum(y and not x for x, y in zip(a, b))
+    return both, first_only, second_only, len(a) - both - first_only - second_only
+
+
 def newcombe_paired(both: int, first_only: int, second_only: int, neither: int,
                     z: float = Z95) -> tuple[float, float, float]:
     """Difference p1 - p2 of two success rates measured on the SAME trials (each trial run once

@@ -29,7 +29,7 @@ import json
 from pathlib import Path
 
 from embodia.agent.evaluation.evaluate import write_json
-from embodia.agent.evaluation.stats import clustered_gain, newcombe, newcombe_paired
+from embodia.agent.evaluation.stats import clustered_gain, newcombe, newcombe_paired, paired_counts
 from embodia.agent.evaluation.suite import cell as rate
 from embodia.agent.evaluation.suite import run_suite, suite_run
 from embodia.agent.evaluation.suite_resume import run_diff
@@ -131,10 +131,9 @@ def compare(on: list[dict], off: list[dict]) -> dict:
     def arms(task_names) -> dict:
         a = [o for t in task_names for o in pairs[t][0]]
         b = [o for t in task_names for o in pairs[t][1]]
-        both = sum(x and y for x, y in zip(a, b))
-        on_only, off_only = sum(x and not y for x, y in zip(a, b)), sum(y and not x for x, y in zip(a, b))
+        both, on_only, off_only, neither = paired_counts(a, b)
         d, lo, hi = newcombe(sum(a), len(a), sum(b), len(b))
-        _, plo, phi = newcombe_paired(both, on_only, off_only, len(a) - both - on_only - off_only)
+        _, plo, phi = newcombe_paired(both, on_only, off_only, neither)
         row = {"on": rate(a), "off": rate(b), "gain": d, "newcombe95_paired": [plo, phi], "newcombe95": [lo, hi],
                "on_only": on_only, "off_only": off_only}
         clusters = [(sum(r_on["tasks"][t]["outcomes"]), sum(r_off["tasks"][t]["outcomes"]),
