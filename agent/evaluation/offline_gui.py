@@ -192,7 +192,8 @@ def gui_app(header: dict, end: dict | None) -> str:
 
 def read_gui_episodes(root, episodes: list[int] | None = None) -> list[dict]:
     """The recording's episodes, each with ``actions`` (the executed GuiActions), ``steps`` (their
-    step lines with screenshots loaded), ``task``, ``app``, ``index``, ``success`` and ``info``."""
+    step lines with screenshots loaded), ``task``, ``app``, ``index``, ``success``, ``info`` and
+    ``seed`` (None where the recording did not name one)."""
     from embodia.agent.recording.gui_log import executed_steps, list_gui_episodes, read_gui_episode
     paths = list_gui_episodes(root)
     idx = range(len(paths)) if episodes is None else _check_episodes(episodes, len(paths), root)
@@ -203,7 +204,8 @@ def read_gui_episodes(root, episodes: list[int] | None = None) -> list[dict]:
         end = ep["end"]
         out.append({"index": i, "steps": steps, "actions": actions, "task": ep["header"].get("task", ""),
                     "app": gui_app(ep["header"], end), "success": (end or {}).get("success"),
-                    "info": (end or {}).get("info") or {}, "embodiment": ep["header"].get("embodiment")})
+                    "info": (end or {}).get("info") or {}, "embodiment": ep["header"].get("embodiment"),
+                    "seed": ep["header"].get("seed")})
     return out
 
 

@@ -20,14 +20,14 @@ reported, not hidden):
 - simple-arithmetic: the typed answer is computed (``3 + 4`` -> ``7``), not on the page;
 - enter-text-2: the typed text is the instruction's word in upper or lower case;
 - enter-time: the typed text is the time rewritten (``0230PM`` for ``2:30 PM``), not a span of the
-  instruction (typed as written, ``2:30 PM``, the page refuses it).
+  instruction (typed as written, ``2:30 PM``, the page refuses it);
+- sign-agreement: the scroll is on a text area the page does not mark scrollable (the head scrolls
+  only elements flagged scrollable);
+- find-word: the head reads the first 8 words of an element's text, the paragraph is longer.
 
 enter-date's expert types the date's digits (``11052016``); its demos here come from a variant
 (`DEMO_PLANS`) that types the date as the instruction writes it (``11/05/2016``), which the page
 takes too, so that the head can copy it. Like every demo, only episodes the page rewarded are kept.
-- sign-agreement: the scroll is on a text area the page does not mark scrollable (the head scrolls
-  only elements flagged scrollable);
-- find-word: the head reads the first 8 words of an element's text, the paragraph is longer.
 
 Defaults (20 episodes per task, 2,000 steps at batch 64) take about 25 minutes on a shared 2-core
 machine (16 of them recording); the command prints its wall time.
@@ -66,16 +66,17 @@ def demo_expert(dev, task: str):
     return TreeExpert(DEMO_PLANS[task]) if task in DEMO_PLANS else dev.expert()
 
 
-def finished_seeds(root: Path) -> set[int]:
-    """Seeds of the episodes under a task's recording that ended (a killed one is recorded again)."""
+def finished_seeds(root: Path) -> dict[int, bool]:
+    """Seed -> success of the episodes under a task's recording that ended (a killed one is
+    recorded again); read from the step logs' header and end lines, no screenshot loaded."""
     from embodia.agent.recording.gui_log import list_gui_episodes, read_gui_episode
     if not (root / "episodes").is_dir():
-        return set()
-    done = set()
+        return {}
+    done = {}
     for p in list_gui_episodes(root):
         ep = read_gui_episode(p)
         if ep["end"] is not None and ep["header"].get("seed") is not None:
-            done.add(int(ep["header"]["seed"]))
+            done[int(ep["header"]["seed"])] = bool(ep["end"].get("success"))
     return done
 
 
@@ -89,7 +90,8 @@ def record_demos(tasks, episodes: int, root: Path, *, seed: int = TRAIN_SEED, lo
     for task in tasks:
         t0 = time.perf_counter()
         where = root / task
-        todo = [s for s in range(seed, seed + episodes) if s not in finished_seeds(where)]
+        before = finished_seeds(where)
+        todo = [s for s in range(seed, seed + episodes) if s not in before]
         if todo:
             with open_device(f"sim:miniwob/{task}") as dev:
                 rec = GuiRecorder(where, dev.embodiment)
@@ -97,30 +99,22 @@ def record_demos(tasks, episodes: int, root: Path, *, seed: int = TRAIN_SEED, lo
                     run_episode(dev, demo_expert(dev, task), seed=s, recorder=rec,
                                 episode_meta={"device": f"sim:miniwob/{task}",
                                               "policy": "expert-as-written" if task in DEMO_PLANS else "expert"})
-        ok = sum(1 for ep in _episodes(where) if ep["success"] and seed <= ep["seed"] < seed + episodes)
+        ok = sum(1 for s, won in finished_seeds(where).items() if won and seed <= s < seed + episodes)
         out[task] = ok
         log(f"{task}: {ok}/{episodes} expert demos ({episodes - len(todo)} kept from before, "
             f"{time.perf_counter() - t0:.0f} s)")
     return out
 
 
-def _episodes(root: Path) -> list[dict]:
-    """The finished episodes of a task's recording, with their seeds (screens loaded)."""
-    from embodia.agent.evaluation.offline_gui import read_gui_episodes
-    from embodia.agent.recording.gui_log import list_gui_episodes, read_gui_episode
-    seeds = [read_gui_episode(p)["header"].get("seed") for p in list_gui_episodes(root)]
-    return [{**ep, "seed": s} for ep, s in zip(read_gui_episodes(root), seeds) if s is not None]
-
-
 def demo_steps(root: Path, tasks, seeds: range):
     """`GuiStep`s of the successful recorded episodes (waits left out, as a policy never sees its
     own waits in its history)."""
-    from embodia.agent.evaluation.offline_gui import _gui_obs
+    from embodia.agent.evaluation.offline_gui import _gui_obs, read_gui_episodes
     from embodia.agent.training.gui_data import HISTORY, GuiStep
     from embodia.devices.embodiment import Embodiment
     from embodia.policies.gui.head import describe
     for task in tasks:
-        for ep in _episodes(root / task):
+        for ep in read_gui_episodes(root / task):
             if not ep["success"] or ep["seed"] not in seeds:
                 continue
             prompt = Embodiment.from_dict(ep["embodiment"]).prompt() if ep["embodiment"] else ""
