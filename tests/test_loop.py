@@ -178,3 +178,35 @@ def test_a_policy_with_the_old_observe_hook_is_refused_in_one_line():
             pass
     with pytest.raises(TypeError, match=r"Old.observe\(obs, executed\) is now after_step"):
         run_episode(CounterDevice(), Old(), max_steps=3)
+
+
+class VanishingDevice(CounterDevice):
+    """Gone from its `vanish_at`-th reset on (a phone unplugged between two episodes)."""
+
+    def __init__(self, vanish_at, **kw):
+        super().__init__(**kw)
+        self.resets, self.vanish_at = 0, vanish_at
+
+    def reset(self, seed=None):
+        self.resets += 1
+        if self.resets >= self.vanish_at:
+            raise DeviceLost("unplugged between episodes")
+        return super().reset(seed)
+
+
+@pytest.mark.parametrize("async_exec", [False, True])
+def test_a_device_lost_while_it_resets_ends_that_episode_with_an_error_not_a_traceback(async_exec):
+    rec = FakeRecorder()
+    r = run_episode(VanishingDevice(1), ChunkPolicy(), seed=7, max_steps=10, recorder=rec, async_exec=async_exec)
+    assert r.error == "DeviceLost: unplugged between episodes" and r.steps == 0 and r.seed == 7
+    assert r.success is False and rec.ended is None          # nothing ran, so nothing was recorded
+
+
+def test_a_run_stops_at_a_lost_device_and_reports_the_episodes_before_it():
+    from embodia.agent.evaluation.evaluate import evaluate
+    dev = VanishingDevice(3, goal=3)
+    rep = evaluate(dev, ChunkPolicy(), episodes=6, seed=10)
+    assert dev.resets == 3                       # no reset tried after the loss
+    assert [e["seed"] for e in rep["per_episode"]] == [10, 11, 12]
+    assert rep["successes"] == 2 and rep["errors"] == 1
+    assert rep["per_episode"][2]["error"].startswith("DeviceLost")

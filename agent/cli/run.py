@@ -99,7 +99,7 @@ def label_note(r) -> str:
 def episodes_with_progress(device, policy, *, episodes: int, seed: int, label: str, writer=None, **run_kw):
     """``run_episodes`` with a progress bar showing the running success rate; errors and Ctrl-C
     are said as they happen."""
-    from embodia.agent.evaluation.evaluate import run_episodes
+    from embodia.agent.evaluation.evaluate import device_lost, run_episodes
     from embodia.agent.loop.asynchronous import check_async
     if run_kw.get("smooth", "none") != "none" and not run_kw.get("async_exec"):
         fail("--smooth applies with --async")
@@ -126,6 +126,9 @@ def episodes_with_progress(device, policy, *, episodes: int, seed: int, label: s
             bar.update(task, advance=1, status=f"success {ok}/{len(verified)}" if verified else "")
             if r.error:
                 console.print(f"[yellow]episode {i} (seed {r.seed}) ended with an error:[/yellow] {r.error}")
+            if device_lost(r) and i + 1 < episodes:
+                console.print(f"[yellow]the device is gone: stopped after {i + 1} of {episodes} episodes"
+                              + (", all saved" if writer else "") + "[/yellow]")
             if r.interrupted:
                 console.print("[yellow]interrupted: the episode was closed"
                               + (" and saved" if writer else "") + "[/yellow]")

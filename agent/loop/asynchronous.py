@@ -38,7 +38,8 @@ from typing import Callable
 
 import numpy as np
 
-from embodia.agent.loop.core import EpisodeResult, EpisodeRun, latency_summary
+from embodia.agent.loop.core import EpisodeResult, EpisodeRun, latency_summary, lost_at_reset
+from embodia.devices import DeviceLost
 from embodia.policies.base import as_policy
 
 SMOOTHING = ("none", "inpaint", "ensemble")
@@ -286,9 +287,12 @@ def run_async(device, policy, *, seed: int | None = None, instruction: str | Non
     control steps), the stall steps, the steps where a new chunk took over and, for each, the action
     the previous plan held for that step (how far the switch departs from the old plan)."""
     check_async(device, policy, smooth)
-    run = EpisodeRun(device, policy, seed=seed, instruction=instruction, max_steps=max_steps,
-                     recorder=recorder, episode_meta=episode_meta, pace=pace, on_step=on_step, hz=hz,
-                     labeler=labeler)
+    try:
+        run = EpisodeRun(device, policy, seed=seed, instruction=instruction, max_steps=max_steps,
+                         recorder=recorder, episode_meta=episode_meta, pace=pace, on_step=on_step, hz=hz,
+                         labeler=labeler)
+    except DeviceLost as e:
+        return lost_at_reset(seed, instruction, e)
     old_threads = _limit_torch_threads()
     loop = _AsyncRun(run, smooth, exec_horizon or device.embodiment.exec_horizon)
     try:

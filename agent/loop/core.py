@@ -41,6 +41,13 @@ class EpisodeResult:
         return {k: v for k, v in self.__dict__.items()}
 
 
+def lost_at_reset(seed: int | None, instruction: str | None, error: Exception) -> EpisodeResult:
+    """The result of an episode whose device was lost while it reset (a phone unplugged, a browser
+    closed between two episodes): nothing was executed, so nothing is recorded, and the error says
+    what happened instead of a traceback ending the whole run."""
+    return EpisodeResult(seed=seed, instruction=instruction or "", success=False, steps=0,
+                         timing=step_timing(0.0, [], [], [], []), error=f"{type(error).__name__}: {error}")
+
 def latency_summary(ms: list[float]) -> dict:
     """n, mean, p50, p95 and max of a list of milliseconds ({"n": 0} when empty)."""
     if not ms:

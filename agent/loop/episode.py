@@ -19,9 +19,9 @@ from typing import Callable
 import numpy as np
 
 from embodia.agent.loop.asynchronous import run_async
-from embodia.agent.loop.core import EpisodeResult, EpisodeRun
+from embodia.agent.loop.core import EpisodeResult, EpisodeRun, lost_at_reset
 from embodia.agent.loop.safety import RiskRefused, default_gate
-from embodia.devices import GuiAction, as_device
+from embodia.devices import DeviceLost, GuiAction, as_device
 
 __all__ = ["EpisodeResult", "run_episode"]
 
@@ -57,9 +57,12 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
                          labeler=labeler)
     if smooth != "none":
         raise ValueError(f"smooth={smooth!r} applies to asynchronous execution (async_exec=True)")
-    run = EpisodeRun(device, policy, seed=seed, instruction=instruction, max_steps=max_steps,
-                     recorder=recorder, episode_meta=episode_meta, on_step=on_step, hz=hz, labeler=labeler,
-                     pace=("realtime" in device.capabilities) if pace is None else pace)
+    try:
+        run = EpisodeRun(device, policy, seed=seed, instruction=instruction, max_steps=max_steps,
+                         recorder=recorder, episode_meta=episode_meta, on_step=on_step, hz=hz, labeler=labeler,
+                         pace=("realtime" in device.capabilities) if pace is None else pace)
+    except DeviceLost as e:
+        return lost_at_reset(seed, instruction, e)
     if run.gui and gate is None:
         gate = default_gate(run.device)
     with run.guarded():
