@@ -68,7 +68,10 @@ def test_cli_eval_on_a_suite_writes_the_report(tmp_path):
     assert "overall very_hard" in res.output
     res = CliRunner().invoke(app, ["eval", "--device", "sim:metaworld/mt10", "--policy", "expert",
                                    "--memory", "online"])
-    assert res.exit_code != 0 and "is a suite" in res.output
+    assert res.exit_code != 0 and "is a suite" in res.output and "sim:metaworld/" in res.output
+    res = CliRunner().invoke(app, ["eval", "--device", "sim:miniwob/experts", "--policy", "expert",
+                                   "--memory", "online"])     # the example names a task of that suite
+    assert res.exit_code != 0 and "(e.g. sim:miniwob/" in res.output and "metaworld" not in res.output
 
 
 def test_a_checkpoint_is_loaded_once_and_sees_the_camera_it_reads():

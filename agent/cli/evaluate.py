@@ -81,10 +81,13 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
     opts = policy_options(base_url, api_key_env, coords, samples, select)
     header = dict(device=device, policy=policy, shift=shift)
     from embodia.agent.evaluation.suite import parse_suite
-    if parse_suite(device):   # sim:metaworld/mt50 and friends: every task of the suite
+    suite = parse_suite(device)
+    if suite:   # sim:metaworld/mt50, sim:miniwob/experts and friends: every task of the suite
         if memory == "online" or async_exec or record:
+            from embodia.agent.evaluation.suite import family, suite_tasks
+            one = family(suite[0]).prefix + suite_tasks(suite[0])[0]
             fail(f"{device} is a suite: --memory online, --async and --record apply to one task "
-                 f"(e.g. sim:metaworld/reach-v3) for now; --memory PATH steers the whole suite")
+                 f"(e.g. {one}) for now; --memory PATH steers the whole suite")
         _eval_suite(device, policy, shift=shift, size=size, episodes=episodes, seed=seed, jobs=jobs,
                     memory=memory, workers=workers, ray_address=ray_address, json_out=json_out)
         return
