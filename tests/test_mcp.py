@@ -369,7 +369,8 @@ def test_http_security_beyond_loopback_is_an_allow_list():
 
 
 def test_devices_past_the_caps_are_refused(tmp_path):
-    with _http(tmp_path, "--max-devices", "3", "--max-devices-per-client", "2") as url:
+    with _http(tmp_path, "--max-devices", "3", "--max-devices-per-client", "2", "--max-pixels", "10000",
+               "--max-steps", "50") as url:
         async def main():
             async with Client(url) as a:                 # stateless: each open_device is a new session
                 s1 = _json(await a.call_tool("open_device", {"uri": "gui-sim:settings"}))["session"]
@@ -381,9 +382,11 @@ def test_devices_past_the_caps_are_refused(tmp_path):
                     r = await b.call_tool("open_device", {"uri": "gui-sim:contacts"})
                     assert r.is_error and "this server has 3 devices open" in r.content[0].text
                 _json(await a.call_tool("close_device", {"session": s1}))
-                _json(await a.call_tool("open_device", {"uri": "gui-sim:settings"}))   # a place is free again
-                r = await a.call_tool("open_device", {"uri": "sim:twogap-push", "size": "4096x4096"})
-                assert r.is_error and "pixels per image" in r.content[0].text
+                s2 = _json(await a.call_tool("open_device", {"uri": "gui-sim:settings"}))["session"]   # a place is free again
+                r = await a.call_tool("open_device", {"uri": "sim:twogap-push", "size": "128x128"})
+                assert r.is_error and "this server allows 10000" in r.content[0].text     # --max-pixels
+                r = await a.call_tool("run_task", {"session": s2, "policy": "random", "max_steps": 51})
+                assert r.is_error and "max_steps must be in 1..50" in r.content[0].text     # --max-steps
         anyio.run(main)
 
 

@@ -35,6 +35,12 @@ def mcp(transport: str = typer.Option("stdio", "--transport", help="stdio | http
         max_devices: int = typer.Option(8, "--max-devices", min=1, max=1024, help="devices open at once"),
         max_devices_per_client: int = typer.Option(2, "--max-devices-per-client", min=1, max=1024,
                                                    help="devices open at once per client address"),
+        max_pixels: int = typer.Option(1024 * 1024, "--max-pixels", min=1, help="pixels per camera image a client "
+                                       "may ask for with open_device's size"),
+        max_steps: int = typer.Option(10_000, "--max-steps", min=1, help="the longest run_task episode a client "
+                                      "may ask for"),
+        idle_close: float = typer.Option(300.0, "--idle-close", min=1.0, help="seconds after which a device no "
+                                         "client used is closed and its record saved"),
         torch_device: Optional[str] = TorchDeviceOpt, dtype: Optional[str] = DtypeOpt):
     """Serve devices and the agent as MCP tools (stdio for editors and chat apps; streamable HTTP)."""
     check_inputs(locals())
@@ -46,7 +52,8 @@ def mcp(transport: str = typer.Option("stdio", "--transport", help="stdio | http
         serve_mcp(transport=transport, host=host, port=port, allow=allow or (), record_root=record, memory=memory,
                   token=token, allow_hosts=allow_host or (), allow_origins=allow_origin or (),
                   limits=McpLimits(max_devices=max_devices,
-                                   max_devices_per_client=min(max_devices_per_client, max_devices)),
+                                   max_devices_per_client=min(max_devices_per_client, max_devices),
+                                   max_pixels=max_pixels, max_steps=max_steps, idle_close_s=idle_close),
                   allowed=Allowed(tuple(allow_policy or ()), tuple(checkpoint_root or ()), tuple(memory_root)))
     except ValueError as e:
         fail(str(e))

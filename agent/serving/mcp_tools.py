@@ -261,8 +261,8 @@ def _tool_run_task(setup: Setup):
         """Let a policy run episodes on the open device (expert, random, embodia-tiny; checkpoints under
         the server's --checkpoint-root and specs it allows with --allow-policy), optionally steered by
         a success memory folder under its --memory-root that learns from each verified success;
-        max_steps 1..10000 per episode. Progress comes as progress notifications; cancelling stops the episode
-        and saves it."""
+        max_steps per episode up to the server's limit (10000 unless its --max-steps says otherwise).
+        Progress comes as progress notifications; cancelling stops the episode and saves it."""
         s = setup.session(ctx, session)
         _check_run_task(setup, policy, episodes, max_steps)
         memory = setup.memory_path(memory) or setup.memory
