@@ -462,6 +462,24 @@ def test_a_given_off_report_is_kept_in_the_workdir_so_the_comparison_can_be_redo
     assert not (tmp_path / "w2" / "stream0-off.json").exists()
 
 
+def test_the_bundled_pixel_checkpoint_reads_only_lerobots_view_and_solves_easy_tasks():
+    """embodia-mt50-pixels (issue 36: trained on the corner2 image and agent_pos) is opened under
+    obs=lerobot by itself, its body is the hand and gripper (4 numbers), and it presses the buttons
+    from pixels on seeds no demo used; the bundle is small and names no folder of this machine."""
+    from embodia.agent.loop.factory import BUNDLED
+    path = BUNDLED["embodia-mt50-pixels"]
+    files = [p for p in path.rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) < 4_000_000 and not (path / "train_state").exists()
+    assert "/work/" not in (path / "config.json").read_text()
+    body = json.loads((path / "config.json").read_text())["embodiments"]["sawyer"]["embodiment"]
+    assert [c["name"] for c in body["state"]] == ["hand_x", "hand_y", "hand_z", "gripper_open"]
+    assert policy_reads("embodia-mt50-pixels") == {"obs": "lerobot", "camera": "corner2", "size": "96x96"}
+    rep = run_suite("mt50", "embodia-mt50-pixels", episodes=2, seed=0,
+                    tasks=["button-press-wall-v3", "door-close-v3"])
+    assert rep["protocol"]["device_query"]["obs"] == "lerobot"
+    assert rep["overall"]["successes"] >= 3, rep["overall"]
+
+
 @pytest.mark.slow
 def test_a_checkpoint_trained_under_obs_lerobot_is_evaluated_under_it(tmp_path):
     """Demos recorded with obs=lerobot train a checkpoint whose body is the hand and gripper only; a

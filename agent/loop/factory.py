@@ -10,16 +10,22 @@ from embodia.policies import BUNDLED_CHECKPOINTS, RandomPolicy, ReplayPolicy
 from embodia.policies.base import as_policy
 
 BUNDLED = {"embodia-tiny": BUNDLED_CHECKPOINTS / "embodia-tiny",
-           "embodia-mt50": BUNDLED_CHECKPOINTS / "embodia-mt50"}
+           "embodia-mt50": BUNDLED_CHECKPOINTS / "embodia-mt50",
+           "embodia-mt50-pixels": BUNDLED_CHECKPOINTS / "embodia-mt50-pixels"}
 # the committed command that rebuilds each bundled checkpoint
 REBUILD = {"embodia-tiny": "python -m embodia.agent.training.tiny",
-           "embodia-mt50": "python -m embodia.agent.training.mt50 --steps 5000 --bundle policies/checkpoints/embodia-mt50"}
+           "embodia-mt50": "python -m embodia.agent.training.mt50 --steps 5000 --bundle policies/checkpoints/embodia-mt50",
+           "embodia-mt50-pixels": "python -m embodia.agent.training.mt50 --obs lerobot --size 96x96 "
+                                  "--data data/mt50-lerobot --out ckpt/mt50-lerobot --shift 4 --freeze-after 6000 "
+                                  "--steps 12000 --bundle policies/checkpoints/embodia-mt50-pixels"}
 
 POLICY_SPECS = {
     "embodia-tiny": "the bundled VLA (tiny Qwen2.5-VL backbone + DiT head), trained on sim demos; on GUI "
                     "devices its GUI head (pointer over UI-tree elements), trained on gui-sim demos",
     "embodia-mt50": "the same architecture trained on Meta-World MT50 (50 scripted demos per task, state "
                     "with the goal); serves sim:metaworld/* (docs/metaworld.md: which checkpoint serves which)",
+    "embodia-mt50-pixels": "the same architecture trained on MT50 from LeRobot's view only (the corner2 image and "
+                           "agent_pos, no object or goal position); evaluated under sim:metaworld/*?obs=lerobot",
     "<path/to/checkpoint>": "a VLA checkpoint directory written by `embodia train`",
     "expert": "the device's scripted expert (simulated tasks)",
     "random": "uniform random actions within the embodiment's limits",
