@@ -63,10 +63,12 @@ from embodia.policies.gui.head_encoding import (  # noqa: F401 (words, quoted, .
     CHORDS,
     F_DESC,
     F_TEXT,
+    F_VALUE,
     FORMAT,
     HEAD_CONFIG,
     HEAD_WEIGHTS,
     N_ELEM_FEATS,
+    N_ELEM_FEATS_V2,
     N_SIMS,
     NEEDS_ELEMENT,
     ROLES,
@@ -106,11 +108,12 @@ class GuiHead(nn.Module):
         d = cfg.dim
         self.unit_in = nn.Sequential(nn.LayerNorm(UNIT_FEATS * hidden), nn.Linear(UNIT_FEATS * hidden, d))
         self.seg = nn.Embedding(4, d)
-        self.fld = nn.Embedding(7, d)
+        self.fld = nn.Embedding(cfg.fields, d)
         self.pos = nn.Embedding(32, d)
         self.item = nn.Embedding(16, d)
         self.sim = nn.Linear(N_SIMS, d)
-        self.elem = nn.Linear(N_ELEM_FEATS + 2, d)
+        # [flags of set 1, instruction match (2), flags set 2 adds (3), the text beside matches (1)]
+        self.elem = nn.Linear(cfg.elem_feats + (3 if cfg.features >= 2 else 2), d)
         self.role = nn.Embedding(len(ROLES) + 1, d)
         self.img_proj = nn.Sequential(nn.LayerNorm(hidden), nn.Linear(hidden, d))
         self.img_row = nn.Embedding(32, d)
@@ -164,8 +167,13 @@ class GuiHead(nn.Module):
         n = torch.zeros(B * E, device=dev).index_add_(0, flat, torch.ones(len(flat), device=dev))
         full = ((hits == n) & (n > 0)).float()
         match = torch.stack([full, full * hits / 4], -1).view(B, E, 2)
-        ebase = (self.elem(torch.cat([batch["elem_feats"], match], -1))
-                 + self.role(batch["elem_role"]))                                      # [B, E, d]
+        ef = batch["elem_feats"]
+        parts = [ef[..., :N_ELEM_FEATS], match]
+        if self.cfg.features >= 2:      # a label or key cell beside the element matches the instruction
+            left = batch["elem_left"]
+            near = torch.gather(full.view(B, E), 1, left.clamp(min=0)) * (left >= 0)
+            parts += [ef[..., N_ELEM_FEATS:], near[..., None]]
+        ebase = self.elem(torch.cat(parts, -1)) + self.role(batch["elem_role"])          # [B, E, d]
         x = x + torch.gather(ebase, 1, ei[..., None].expand(-1, -1, ebase.shape[-1])) * (elem >= 0)[..., None]
         rc, im = batch["img_rc"], batch["img_mask"]
         xi = (self.img_proj(batch["img"]) + self.img_row(rc[..., 0].clamp(max=31))
@@ -207,7 +215,7 @@ class GuiHead(nn.Module):
         ``copy_tree`` the words of the elements' texts (a table cell's value, a paragraph's word)."""
         ok = z["seg"] == SEG_INSTR
         if self.cfg.copy_tree:
-            ok = ok | ((z["seg"] == SEG_TREE) & (z["fld"] == F_TEXT))
+            ok = ok | ((z["seg"] == SEG_TREE) & ((z["fld"] == F_TEXT) | (z["fld"] == F_VALUE)))
         return ok
 
     def chord_logits(self, z: dict) -> torch.Tensor:
@@ -320,8 +328,9 @@ class GuiHead(nn.Module):
         score = st[:, :, None] + en[:, None, :]
         i, j = torch.arange(L, device=dev)[:, None], torch.arange(L, device=dev)[None, :]
         ok = (j >= i) & (j - i < self.cfg.max_span)
-        if self.cfg.copy_tree:
-            ok = ok & (z["uelem"][:, :, None] == z["uelem"][:, None, :])
+        if self.cfg.copy_tree:      # one element's text, or its value (feature set 2)
+            src = z["uelem"] * 2 + (z["fld"] == F_VALUE).long()
+            ok = ok & (src[:, :, None] == src[:, None, :])
         return score.masked_fill(~ok, float("-inf")).flatten(1).argmax(-1), L
 
 
@@ -368,17 +377,24 @@ def load_gui_head(checkpoint, backbone: Backbone | None = None) -> tuple[GuiHead
     return head.eval(), backbone, meta
 
 
-def extend_vocabulary(head: GuiHead, *, actions=ACTIONS_V2, chords=CHORDS, copy_tree: bool = True) -> GuiHead:
-    """A copy of ``head`` with a larger action vocabulary, every trained weight kept: the new action
-    types are appended (old indices unchanged), so the type head's and type embedding's old rows
-    carry over and only the new rows and the chord head start fresh. Fine-tuning then teaches them."""
+def extend_vocabulary(head: GuiHead, *, actions=ACTIONS_V2, chords=CHORDS, copy_tree: bool = True,
+                      features: int | None = None) -> GuiHead:
+    """A copy of ``head`` with a larger action vocabulary (and, with ``features``, a later element
+    feature set), every trained weight kept: the new action types are appended (old indices
+    unchanged), so the type head's and type embedding's old rows carry over and only the new rows
+    and the chord head start fresh; the element inputs a later feature set adds come after the old
+    ones and start at zero weight, so the copy reads a page as the old head did until fine-tuning
+    teaches it the new ones."""
     from dataclasses import replace
 
-    cfg = replace(head.cfg, actions=tuple(actions), chords=tuple(chords), copy_tree=copy_tree)
+    cfg = replace(head.cfg, actions=tuple(actions), chords=tuple(chords), copy_tree=copy_tree,
+                  features=head.cfg.features if features is None else features)
     new = GuiHead(cfg, head.hidden)
     state = new.state_dict()
     for k, v in head.state_dict().items():
         rows = tuple(slice(0, n) for n in v.shape)
+        if k == "elem.weight" and state[k].shape != v.shape:
+            state[k].zero_()
         state[k][rows] = v          # same shape: all of it; type head / embedding: the old rows
     new.load_state_dict(state)
     return new
@@ -532,8 +548,12 @@ def label(step, enc: Encoded, cfg: GuiHeadConfig | None = None) -> dict | None:
     elif a.type == "scroll" and a.point is not None and a.direction in ("up", "down"):
         W, H = step.size.width, step.size.height
         x, y = a.point[0] * W / 1000.0, a.point[1] * H / 1000.0
-        lists = [k for k, e in enumerate(step.tree[:len(enc.elem_index)]) if e.get("role") == "ListView"
-                 and e["bounds"][0] <= x < e["bounds"][2] and e["bounds"][1] <= y < e["bounds"][3]]
+        under = [k for k, e in enumerate(step.tree[:len(enc.elem_index)])
+                 if e["bounds"][0] <= x < e["bounds"][2] and e["bounds"][1] <= y < e["bounds"][3]]
+        # the list the wheel turned: a ListView there, else (a web page) the innermost element
+        # flagged scrollable there
+        lists = [k for k in under if step.tree[k].get("role") == "ListView"] or \
+            [k for k in under if step.tree[k].get("scrollable")]
         if not lists:
             return None
         out.update(label_type=ACTIONS.index("scroll_" + a.direction), label_elem=lists[-1])

@@ -25,13 +25,16 @@ ACTIONS = ("click", "type", "scroll_down", "scroll_up", "click_point", "backspac
 # ACTIONS so that a head extended from an old one keeps its action indices
 ACTIONS_V2 = ACTIONS + ("key", "type_focused")
 CHORDS = ("enter", "tab", "esc", "ctrl+a", "ctrl+c", "ctrl+v", "ctrl+x", "ctrl+z", "ctrl+s", "ctrl+w",
-          "ctrl+end", "ctrl+home", "delete", "up", "down", "left", "right", "home", "end", "space")
+          "ctrl+end", "ctrl+home", "delete", "up", "down", "left", "right", "home", "end", "space",
+          "shift+tab")         # back to the field before (a spin box whose arrows sit on its right end)
 NEEDS_ELEMENT = ("click", "type", "scroll_down", "scroll_up")
 ROLES = ("TextView", "Button", "ImageButton", "Switch", "EditText", "CheckBox", "ImageView", "ListView",
          "View")
 SEG_PAD, SEG_INSTR, SEG_HIST, SEG_TREE = 0, 1, 2, 3
-F_INSTR, F_HIST, F_ROLE, F_TEXT, F_DESC, F_STATE, F_QUOTED = range(7)
-N_ELEM_FEATS = 11
+F_INSTR, F_HIST, F_ROLE, F_TEXT, F_DESC, F_STATE, F_QUOTED, F_VALUE = range(8)
+N_ELEM_FEATS = 11                    # the element flags of feature set 1 (the bundled head's)
+N_ELEM_FEATS_V2 = N_ELEM_FEATS + 3   # feature set 2 adds: enabled, editable, holds a value
+LONG_TAIL = 4                        # feature set 2: words kept from the end of a long text
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[-'][A-Za-z0-9]+)*|[^\sA-Za-z0-9]")
 
 
@@ -60,6 +63,15 @@ class GuiHeadConfig:
     actions: tuple = ACTIONS
     chords: tuple = ()
     copy_tree: bool = False              # typed text may also be words of one tree element's text
+    # what the head reads of an element. 1 (the bundled head, and any config without the field):
+    # bounds, eight flags, role, the first `max_words` words of its text and description. 2 adds
+    # what forms and long pages need: enabled / editable / holds-a-value flags, the words of its
+    # value (a field's content, a text area's text; copyable like its text), the text of the label
+    # beside or above an unnamed field, up to `max_text_words` words of a long text (its first
+    # ones and its last `LONG_TAIL`), and whether the text beside it (its label, a row's key
+    # cell) matches the instruction
+    features: int = 1
+    max_text_words: int = 24             # feature set 2: words read of an element's text or value
 
     def __post_init__(self):
         self.actions, self.chords = tuple(self.actions), tuple(self.chords)
@@ -69,6 +81,18 @@ class GuiHeadConfig:
                                f"{list(ACTIONS_V2)}; got {list(self.actions)}")
         if ("key" in self.actions) != bool(self.chords):
             raise GuiHeadError("a GUI head with the 'key' action needs a chord vocabulary, and only it")
+        if self.features not in (1, 2):
+            raise GuiHeadError(f"GUI head feature set {self.features!r} is unknown (1 or 2)")
+
+    @property
+    def elem_feats(self) -> int:
+        """Width of the element flag vector of this feature set."""
+        return N_ELEM_FEATS_V2 if self.features >= 2 else N_ELEM_FEATS
+
+    @property
+    def fields(self) -> int:
+        """Unit field ids of this feature set (set 2 adds `F_VALUE`)."""
+        return F_VALUE + 1 if self.features >= 2 else F_VALUE
 
 
 def chord_name(keys) -> str:
@@ -161,7 +185,51 @@ class Encoded:
     # unit index -> (element position, start, end) in that element's text, for every word of an
     # element's text: where a copied text comes from when a head types words it read on the page
     tree_spans: dict = field(default_factory=dict)
-    elem_texts: list = field(default_factory=list)   # each element's text as encoded ("" for a password)
+    # the texts a copy can come from: each element's text as encoded ("" for a password), then
+    # (feature set 2) each element's value at position len(elements) + its position
+    elem_texts: list = field(default_factory=list)
+    elem_left: np.ndarray | None = None   # [E] feature set 2: position of the text beside each element, -1: none
+
+
+def read_words(text: str, limit: int, tail: int = 0) -> list[tuple[int, tuple[str, int, int]]]:
+    """(position, word unit) of the words of a text the head reads: the first ``limit``, or for a
+    longer text the first ``limit - tail`` and its last ``tail`` at the last positions of the
+    position table (32), so the end of a long paragraph is read as its end.
+
+    >>> [(k, w) for k, (w, _, _) in read_words("a b c d e f", 4, tail=2)]
+    [(0, 'a'), (1, 'b'), (30, 'e'), (31, 'f')]
+    """
+    ws = words(text)
+    if len(ws) <= limit or not tail:
+        return list(enumerate(ws[:limit]))
+    return list(enumerate(ws[:limit - tail])) + [(32 - tail + j, w) for j, w in enumerate(ws[-tail:])]
+
+
+def _is_text(e: dict) -> bool:
+    return bool(e.get("text")) and not e.get("clickable") and not e.get("editable")
+
+
+def beside(elems: list[dict]) -> list[int]:
+    """Per element, the position of the text that names it on screen: the nearest text (not
+    clickable, not editable) on its row to its left, else the nearest one ending at most 12 px above
+    it and overlapping it across; -1 for none. What a form's label is to its field, a table's key cell to
+    the cell beside it, without the page saying so.
+
+    >>> beside([{"text": "Year:", "bounds": [0, 10, 30, 20]}, {"text": "", "editable": True, "bounds": [40, 8, 90, 22]}])
+    [-1, 0]
+    """
+    out = []
+    for i, e in enumerate(elems):
+        x0, y0, x1, y1 = e["bounds"]
+        row = [(j, t) for j, t in enumerate(elems) if j != i and _is_text(t)
+               and y0 <= (t["bounds"][1] + t["bounds"][3]) / 2 <= y1 and t["bounds"][2] <= x0 + 2]
+        if row:
+            out.append(max(row, key=lambda jt: jt[1]["bounds"][2])[0])
+            continue
+        above = [(j, t) for j, t in enumerate(elems) if j != i and _is_text(t) and y0 - 12 <= t["bounds"][3] <= y0 + 2
+                 and t["bounds"][0] < x1 and t["bounds"][2] > x0]
+        out.append(max(above, key=lambda jt: jt[1]["bounds"][3])[0] if above else -1)
+    return out
 
 
 class SequenceBuilder:
@@ -221,40 +289,60 @@ class SequenceBuilder:
                 unit(w, SEG_HIST, F_HIST, -1, k, age)
             sep(self.newline)
         elems = list(tree or [])[:cfg.max_elements]
-        clicked = set(hist)         # "click <label>" items, as `describe` writes them
-        feats = np.zeros((len(elems), N_ELEM_FEATS), np.float32)
+        feats, roles, tree_spans, texts, left = self._elements(elems, set(hist), (W, H), unit, sep)
+        return Encoded(ids, np.asarray(tok_unit, np.int64), np.asarray(tok_pos, np.int64),
+                       np.asarray(meta, np.int64).reshape(-1, 5), feats, roles,
+                       [int(e.get("index", i)) for i, e in enumerate(elems)], spans, img, (rows, cols),
+                       tree_spans, texts, left)
+
+    def _elements(self, elems: list[dict], clicked: set, size: tuple[int, int], unit, sep):
+        """The tree's units (through ``unit`` / ``sep``) and per element its flags, role id, copyable
+        spans, texts and the text beside it, as the config's feature set reads them. ``clicked``:
+        the history's items ("click <label>", as `describe` writes them)."""
+        cfg, (W, H) = self.cfg, size
+        v2 = cfg.features >= 2
+        feats = np.zeros((len(elems), cfg.elem_feats), np.float32)
         roles = np.zeros(len(elems), np.int64)
         tree_spans: dict[int, tuple[int, int, int]] = {}
-        texts: list[str] = []
+        texts, values = [], []
+        left = np.asarray(beside(elems) if v2 else [-1] * len(elems), np.int64)
+        limit, tail = (cfg.max_text_words, LONG_TAIL) if v2 else (cfg.max_words, 0)
         for i, e in enumerate(elems):
             x0, y0, x1, y1 = e["bounds"]
             checked = e.get("checked")
             name = element_name(e)
-            feats[i] = (x0 / W, y0 / H, x1 / W, y1 / H, bool(e.get("clickable")), bool(e.get("focused")),
-                        checked is True, checked is not None, bool(e.get("scrollable")), bool(e.get("password")),
-                        f"click {name}" in clicked)
+            value = "" if e.get("password") or not v2 else str(e.get("value") or "")
+            flags = (x0 / W, y0 / H, x1 / W, y1 / H, bool(e.get("clickable")), bool(e.get("focused")),
+                     checked is True, checked is not None, bool(e.get("scrollable")), bool(e.get("password")),
+                     f"click {name}" in clicked)
+            feats[i] = flags + ((e.get("enabled", True) is not False, bool(e.get("editable")), bool(value))
+                                if v2 else ())
             role = str(e.get("role") or "View")
             roles[i] = ROLES.index(role) + 1 if role in ROLES else 0
             unit(role, SEG_TREE, F_ROLE, i, 0, 0)
             text = "" if e.get("password") else str(e.get("text") or "")
             texts.append(text)
-            for k, (w, a, b) in enumerate(words(text)[:cfg.max_words]):
+            values.append(value)
+            for k, (w, a, b) in read_words(text, limit, tail):
                 u = unit(w, SEG_TREE, F_TEXT, i, k, 0)
                 if u is not None:
                     tree_spans[u] = (i, a, b)
             desc = str(e.get("desc") or "")
+            if v2 and not text and not desc and e.get("editable") and left[i] >= 0:
+                desc = str(elems[left[i]].get("text") or "")       # an unnamed field: the label beside it
             if desc and desc != text:
                 for k, (w, _, _) in enumerate(words(desc)[:cfg.max_words]):
                     unit(w, SEG_TREE, F_DESC, i, k, 0)
+            for k, (w, a, b) in read_words(value, limit, tail):
+                u = unit(w, SEG_TREE, F_VALUE, i, k, 0)
+                if u is not None:
+                    tree_spans[u] = (len(elems) + i, a, b)
             if checked is not None:
                 unit("on" if checked else "off", SEG_TREE, F_STATE, i, 0, 0)
             if e.get("focused"):
                 unit("focused", SEG_TREE, F_STATE, i, 1, 0)
             sep(self.newline)
-        return Encoded(ids, np.asarray(tok_unit, np.int64), np.asarray(tok_pos, np.int64),
-                       np.asarray(meta, np.int64).reshape(-1, 5), feats, roles,
-                       [int(e.get("index", i)) for i, e in enumerate(elems)], spans, img, (rows, cols),
-                       tree_spans, texts)
+        return feats, roles, tree_spans, texts + values if v2 else texts, left
 
 
 UNIT_FEATS = 3        # per unit: mean backbone state, last token's state, mean token embedding
@@ -313,6 +401,8 @@ def backbone_features(backbone: Backbone, encoded: list[Encoded]) -> list[dict]:
             "unit_meta": torch.from_numpy(e.unit_meta),
             "elem_feats": torch.from_numpy(e.elem_feats),
             "elem_role": torch.from_numpy(e.elem_role),
+            "elem_left": torch.from_numpy(e.elem_left if e.elem_left is not None
+                                          else np.full(len(e.elem_role), -1, np.int64)),
             "grid": torch.tensor(e.grid),
         })
     return out
@@ -329,8 +419,9 @@ def collate(samples: list[dict]) -> dict:
     meta[..., 2] = -1
     units = torch.zeros(B, U, samples[0]["units"].shape[1])
     sims = torch.zeros(B, U, N_SIMS)
-    feats = torch.zeros(B, E, N_ELEM_FEATS)
+    feats = torch.zeros(B, E, samples[0]["elem_feats"].shape[1])
     role = torch.zeros(B, E, dtype=torch.long)
+    left = torch.full((B, E), -1, dtype=torch.long)
     emask = torch.zeros(B, E, dtype=torch.bool)
     img = torch.zeros(B, I, d)
     img_rc = torch.zeros(B, I, 2, dtype=torch.long)
@@ -339,12 +430,14 @@ def collate(samples: list[dict]) -> dict:
         u, e, n = len(s["unit_meta"]), len(s["elem_feats"]), len(s["img"])
         meta[b, :u], units[b, :u], sims[b, :u] = s["unit_meta"], s["units"].float(), s["sims"].float()
         feats[b, :e], role[b, :e], emask[b, :e] = s["elem_feats"], s["elem_role"], True
+        if "elem_left" in s:
+            left[b, :e] = s["elem_left"]
         img[b, :n], img_mask[b, :n] = s["img"].float(), True
         rows, cols = (int(v) for v in s["grid"])
         k = torch.arange(n)
         img_rc[b, :n, 0], img_rc[b, :n, 1] = k // cols, k % cols
     out = {"unit_meta": meta, "units": units, "sims": sims, "elem_feats": feats, "elem_role": role,
-           "elem_mask": emask, "img": img, "img_rc": img_rc, "img_mask": img_mask,
+           "elem_left": left, "elem_mask": emask, "img": img, "img_rc": img_rc, "img_mask": img_mask,
            "grid": torch.stack([s["grid"] for s in samples])}
     if "label_type" in samples[0]:
         for k in ("label_type", "label_elem", "label_start", "label_end", "label_cell", "label_chord"):
