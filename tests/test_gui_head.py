@@ -278,7 +278,7 @@ def test_feature_set_2_reads_values_labels_long_texts_and_states_set_1_does_not(
     assert enc.elem_feats.shape == (4, new.elem_feats) and encs["old"].elem_feats.shape == (4, old.elem_feats)
     assert enc.elem_feats[:, -3].tolist() == [1, 1, 0, 0]              # enabled
     assert enc.elem_feats[2, -1] == 1 and enc.elem_feats[1, -1] == 0   # holds a value
-    assert list(enc.elem_left) == [-1, 0, -1, -1]                       # "Year:" names the field beside it
+    assert enc.elem_near.tolist() == [[-1, -1], [0, -1], [-1, -1], [-1, -1]]   # "Year:" names the field beside it
     fld, elem = enc.unit_meta[:, 1], enc.unit_meta[:, 2]
     assert ((fld == F_DESC) & (elem == 1)).sum() == 2                   # "Year", ":" read as the field's label
     value_units = (fld == F_VALUE) & (elem == 2)
@@ -321,3 +321,22 @@ def test_extending_to_feature_set_2_keeps_the_old_heads_choices_until_trained(on
     assert picks["new"] == picks["old"]
     with pytest.raises(GuiHeadError, match="feature set"):
         GuiHeadConfig(features=3)
+
+
+def test_a_head_with_case_learns_the_typed_words_in_capitals_from_the_instruction():
+    from embodia.policies.gui.head import ACTIONS_V2, CASES, CHORDS, cased_span_label, in_case
+    backbone = Backbone.from_pretrained(TINY / "backbone")
+    cfg = GuiHeadConfig(actions=ACTIONS_V2, chords=CHORDS, copy_tree=True, features=2, case=True)
+    instruction = 'Type "Ronda" in all upper case letters in the textbox'
+    enc = SequenceBuilder(backbone, cfg).encode("", instruction, [], FORM_TREE, (160, 210),
+                                                np.zeros((210, 160, 3), np.uint8))
+    for typed, case in (("Ronda", "as written"), ("RONDA", "upper"), ("ronda", "lower")):
+        span, k = cased_span_label(typed, instruction, enc, cfg)
+        assert CASES[k] == case and in_case(instruction[enc.spans[span[0]][0]:enc.spans[span[1]][1]], case) == typed
+    assert cased_span_label("RoNDA", instruction, enc, cfg) == (None, -1)
+    assert cased_span_label("RONDA", instruction, enc, replace_cfg(cfg, case=False)) == (None, -1)
+
+
+def replace_cfg(cfg, **kw):
+    from dataclasses import replace
+    return replace(cfg, **kw)

@@ -18,14 +18,14 @@ The head reads pages with element feature set 2 (``--features``, `GuiHeadConfig.
 element's value (a field's content, a text area's text, copyable like its text), the label beside
 or above an unnamed field, up to 24 words of a long text (its first 20 and its last 4), enabled /
 editable / holds-a-value flags, and whether the text beside an element matches the instruction.
-The browser tree flags a text area whose content overflows as scrollable, so sign-agreement's and
+The head may type copied words in upper or lower case (`GuiHeadConfig.case`: enter-text-2 asks
+for the instruction's word in capitals or small letters). The browser tree flags a text area whose content overflows as scrollable, so sign-agreement's and
 scroll-text-2's wheel turns are demos the head learns (a turn is labelled on the element under it).
 
 Experts whose actions the head cannot express, still recorded and evaluated (their score is
 reported, not hidden):
 
 - simple-arithmetic, simple-algebra: the typed answer is computed (``3 + 4`` -> ``7``), not on the page;
-- enter-text-2: the typed text is the instruction's word in upper or lower case;
 - enter-time: the typed text is the time rewritten (``0230PM`` for ``2:30 PM``), not a span of the
   instruction (typed as written, ``2:30 PM``, the page refuses it);
 - terminal: the typed commands (``ls``, ``rm <file>``) are not a span of the page or instruction;
@@ -168,7 +168,7 @@ def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int 
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     old, backbone, _ = load_gui_head(BUNDLE)
-    head = extend_vocabulary(old, features=features)
+    head = extend_vocabulary(old, features=features, case=True)
     samples = build_samples(demo_steps(out / "demos", tasks, range(seed, seed + episodes)),
                             SequenceBuilder(backbone, head.cfg), backbone, log=log)
     if not samples:

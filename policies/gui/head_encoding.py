@@ -34,6 +34,7 @@ SEG_PAD, SEG_INSTR, SEG_HIST, SEG_TREE = 0, 1, 2, 3
 F_INSTR, F_HIST, F_ROLE, F_TEXT, F_DESC, F_STATE, F_QUOTED, F_VALUE = range(8)
 N_ELEM_FEATS = 11                    # the element flags of feature set 1 (the bundled head's)
 N_ELEM_FEATS_V2 = N_ELEM_FEATS + 3   # feature set 2 adds: enabled, editable, holds a value
+CASES = ("as written", "upper", "lower")   # what a head with ``case`` may do to the words it copies
 LONG_TAIL = 4                        # feature set 2: words kept from the end of a long text
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[-'][A-Za-z0-9]+)*|[^\sA-Za-z0-9]")
 
@@ -71,6 +72,9 @@ class GuiHeadConfig:
     # ones and its last `LONG_TAIL`), and whether the text beside it (its label, a row's key
     # cell) matches the instruction
     features: int = 1
+    # typed text may also be the copied words in upper or lower case ("type it in capitals"): a
+    # three-way choice (`CASES`) beside the span; off for old heads
+    case: bool = False
     max_text_words: int = 24             # feature set 2: words read of an element's text or value
 
     def __post_init__(self):
@@ -188,7 +192,9 @@ class Encoded:
     # the texts a copy can come from: each element's text as encoded ("" for a password), then
     # (feature set 2) each element's value at position len(elements) + its position
     elem_texts: list = field(default_factory=list)
-    elem_left: np.ndarray | None = None   # [E] feature set 2: position of the text beside each element, -1: none
+    # [E, 2] feature set 2: position of the text naming each element (`beside`) and of the nearest
+    # text to its right on its row; -1: none
+    elem_near: np.ndarray | None = None
 
 
 def read_words(text: str, limit: int, tail: int = 0) -> list[tuple[int, tuple[str, int, int]]]:
@@ -207,6 +213,22 @@ def read_words(text: str, limit: int, tail: int = 0) -> list[tuple[int, tuple[st
 
 def _is_text(e: dict) -> bool:
     return bool(e.get("text")) and not e.get("clickable") and not e.get("editable")
+
+
+def right_of(elems: list[dict]) -> list[int]:
+    """Per element, the position of the nearest text (not clickable, not editable) to its right
+    on its row, -1 for none: what sits between a row's buttons (a number between Odd and Even).
+
+    >>> right_of([{"text": "Odd", "clickable": True, "bounds": [0, 0, 20, 10]}, {"text": "7", "bounds": [25, 0, 30, 10]}])
+    [1, -1]
+    """
+    out = []
+    for i, e in enumerate(elems):
+        x0, y0, x1, y1 = e["bounds"]
+        row = [(j, t) for j, t in enumerate(elems) if j != i and _is_text(t)
+               and y0 <= (t["bounds"][1] + t["bounds"][3]) / 2 <= y1 and t["bounds"][0] >= x1 - 2]
+        out.append(min(row, key=lambda jt: jt[1]["bounds"][0])[0] if row else -1)
+    return out
 
 
 def beside(elems: list[dict]) -> list[int]:
@@ -289,11 +311,11 @@ class SequenceBuilder:
                 unit(w, SEG_HIST, F_HIST, -1, k, age)
             sep(self.newline)
         elems = list(tree or [])[:cfg.max_elements]
-        feats, roles, tree_spans, texts, left = self._elements(elems, set(hist), (W, H), unit, sep)
+        feats, roles, tree_spans, texts, near = self._elements(elems, set(hist), (W, H), unit, sep)
         return Encoded(ids, np.asarray(tok_unit, np.int64), np.asarray(tok_pos, np.int64),
                        np.asarray(meta, np.int64).reshape(-1, 5), feats, roles,
                        [int(e.get("index", i)) for i, e in enumerate(elems)], spans, img, (rows, cols),
-                       tree_spans, texts, left)
+                       tree_spans, texts, near)
 
     def _elements(self, elems: list[dict], clicked: set, size: tuple[int, int], unit, sep):
         """The tree's units (through ``unit`` / ``sep``) and per element its flags, role id, copyable
@@ -305,7 +327,9 @@ class SequenceBuilder:
         roles = np.zeros(len(elems), np.int64)
         tree_spans: dict[int, tuple[int, int, int]] = {}
         texts, values = [], []
-        left = np.asarray(beside(elems) if v2 else [-1] * len(elems), np.int64)
+        near = np.asarray(list(zip(beside(elems), right_of(elems))) if v2 else [(-1, -1)] * len(elems),
+                          np.int64).reshape(-1, 2)
+        left = near[:, 0]
         limit, tail = (cfg.max_text_words, LONG_TAIL) if v2 else (cfg.max_words, 0)
         for i, e in enumerate(elems):
             x0, y0, x1, y1 = e["bounds"]
@@ -342,7 +366,7 @@ class SequenceBuilder:
             if e.get("focused"):
                 unit("focused", SEG_TREE, F_STATE, i, 1, 0)
             sep(self.newline)
-        return feats, roles, tree_spans, texts + values if v2 else texts, left
+        return feats, roles, tree_spans, texts + values if v2 else texts, near
 
 
 UNIT_FEATS = 3        # per unit: mean backbone state, last token's state, mean token embedding
@@ -401,8 +425,8 @@ def backbone_features(backbone: Backbone, encoded: list[Encoded]) -> list[dict]:
             "unit_meta": torch.from_numpy(e.unit_meta),
             "elem_feats": torch.from_numpy(e.elem_feats),
             "elem_role": torch.from_numpy(e.elem_role),
-            "elem_left": torch.from_numpy(e.elem_left if e.elem_left is not None
-                                          else np.full(len(e.elem_role), -1, np.int64)),
+            "elem_near": torch.from_numpy(e.elem_near if e.elem_near is not None
+                                          else np.full((len(e.elem_role), 2), -1, np.int64)),
             "grid": torch.tensor(e.grid),
         })
     return out
@@ -421,7 +445,7 @@ def collate(samples: list[dict]) -> dict:
     sims = torch.zeros(B, U, N_SIMS)
     feats = torch.zeros(B, E, samples[0]["elem_feats"].shape[1])
     role = torch.zeros(B, E, dtype=torch.long)
-    left = torch.full((B, E), -1, dtype=torch.long)
+    near = torch.full((B, E, 2), -1, dtype=torch.long)
     emask = torch.zeros(B, E, dtype=torch.bool)
     img = torch.zeros(B, I, d)
     img_rc = torch.zeros(B, I, 2, dtype=torch.long)
@@ -430,17 +454,17 @@ def collate(samples: list[dict]) -> dict:
         u, e, n = len(s["unit_meta"]), len(s["elem_feats"]), len(s["img"])
         meta[b, :u], units[b, :u], sims[b, :u] = s["unit_meta"], s["units"].float(), s["sims"].float()
         feats[b, :e], role[b, :e], emask[b, :e] = s["elem_feats"], s["elem_role"], True
-        if "elem_left" in s:
-            left[b, :e] = s["elem_left"]
+        if "elem_near" in s:
+            near[b, :e] = s["elem_near"]
         img[b, :n], img_mask[b, :n] = s["img"].float(), True
         rows, cols = (int(v) for v in s["grid"])
         k = torch.arange(n)
         img_rc[b, :n, 0], img_rc[b, :n, 1] = k // cols, k % cols
     out = {"unit_meta": meta, "units": units, "sims": sims, "elem_feats": feats, "elem_role": role,
-           "elem_left": left, "elem_mask": emask, "img": img, "img_rc": img_rc, "img_mask": img_mask,
+           "elem_near": near, "elem_mask": emask, "img": img, "img_rc": img_rc, "img_mask": img_mask,
            "grid": torch.stack([s["grid"] for s in samples])}
     if "label_type" in samples[0]:
-        for k in ("label_type", "label_elem", "label_start", "label_end", "label_cell", "label_chord"):
+        for k in ("label_type", "label_elem", "label_start", "label_end", "label_cell", "label_chord", "label_case"):
             out[k] = torch.tensor([int(s.get(k, -1)) for s in samples])
         out["label_point"] = torch.stack([s["label_point"] for s in samples])
     return out
