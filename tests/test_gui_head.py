@@ -278,7 +278,7 @@ def test_feature_set_2_reads_values_labels_long_texts_and_states_set_1_does_not(
     assert enc.elem_feats.shape == (4, new.elem_feats) and encs["old"].elem_feats.shape == (4, old.elem_feats)
     assert enc.elem_feats[:, -3].tolist() == [1, 1, 0, 0]              # enabled
     assert enc.elem_feats[2, -1] == 1 and enc.elem_feats[1, -1] == 0   # holds a value
-    assert enc.elem_near.tolist() == [[-1, -1], [0, -1], [-1, -1], [-1, -1]]   # "Year:" names the field beside it
+    assert enc.elem_near[:, :2].tolist() == [[-1, -1], [0, -1], [-1, -1], [-1, -1]]   # "Year:" names the field beside it
     fld, elem = enc.unit_meta[:, 1], enc.unit_meta[:, 2]
     assert ((fld == F_DESC) & (elem == 1)).sum() == 2                   # "Year", ":" read as the field's label
     value_units = (fld == F_VALUE) & (elem == 2)

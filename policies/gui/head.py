@@ -71,6 +71,7 @@ from embodia.policies.gui.head_encoding import (  # noqa: F401 (words, quoted, .
     N_ELEM_FEATS,
     N_ELEM_FEATS_V2,
     N_SIMS,
+    NEAR,
     NEEDS_ELEMENT,
     ROLES,
     SEG_INSTR,
@@ -137,8 +138,8 @@ class GuiHead(nn.Module):
             self.chord = _mlp(2 * d, d, len(cfg.chords))      # [CLS, the focused element]
         if cfg.case:
             self.case = _mlp(2 * d, d, len(CASES))              # [CLS, the field typed into]
-        if cfg.features >= 2:     # [the text naming an element, the text right of it]; starts at zero:
-            self.near = nn.Linear(2 * d, d)                     # a head extended to set 2 reads as before
+        if cfg.features >= 2:     # [its label, the text right of it, its container]; starts at zero:
+            self.near = nn.Linear(NEAR * d, d)                  # a head extended to set 2 reads as before
             nn.init.zeros_(self.near.weight)
             nn.init.zeros_(self.near.bias)
 
@@ -195,10 +196,11 @@ class GuiHead(nn.Module):
         ecount = torch.zeros(B * E, device=dev).index_add_(0, flat, torch.ones(len(flat), device=dev)).clamp(min=1)[:, None]
         e = torch.zeros(B * E, hu.shape[-1], device=dev, dtype=hu.dtype).index_add_(0, flat, hu[tree]) / ecount
         elems = e.view(B, E, -1) + ebase
-        if self.cfg.features >= 2:      # what the texts beside it say (its label; the number between two buttons)
+        if self.cfg.features >= 2:      # what is beside it says (its label, a number between two buttons, its row)
             near = batch["elem_near"]
-            both = torch.gather(elems, 1, near.clamp(min=0).view(B, 2 * E, 1).expand(-1, -1, elems.shape[-1]))
-            both = (both * (near >= 0).view(B, 2 * E, 1)).view(B, E, -1)
+            k = near.shape[-1]
+            both = torch.gather(elems, 1, near.clamp(min=0).view(B, k * E, 1).expand(-1, -1, elems.shape[-1]))
+            both = (both * (near >= 0).view(B, k * E, 1)).view(B, E, -1)
             elems = elems + self.near(both)
         return {"g": g, "img": xi, "img_mask": im, "grid": batch["grid"], "units": hu, "seg": seg, "fld": fld,
                 "uelem": elem, "elems": elems, "elem_mask": batch["elem_mask"],

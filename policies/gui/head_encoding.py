@@ -35,6 +35,7 @@ F_INSTR, F_HIST, F_ROLE, F_TEXT, F_DESC, F_STATE, F_QUOTED, F_VALUE = range(8)
 N_ELEM_FEATS = 11                    # the element flags of feature set 1 (the bundled head's)
 N_ELEM_FEATS_V2 = N_ELEM_FEATS + 3   # feature set 2 adds: enabled, editable, holds a value
 CASES = ("as written", "upper", "lower")   # what a head with ``case`` may do to the words it copies
+NEAR = 3                             # feature set 2: elements read beside each one (see `Encoded.elem_near`)
 LONG_TAIL = 4                        # feature set 2: words kept from the end of a long text
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[-'][A-Za-z0-9]+)*|[^\sA-Za-z0-9]")
 
@@ -192,8 +193,8 @@ class Encoded:
     # the texts a copy can come from: each element's text as encoded ("" for a password), then
     # (feature set 2) each element's value at position len(elements) + its position
     elem_texts: list = field(default_factory=list)
-    # [E, 2] feature set 2: position of the text naming each element (`beside`) and of the nearest
-    # text to its right on its row; -1: none
+    # [E, NEAR] feature set 2: position of the text naming each element (`beside`), of the nearest
+    # text to its right on its row (`right_of`) and of the element holding it (`container`); -1: none
     elem_near: np.ndarray | None = None
 
 
@@ -228,6 +229,24 @@ def right_of(elems: list[dict]) -> list[int]:
         row = [(j, t) for j, t in enumerate(elems) if j != i and _is_text(t)
                and y0 <= (t["bounds"][1] + t["bounds"][3]) / 2 <= y1 and t["bounds"][0] >= x1 - 2]
         out.append(min(row, key=lambda jt: jt[1]["bounds"][0])[0] if row else -1)
+    return out
+
+
+def container(elems: list[dict]) -> list[int]:
+    """Per element, the position of the smallest other element whose box holds its box, -1 for
+    none: the row an unnamed icon sits in (an inbox row's trash icon and the sender it names).
+
+    >>> container([{"bounds": [0, 0, 100, 40]}, {"bounds": [80, 10, 90, 20]}, {"bounds": [0, 0, 200, 200]}])
+    [2, 0, -1]
+    """
+    def area(b):
+        return (b[2] - b[0]) * (b[3] - b[1])
+    out = []
+    for i, e in enumerate(elems):
+        x0, y0, x1, y1 = e["bounds"]
+        holds = [j for j, t in enumerate(elems) if j != i and t["bounds"][0] <= x0 and t["bounds"][1] <= y0
+                 and t["bounds"][2] >= x1 and t["bounds"][3] >= y1 and area(t["bounds"]) > area(e["bounds"])]
+        out.append(min(holds, key=lambda j: area(elems[j]["bounds"])) if holds else -1)
     return out
 
 
@@ -327,8 +346,8 @@ class SequenceBuilder:
         roles = np.zeros(len(elems), np.int64)
         tree_spans: dict[int, tuple[int, int, int]] = {}
         texts, values = [], []
-        near = np.asarray(list(zip(beside(elems), right_of(elems))) if v2 else [(-1, -1)] * len(elems),
-                          np.int64).reshape(-1, 2)
+        near = np.asarray(list(zip(beside(elems), right_of(elems), container(elems))) if v2
+                          else [(-1,) * NEAR] * len(elems), np.int64).reshape(-1, NEAR)
         left = near[:, 0]
         limit, tail = (cfg.max_text_words, LONG_TAIL) if v2 else (cfg.max_words, 0)
         for i, e in enumerate(elems):
@@ -426,7 +445,7 @@ def backbone_features(backbone: Backbone, encoded: list[Encoded]) -> list[dict]:
             "elem_feats": torch.from_numpy(e.elem_feats),
             "elem_role": torch.from_numpy(e.elem_role),
             "elem_near": torch.from_numpy(e.elem_near if e.elem_near is not None
-                                          else np.full((len(e.elem_role), 2), -1, np.int64)),
+                                          else np.full((len(e.elem_role), NEAR), -1, np.int64)),
             "grid": torch.tensor(e.grid),
         })
     return out
@@ -445,7 +464,7 @@ def collate(samples: list[dict]) -> dict:
     sims = torch.zeros(B, U, N_SIMS)
     feats = torch.zeros(B, E, samples[0]["elem_feats"].shape[1])
     role = torch.zeros(B, E, dtype=torch.long)
-    near = torch.full((B, E, 2), -1, dtype=torch.long)
+    near = torch.full((B, E, NEAR), -1, dtype=torch.long)
     emask = torch.zeros(B, E, dtype=torch.bool)
     img = torch.zeros(B, I, d)
     img_rc = torch.zeros(B, I, 2, dtype=torch.long)
