@@ -340,3 +340,16 @@ def test_a_head_with_case_learns_the_typed_words_in_capitals_from_the_instructio
 def replace_cfg(cfg, **kw):
     from dataclasses import replace
     return replace(cfg, **kw)
+
+
+def test_what_sits_beside_an_element_is_found_from_the_boxes_alone():
+    from embodia.policies.gui.head_encoding import beside, container, right_of
+    row = [{"text": "Odd", "clickable": True, "bounds": [0, 0, 30, 20]}, {"text": "7", "bounds": [40, 2, 50, 18]},
+           {"text": "Even", "clickable": True, "bounds": [60, 0, 90, 20]}]
+    assert right_of(row) == [1, -1, -1] and beside(row) == [-1, -1, 1]        # the number, from either button
+    inbox = [{"text": "Ada Hello there", "clickable": True, "bounds": [0, 0, 160, 40]},
+             {"text": "", "clickable": True, "bounds": [130, 10, 142, 22]},
+             {"text": "Bob Lunch", "clickable": True, "bounds": [0, 40, 160, 80]},
+             {"text": "", "clickable": True, "bounds": [130, 50, 142, 62]}]
+    assert container(inbox) == [-1, 0, -1, 2]                                  # each icon's own row
+    assert beside(inbox)[1] == -1                                              # a clickable row is no label
