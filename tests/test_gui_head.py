@@ -276,8 +276,8 @@ def test_feature_set_2_reads_values_labels_long_texts_and_states_set_1_does_not(
         encs[name] = SequenceBuilder(backbone, cfg).encode("", step.instruction, [], FORM_TREE, (160, 210), step.screen)
     enc = encs["new"]
     assert enc.elem_feats.shape == (4, new.elem_feats) and encs["old"].elem_feats.shape == (4, old.elem_feats)
-    assert enc.elem_feats[:, -3].tolist() == [1, 1, 0, 0]              # enabled
-    assert enc.elem_feats[2, -1] == 1 and enc.elem_feats[1, -1] == 0   # holds a value
+    assert enc.elem_feats[:, -4].tolist() == [1, 1, 0, 0]              # enabled
+    assert enc.elem_feats[2, -2] == 1 and enc.elem_feats[1, -2] == 0   # holds a value
     assert enc.elem_near[:, :2].tolist() == [[-1, -1], [0, -1], [-1, -1], [-1, -1]]   # "Year:" names the field beside it
     fld, elem = enc.unit_meta[:, 1], enc.unit_meta[:, 2]
     assert ((fld == F_DESC) & (elem == 1)).sum() == 2                   # "Year", ":" read as the field's label
@@ -287,6 +287,14 @@ def test_feature_set_2_reads_values_labels_long_texts_and_states_set_1_does_not(
     assert span_text((lab["label_start"], lab["label_end"]), enc, step.instruction) == "finale"
     assert label(step, encs["old"], old)["label_start"] == -1          # set 1: a value is not read, not copied
     assert not (encs["old"].unit_meta[:, 1] == F_VALUE).any()
+    # an ordinal in the instruction marks the word at that position and the n-th element of a role
+    builder = SequenceBuilder(backbone, new)
+    third = builder.encode("", "Type the 3rd word of the text", [], FORM_TREE, (160, 210), step.screen)
+    assert [third.elem_texts[third.tree_spans[u][0]][third.tree_spans[u][1]:third.tree_spans[u][2]]
+            for u in np.flatnonzero(third.unit_ord)] == ["w2"]
+    assert third.elem_feats[:, -1].tolist() == [0, 0, 0, 0]            # no role has three elements
+    first = builder.encode("", "Click the first button", [], FORM_TREE, (160, 210), step.screen)
+    assert first.elem_feats[:, -1].tolist() == [1, 1, 1, 1]            # each the 1st of its role
 
 
 def test_a_wheel_turn_on_a_web_text_area_is_a_scroll_label_on_it():
@@ -307,7 +315,7 @@ def test_extending_to_feature_set_2_keeps_the_old_heads_choices_until_trained(on
     old, _, _ = load_gui_head(TINY, backbone)
     assert old.cfg.features == 1                                     # the bundled config has no such field
     new = extend_vocabulary(old, actions=old.cfg.actions, chords=(), copy_tree=False, features=2)
-    assert new.cfg.features == 2 and new.elem.weight.shape[1] == old.elem.weight.shape[1] + 4
+    assert new.cfg.features == 2 and new.elem.weight.shape[1] == old.elem.weight.shape[1] + 5
     steps = [s for s in record_gui_demos(6, seed=5, noise=0.0)][:8]
     picks = {}
     for name, head in (("old", old), ("new", new)):

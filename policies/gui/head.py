@@ -140,8 +140,9 @@ class GuiHead(nn.Module):
             self.case = _mlp(2 * d, d, len(CASES))              # [CLS, the field typed into]
         if cfg.features >= 2:     # [its label, the text right of it, its container]; starts at zero:
             self.near = nn.Linear(NEAR * d, d)                  # a head extended to set 2 reads as before
-            nn.init.zeros_(self.near.weight)
-            nn.init.zeros_(self.near.bias)
+            self.ordinal = nn.Embedding(2, d)                   # a word at the position asked for ("3rd word")
+            for p in (self.near.weight, self.near.bias, self.ordinal.weight):
+                nn.init.zeros_(p)
 
     # -- trunk --------------------------------------------------------------------------------------
     def encode(self, batch: dict, mask_words: float = 0.0, generator: torch.Generator | None = None) -> dict:
@@ -164,6 +165,8 @@ class GuiHead(nn.Module):
             sims = sims.masked_fill(hide[..., None], 0.0)
         x = (words_in + self.seg(seg) + self.fld(fld) + self.pos(pos.clamp(max=31))
              + self.item(item.clamp(max=15)) + self.sim(sims))
+        if self.cfg.features >= 2 and "unit_ord" in batch:
+            x = x + self.ordinal(batch["unit_ord"])
         ei = elem.clamp(min=0)
         E = batch["elem_feats"].shape[1]
         # per element: do all its words appear in the instruction, and how many are they (for "turn

@@ -33,7 +33,9 @@ ROLES = ("TextView", "Button", "ImageButton", "Switch", "EditText", "CheckBox", 
 SEG_PAD, SEG_INSTR, SEG_HIST, SEG_TREE = 0, 1, 2, 3
 F_INSTR, F_HIST, F_ROLE, F_TEXT, F_DESC, F_STATE, F_QUOTED, F_VALUE = range(8)
 N_ELEM_FEATS = 11                    # the element flags of feature set 1 (the bundled head's)
-N_ELEM_FEATS_V2 = N_ELEM_FEATS + 3   # feature set 2 adds: enabled, editable, holds a value
+N_ELEM_FEATS_V2 = N_ELEM_FEATS + 4   # feature set 2 adds: enabled, editable, holds a value, the n-th asked for
+ORDINAL_WORDS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+_ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\b|\b(" + "|".join(ORDINAL_WORDS) + r")\b", re.IGNORECASE)
 CASES = ("as written", "upper", "lower")   # what a head with ``case`` may do to the words it copies
 NEAR = 3                             # feature set 2: elements read beside each one (see `Encoded.elem_near`)
 LONG_TAIL = 4                        # feature set 2: words kept from the end of a long text
@@ -193,9 +195,22 @@ class Encoded:
     # the texts a copy can come from: each element's text as encoded ("" for a password), then
     # (feature set 2) each element's value at position len(elements) + its position
     elem_texts: list = field(default_factory=list)
+    # [U] feature set 2: 1 for a word of an element's text or value at the position the
+    # instruction asks for by ordinal ("the 3rd word"), else 0
+    unit_ord: np.ndarray | None = None
     # [E, NEAR] feature set 2: position of the text naming each element (`beside`), of the nearest
     # text to its right on its row (`right_of`) and of the element holding it (`container`); -1: none
     elem_near: np.ndarray | None = None
+
+
+def ordinals(instruction: str) -> set[int]:
+    """The positions an instruction asks for by ordinal ("the 2nd text area", "the third word").
+
+    >>> sorted(ordinals("Find the 11th word, then the third"))
+    [3, 11]
+    """
+    return {int(m.group(1)) if m.group(1) else ORDINAL_WORDS.index(m.group(2).lower()) + 1
+            for m in _ORDINAL.finditer(instruction or "")}
 
 
 def read_words(text: str, limit: int, tail: int = 0) -> list[tuple[int, tuple[str, int, int]]]:
@@ -210,6 +225,12 @@ def read_words(text: str, limit: int, tail: int = 0) -> list[tuple[int, tuple[st
     if len(ws) <= limit or not tail:
         return list(enumerate(ws[:limit]))
     return list(enumerate(ws[:limit - tail])) + [(32 - tail + j, w) for j, w in enumerate(ws[-tail:])]
+
+
+def _word_number(text: str, at: int) -> int:
+    """1-based count of the whitespace-separated word that starts at or contains character ``at``
+    (how a person counts "the 3rd word": punctuation belongs to its word)."""
+    return len(text[:at].split()) + (0 if at and not text[at - 1].isspace() else 1)
 
 
 def _is_text(e: dict) -> bool:
@@ -330,22 +351,28 @@ class SequenceBuilder:
                 unit(w, SEG_HIST, F_HIST, -1, k, age)
             sep(self.newline)
         elems = list(tree or [])[:cfg.max_elements]
-        feats, roles, tree_spans, texts, near = self._elements(elems, set(hist), (W, H), unit, sep)
+        asked = ordinals(instruction) if cfg.features >= 2 else set()
+        feats, roles, tree_spans, texts, near, marked = self._elements(elems, set(hist), (W, H), unit, sep, asked)
+        unit_ord = np.zeros(len(meta), np.int64)
+        unit_ord[list(marked)] = 1
         return Encoded(ids, np.asarray(tok_unit, np.int64), np.asarray(tok_pos, np.int64),
                        np.asarray(meta, np.int64).reshape(-1, 5), feats, roles,
                        [int(e.get("index", i)) for i, e in enumerate(elems)], spans, img, (rows, cols),
-                       tree_spans, texts, near)
+                       tree_spans, texts, elem_near=near, unit_ord=unit_ord)
 
-    def _elements(self, elems: list[dict], clicked: set, size: tuple[int, int], unit, sep):
+    def _elements(self, elems: list[dict], clicked: set, size: tuple[int, int], unit, sep, asked: set):
         """The tree's units (through ``unit`` / ``sep``) and per element its flags, role id, copyable
-        spans, texts and the text beside it, as the config's feature set reads them. ``clicked``:
-        the history's items ("click <label>", as `describe` writes them)."""
+        spans, texts, the elements beside it, and the units at an ordinal the instruction names
+        (``asked``), as the config's feature set reads them. ``clicked``: the history's items
+        ("click <label>", as `describe` writes them)."""
         cfg, (W, H) = self.cfg, size
         v2 = cfg.features >= 2
         feats = np.zeros((len(elems), cfg.elem_feats), np.float32)
         roles = np.zeros(len(elems), np.int64)
         tree_spans: dict[int, tuple[int, int, int]] = {}
         texts, values = [], []
+        marked: set[int] = set()
+        nth: dict[str, int] = {}             # elements of each role so far: "the 2nd text area"
         near = np.asarray(list(zip(beside(elems), right_of(elems), container(elems))) if v2
                           else [(-1,) * NEAR] * len(elems), np.int64).reshape(-1, NEAR)
         left = near[:, 0]
@@ -358,9 +385,10 @@ class SequenceBuilder:
             flags = (x0 / W, y0 / H, x1 / W, y1 / H, bool(e.get("clickable")), bool(e.get("focused")),
                      checked is True, checked is not None, bool(e.get("scrollable")), bool(e.get("password")),
                      f"click {name}" in clicked)
-            feats[i] = flags + ((e.get("enabled", True) is not False, bool(e.get("editable")), bool(value))
-                                if v2 else ())
             role = str(e.get("role") or "View")
+            nth[role] = nth.get(role, 0) + 1
+            feats[i] = flags + ((e.get("enabled", True) is not False, bool(e.get("editable")), bool(value),
+                                 nth[role] in asked) if v2 else ())
             roles[i] = ROLES.index(role) + 1 if role in ROLES else 0
             unit(role, SEG_TREE, F_ROLE, i, 0, 0)
             text = "" if e.get("password") else str(e.get("text") or "")
@@ -370,6 +398,8 @@ class SequenceBuilder:
                 u = unit(w, SEG_TREE, F_TEXT, i, k, 0)
                 if u is not None:
                     tree_spans[u] = (i, a, b)
+                    if _word_number(text, a) in asked:
+                        marked.add(u)
             desc = str(e.get("desc") or "")
             if v2 and not text and not desc and e.get("editable") and left[i] >= 0:
                 desc = str(elems[left[i]].get("text") or "")       # an unnamed field: the label beside it
@@ -380,12 +410,14 @@ class SequenceBuilder:
                 u = unit(w, SEG_TREE, F_VALUE, i, k, 0)
                 if u is not None:
                     tree_spans[u] = (len(elems) + i, a, b)
+                    if _word_number(value, a) in asked:
+                        marked.add(u)
             if checked is not None:
                 unit("on" if checked else "off", SEG_TREE, F_STATE, i, 0, 0)
             if e.get("focused"):
                 unit("focused", SEG_TREE, F_STATE, i, 1, 0)
             sep(self.newline)
-        return feats, roles, tree_spans, texts + values if v2 else texts, near
+        return feats, roles, tree_spans, texts + values if v2 else texts, near, marked
 
 
 UNIT_FEATS = 3        # per unit: mean backbone state, last token's state, mean token embedding
@@ -442,6 +474,7 @@ def backbone_features(backbone: Backbone, encoded: list[Encoded]) -> list[dict]:
             "sims": torch.stack(best, -1).half() if U else torch.zeros(0, N_SIMS).half(),
             "img": ctx[b, :n][ids[b, :n] == backbone.image_token_id].half(),
             "unit_meta": torch.from_numpy(e.unit_meta),
+            "unit_ord": torch.from_numpy(e.unit_ord if e.unit_ord is not None else np.zeros(U, np.int64)),
             "elem_feats": torch.from_numpy(e.elem_feats),
             "elem_role": torch.from_numpy(e.elem_role),
             "elem_near": torch.from_numpy(e.elem_near if e.elem_near is not None
@@ -462,6 +495,7 @@ def collate(samples: list[dict]) -> dict:
     meta[..., 2] = -1
     units = torch.zeros(B, U, samples[0]["units"].shape[1])
     sims = torch.zeros(B, U, N_SIMS)
+    uord = torch.zeros(B, U, dtype=torch.long)
     feats = torch.zeros(B, E, samples[0]["elem_feats"].shape[1])
     role = torch.zeros(B, E, dtype=torch.long)
     near = torch.full((B, E, NEAR), -1, dtype=torch.long)
@@ -472,6 +506,8 @@ def collate(samples: list[dict]) -> dict:
     for b, s in enumerate(samples):
         u, e, n = len(s["unit_meta"]), len(s["elem_feats"]), len(s["img"])
         meta[b, :u], units[b, :u], sims[b, :u] = s["unit_meta"], s["units"].float(), s["sims"].float()
+        if "unit_ord" in s:
+            uord[b, :u] = s["unit_ord"]
         feats[b, :e], role[b, :e], emask[b, :e] = s["elem_feats"], s["elem_role"], True
         if "elem_near" in s:
             near[b, :e] = s["elem_near"]
@@ -479,7 +515,7 @@ def collate(samples: list[dict]) -> dict:
         rows, cols = (int(v) for v in s["grid"])
         k = torch.arange(n)
         img_rc[b, :n, 0], img_rc[b, :n, 1] = k // cols, k % cols
-    out = {"unit_meta": meta, "units": units, "sims": sims, "elem_feats": feats, "elem_role": role,
+    out = {"unit_meta": meta, "unit_ord": uord, "units": units, "sims": sims, "elem_feats": feats, "elem_role": role,
            "elem_near": near, "elem_mask": emask, "img": img, "img_rc": img_rc, "img_mask": img_mask,
            "grid": torch.stack([s["grid"] for s in samples])}
     if "label_type" in samples[0]:
