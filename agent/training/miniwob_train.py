@@ -17,10 +17,13 @@ copied from an element's words) and fine-tunes it on the demos of the successful
 The head reads pages with element feature set 2 (``--features``, `GuiHeadConfig.features`): an
 element's value (a field's content, a text area's text, copyable like its text), the label beside
 or above an unnamed field, up to 24 words of a long text (its first 20 and its last 4), enabled /
-editable / holds-a-value flags, and whether the text beside an element matches the instruction.
+editable / holds-a-value flags, whether the text beside an element matches the instruction, the
+elements beside and around each one, and the n-th element or word an ordinal in the instruction
+names ("the 2nd text area", "the 3rd word").
 The head may type copied words in upper or lower case (`GuiHeadConfig.case`: enter-text-2 asks
-for the instruction's word in capitals or small letters). The browser tree flags a text area whose content overflows as scrollable, so sign-agreement's and
-scroll-text-2's wheel turns are demos the head learns (a turn is labelled on the element under it).
+for the instruction's word in capitals or small letters). The browser tree flags a text area whose
+content overflows as scrollable, so sign-agreement's and scroll-text-2's wheel turns are demos the
+head learns (a turn is labelled on the element under it).
 
 Experts whose actions the head cannot express, still recorded and evaluated (their score is
 reported, not hidden):
@@ -38,8 +41,9 @@ enter-date's expert types the date's digits (``11052016``); its demos here come 
 (`DEMO_PLANS`) that types the date as the instruction writes it (``11/05/2016``), which the page
 takes too, so that the head can copy it. Like every demo, only episodes the page rewarded are kept.
 
-Defaults (20 episodes per task, 2,000 steps at batch 64) take about 25 minutes on a shared 2-core
-machine (16 of them recording); the command prints its wall time.
+Defaults (20 episodes per task, 2,000 steps at batch 64): for the 59 tasks about 45 minutes from
+scratch on a shared 2-core machine (recording about 30, training 11-14); the command prints its
+wall time.
 """
 from __future__ import annotations
 
