@@ -34,13 +34,18 @@ from embodia.devices import open_device
 from embodia.sim.miniwob import EXPERTS
 
 
-def run_task(task: str, policy_spec: str, seeds: range) -> dict:
+def run_task(task: str, policy_spec: str, seeds: range, record: Path | None = None) -> dict:
+    """The head's episodes of one task; with ``record``, each one's step log under record/<task>
+    (what the head saw and did, for `embodia replay`)."""
+    from embodia.agent.recording.gui_log import GuiRecorder
     wins = errors = 0
     t0 = time.perf_counter()
     with open_device(f"sim:miniwob/{task}") as dev:
         policy = make_policy(policy_spec, dev, threads=1)
+        rec = GuiRecorder(record / task, dev.embodiment) if record is not None else None
         for seed in seeds:
-            r = run_episode(dev, policy, seed=seed)
+            r = run_episode(dev, policy, seed=seed, recorder=rec,
+                            episode_meta={"device": f"sim:miniwob/{task}", "policy": policy_spec} if rec else None)
             wins += bool(r.success)
             errors += r.error is not None
     return {"head": cell(wins, len(seeds)), "errors": errors, "seconds": round(time.perf_counter() - t0, 1)}
@@ -52,6 +57,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--first-seed", type=int, default=1000, help="held out: the training demos use 100000..")
     ap.add_argument("--tasks", nargs="*", default=sorted(EXPERTS))
+    ap.add_argument("--record", type=Path, default=None, help="also write each episode's step log under DIR/<task>")
     args = ap.parse_args()
     unknown = [t for t in args.tasks if t not in EXPERTS]
     if unknown:
@@ -59,7 +65,7 @@ def main() -> None:
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     per = {}
     for t in args.tasks:
-        per[t] = run_task(t, args.policy, seeds)
+        per[t] = run_task(t, args.policy, seeds, args.record)
         print(f"{t}: {per[t]['head']['k']}/{per[t]['head']['n']}", file=sys.stderr, flush=True)
     m, lo, hi = mean_of_rates([(per[t]["head"]["k"], per[t]["head"]["n"]) for t in per])
     print(json.dumps({"benchmark": "miniwob_head", "date": datetime.date.today().isoformat(),

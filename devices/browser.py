@@ -46,7 +46,7 @@ import numpy as np
 
 from embodia.devices.actions import ActionError, GuiAction
 from embodia.devices.base import DeviceLost
-from embodia.devices.browser_tree import page_elements
+from embodia.devices.browser_tree import SNAPSHOT_STYLES, page_elements
 from embodia.devices.cdp import CdpError, Chromium, evaluate
 from embodia.devices.embodiment import Screen
 from embodia.devices.gui import ELEMENT_FIELDS, GuiDevice, gui_embodiment
@@ -113,7 +113,8 @@ class BrowserDevice(GuiDevice):
     supported = frozenset({"click", "double_click", "right_click", "long_press", "swipe", "drag", "scroll",
                            "type", "key", "system_button"})
     capabilities = frozenset({"screenshot", "ui_tree", "text_input", "person_input"})
-    element_fields = ELEMENT_FIELDS | {"box", "enabled", "editable", "window", "app", "ref", "checked", "value"}
+    element_fields = ELEMENT_FIELDS | {"box", "enabled", "editable", "window", "app", "ref", "checked", "value",
+                                       "scrollable"}
 
     def __init__(self, url: str = "about:blank", *, size: tuple[int, int] = (1280, 800), headless: bool = True,
                  display: str = "", settle: float = 10.0, quiet_ms: float = 150.0, scroll_px: int = 400,
@@ -267,7 +268,7 @@ class BrowserDevice(GuiDevice):
     def _ui_tree(self) -> list:
         p = self.page
         ax_id = p.send("Accessibility.getFullAXTree")
-        snap_id = p.send("DOMSnapshot.captureSnapshot", computedStyles=[], includeDOMRects=False)
+        snap_id = p.send("DOMSnapshot.captureSnapshot", computedStyles=list(SNAPSHOT_STYLES), includeDOMRects=True)
         title_id = p.send("Runtime.evaluate", expression="document.title", returnByValue=True)
         ax = p.reply(ax_id, "Accessibility.getFullAXTree")
         snap = p.reply(snap_id, "DOMSnapshot.captureSnapshot")

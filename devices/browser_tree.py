@@ -19,15 +19,18 @@ person sees and can act on, as `embodia.devices.atspi` does on the desktop:
 Fields: ``index``, ``role``, ``text`` (the accessible name; for a clickable element without one,
 the text inside it), ``desc``, ``id`` (the DOM id), ``bounds`` (viewport pixels, right/bottom
 exclusive), ``box`` (0..1000), ``clickable``, ``password``, ``focused``, ``enabled``, ``editable``,
-``checked`` (checkables only), ``value`` (a field's text; never a password's), ``window`` (the
-page title), ``app`` ("chromium") and ``ref`` (the DOM node's backend id).
+``checked`` (checkables only), ``value`` (a field's text; never a password's), ``scrollable`` (its
+content overflows its box and its style lets it scroll: a text area holding more than it shows, an
+``overflow: auto`` list; from the snapshot's scroll and client rects and computed ``overflow``, so a
+policy can tell what a wheel turn moves even where the page flags nothing), ``window`` (the page
+title), ``app`` ("chromium") and ``ref`` (the DOM node's backend id).
 """
 from __future__ import annotations
 
 import math
 import re
 
-__all__ = ["ROLE_NAMES", "page_elements"]
+__all__ = ["ROLE_NAMES", "SNAPSHOT_STYLES", "page_elements"]
 
 ROLE_NAMES = {
     "button": "push button", "link": "link", "textbox": "entry", "searchbox": "entry", "checkbox": "check box",
@@ -50,6 +53,9 @@ KEEP_NAMED = {"heading", "image", "img", "dialog", "alertdialog", "alert", "stat
 # never elements: text runs inside a text, list bullets, a closed <select>'s popup, the page itself
 SKIP = {"InlineTextBox", "ListMarker", "LabelText", "MenuListPopup", "RootWebArea", "LineBreak", "none"}
 TEXT_LIMIT = 200
+# the computed styles `page_elements` reads (``DOMSnapshot.captureSnapshot(computedStyles=...,
+# includeDOMRects=True)``): an overflowing box scrolls only where its overflow is auto or scroll
+SNAPSHOT_STYLES = ("overflow-x", "overflow-y")
 
 
 def _prop(node: dict, name: str):
@@ -83,6 +89,7 @@ class _Dom:
         for node_i, (x, y, w, h) in zip(layout.get("nodeIndex", []), layout.get("bounds", [])):
             self.boxes.setdefault(node_i, (x - sx, y - sy, w, h))
         self.clickable = set(nodes.get("isClickable", {}).get("index", []))
+        self.scrollable = _scrollable(layout, strings)
         iv = nodes.get("inputValue", {})
         self.input_value = {i: strings[s] for i, s in zip(iv.get("index", []), iv.get("value", [])) if s >= 0}
         attrs = nodes.get("attributes", [])
@@ -93,6 +100,23 @@ class _Dom:
 
     def attr(self, i: int | None, name: str) -> str:
         return self.attrs[i].get(name, "") if i is not None and i < len(self.attrs) else ""
+
+
+def _scrollable(layout: dict, strings: list) -> set[int]:
+    """DOM node indices whose content is larger than their client box (by more than a pixel) along
+    an axis whose computed overflow lets it scroll; empty for a snapshot taken without DOM rects or
+    styles (`SNAPSHOT_STYLES`)."""
+    out = set()
+    rows = zip(layout.get("nodeIndex", []), layout.get("scrollRects", []), layout.get("clientRects", []),
+               layout.get("styles", []))
+    for node_i, scroll, client, styles in rows:
+        if len(scroll) < 4 or len(client) < 4 or len(styles) < len(SNAPSHOT_STYLES):
+            continue
+        ox, oy = (strings[k] if 0 <= k < len(strings) else "" for k in styles[:2])
+        if (scroll[3] > client[3] + 1 and oy in ("auto", "scroll")) or \
+                (scroll[2] > client[2] + 1 and ox in ("auto", "scroll")):
+            out.add(node_i)
+    return out
 
 
 def _bounds(box, size) -> list[int] | None:
@@ -174,8 +198,8 @@ def _element(node: dict, dom: _Dom, size, title: str, above: str) -> dict | None
          "id": dom.attr(i, "id"), "bounds": bounds,
          "box": [round(x0 * 1000 / w), round(y0 * 1000 / h), round(x1 * 1000 / w), round(y1 * 1000 / h)],
          "clickable": bool(clickable), "password": password, "focused": bool(_prop(node, "focused")),
-         "enabled": not _prop(node, "disabled"), "editable": editable, "window": title, "app": "chromium",
-         "ref": node.get("backendDOMNodeId")}
+         "enabled": not _prop(node, "disabled"), "editable": editable, "scrollable": i in dom.scrollable,
+         "window": title, "app": "chromium", "ref": node.get("backendDOMNodeId")}
     if role in CHECKABLE or _prop(node, "checked") is not None:
         e["checked"] = str(_prop(node, "checked")).lower() in ("true", "mixed")
     if not password and (editable or role in ("combobox", "slider", "spinbutton", "listbox")):

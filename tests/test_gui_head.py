@@ -244,3 +244,120 @@ def test_typing_into_the_focused_field_and_copying_words_from_the_tree_are_label
         assert (old is None) if action.element is None else (old["label_start"] == -1)
     with pytest.raises(GuiHeadError, match="chord"):
         GuiHeadConfig(actions=ACTIONS_V2)
+
+
+def _form_step(tree, action, instruction):
+    """A recorded-step stand-in on a web form (screen blank: only the tree matters here)."""
+    from embodia.agent.training.gui_data import GuiStep
+    from embodia.devices import Screen
+    return GuiStep(instruction, [], tree, np.zeros((210, 160, 3), np.uint8), Screen(160, 210), action)
+
+
+FORM_TREE = [
+    {"index": 0, "role": "label", "text": "Year:", "bounds": [12, 68, 35, 79], "clickable": False},
+    {"index": 1, "role": "entry", "text": "", "bounds": [62, 62, 150, 83], "clickable": True, "editable": True,
+     "value": "", "enabled": True},
+    {"index": 2, "role": "text", "text": "", "bounds": [3, 95, 149, 145], "clickable": True, "editable": True,
+     "scrollable": True, "enabled": False,
+     "value": " ".join(f"w{k}" for k in range(40)) + " finale"},
+    {"index": 3, "role": "push button", "text": "Agree", "bounds": [5, 167, 63, 188], "clickable": True,
+     "enabled": False},
+]
+
+
+def test_feature_set_2_reads_values_labels_long_texts_and_states_set_1_does_not():
+    from embodia.policies.gui.head import ACTIONS_V2, CHORDS, F_DESC, F_VALUE, span_text
+    backbone = Backbone.from_pretrained(TINY / "backbone")
+    new = GuiHeadConfig(actions=ACTIONS_V2, chords=CHORDS, copy_tree=True, features=2)
+    old = GuiHeadConfig(actions=ACTIONS_V2, chords=CHORDS, copy_tree=True)
+    step = _form_step(FORM_TREE, GuiAction("type", element=1, text="finale"), "Type the last word of the text")
+    encs = {}
+    for name, cfg in (("new", new), ("old", old)):
+        encs[name] = SequenceBuilder(backbone, cfg).encode("", step.instruction, [], FORM_TREE, (160, 210), step.screen)
+    enc = encs["new"]
+    assert enc.elem_feats.shape == (4, new.elem_feats) and encs["old"].elem_feats.shape == (4, old.elem_feats)
+    assert enc.elem_feats[:, -4].tolist() == [1, 1, 0, 0]              # enabled
+    assert enc.elem_feats[2, -2] == 1 and enc.elem_feats[1, -2] == 0   # holds a value
+    assert enc.elem_near[:, :2].tolist() == [[-1, -1], [0, -1], [-1, -1], [-1, -1]]   # "Year:" names the field beside it
+    fld, elem = enc.unit_meta[:, 1], enc.unit_meta[:, 2]
+    assert ((fld == F_DESC) & (elem == 1)).sum() == 2                   # "Year", ":" read as the field's label
+    value_units = (fld == F_VALUE) & (elem == 2)
+    assert value_units.sum() == new.max_text_words and enc.unit_meta[value_units, 3].max() == 31   # its end, last
+    lab = label(step, enc, new)
+    assert span_text((lab["label_start"], lab["label_end"]), enc, step.instruction) == "finale"
+    assert label(step, encs["old"], old)["label_start"] == -1          # set 1: a value is not read, not copied
+    assert not (encs["old"].unit_meta[:, 1] == F_VALUE).any()
+    # an ordinal in the instruction marks the word at that position and the n-th element of a role
+    builder = SequenceBuilder(backbone, new)
+    third = builder.encode("", "Type the 3rd word of the text", [], FORM_TREE, (160, 210), step.screen)
+    assert [third.elem_texts[third.tree_spans[u][0]][third.tree_spans[u][1]:third.tree_spans[u][2]]
+            for u in np.flatnonzero(third.unit_ord)] == ["w2"]
+    assert third.elem_feats[:, -1].tolist() == [0, 0, 0, 0]            # no role has three elements
+    first = builder.encode("", "Click the first button", [], FORM_TREE, (160, 210), step.screen)
+    assert first.elem_feats[:, -1].tolist() == [1, 1, 1, 1]            # each the 1st of its role
+
+
+def test_a_wheel_turn_on_a_web_text_area_is_a_scroll_label_on_it():
+    from embodia.policies.gui.head import ACTIONS_V2, CHORDS
+    backbone = Backbone.from_pretrained(TINY / "backbone")
+    cfg = GuiHeadConfig(actions=ACTIONS_V2, chords=CHORDS, copy_tree=True, features=2)
+    step = _form_step(FORM_TREE, GuiAction("scroll", point=(475, 571), direction="down"), "Scroll the agreement")
+    enc = SequenceBuilder(backbone, cfg).encode("", step.instruction, [], FORM_TREE, (160, 210), step.screen)
+    lab = label(step, enc, cfg)
+    assert cfg.actions[lab["label_type"]] == "scroll_down" and lab["label_elem"] == 2
+    flat = [dict(e, scrollable=False) for e in FORM_TREE]          # a page that flags nothing: no label
+    assert label(_form_step(flat, step.action, step.instruction), enc, cfg) is None
+
+
+def test_extending_to_feature_set_2_keeps_the_old_heads_choices_until_trained(one_thread):
+    from embodia.policies.gui.head import collate, extend_vocabulary
+    backbone = Backbone.from_pretrained(TINY / "backbone")
+    old, _, _ = load_gui_head(TINY, backbone)
+    assert old.cfg.features == 1                                     # the bundled config has no such field
+    new = extend_vocabulary(old, actions=old.cfg.actions, chords=(), copy_tree=False, features=2)
+    assert new.cfg.features == 2 and new.elem.weight.shape[1] == old.elem.weight.shape[1] + 5
+    steps = [s for s in record_gui_demos(6, seed=5, noise=0.0)][:8]
+    picks = {}
+    for name, head in (("old", old), ("new", new)):
+        b = SequenceBuilder(backbone, head.cfg)
+        from embodia.policies.gui.head import backbone_features
+        feats = backbone_features(backbone, [b.encode(s.prompt, s.instruction, s.history, s.tree,
+                                                       (s.size.width, s.size.height), s.screen) for s in steps])
+        picks[name] = [(d["type"], d["element"]) for d in head.decide(collate(feats))]
+    # gui-sim trees have no values, no unnamed fields and short texts: the same sequence, and the
+    # added inputs start at zero weight, so every choice is the old head's
+    assert picks["new"] == picks["old"]
+    with pytest.raises(GuiHeadError, match="feature set"):
+        GuiHeadConfig(features=3)
+
+
+def test_a_head_with_case_learns_the_typed_words_in_capitals_from_the_instruction():
+    from embodia.policies.gui.head import ACTIONS_V2, CASES, CHORDS, cased_span_label, in_case
+    backbone = Backbone.from_pretrained(TINY / "backbone")
+    cfg = GuiHeadConfig(actions=ACTIONS_V2, chords=CHORDS, copy_tree=True, features=2, case=True)
+    instruction = 'Type "Ronda" in all upper case letters in the textbox'
+    enc = SequenceBuilder(backbone, cfg).encode("", instruction, [], FORM_TREE, (160, 210),
+                                                np.zeros((210, 160, 3), np.uint8))
+    for typed, case in (("Ronda", "as written"), ("RONDA", "upper"), ("ronda", "lower")):
+        span, k = cased_span_label(typed, instruction, enc, cfg)
+        assert CASES[k] == case and in_case(instruction[enc.spans[span[0]][0]:enc.spans[span[1]][1]], case) == typed
+    assert cased_span_label("RoNDA", instruction, enc, cfg) == (None, -1)
+    assert cased_span_label("RONDA", instruction, enc, replace_cfg(cfg, case=False)) == (None, -1)
+
+
+def replace_cfg(cfg, **kw):
+    from dataclasses import replace
+    return replace(cfg, **kw)
+
+
+def test_what_sits_beside_an_element_is_found_from_the_boxes_alone():
+    from embodia.policies.gui.head_encoding import beside, container, right_of
+    row = [{"text": "Odd", "clickable": True, "bounds": [0, 0, 30, 20]}, {"text": "7", "bounds": [40, 2, 50, 18]},
+           {"text": "Even", "clickable": True, "bounds": [60, 0, 90, 20]}]
+    assert right_of(row) == [1, -1, -1] and beside(row) == [-1, -1, 1]        # the number, from either button
+    inbox = [{"text": "Ada Hello there", "clickable": True, "bounds": [0, 0, 160, 40]},
+             {"text": "", "clickable": True, "bounds": [130, 10, 142, 22]},
+             {"text": "Bob Lunch", "clickable": True, "bounds": [0, 40, 160, 80]},
+             {"text": "", "clickable": True, "bounds": [130, 50, 142, 62]}]
+    assert container(inbox) == [-1, 0, -1, 2]                                  # each icon's own row
+    assert beside(inbox)[1] == -1                                              # a clickable row is no label

@@ -14,23 +14,36 @@ checkpoint into ``--out``, extends a copy of its GUI head to the larger action v
 copied from an element's words) and fine-tunes it on the demos of the successful episodes
 (`embodia.agent.training.gui_train.fit`). The bundled checkpoint is never written.
 
+The head reads pages with element feature set 2 (``--features``, `GuiHeadConfig.features`): an
+element's value (a field's content, a text area's text, copyable like its text), the label beside
+or above an unnamed field, up to 24 words of a long text (its first 20 and its last 4), enabled /
+editable / holds-a-value flags, whether the text beside an element matches the instruction, the
+elements beside and around each one, and the n-th element or word an ordinal in the instruction
+names ("the 2nd text area", "the 3rd word").
+The head may type copied words in upper or lower case (`GuiHeadConfig.case`: enter-text-2 asks
+for the instruction's word in capitals or small letters). The browser tree flags a text area whose
+content overflows as scrollable, so sign-agreement's and scroll-text-2's wheel turns are demos the
+head learns (a turn is labelled on the element under it).
+
 Experts whose actions the head cannot express, still recorded and evaluated (their score is
 reported, not hidden):
 
-- simple-arithmetic: the typed answer is computed (``3 + 4`` -> ``7``), not on the page;
-- enter-text-2: the typed text is the instruction's word in upper or lower case;
+- simple-arithmetic, simple-algebra: the typed answer is computed (``3 + 4`` -> ``7``), not on the page;
 - enter-time: the typed text is the time rewritten (``0230PM`` for ``2:30 PM``), not a span of the
   instruction (typed as written, ``2:30 PM``, the page refuses it);
-- sign-agreement: the scroll is on a text area the page does not mark scrollable (the head scrolls
-  only elements flagged scrollable);
-- find-word: the head reads the first 8 words of an element's text, the paragraph is longer.
+- terminal: the typed commands (``ls``, ``rm <file>``) are not a span of the page or instruction;
+- text-transform: the typed text is one character from each of several elements;
+- button-delay: its expert waits the named seconds between two clicks; the head has no wait action
+  (the demos' waits are left out);
+- guess-number: each guess is computed from the page's feedback on the last one.
 
 enter-date's expert types the date's digits (``11052016``); its demos here come from a variant
 (`DEMO_PLANS`) that types the date as the instruction writes it (``11/05/2016``), which the page
 takes too, so that the head can copy it. Like every demo, only episodes the page rewarded are kept.
 
-Defaults (20 episodes per task, 2,000 steps at batch 64) take about 25 minutes on a shared 2-core
-machine (16 of them recording); the command prints its wall time.
+Defaults (20 episodes per task, 2,000 steps at batch 64): for the 59 tasks about 45 minutes from
+scratch on a shared 2-core machine (recording about 30, training 11-14); the command prints its
+wall time.
 """
 from __future__ import annotations
 
@@ -139,7 +152,7 @@ def prepare_checkpoint(out: Path) -> None:
 
 
 def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int = 2000, seed: int = TRAIN_SEED,
-                       batch_size: int = 64, log=print, progress: bool = False) -> dict:
+                       batch_size: int = 64, features: int = 2, log=print, progress: bool = False) -> dict:
     """Record (or keep) the demos, fine-tune an extended copy of the bundled GUI head on them, save
     it into ``out``; returns what was done (counts and seconds), also written into gui_head.json."""
     import torch
@@ -159,7 +172,7 @@ def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int 
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     old, backbone, _ = load_gui_head(BUNDLE)
-    head = extend_vocabulary(old)
+    head = extend_vocabulary(old, features=features, case=True)
     samples = build_samples(demo_steps(out / "demos", tasks, range(seed, seed + episodes)),
                             SequenceBuilder(backbone, head.cfg), backbone, log=log)
     if not samples:
@@ -171,7 +184,8 @@ def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int 
     t3 = time.perf_counter()
     done = {"tasks": tasks, "episodes_per_task": episodes, "train_seeds": [seed, seed + episodes],
             "expert_successes": demos, "samples": len(samples),
-            "fine_tuned_from": "bundled embodia-tiny GUI head, vocabulary extended", "train_config": asdict(cfg),
+            "fine_tuned_from": f"bundled embodia-tiny GUI head, vocabulary extended, element features {features}",
+            "train_config": asdict(cfg),
             "seconds": {"demos": round(t1 - t0), "features": round(t2 - t1), "train": round(t3 - t2)}}
     save_gui_head(head, out, extra={"trained_steps": steps, "miniwob": done})
     log(f"demos {t1 - t0:.0f} s, features {t2 - t1:.0f} s, training {t3 - t2:.0f} s; "
@@ -187,10 +201,12 @@ def main(argv=None):
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--seed", type=int, default=TRAIN_SEED, help="first train seed (evaluation uses 1000..)")
     ap.add_argument("--tasks", default="", help="comma-separated tasks (default: every task with an expert)")
+    ap.add_argument("--features", type=int, default=2, choices=(1, 2),
+                    help="the element feature set (GuiHeadConfig.features; 1: the bundled head's)")
     args = ap.parse_args(argv)
     try:
         train_miniwob_head(args.out, tasks=[t for t in args.tasks.split(",") if t] or None, episodes=args.episodes,
-                           steps=args.steps, seed=args.seed, batch_size=args.batch_size,
+                           steps=args.steps, seed=args.seed, batch_size=args.batch_size, features=args.features,
                            progress=sys.stderr.isatty())
     except ValueError as e:
         sys.exit(f"miniwob_train: {e}")

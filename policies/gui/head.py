@@ -46,7 +46,7 @@ SHA-256; a head trained on another backbone is refused). Train it with `embodia.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -60,14 +60,18 @@ from embodia.policies.base import Policy
 from embodia.policies.gui.head_encoding import (  # noqa: F401 (words, quoted, ...: importable here as before)
     ACTIONS,
     ACTIONS_V2,
+    CASES,
     CHORDS,
     F_DESC,
     F_TEXT,
+    F_VALUE,
     FORMAT,
     HEAD_CONFIG,
     HEAD_WEIGHTS,
     N_ELEM_FEATS,
+    N_ELEM_FEATS_V2,
     N_SIMS,
+    NEAR,
     NEEDS_ELEMENT,
     ROLES,
     SEG_INSTR,
@@ -106,11 +110,12 @@ class GuiHead(nn.Module):
         d = cfg.dim
         self.unit_in = nn.Sequential(nn.LayerNorm(UNIT_FEATS * hidden), nn.Linear(UNIT_FEATS * hidden, d))
         self.seg = nn.Embedding(4, d)
-        self.fld = nn.Embedding(7, d)
+        self.fld = nn.Embedding(cfg.fields, d)
         self.pos = nn.Embedding(32, d)
         self.item = nn.Embedding(16, d)
         self.sim = nn.Linear(N_SIMS, d)
-        self.elem = nn.Linear(N_ELEM_FEATS + 2, d)
+        # [flags of set 1, instruction match (2), flags set 2 adds (3), the text beside matches (1)]
+        self.elem = nn.Linear(cfg.elem_feats + (3 if cfg.features >= 2 else 2), d)
         self.role = nn.Embedding(len(ROLES) + 1, d)
         self.img_proj = nn.Sequential(nn.LayerNorm(hidden), nn.Linear(hidden, d))
         self.img_row = nn.Embedding(32, d)
@@ -131,6 +136,13 @@ class GuiHead(nn.Module):
         self.dit = ActionDiT(action_dim=2, state_dim=4, horizon=1, ctx_dim=d, num_embodiments=1, **cfg.dit)
         if cfg.chords:          # only a head with a chord vocabulary has this (old heads load strictly)
             self.chord = _mlp(2 * d, d, len(cfg.chords))      # [CLS, the focused element]
+        if cfg.case:
+            self.case = _mlp(2 * d, d, len(CASES))              # [CLS, the field typed into]
+        if cfg.features >= 2:     # [its label, the text right of it, its container]; starts at zero:
+            self.near = nn.Linear(NEAR * d, d)                  # a head extended to set 2 reads as before
+            self.ordinal = nn.Embedding(2, d)                   # a word at the position asked for ("3rd word")
+            for p in (self.near.weight, self.near.bias, self.ordinal.weight):
+                nn.init.zeros_(p)
 
     # -- trunk --------------------------------------------------------------------------------------
     def encode(self, batch: dict, mask_words: float = 0.0, generator: torch.Generator | None = None) -> dict:
@@ -153,6 +165,8 @@ class GuiHead(nn.Module):
             sims = sims.masked_fill(hide[..., None], 0.0)
         x = (words_in + self.seg(seg) + self.fld(fld) + self.pos(pos.clamp(max=31))
              + self.item(item.clamp(max=15)) + self.sim(sims))
+        if self.cfg.features >= 2 and "unit_ord" in batch:
+            x = x + self.ordinal(batch["unit_ord"])
         ei = elem.clamp(min=0)
         E = batch["elem_feats"].shape[1]
         # per element: do all its words appear in the instruction, and how many are they (for "turn
@@ -164,8 +178,13 @@ class GuiHead(nn.Module):
         n = torch.zeros(B * E, device=dev).index_add_(0, flat, torch.ones(len(flat), device=dev))
         full = ((hits == n) & (n > 0)).float()
         match = torch.stack([full, full * hits / 4], -1).view(B, E, 2)
-        ebase = (self.elem(torch.cat([batch["elem_feats"], match], -1))
-                 + self.role(batch["elem_role"]))                                      # [B, E, d]
+        ef = batch["elem_feats"]
+        parts = [ef[..., :N_ELEM_FEATS], match]
+        if self.cfg.features >= 2:      # a label or key cell beside the element matches the instruction
+            left = batch["elem_near"][..., 0]
+            near = torch.gather(full.view(B, E), 1, left.clamp(min=0)) * (left >= 0)
+            parts += [ef[..., N_ELEM_FEATS:], near[..., None]]
+        ebase = self.elem(torch.cat(parts, -1)) + self.role(batch["elem_role"])          # [B, E, d]
         x = x + torch.gather(ebase, 1, ei[..., None].expand(-1, -1, ebase.shape[-1])) * (elem >= 0)[..., None]
         rc, im = batch["img_rc"], batch["img_mask"]
         xi = (self.img_proj(batch["img"]) + self.img_row(rc[..., 0].clamp(max=31))
@@ -179,8 +198,15 @@ class GuiHead(nn.Module):
         flat = (torch.arange(B, device=dev)[:, None] * E + ei)[tree]
         ecount = torch.zeros(B * E, device=dev).index_add_(0, flat, torch.ones(len(flat), device=dev)).clamp(min=1)[:, None]
         e = torch.zeros(B * E, hu.shape[-1], device=dev, dtype=hu.dtype).index_add_(0, flat, hu[tree]) / ecount
+        elems = e.view(B, E, -1) + ebase
+        if self.cfg.features >= 2:      # what is beside it says (its label, a number between two buttons, its row)
+            near = batch["elem_near"]
+            k = near.shape[-1]
+            both = torch.gather(elems, 1, near.clamp(min=0).view(B, k * E, 1).expand(-1, -1, elems.shape[-1]))
+            both = (both * (near >= 0).view(B, k * E, 1)).view(B, E, -1)
+            elems = elems + self.near(both)
         return {"g": g, "img": xi, "img_mask": im, "grid": batch["grid"], "units": hu, "seg": seg, "fld": fld,
-                "uelem": elem, "elems": e.view(B, E, -1) + ebase, "elem_mask": batch["elem_mask"],
+                "uelem": elem, "elems": elems, "elem_mask": batch["elem_mask"],
                 "elem_feats": batch["elem_feats"]}
 
     # -- heads --------------------------------------------------------------------------------------
@@ -207,7 +233,7 @@ class GuiHead(nn.Module):
         ``copy_tree`` the words of the elements' texts (a table cell's value, a paragraph's word)."""
         ok = z["seg"] == SEG_INSTR
         if self.cfg.copy_tree:
-            ok = ok | ((z["seg"] == SEG_TREE) & (z["fld"] == F_TEXT))
+            ok = ok | ((z["seg"] == SEG_TREE) & ((z["fld"] == F_TEXT) | (z["fld"] == F_VALUE)))
         return ok
 
     def chord_logits(self, z: dict) -> torch.Tensor:
@@ -215,6 +241,12 @@ class GuiHead(nn.Module):
         focused = (z["elem_feats"][..., 5] > 0.5) & z["elem_mask"]
         f = (z["elems"] * focused[..., None]).sum(1)
         return self.chord(torch.cat([z["g"], f], -1))
+
+    def case_logits(self, z: dict, elems: torch.Tensor) -> torch.Tensor:
+        """Scores over `CASES` for the text typed into ``elems`` (-1: the focused field): the
+        instruction says how ("in upper case"), CLS has read it."""
+        chosen = z["elems"][torch.arange(len(elems), device=elems.device), elems.clamp(min=0)] * (elems >= 0)[:, None]
+        return self.case(torch.cat([z["g"], chosen], -1))
 
     def span_logits(self, z: dict, elems: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Start and end scores over the copyable words for the text typed into ``elems`` (-1: into
@@ -264,6 +296,9 @@ class GuiHead(nn.Module):
             st, en = self.span_logits(z, el)
             parts["span"] = 0.5 * (F.cross_entropy(st[sp], batch["label_start"][sp])
                                    + F.cross_entropy(en[sp], batch["label_end"][sp]))
+            cs = batch.get("label_case")
+            if self.cfg.case and cs is not None and (cs >= 0).any():
+                parts["case"] = F.cross_entropy(self.case_logits(z, el)[cs >= 0], cs[cs >= 0])
         pt = t == self.cfg.actions.index("click_point")
         if pt.any():
             cells = batch["label_cell"]
@@ -296,6 +331,8 @@ class GuiHead(nn.Module):
         elems = pl.argmax(-1)
         best, L = self._best_span(z, torch.where(types == acts.index("type"), elems, -1))
         chords = self.chord_logits(z).softmax(-1) if self.cfg.chords else None
+        typed_into = torch.where(types == acts.index("type"), elems, -1)
+        cases = self.case_logits(z, typed_into).argmax(-1) if self.cfg.case else torch.zeros_like(types)
         cells = self.cell_logits(z).argmax(-1)
         inp = self.point_inputs(z, cells)
         pts = sample(self.dit, inp["ctx"], inp["state"], inp["state_mask"], inp["emb_id"],
@@ -304,6 +341,7 @@ class GuiHead(nn.Module):
         tp, pp = tl.softmax(-1), pl.softmax(-1)
         out = [{"type": acts[int(types[b])], "type_p": float(tp[b, types[b]]), "element": int(elems[b]),
                 "element_p": float(pp[b, elems[b]]), "span": (int(best[b] // L), int(best[b] % L)),
+                "case": CASES[int(cases[b])],
                 "cell": int(cells[b]),
                 "point": pts[b].clamp(-1, 1).tolist()} for b in range(len(types))]
         if chords is not None:
@@ -320,8 +358,9 @@ class GuiHead(nn.Module):
         score = st[:, :, None] + en[:, None, :]
         i, j = torch.arange(L, device=dev)[:, None], torch.arange(L, device=dev)[None, :]
         ok = (j >= i) & (j - i < self.cfg.max_span)
-        if self.cfg.copy_tree:
-            ok = ok & (z["uelem"][:, :, None] == z["uelem"][:, None, :])
+        if self.cfg.copy_tree:      # one element's text, or its value (feature set 2)
+            src = z["uelem"] * 2 + (z["fld"] == F_VALUE).long()
+            ok = ok & (src[:, :, None] == src[:, None, :])
         return score.masked_fill(~ok, float("-inf")).flatten(1).argmax(-1), L
 
 
@@ -368,17 +407,23 @@ def load_gui_head(checkpoint, backbone: Backbone | None = None) -> tuple[GuiHead
     return head.eval(), backbone, meta
 
 
-def extend_vocabulary(head: GuiHead, *, actions=ACTIONS_V2, chords=CHORDS, copy_tree: bool = True) -> GuiHead:
-    """A copy of ``head`` with a larger action vocabulary, every trained weight kept: the new action
-    types are appended (old indices unchanged), so the type head's and type embedding's old rows
-    carry over and only the new rows and the chord head start fresh. Fine-tuning then teaches them."""
-    from dataclasses import replace
-
-    cfg = replace(head.cfg, actions=tuple(actions), chords=tuple(chords), copy_tree=copy_tree)
+def extend_vocabulary(head: GuiHead, *, actions=ACTIONS_V2, chords=CHORDS, copy_tree: bool = True,
+                      features: int | None = None, case: bool = False) -> GuiHead:
+    """A copy of ``head`` with a larger action vocabulary (and, with ``features``, a later element
+    feature set), every trained weight kept: the new action types are appended (old indices
+    unchanged), so the type head's and type embedding's old rows carry over and only the new rows
+    and the chord head start fresh; the element inputs a later feature set adds come after the old
+    ones and start at zero weight, so the copy reads a page as the old head did until fine-tuning
+    teaches it the new ones. ``case``: the copy may also type copied words in upper or lower case
+    (its case head starts fresh)."""
+    cfg = replace(head.cfg, actions=tuple(actions), chords=tuple(chords), copy_tree=copy_tree,
+                  features=head.cfg.features if features is None else features, case=case)
     new = GuiHead(cfg, head.hidden)
     state = new.state_dict()
     for k, v in head.state_dict().items():
         rows = tuple(slice(0, n) for n in v.shape)
+        if k == "elem.weight" and state[k].shape != v.shape:
+            state[k].zero_()
         state[k][rows] = v          # same shape: all of it; type head / embedding: the old rows
     new.load_state_dict(state)
     return new
@@ -461,13 +506,18 @@ def to_action(d: dict, enc: Encoded, instruction: str) -> GuiAction:
     if t == "key":
         return GuiAction("key", keys=tuple(d["chord"].split("+")))
     if t == "type_focused":
-        return GuiAction("type", text=span_text(d["span"], enc, instruction))
+        return GuiAction("type", text=in_case(span_text(d["span"], enc, instruction), d.get("case")))
     element = enc.elem_index[d["element"]]
     if t == "click":
         return GuiAction("click", element=element)
     if t == "type":
-        return GuiAction("type", element=element, text=span_text(d["span"], enc, instruction))
+        return GuiAction("type", element=element, text=in_case(span_text(d["span"], enc, instruction), d.get("case")))
     return GuiAction("scroll", element=element, direction="down" if t == "scroll_down" else "up")
+
+
+def in_case(text: str, case: str | None) -> str:
+    """The copied words as a head with ``case`` types them (`CASES`)."""
+    return text.upper() if case == "upper" else text.lower() if case == "lower" else text
 
 
 def span_text(span: tuple[int, int], enc: Encoded, instruction: str) -> str:
@@ -503,6 +553,20 @@ def span_label(text: str, instruction: str, enc: Encoded, copy_tree: bool) -> tu
     return None
 
 
+def cased_span_label(text: str, instruction: str, enc: Encoded, cfg: GuiHeadConfig) -> tuple:
+    """(span, `CASES` index) of a typed text: its words as written, else (a head with ``case``)
+    the words it spells in upper or lower case; (None, -1) where neither is on the page."""
+    span = span_label(text, instruction, enc, cfg.copy_tree)
+    if span is not None or not cfg.case or not text or len(instruction.lower()) != len(instruction):
+        return span, (0 if span is not None else -1)
+    case = 1 if text == text.upper() else 2 if text == text.lower() else -1
+    if case < 0:
+        return None, -1
+    folded = replace(enc, elem_texts=[t.lower() if len(t.lower()) == len(t) else t for t in enc.elem_texts])
+    span = span_label(text.lower(), instruction.lower(), folded, cfg.copy_tree)
+    return (span, case) if span is not None else (None, -1)
+
+
 def label(step, enc: Encoded, cfg: GuiHeadConfig | None = None) -> dict | None:
     """Training labels of a recorded `GuiStep` on its encoding for a head of config ``cfg`` (its
     action and chord vocabulary; default: the old six types); None for an action the head does
@@ -510,7 +574,7 @@ def label(step, enc: Encoded, cfg: GuiHeadConfig | None = None) -> dict | None:
     cfg = cfg or GuiHeadConfig()
     a = step.action
     out = {"label_type": -1, "label_elem": -1, "label_start": -1, "label_end": -1, "label_cell": -1,
-           "label_point": torch.zeros(2), "label_chord": -1}
+           "label_point": torch.zeros(2), "label_chord": -1, "label_case": -1}
     pos = {idx: k for k, idx in enumerate(enc.elem_index)}
     if a.type == "click" and a.element is not None:
         if a.element not in pos:
@@ -526,14 +590,18 @@ def label(step, enc: Encoded, cfg: GuiHeadConfig | None = None) -> dict | None:
             out.update(label_type=cfg.actions.index("type_focused"))
         else:
             out.update(label_type=ACTIONS.index("type"), label_elem=pos[a.element])
-        span = span_label(a.text, step.instruction, enc, cfg.copy_tree)
+        span, case = cased_span_label(a.text, step.instruction, enc, cfg)
         if span is not None:
-            out.update(label_start=span[0], label_end=span[1])
+            out.update(label_start=span[0], label_end=span[1], label_case=case)
     elif a.type == "scroll" and a.point is not None and a.direction in ("up", "down"):
         W, H = step.size.width, step.size.height
         x, y = a.point[0] * W / 1000.0, a.point[1] * H / 1000.0
-        lists = [k for k, e in enumerate(step.tree[:len(enc.elem_index)]) if e.get("role") == "ListView"
-                 and e["bounds"][0] <= x < e["bounds"][2] and e["bounds"][1] <= y < e["bounds"][3]]
+        under = [k for k, e in enumerate(step.tree[:len(enc.elem_index)])
+                 if e["bounds"][0] <= x < e["bounds"][2] and e["bounds"][1] <= y < e["bounds"][3]]
+        # the list the wheel turned: a ListView there, else (a web page) the innermost element
+        # flagged scrollable there
+        lists = [k for k in under if step.tree[k].get("role") == "ListView"] or \
+            [k for k in under if step.tree[k].get("scrollable")]
         if not lists:
             return None
         out.update(label_type=ACTIONS.index("scroll_" + a.direction), label_elem=lists[-1])

@@ -25,13 +25,20 @@ ACTIONS = ("click", "type", "scroll_down", "scroll_up", "click_point", "backspac
 # ACTIONS so that a head extended from an old one keeps its action indices
 ACTIONS_V2 = ACTIONS + ("key", "type_focused")
 CHORDS = ("enter", "tab", "esc", "ctrl+a", "ctrl+c", "ctrl+v", "ctrl+x", "ctrl+z", "ctrl+s", "ctrl+w",
-          "ctrl+end", "ctrl+home", "delete", "up", "down", "left", "right", "home", "end", "space")
+          "ctrl+end", "ctrl+home", "delete", "up", "down", "left", "right", "home", "end", "space",
+          "shift+tab")         # back to the field before (a spin box whose arrows sit on its right end)
 NEEDS_ELEMENT = ("click", "type", "scroll_down", "scroll_up")
 ROLES = ("TextView", "Button", "ImageButton", "Switch", "EditText", "CheckBox", "ImageView", "ListView",
          "View")
 SEG_PAD, SEG_INSTR, SEG_HIST, SEG_TREE = 0, 1, 2, 3
-F_INSTR, F_HIST, F_ROLE, F_TEXT, F_DESC, F_STATE, F_QUOTED = range(7)
-N_ELEM_FEATS = 11
+F_INSTR, F_HIST, F_ROLE, F_TEXT, F_DESC, F_STATE, F_QUOTED, F_VALUE = range(8)
+N_ELEM_FEATS = 11                    # the element flags of feature set 1 (the bundled head's)
+N_ELEM_FEATS_V2 = N_ELEM_FEATS + 4   # feature set 2 adds: enabled, editable, holds a value, the n-th asked for
+ORDINAL_WORDS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+_ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\b|\b(" + "|".join(ORDINAL_WORDS) + r")\b", re.IGNORECASE)
+CASES = ("as written", "upper", "lower")   # what a head with ``case`` may do to the words it copies
+NEAR = 3                             # feature set 2: elements read beside each one (see `Encoded.elem_near`)
+LONG_TAIL = 4                        # feature set 2: words kept from the end of a long text
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[-'][A-Za-z0-9]+)*|[^\sA-Za-z0-9]")
 
 
@@ -60,6 +67,18 @@ class GuiHeadConfig:
     actions: tuple = ACTIONS
     chords: tuple = ()
     copy_tree: bool = False              # typed text may also be words of one tree element's text
+    # what the head reads of an element. 1 (the bundled head, and any config without the field):
+    # bounds, eight flags, role, the first `max_words` words of its text and description. 2 adds
+    # what forms and long pages need: enabled / editable / holds-a-value flags, the words of its
+    # value (a field's content, a text area's text; copyable like its text), the text of the label
+    # beside or above an unnamed field, up to `max_text_words` words of a long text (its first
+    # ones and its last `LONG_TAIL`), and whether the text beside it (its label, a row's key
+    # cell) matches the instruction
+    features: int = 1
+    # typed text may also be the copied words in upper or lower case ("type it in capitals"): a
+    # three-way choice (`CASES`) beside the span; off for old heads
+    case: bool = False
+    max_text_words: int = 24             # feature set 2: words read of an element's text or value
 
     def __post_init__(self):
         self.actions, self.chords = tuple(self.actions), tuple(self.chords)
@@ -69,6 +88,18 @@ class GuiHeadConfig:
                                f"{list(ACTIONS_V2)}; got {list(self.actions)}")
         if ("key" in self.actions) != bool(self.chords):
             raise GuiHeadError("a GUI head with the 'key' action needs a chord vocabulary, and only it")
+        if self.features not in (1, 2):
+            raise GuiHeadError(f"GUI head feature set {self.features!r} is unknown (1 or 2)")
+
+    @property
+    def elem_feats(self) -> int:
+        """Width of the element flag vector of this feature set."""
+        return N_ELEM_FEATS_V2 if self.features >= 2 else N_ELEM_FEATS
+
+    @property
+    def fields(self) -> int:
+        """Unit field ids of this feature set (set 2 adds `F_VALUE`)."""
+        return F_VALUE + 1 if self.features >= 2 else F_VALUE
 
 
 def chord_name(keys) -> str:
@@ -161,7 +192,106 @@ class Encoded:
     # unit index -> (element position, start, end) in that element's text, for every word of an
     # element's text: where a copied text comes from when a head types words it read on the page
     tree_spans: dict = field(default_factory=dict)
-    elem_texts: list = field(default_factory=list)   # each element's text as encoded ("" for a password)
+    # the texts a copy can come from: each element's text as encoded ("" for a password), then
+    # (feature set 2) each element's value at position len(elements) + its position
+    elem_texts: list = field(default_factory=list)
+    # [U] feature set 2: 1 for a word of an element's text or value at the position the
+    # instruction asks for by ordinal ("the 3rd word"), else 0
+    unit_ord: np.ndarray | None = None
+    # [E, NEAR] feature set 2: position of the text naming each element (`beside`), of the nearest
+    # text to its right on its row (`right_of`) and of the element holding it (`container`); -1: none
+    elem_near: np.ndarray | None = None
+
+
+def ordinals(instruction: str) -> set[int]:
+    """The positions an instruction asks for by ordinal ("the 2nd text area", "the third word").
+
+    >>> sorted(ordinals("Find the 11th word, then the third"))
+    [3, 11]
+    """
+    return {int(m.group(1)) if m.group(1) else ORDINAL_WORDS.index(m.group(2).lower()) + 1
+            for m in _ORDINAL.finditer(instruction or "")}
+
+
+def read_words(text: str, limit: int, tail: int = 0) -> list[tuple[int, tuple[str, int, int]]]:
+    """(position, word unit) of the words of a text the head reads: the first ``limit``, or for a
+    longer text the first ``limit - tail`` and its last ``tail`` at the last positions of the
+    position table (32), so the end of a long paragraph is read as its end.
+
+    >>> [(k, w) for k, (w, _, _) in read_words("a b c d e f", 4, tail=2)]
+    [(0, 'a'), (1, 'b'), (30, 'e'), (31, 'f')]
+    """
+    ws = words(text)
+    if len(ws) <= limit or not tail:
+        return list(enumerate(ws[:limit]))
+    return list(enumerate(ws[:limit - tail])) + [(32 - tail + j, w) for j, w in enumerate(ws[-tail:])]
+
+
+def _word_number(text: str, at: int) -> int:
+    """1-based count of the whitespace-separated word that starts at or contains character ``at``
+    (how a person counts "the 3rd word": punctuation belongs to its word)."""
+    return len(text[:at].split()) + (0 if at and not text[at - 1].isspace() else 1)
+
+
+def _is_text(e: dict) -> bool:
+    return bool(e.get("text")) and not e.get("clickable") and not e.get("editable")
+
+
+def right_of(elems: list[dict]) -> list[int]:
+    """Per element, the position of the nearest text (not clickable, not editable) to its right
+    on its row, -1 for none: what sits between a row's buttons (a number between Odd and Even).
+
+    >>> right_of([{"text": "Odd", "clickable": True, "bounds": [0, 0, 20, 10]}, {"text": "7", "bounds": [25, 0, 30, 10]}])
+    [1, -1]
+    """
+    out = []
+    for i, e in enumerate(elems):
+        x0, y0, x1, y1 = e["bounds"]
+        row = [(j, t) for j, t in enumerate(elems) if j != i and _is_text(t)
+               and y0 <= (t["bounds"][1] + t["bounds"][3]) / 2 <= y1 and t["bounds"][0] >= x1 - 2]
+        out.append(min(row, key=lambda jt: jt[1]["bounds"][0])[0] if row else -1)
+    return out
+
+
+def container(elems: list[dict]) -> list[int]:
+    """Per element, the position of the smallest other element whose box holds its box, -1 for
+    none: the row an unnamed icon sits in (an inbox row's trash icon and the sender it names).
+
+    >>> container([{"bounds": [0, 0, 100, 40]}, {"bounds": [80, 10, 90, 20]}, {"bounds": [0, 0, 200, 200]}])
+    [2, 0, -1]
+    """
+    def area(b):
+        return (b[2] - b[0]) * (b[3] - b[1])
+    out = []
+    for i, e in enumerate(elems):
+        x0, y0, x1, y1 = e["bounds"]
+        holds = [j for j, t in enumerate(elems) if j != i and t["bounds"][0] <= x0 and t["bounds"][1] <= y0
+                 and t["bounds"][2] >= x1 and t["bounds"][3] >= y1 and area(t["bounds"]) > area(e["bounds"])]
+        out.append(min(holds, key=lambda j: area(elems[j]["bounds"])) if holds else -1)
+    return out
+
+
+def beside(elems: list[dict]) -> list[int]:
+    """Per element, the position of the text that names it on screen: the nearest text (not
+    clickable, not editable) on its row to its left, else the nearest one ending at most 12 px above
+    it and overlapping it across; -1 for none. What a form's label is to its field, a table's key cell to
+    the cell beside it, without the page saying so.
+
+    >>> beside([{"text": "Year:", "bounds": [0, 10, 30, 20]}, {"text": "", "editable": True, "bounds": [40, 8, 90, 22]}])
+    [-1, 0]
+    """
+    out = []
+    for i, e in enumerate(elems):
+        x0, y0, x1, y1 = e["bounds"]
+        row = [(j, t) for j, t in enumerate(elems) if j != i and _is_text(t)
+               and y0 <= (t["bounds"][1] + t["bounds"][3]) / 2 <= y1 and t["bounds"][2] <= x0 + 2]
+        if row:
+            out.append(max(row, key=lambda jt: jt[1]["bounds"][2])[0])
+            continue
+        above = [(j, t) for j, t in enumerate(elems) if j != i and _is_text(t) and y0 - 12 <= t["bounds"][3] <= y0 + 2
+                 and t["bounds"][0] < x1 and t["bounds"][2] > x0]
+        out.append(max(above, key=lambda jt: jt[1]["bounds"][3])[0] if above else -1)
+    return out
 
 
 class SequenceBuilder:
@@ -221,40 +351,73 @@ class SequenceBuilder:
                 unit(w, SEG_HIST, F_HIST, -1, k, age)
             sep(self.newline)
         elems = list(tree or [])[:cfg.max_elements]
-        clicked = set(hist)         # "click <label>" items, as `describe` writes them
-        feats = np.zeros((len(elems), N_ELEM_FEATS), np.float32)
+        asked = ordinals(instruction) if cfg.features >= 2 else set()
+        feats, roles, tree_spans, texts, near, marked = self._elements(elems, set(hist), (W, H), unit, sep, asked)
+        unit_ord = np.zeros(len(meta), np.int64)
+        unit_ord[list(marked)] = 1
+        return Encoded(ids, np.asarray(tok_unit, np.int64), np.asarray(tok_pos, np.int64),
+                       np.asarray(meta, np.int64).reshape(-1, 5), feats, roles,
+                       [int(e.get("index", i)) for i, e in enumerate(elems)], spans, img, (rows, cols),
+                       tree_spans, texts, elem_near=near, unit_ord=unit_ord)
+
+    def _elements(self, elems: list[dict], clicked: set, size: tuple[int, int], unit, sep, asked: set):
+        """The tree's units (through ``unit`` / ``sep``) and per element its flags, role id, copyable
+        spans, texts, the elements beside it, and the units at an ordinal the instruction names
+        (``asked``), as the config's feature set reads them. ``clicked``: the history's items
+        ("click <label>", as `describe` writes them)."""
+        cfg, (W, H) = self.cfg, size
+        v2 = cfg.features >= 2
+        feats = np.zeros((len(elems), cfg.elem_feats), np.float32)
         roles = np.zeros(len(elems), np.int64)
         tree_spans: dict[int, tuple[int, int, int]] = {}
-        texts: list[str] = []
+        texts, values = [], []
+        marked: set[int] = set()
+        nth: dict[str, int] = {}             # elements of each role so far: "the 2nd text area"
+        near = np.asarray(list(zip(beside(elems), right_of(elems), container(elems))) if v2
+                          else [(-1,) * NEAR] * len(elems), np.int64).reshape(-1, NEAR)
+        left = near[:, 0]
+        limit, tail = (cfg.max_text_words, LONG_TAIL) if v2 else (cfg.max_words, 0)
         for i, e in enumerate(elems):
             x0, y0, x1, y1 = e["bounds"]
             checked = e.get("checked")
             name = element_name(e)
-            feats[i] = (x0 / W, y0 / H, x1 / W, y1 / H, bool(e.get("clickable")), bool(e.get("focused")),
-                        checked is True, checked is not None, bool(e.get("scrollable")), bool(e.get("password")),
-                        f"click {name}" in clicked)
+            value = "" if e.get("password") or not v2 else str(e.get("value") or "")
+            flags = (x0 / W, y0 / H, x1 / W, y1 / H, bool(e.get("clickable")), bool(e.get("focused")),
+                     checked is True, checked is not None, bool(e.get("scrollable")), bool(e.get("password")),
+                     f"click {name}" in clicked)
             role = str(e.get("role") or "View")
+            nth[role] = nth.get(role, 0) + 1
+            feats[i] = flags + ((e.get("enabled", True) is not False, bool(e.get("editable")), bool(value),
+                                 nth[role] in asked) if v2 else ())
             roles[i] = ROLES.index(role) + 1 if role in ROLES else 0
             unit(role, SEG_TREE, F_ROLE, i, 0, 0)
             text = "" if e.get("password") else str(e.get("text") or "")
             texts.append(text)
-            for k, (w, a, b) in enumerate(words(text)[:cfg.max_words]):
+            values.append(value)
+            for k, (w, a, b) in read_words(text, limit, tail):
                 u = unit(w, SEG_TREE, F_TEXT, i, k, 0)
                 if u is not None:
                     tree_spans[u] = (i, a, b)
+                    if _word_number(text, a) in asked:
+                        marked.add(u)
             desc = str(e.get("desc") or "")
+            if v2 and not text and not desc and e.get("editable") and left[i] >= 0:
+                desc = str(elems[left[i]].get("text") or "")       # an unnamed field: the label beside it
             if desc and desc != text:
                 for k, (w, _, _) in enumerate(words(desc)[:cfg.max_words]):
                     unit(w, SEG_TREE, F_DESC, i, k, 0)
+            for k, (w, a, b) in read_words(value, limit, tail):
+                u = unit(w, SEG_TREE, F_VALUE, i, k, 0)
+                if u is not None:
+                    tree_spans[u] = (len(elems) + i, a, b)
+                    if _word_number(value, a) in asked:
+                        marked.add(u)
             if checked is not None:
                 unit("on" if checked else "off", SEG_TREE, F_STATE, i, 0, 0)
             if e.get("focused"):
                 unit("focused", SEG_TREE, F_STATE, i, 1, 0)
             sep(self.newline)
-        return Encoded(ids, np.asarray(tok_unit, np.int64), np.asarray(tok_pos, np.int64),
-                       np.asarray(meta, np.int64).reshape(-1, 5), feats, roles,
-                       [int(e.get("index", i)) for i, e in enumerate(elems)], spans, img, (rows, cols),
-                       tree_spans, texts)
+        return feats, roles, tree_spans, texts + values if v2 else texts, near, marked
 
 
 UNIT_FEATS = 3        # per unit: mean backbone state, last token's state, mean token embedding
@@ -311,8 +474,11 @@ def backbone_features(backbone: Backbone, encoded: list[Encoded]) -> list[dict]:
             "sims": torch.stack(best, -1).half() if U else torch.zeros(0, N_SIMS).half(),
             "img": ctx[b, :n][ids[b, :n] == backbone.image_token_id].half(),
             "unit_meta": torch.from_numpy(e.unit_meta),
+            "unit_ord": torch.from_numpy(e.unit_ord if e.unit_ord is not None else np.zeros(U, np.int64)),
             "elem_feats": torch.from_numpy(e.elem_feats),
             "elem_role": torch.from_numpy(e.elem_role),
+            "elem_near": torch.from_numpy(e.elem_near if e.elem_near is not None
+                                          else np.full((len(e.elem_role), NEAR), -1, np.int64)),
             "grid": torch.tensor(e.grid),
         })
     return out
@@ -329,8 +495,10 @@ def collate(samples: list[dict]) -> dict:
     meta[..., 2] = -1
     units = torch.zeros(B, U, samples[0]["units"].shape[1])
     sims = torch.zeros(B, U, N_SIMS)
-    feats = torch.zeros(B, E, N_ELEM_FEATS)
+    uord = torch.zeros(B, U, dtype=torch.long)
+    feats = torch.zeros(B, E, samples[0]["elem_feats"].shape[1])
     role = torch.zeros(B, E, dtype=torch.long)
+    near = torch.full((B, E, NEAR), -1, dtype=torch.long)
     emask = torch.zeros(B, E, dtype=torch.bool)
     img = torch.zeros(B, I, d)
     img_rc = torch.zeros(B, I, 2, dtype=torch.long)
@@ -338,16 +506,20 @@ def collate(samples: list[dict]) -> dict:
     for b, s in enumerate(samples):
         u, e, n = len(s["unit_meta"]), len(s["elem_feats"]), len(s["img"])
         meta[b, :u], units[b, :u], sims[b, :u] = s["unit_meta"], s["units"].float(), s["sims"].float()
+        if "unit_ord" in s:
+            uord[b, :u] = s["unit_ord"]
         feats[b, :e], role[b, :e], emask[b, :e] = s["elem_feats"], s["elem_role"], True
+        if "elem_near" in s:
+            near[b, :e] = s["elem_near"]
         img[b, :n], img_mask[b, :n] = s["img"].float(), True
         rows, cols = (int(v) for v in s["grid"])
         k = torch.arange(n)
         img_rc[b, :n, 0], img_rc[b, :n, 1] = k // cols, k % cols
-    out = {"unit_meta": meta, "units": units, "sims": sims, "elem_feats": feats, "elem_role": role,
-           "elem_mask": emask, "img": img, "img_rc": img_rc, "img_mask": img_mask,
+    out = {"unit_meta": meta, "unit_ord": uord, "units": units, "sims": sims, "elem_feats": feats, "elem_role": role,
+           "elem_near": near, "elem_mask": emask, "img": img, "img_rc": img_rc, "img_mask": img_mask,
            "grid": torch.stack([s["grid"] for s in samples])}
     if "label_type" in samples[0]:
-        for k in ("label_type", "label_elem", "label_start", "label_end", "label_cell", "label_chord"):
+        for k in ("label_type", "label_elem", "label_start", "label_end", "label_cell", "label_chord", "label_case"):
             out[k] = torch.tensor([int(s.get(k, -1)) for s in samples])
         out["label_point"] = torch.stack([s["label_point"] for s in samples])
     return out
