@@ -52,6 +52,17 @@ class ScreenMemoryConfig:
     (similarity_saturation - min_similarity), clipped): another instance of the same page never looks identical (other rows,
     other order, other states; median same-page cosine 0.80-0.92), so demanding s -> 1 would mean
     replay of identical screens only."""
+    spread_saturation: bool = True
+    """Saturate c_sim at the median cosine among the winner's own stored keys when that is lower
+    than ``similarity_saturation``: how alike two instances of a step look depends on the task, not
+    on the memory. On MiniWoB++ every instance draws new filler text, distractor buttons and option
+    labels, so two instances of click-button's only screen have cosine 0.73-0.86 (median 0.79):
+    with the fixed 0.85 the right action won 90-100% of the vote from >= 3 successes and still
+    stayed under the replace threshold (c_sim 0.26-0.85; 0 of 192 decisions replaced on 9 of 12
+    tasks, BENCHMARKS.md). gui-sim's same-page pairs (median 0.80-0.92) mostly saturate as before."""
+    spread_margin: float = 0.05
+    """The adaptive saturation never goes below min_similarity + this: a winner whose stored
+    instances barely clear the floor still needs its query above the floor by a margin to count fully."""
     elite_temperature: float = 0.05
     """Softmax temperature over similarity in the vote weights (spec value for cosine keys): a
     neighbour 0.05 closer counts e times more."""
@@ -65,6 +76,15 @@ class ScreenMemoryConfig:
     probe: a history factor of 0.8 on the confidence blocked every category-page replacement). A
     weak policy's detours (a wrong tap, then Back) also leave histories no success has; the
     screen key carries the state (checked switches, field contents) that history stands in for."""
+    field_state: str = "strict"
+    """Use of the screen's filled fields (`screen_refs.field_state`: each field that holds
+    something, and whether that is a slot value or other content): ``"strict"`` keeps only
+    candidates stored on a screen with the same filled fields; ``"off"`` ignores them. A form's
+    next step depends on what is filled already, and one token per field in the key moves the
+    cosine by a few hundredths only: on MiniWoB's choose-list the list before and after choosing
+    the target differs in the list's value alone, and the trained head's memory replayed "click
+    Submit" on the unchosen list (9/16 with memory vs 13/16 without, BENCHMARKS.md). Elements
+    without a value (gui-sim's) have no field state, so this changes nothing there."""
     history_miss: float = 0.25
     """Vote weight of a candidate whose previous action differs (``history="prefer"``): a matching
     candidate outweighs four mismatching ones, so where history does separate two actions on one
@@ -169,6 +189,8 @@ class ScreenMemoryConfig:
             raise ValueError("need 0 <= confidence_floor < replace_confidence <= 1")
         if self.history not in ("strict", "prefer", "off"):
             raise ValueError("history must be 'strict', 'prefer' or 'off'")
+        if self.field_state not in ("strict", "off"):
+            raise ValueError("field_state must be 'strict' or 'off'")
         if self.values not in ("backoff", "off"):
             raise ValueError("values must be 'backoff' or 'off'")
         if self.capacity is not None and self.capacity < 1:
