@@ -77,14 +77,15 @@ class ScreenMemoryConfig:
     weak policy's detours (a wrong tap, then Back) also leave histories no success has; the
     screen key carries the state (checked switches, field contents) that history stands in for."""
     field_state: str = "strict"
-    """Use of the screen's filled fields (`screen_refs.field_state`: each field that holds
-    something, and whether that is a slot value or other content): ``"strict"`` keeps only
-    candidates stored on a screen with the same filled fields; ``"off"`` ignores them. A form's
-    next step depends on what is filled already, and one token per field in the key moves the
-    cosine by a few hundredths only: on MiniWoB's choose-list the list before and after choosing
-    the target differs in the list's value alone, and the trained head's memory replayed "click
-    Submit" on the unchosen list (9/16 with memory vs 13/16 without, BENCHMARKS.md). Elements
-    without a value (gui-sim's) have no field state, so this changes nothing there."""
+    """Use of the screen's form state (`screen_refs.field_state`: each field that holds
+    something, and whether that is a slot value or other content, and each slot-named element
+    that is checked): ``"strict"`` keeps only candidates stored on a screen in the same state;
+    ``"off"`` ignores it. A form's next step depends on what is filled and chosen already, and one
+    token per field in the key moves the cosine by a few hundredths only: on MiniWoB's choose-list
+    the list before and after choosing the target differs in the list's value alone, and the
+    trained head's memory replayed "click Submit" on the unchosen list (9/16 with memory vs 13/16
+    without, BENCHMARKS.md). gui-sim's elements carry no value and only the slot's own switch
+    counts, so there it only tells "turn on" (switch off) from a switch already on."""
     history_miss: float = 0.25
     """Vote weight of a candidate whose previous action differs (``history="prefer"``): a matching
     candidate outweighs four mismatching ones, so where history does separate two actions on one

@@ -20,7 +20,8 @@ from embodia.memory.screen_refs import (
 # ------------------------------------------------------------------------------------------------
 # the key: a hashing-trick featurizer
 # ------------------------------------------------------------------------------------------------
-_WORD = re.compile(r"\{\w+\}|[\w'-]+")
+_WORD = re.compile(r"\{\w+(?: \w+)*\}|[\w'-]+")
+_NUMBER = re.compile(r"\d+")
 
 
 @lru_cache(maxsize=1 << 16)
@@ -41,7 +42,8 @@ class Featurizer:
     checked/focused/disabled state, what its field holds (`value_class`: empty, a slot, something else) and
     the page name, each block L2-normalised, weighted and summed, the sum L2-normalised.
     Deterministic across processes (blake2b, not Python's salted ``hash``). v2: field values, slot
-    values abstracted inside longer texts, states named by their slot, disabled controls; a memory keyed by v1 is
+    values abstracted inside longer texts, states named by their slot, disabled controls, digits
+    in element texts and ids read as one "#"; a memory keyed by v1 is
     refused on load (`MemoryMismatch`), not read with mismatched keys.
 
     >>> f = Featurizer(dim=64)
@@ -73,7 +75,10 @@ class Featurizer:
     def element_tokens(elements: Sequence[dict], slots=None) -> List[str]:
         toks: List[str] = []
         for el in elements:
-            r = _ref(el, slots)
+            # numbers read as "a number": counters, clocks and positions change between instances
+            # and as time passes (MiniWoB's "Time left: 9 / 10sec" kept loop erasure from ever
+            # seeing a click that changed nothing as the same screen again)
+            r = {k: _NUMBER.sub("#", v) for k, v in _ref(el, slots).items()}
             toks.append("r:" + r["role"])
             if r["id"]:
                 toks.append("d:" + r["id"])

@@ -77,7 +77,7 @@ def _abstract_id(s: str, slots) -> str:
 MAX_VALS = 64       # slot-value sets an entry remembers when identical successes merge into it
 
 
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_PLACEHOLDER = re.compile(r"\{(\w+(?: \w+)*)\}")     # MiniWoB's fields have names like "target 0"
 
 
 def _fill(s: str, slots, slug: bool = False) -> Optional[str]:
@@ -119,21 +119,34 @@ def value_class(el: dict, slots=None) -> Optional[str]:
 
 
 def field_state(elements: Sequence[dict], slots=None) -> List[str]:
-    """The filled fields of a screen, each as its element reference and `value_class`, sorted: the
-    state of a form that a screen key with one token per field cannot separate (MiniWoB's
-    choose-list before and after choosing look alike but for the list's value). Empty fields are
-    left out: pages draw distractor fields in varying numbers, and an empty one is no progress.
+    """The state of a form that a screen key with one token per field cannot separate, sorted: each
+    field that holds something, as its element reference and `value_class`, and whether each
+    element named by a slot (``{target}``) is checked. MiniWoB's choose-list before and after
+    choosing look alike but for the list's value, click-option before and after choosing but for
+    the target's radio, and click-checkboxes is done when every ``{target N}`` box is checked.
+    Empty fields are left out (pages draw distractor fields in varying numbers, and an empty one
+    is no progress), and so are the checked states of elements no slot names (gui-sim draws every
+    other switch's state anew per instance). A slot-named element is named without its id, which
+    may be a position (``ch2``).
 
     >>> field_state([{"role": "combo box", "id": "options", "value": "Fiji"}, {"role": "entry", "value": ""}],
     ...             {"target": "Fiji"})
     ['combo box|options||={target}']
+    >>> field_state([{"role": "radio", "id": "ch2", "text": "Fiji", "checked": True},
+    ...              {"role": "radio", "id": "ch0", "text": "Peru", "checked": True},
+    ...              {"role": "radio", "id": "ch1", "text": "Chad", "checked": False}], {"a": "Fiji", "b": "Chad"})
+    ['radio||{a}|=checked', 'radio||{b}|=unchecked']
     """
     out = []
     for el in elements:
+        r = _ref(el, slots)
+        named = bool(_PLACEHOLDER.search(r["text"] + r["desc"]))
+        name = "|".join((r["role"], "" if named else r["id"], r["text"], r["desc"]))
         c = value_class(el, slots)
         if c:
-            r = _ref(el, slots)
-            out.append("|".join((r["role"], r["id"], r["text"], r["desc"])) + "=" + c)
+            out.append(f"{name}={c}")
+        if named and isinstance(el.get("checked"), bool):
+            out.append(f"{name}={'checked' if el['checked'] else 'unchecked'}")
     return sorted(out)
 
 
@@ -225,7 +238,10 @@ def _canon(atype: str, ref: Optional[dict], fields: dict, point=None, grid: floa
     action's own fields. Equal strings = the same action for the vote and the history."""
     parts = [atype]
     if ref is not None:
-        parts.append("el=" + "|".join((ref["role"], ref["id"], ref["text"], ref["desc"])))
+        # an element a slot names is that element wherever it sits: a literal id beside the slot is
+        # a position (MiniWoB's radio "ch2"), and two instances' "click {target}" are one action
+        named = _PLACEHOLDER.search(ref["text"] + ref["desc"]) and not _PLACEHOLDER.search(ref["id"])
+        parts.append("el=" + "|".join((ref["role"], "" if named else ref["id"], ref["text"], ref["desc"])))
     elif point is not None:
         parts.append("at=%d,%d" % (int(float(point[0]) // grid), int(float(point[1]) // grid)))
     for k in _STRING_FIELDS + _KEEP_FIELDS:

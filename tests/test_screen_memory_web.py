@@ -76,19 +76,21 @@ def test_confidence_saturates_at_how_alike_the_stored_instances_are():
 
 
 # -- click-option: ids are positions, the slot names the element -----------------------------------
-def option_page(target, seed):
+def option_page(target, seed, chosen=False):
     rng = random.Random(seed)
     labels = [target] + ["".join(rng.choices("abcdefghXYZ0123", k=5)) for _ in range(3)]
     rng.shuffle(labels)
-    radios = [("radio button", lab, f"ch{i}", {"checked": False}) for i, lab in enumerate(labels)]
-    return page(f"Select {target} and click Submit.", radios, rng)
+    radios = [("radio button", lab, f"ch{i}", {"checked": chosen and lab == target, "focused": chosen and lab == target})
+              for i, lab in enumerate(labels)]
+    return page(f"Select {target} and click Submit.", radios + [("push button", "Submit", "subbtn", {})], rng)
 
 
 def test_an_element_named_by_a_slot_is_found_by_its_label_not_by_the_id_it_had():
     mem = ScreenMemory()
     for ep, target in enumerate(["NLECQh", "YC2JFX", "dMh6", "w3knt"]):
-        tree = option_page(target, ep)
-        mem.add_episode(NS, [(tree, tree[0]["text"], {"type": "click", "element": index_of(tree, target)})],
+        tree, chosen = option_page(target, ep), option_page(target, ep, chosen=True)
+        mem.add_episode(NS, [(tree, tree[0]["text"], {"type": "click", "element": index_of(tree, target)}),
+                             (chosen, tree[0]["text"], {"type": "click", "element": index_of(chosen, "Submit")})],
                         True, episode_id=ep, slots={"target": target})
     stored_ids = {e["ref"]["id"] for e in mem.entries(NS)}
     # an instance with the target at a position no stored success had it
@@ -97,6 +99,14 @@ def test_an_element_named_by_a_slot_is_found_by_its_label_not_by_the_id_it_had()
     r = mem.query(NS, tree, tree[0]["text"], [], slots={"target": "Qx7ab"}, screen=SCREEN, t=0)
     assert tree[r.action["element"]]["text"] == "Qx7ab"
     assert r.votes[r.canonical] == 1.0 and r.confidence >= mem.config.replace_confidence
+    # chosen: the target's radio is checked, and only the successes that stood there vote (Submit)
+    seed = next(s for s in range(40, 90) if option_page("Qx7ab", s) == tree)
+    chosen = option_page("Qx7ab", seed, chosen=True)
+    q = dict(history=[canonical({"type": "click", "element": r.action["element"]}, tree, {"target": "Qx7ab"})],
+             slots={"target": "Qx7ab"}, screen=SCREEN, t=1)
+    r = mem.query(NS, chosen, chosen[0]["text"], **q)
+    assert chosen[r.action["element"]]["text"] == "Submit" and r.confidence >= mem.config.replace_confidence
+    assert field_state(chosen, {"target": "Qx7ab"}) == ["radio button||{target}|=checked"]
 
 
 # -- click-tab: the slot inside a longer label -----------------------------------------------------
