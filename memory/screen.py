@@ -234,7 +234,7 @@ class ScreenMemory(ScreenQueryMixin):
             value["canon"] = _canon(value["type"], value["ref"], value["fields"], value["point"], cfg.point_grid)
             value["hist"] = prev
             value["vals"] = [slot_values(slots)]         # the slot values it was stored with
-            value["state"] = field_state(elements, slots)  # the filled fields it was taken on
+            value["state"] = field_state(elements, slots)  # the form state it was taken in
             prev = value["canon"]
             num = {"progress": t / T, "episode_id": int(episode_id), "step": i, "ep_len": T,
                    "created_clock": s.clock, "last_used_clock": -1, "n_support": int(support), "n_used": 0,

@@ -78,8 +78,8 @@ class ScreenMemoryConfig:
     screen key carries the state (checked switches, field contents) that history stands in for."""
     field_state: str = "strict"
     """Use of the screen's form state (`screen_refs.field_state`: each field that holds
-    something, and whether that is a slot value or other content, and each slot-named element
-    that is checked): ``"strict"`` keeps only candidates stored on a screen in the same state;
+    something, and whether that is a slot value or other content, and whether each slot-named
+    element is checked): ``"strict"`` keeps only candidates stored on a screen in the same state;
     ``"off"`` ignores it. A form's next step depends on what is filled and chosen already, and one
     token per field in the key moves the cosine by a few hundredths only: on MiniWoB's choose-list
     the list before and after choosing the target differs in the list's value alone, and the
