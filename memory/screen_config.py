@@ -109,7 +109,11 @@ class ScreenMemoryConfig:
     p_knn_k: int = 5
     p_knn_margin: float = 0.2
     """p_hat = min(t / median success length, median progress of the top p_knn_k + margin) (spec
-    4.2): after a detour t runs ahead of the task; the neighbours' progress says where we are."""
+    4.2): after a detour t runs ahead of the task; the neighbours' progress says where we are.
+    The neighbours are all those above min_similarity (up to p_knn_k of them), not only those whose
+    action applies here: with fewer than p_knn_k of the latter the correction used to be skipped,
+    and on MiniWoB++ a head that clicked dead text for two steps had t/T past every stored step
+    ("progress mismatch" for the rest of the episode) while its screen was still the first one."""
 
     # ---- vote and confidence -----------------------------------------------------------------
     min_support: int = 3

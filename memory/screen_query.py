@@ -140,10 +140,11 @@ class ScreenQueryMixin:
                 return bound, None, "field state mismatch"
         # consistency 2: progress
         if t is not None and s.success_lengths:
+            # steps taken overstate progress after a detour; the nearest stored screens (whether or
+            # not their action applies here) say where in the task this screen is
             p_hat = min(1.0, float(t) / float(np.median(s.success_lengths)))
-            if len(bound) >= cfg.p_knn_k:
-                top = sorted(bound, key=lambda x: -x[1])[: cfg.p_knn_k]
-                p_hat = min(p_hat, float(np.median([s.num["progress"][r] for r, _, _ in top])) + cfg.p_knn_margin)
+            top = sorted(cand, key=lambda x: -x[1])[: cfg.p_knn_k]
+            p_hat = min(p_hat, float(np.median([s.num["progress"][r] for r, _ in top])) + cfg.p_knn_margin)
             out.progress_hat = p_hat
             bound = [x for x in bound if abs(float(s.num["progress"][x[0]]) - p_hat) <= cfg.progress_tolerance]
             if not bound:

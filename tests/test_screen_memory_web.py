@@ -225,3 +225,24 @@ def test_a_disabled_control_is_no_precondition():
     disabled = page(ins, [("entry", "Name", "name", {"value": "", "enabled": False})], random.Random(9))
     r = mem.query(NS, disabled, ins, [], slots={"name": "Kasie"}, t=0)
     assert r.empty and r.reason == "no precondition holds"
+
+
+def test_steps_wasted_on_dead_text_do_not_push_the_memory_past_the_task():
+    """A weak head clicks filler text for a few steps; the screen is still the task's first one. Its
+    progress is read from the nearest stored screens, not from the steps taken alone."""
+    mem = ScreenMemory()
+
+    def form(name, typed, seed):
+        return page(f'Enter the username "{name}" and press login.',
+                    [("entry", "", "username", {"value": typed}), ("push button", "Login", "subbtn", {})],
+                    random.Random(seed))
+    for ep, name in enumerate(["emile", "sergio", "bernardine"]):
+        start, filled = form(name, "", ep), form(name, name, ep)
+        mem.add_episode(NS, [(start, start[0]["text"], {"type": "type", "element": index_of(start, "", "entry"),
+                                                        "text": name}),
+                             (filled, start[0]["text"], {"type": "click", "element": index_of(filled, "Login")})],
+                        True, episode_id=ep, slots={"username": name})
+    tree = form("livia", "", 9)
+    dead = [canonical({"type": "click", "element": 1}, tree, {"username": "livia"})] * 4   # 4 clicks on filler
+    r = mem.query(NS, tree, tree[0]["text"], dead, slots={"username": "livia"}, t=4)
+    assert r.reason == "ok" and r.action["text"] == "livia" and r.progress_hat <= 0.5
