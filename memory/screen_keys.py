@@ -21,7 +21,6 @@ from embodia.memory.screen_refs import (
 # the key: a hashing-trick featurizer
 # ------------------------------------------------------------------------------------------------
 _WORD = re.compile(r"\{\w+(?: \w+)*\}|[\w'-]+")
-_NUMBER = re.compile(r"\d+")
 
 
 @lru_cache(maxsize=1 << 16)
@@ -42,9 +41,11 @@ class Featurizer:
     checked/focused/disabled state, what its field holds (`value_class`: empty, a slot, something else) and
     the page name, each block L2-normalised, weighted and summed, the sum L2-normalised.
     Deterministic across processes (blake2b, not Python's salted ``hash``). v2: field values, slot
-    values abstracted inside longer texts, states named by their slot, disabled controls, digits
-    in element texts and ids read as one "#"; a memory keyed by v1 is
-    refused on load (`MemoryMismatch`), not read with mismatched keys.
+    values abstracted inside longer texts, states named by their slot, disabled controls; a memory
+    keyed by v1 is refused on load (`MemoryMismatch`), not read with mismatched keys. Digits stay
+    literal: a calculator's display is its state (reading numbers as "#" made every display one
+    screen, and loop erasure dropped the steps between them), though MiniWoB's page clock ("Time
+    left: 9 / 10sec") then keeps loop erasure from dropping a click that changed nothing.
 
     >>> f = Featurizer(dim=64)
     >>> a = f.key([{"index": 0, "role": "Button", "text": "OK"}], "Tap OK")
@@ -75,10 +76,7 @@ class Featurizer:
     def element_tokens(elements: Sequence[dict], slots=None) -> List[str]:
         toks: List[str] = []
         for el in elements:
-            # numbers read as "a number": counters, clocks and positions change between instances
-            # and as time passes (MiniWoB's "Time left: 9 / 10sec" kept loop erasure from ever
-            # seeing a click that changed nothing as the same screen again)
-            r = {k: _NUMBER.sub("#", v) for k, v in _ref(el, slots).items()}
+            r = _ref(el, slots)
             toks.append("r:" + r["role"])
             if r["id"]:
                 toks.append("d:" + r["id"])
