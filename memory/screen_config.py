@@ -57,9 +57,10 @@ class ScreenMemoryConfig:
     than ``similarity_saturation``: how alike two instances of a step look depends on the task, not
     on the memory. On MiniWoB++ every instance draws new filler text, distractor buttons and option
     labels, so two instances of click-button's only screen have cosine 0.73-0.86 (median 0.79):
-    with the fixed 0.85 the right action won 90-100% of the vote from >= 3 successes and still
-    stayed under the replace threshold (c_sim 0.26-0.85; 0 of 192 decisions replaced on 9 of 12
-    tasks, BENCHMARKS.md). gui-sim's same-page pairs (median 0.80-0.92) mostly saturate as before."""
+    with the fixed 0.85 the right action won 78-100% of the vote from >= 3 successes and still
+    stayed under the replace threshold (c_sim 0.26-0.85; no decision replaced on 9 of the 12 tasks
+    of the first run, BENCHMARKS.md). gui-sim's same-page pairs (median 0.80-0.92) mostly saturate
+    as before (benchmarks/gui_memory.py: the same outcomes to within one episode)."""
     spread_margin: float = 0.05
     """The adaptive saturation never goes below min_similarity + this: a winner whose stored
     instances barely clear the floor still needs its query above the floor by a margin to count fully."""
