@@ -193,11 +193,12 @@ class ScreenQueryMixin:
         r_best, _, b_best = bound[best]
         share = out.votes[win]
         saturation, spread = self._saturation(s, [bound[i][0] for i in sel])
-        c_sim = float(np.clip(((ws * sims[sel]).sum() / ws.sum() - cfg.min_similarity) / (saturation - cfg.min_similarity), 0, 1))
+        mean_sim = float((ws * sims[sel]).sum() / ws.sum())
+        c_sim = float(np.clip((mean_sim - cfg.min_similarity) / (saturation - cfg.min_similarity), 0, 1))
         c_n = min(1.0, float(sup[sel].sum()) / cfg.min_support)
         out.confidence = float(min(1.0, max(0.0, share * c_sim * c_n)))
         out.components = {"share": float(share), "c_sim": c_sim, "c_n": c_n,
-                          "similarity": float((ws * sims[sel]).sum() / ws.sum()), "saturation": saturation}
+                          "similarity": mean_sim, "saturation": saturation}
         if spread is not None:
             out.components["spread"] = spread
         if history is not None and cfg.history != "off":

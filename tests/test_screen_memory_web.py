@@ -62,10 +62,10 @@ def test_confidence_saturates_at_how_alike_the_stored_instances_are():
     for ep, target in enumerate(targets[:4]):
         tree = button_page(target, ep)
         for mem in mems.values():
-            mem.add_episode(NS, [(tree, tree[0]["text"], {"type": "click", "element": index_of(tree, target, "push button")})],
-                            True, episode_id=ep, slots={"target": target})
+            act = {"type": "click", "element": index_of(tree, target, "push button")}
+            mem.add_episode(NS, [(tree, tree[0]["text"], act)], True, episode_id=ep, slots={"target": target})
     tree = button_page("Submit", 99)
-    q = dict(history=[], slots={"target": "Submit"}, screen=SCREEN, t=0)
+    q = {"history": [], "slots": {"target": "Submit"}, "screen": SCREEN, "t": 0}
     r = mems[True].query(NS, tree, tree[0]["text"], **q)
     assert tree[r.action["element"]]["text"] == "Submit" and r.votes[r.canonical] == 1.0
     assert r.components["spread"] < mems[True].config.similarity_saturation
@@ -80,8 +80,8 @@ def option_page(target, seed, chosen=False):
     rng = random.Random(seed)
     labels = [target] + ["".join(rng.choices("abcdefghXYZ0123", k=5)) for _ in range(3)]
     rng.shuffle(labels)
-    radios = [("radio button", lab, f"ch{i}", {"checked": chosen and lab == target, "focused": chosen and lab == target})
-              for i, lab in enumerate(labels)]
+    on = {lab: chosen and lab == target for lab in labels}
+    radios = [("radio button", lab, f"ch{i}", {"checked": on[lab], "focused": on[lab]}) for i, lab in enumerate(labels)]
     return page(f"Select {target} and click Submit.", radios + [("push button", "Submit", "subbtn", {})], rng)
 
 
@@ -102,8 +102,8 @@ def test_an_element_named_by_a_slot_is_found_by_its_label_not_by_the_id_it_had()
     # chosen: the target's radio is checked, and only the successes that stood there vote (Submit)
     seed = next(s for s in range(40, 90) if option_page("Qx7ab", s) == tree)
     chosen = option_page("Qx7ab", seed, chosen=True)
-    q = dict(history=[canonical({"type": "click", "element": r.action["element"]}, tree, {"target": "Qx7ab"})],
-             slots={"target": "Qx7ab"}, screen=SCREEN, t=1)
+    q = {"history": [canonical({"type": "click", "element": r.action["element"]}, tree, {"target": "Qx7ab"})],
+         "slots": {"target": "Qx7ab"}, "screen": SCREEN, "t": 1}
     r = mem.query(NS, chosen, chosen[0]["text"], **q)
     assert chosen[r.action["element"]]["text"] == "Submit" and r.confidence >= mem.config.replace_confidence
     assert field_state(chosen, {"target": "Qx7ab"}) == ["radio button||{target}|=checked"]
@@ -216,8 +216,8 @@ def test_a_disabled_control_is_no_precondition():
     for ep, name in enumerate(["Rex", "Chas", "Livia"]):
         tree = page(f'Scroll to the bottom of the textarea, enter the name "{name}" then press "Agree"',
                     [("entry", "Name", "name", {"value": ""})], random.Random(ep))
-        mem.add_episode(NS, [(tree, tree[0]["text"], {"type": "type", "element": index_of(tree, "Name"), "text": name})],
-                        True, episode_id=ep, slots={"name": name})
+        act = {"type": "type", "element": index_of(tree, "Name"), "text": name}
+        mem.add_episode(NS, [(tree, tree[0]["text"], act)], True, episode_id=ep, slots={"name": name})
     ins = 'Scroll to the bottom of the textarea, enter the name "Kasie" then press "Agree"'
     enabled = page(ins, [("entry", "Name", "name", {"value": "", "enabled": True})], random.Random(9))
     r = mem.query(NS, enabled, ins, [], slots={"name": "Kasie"}, t=0)
