@@ -51,6 +51,7 @@ from embodia.memory.screen_refs import (
     MAX_VALS,
     _canon,
     _value,
+    field_state,
     slot_values,
 )
 
@@ -233,6 +234,7 @@ class ScreenMemory(ScreenQueryMixin):
             value["canon"] = _canon(value["type"], value["ref"], value["fields"], value["point"], cfg.point_grid)
             value["hist"] = prev
             value["vals"] = [slot_values(slots)]         # the slot values it was stored with
+            value["state"] = field_state(elements, slots)  # the form state it was taken in
             prev = value["canon"]
             num = {"progress": t / T, "episode_id": int(episode_id), "step": i, "ep_len": T,
                    "created_clock": s.clock, "last_used_clock": -1, "n_support": int(support), "n_used": 0,
@@ -271,7 +273,7 @@ class ScreenMemory(ScreenQueryMixin):
         score, ids = s.index.search(key[None], min(8, s.n))
         for sc, r in zip(score[0], s.rows(ids[0])):
             if r >= 0 and sc >= self.config.dedup_cos and s.values[r]["canon"] == value["canon"] \
-                    and s.values[r]["hist"] == value["hist"]:
+                    and s.values[r]["hist"] == value["hist"] and s.values[r].get("state") == value["state"]:
                 return r
         return -1
 

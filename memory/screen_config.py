@@ -52,6 +52,18 @@ class ScreenMemoryConfig:
     (similarity_saturation - min_similarity), clipped): another instance of the same page never looks identical (other rows,
     other order, other states; median same-page cosine 0.80-0.92), so demanding s -> 1 would mean
     replay of identical screens only."""
+    spread_saturation: bool = True
+    """Saturate c_sim at the median cosine among the winner's own stored keys when that is lower
+    than ``similarity_saturation``: how alike two instances of a step look depends on the task, not
+    on the memory. On MiniWoB++ every instance draws new filler text, distractor buttons and option
+    labels, so two instances of click-button's only screen have cosine 0.73-0.86 (median 0.79):
+    with the fixed 0.85 the right action won 78-100% of the vote from >= 3 successes and still
+    stayed under the replace threshold (c_sim 0.26-0.85; no decision replaced on 9 of the 12 tasks
+    of the first run, BENCHMARKS.md). gui-sim's same-page pairs (median 0.80-0.92) mostly saturate
+    as before (benchmarks/gui_memory.py: the same outcomes to within one episode)."""
+    spread_margin: float = 0.05
+    """The adaptive saturation never goes below min_similarity + this: a winner whose stored
+    instances barely clear the floor still needs its query above the floor by a margin to count fully."""
     elite_temperature: float = 0.05
     """Softmax temperature over similarity in the vote weights (spec value for cosine keys): a
     neighbour 0.05 closer counts e times more."""
@@ -65,6 +77,16 @@ class ScreenMemoryConfig:
     probe: a history factor of 0.8 on the confidence blocked every category-page replacement). A
     weak policy's detours (a wrong tap, then Back) also leave histories no success has; the
     screen key carries the state (checked switches, field contents) that history stands in for."""
+    field_state: str = "strict"
+    """Use of the screen's form state (`screen_refs.field_state`: each field that holds
+    something, and whether that is a slot value or other content, and whether each slot-named
+    element is checked): ``"strict"`` keeps only candidates stored on a screen in the same state;
+    ``"off"`` ignores it. A form's next step depends on what is filled and chosen already, and one
+    token per field in the key moves the cosine by a few hundredths only: on MiniWoB's choose-list
+    the list before and after choosing the target differs in the list's value alone, and the
+    trained head's memory replayed "click Submit" on the unchosen list (9/16 with memory vs 13/16
+    without, BENCHMARKS.md). gui-sim's elements carry no value and only the slot's own switch
+    counts, so there it only tells "turn on" (switch off) from a switch already on."""
     history_miss: float = 0.25
     """Vote weight of a candidate whose previous action differs (``history="prefer"``): a matching
     candidate outweighs four mismatching ones, so where history does separate two actions on one
@@ -88,7 +110,11 @@ class ScreenMemoryConfig:
     p_knn_k: int = 5
     p_knn_margin: float = 0.2
     """p_hat = min(t / median success length, median progress of the top p_knn_k + margin) (spec
-    4.2): after a detour t runs ahead of the task; the neighbours' progress says where we are."""
+    4.2): after a detour t runs ahead of the task; the neighbours' progress says where we are.
+    The neighbours are all those above min_similarity (up to p_knn_k of them), not only those whose
+    action applies here: with fewer than p_knn_k of the latter the correction used to be skipped,
+    and on MiniWoB++ a head that clicked dead text for two steps had t/T past every stored step
+    ("progress mismatch" for the rest of the episode) while its screen was still the first one."""
 
     # ---- vote and confidence -----------------------------------------------------------------
     min_support: int = 3
@@ -169,6 +195,8 @@ class ScreenMemoryConfig:
             raise ValueError("need 0 <= confidence_floor < replace_confidence <= 1")
         if self.history not in ("strict", "prefer", "off"):
             raise ValueError("history must be 'strict', 'prefer' or 'off'")
+        if self.field_state not in ("strict", "off"):
+            raise ValueError("field_state must be 'strict' or 'off'")
         if self.values not in ("backoff", "off"):
             raise ValueError("values must be 'backoff' or 'off'")
         if self.capacity is not None and self.capacity < 1:

@@ -11,14 +11,16 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from embodia.memory.screen_refs import (
+    _PLACEHOLDER,
     _ref,
     abstract_instruction,
+    value_class,
 )
 
 # ------------------------------------------------------------------------------------------------
 # the key: a hashing-trick featurizer
 # ------------------------------------------------------------------------------------------------
-_WORD = re.compile(r"\{\w+\}|[\w'-]+")
+_WORD = re.compile(r"\{\w+(?: \w+)*\}|[\w'-]+")
 
 
 @lru_cache(maxsize=1 << 16)
@@ -36,8 +38,14 @@ def _grams(text: str, prefix: str) -> List[str]:
 class Featurizer:
     """Hashing-trick text features: the instruction template's word unigrams and bigrams, each
     visible element's role, id, text and description words (slot values abstracted, sorted), its
-    checked/focused state, and the page name, each block L2-normalised, weighted and summed, the
-    sum L2-normalised. Deterministic across processes (blake2b, not Python's salted ``hash``).
+    checked/focused/disabled state, what its field holds (`value_class`: empty, a slot, something else) and
+    the page name, each block L2-normalised, weighted and summed, the sum L2-normalised.
+    Deterministic across processes (blake2b, not Python's salted ``hash``). v2: field values, slot
+    values abstracted inside longer texts, states named by their slot, disabled controls; a memory
+    keyed by v1 is refused on load (`MemoryMismatch`), not read with mismatched keys. Digits stay
+    literal: a calculator's display is its state (reading numbers as "#" made every display one
+    screen, and loop erasure dropped the steps between them), though MiniWoB's page clock ("Time
+    left: 9 / 10sec") then keeps loop erasure from dropping a click that changed nothing.
 
     >>> f = Featurizer(dim=64)
     >>> a = f.key([{"index": 0, "role": "Button", "text": "OK"}], "Tap OK")
@@ -51,7 +59,7 @@ class Featurizer:
 
     @property
     def id(self) -> str:
-        return f"screen-hash-uni-bi/v1/dim={self.dim}/seed={self.seed}/w={','.join(map(str, self.weights))}"
+        return f"screen-hash-uni-bi/v2/dim={self.dim}/seed={self.seed}/w={','.join(map(str, self.weights))}"
 
     def _block(self, tokens: Sequence[str]) -> np.ndarray:
         v = np.zeros(self.dim, np.float64)
@@ -75,9 +83,17 @@ class Featurizer:
                 toks.append("dp:" + r["id"].split("_")[0])
             toks += _grams(r["text"], "t:") + _grams(r["desc"], "c:")
             toks.append("e:" + r["role"] + "|" + r["text"].lower())
+            # a state is named by the slot that labels the element when one does (MiniWoB's radio
+            # ids are positions: "ch2 is checked" is another option in the next instance)
+            name = r["text"] if _PLACEHOLDER.search(r["text"]) else (r["id"] or r["text"])
             for state in ("checked", "focused"):
                 if el.get(state):
-                    toks.append(f"s:{state}:{r['id'] or r['text']}")
+                    toks.append(f"s:{state}:{name}")
+            if el.get("enabled") is False:
+                toks.append(f"s:disabled:{name}")
+            filled = value_class(el, slots)
+            if filled is not None:
+                toks.append(f"v:{r['id'] or r['role']}:{filled or '-'}")
         return sorted(toks)
 
     def key(self, elements: Sequence[dict], instruction: str, slots: Optional[dict] = None,

@@ -11,6 +11,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from embodia.memory.screen_refs import (
+    _PLACEHOLDER,
     _POSITIONAL,
     _STRING_FIELDS,
     _canon,
@@ -20,6 +21,7 @@ from embodia.memory.screen_refs import (
     _find,
     _ref,
     _value,
+    field_state,
     slot_values,
 )
 
@@ -130,12 +132,19 @@ class ScreenQueryMixin:
                 bound.append((r, sc, b))
         if not bound:
             return bound, None, "no precondition holds"
+        # consistency 1b: the same fields filled (and with what) as when the entry was stored
+        if cfg.field_state == "strict":
+            state = field_state(elements, slots)
+            bound = [x for x in bound if s.values[x[0]].get("state", []) == state]
+            if not bound:
+                return bound, None, "field state mismatch"
         # consistency 2: progress
         if t is not None and s.success_lengths:
+            # steps taken overstate progress after a detour; the nearest stored screens (whether or
+            # not their action applies here) say where in the task this screen is
             p_hat = min(1.0, float(t) / float(np.median(s.success_lengths)))
-            if len(bound) >= cfg.p_knn_k:
-                top = sorted(bound, key=lambda x: -x[1])[: cfg.p_knn_k]
-                p_hat = min(p_hat, float(np.median([s.num["progress"][r] for r, _, _ in top])) + cfg.p_knn_margin)
+            top = sorted(cand, key=lambda x: -x[1])[: cfg.p_knn_k]
+            p_hat = min(p_hat, float(np.median([s.num["progress"][r] for r, _ in top])) + cfg.p_knn_margin)
             out.progress_hat = p_hat
             bound = [x for x in bound if abs(float(s.num["progress"][x[0]]) - p_hat) <= cfg.progress_tolerance]
             if not bound:
@@ -183,11 +192,15 @@ class ScreenQueryMixin:
         best = sel[int(np.argmax(ws))]
         r_best, _, b_best = bound[best]
         share = out.votes[win]
-        c_sim = float(np.clip(((ws * sims[sel]).sum() / ws.sum() - cfg.min_similarity) / (cfg.similarity_saturation - cfg.min_similarity), 0, 1))
+        saturation, spread = self._saturation(s, [bound[i][0] for i in sel])
+        mean_sim = float((ws * sims[sel]).sum() / ws.sum())
+        c_sim = float(np.clip((mean_sim - cfg.min_similarity) / (saturation - cfg.min_similarity), 0, 1))
         c_n = min(1.0, float(sup[sel].sum()) / cfg.min_support)
         out.confidence = float(min(1.0, max(0.0, share * c_sim * c_n)))
         out.components = {"share": float(share), "c_sim": c_sim, "c_n": c_n,
-                          "similarity": float((ws * sims[sel]).sum() / ws.sum())}
+                          "similarity": mean_sim, "saturation": saturation}
+        if spread is not None:
+            out.components["spread"] = spread
         if history is not None and cfg.history != "off":
             out.history_matched = bool((hist_w[sel] == 1.0).any())
         out.action, out.canonical = b_best["action"], win
@@ -204,9 +217,25 @@ class ScreenQueryMixin:
                 moved = moved or max(abs(a - b) for a, b in zip(v["centre"], b_best["action"]["point"])) > 1.0
             out.moved = bool(moved)
 
+    def _saturation(self, s, rows) -> tuple:
+        """The similarity at which c_sim saturates for a winner stored at ``rows``, and the median
+        cosine among those rows' keys (None for fewer than two). With ``spread_saturation``, the
+        lower of ``similarity_saturation`` and that median: a query as close to the stored instances
+        as they are to one another is one more instance of the same step, however much instance
+        content (random labels, other options) every instance of this task carries. Never below
+        ``min_similarity + spread_margin``, so that the floor's neighbours do not count fully."""
+        cfg = self.config
+        rows = sorted(set(rows))
+        if not cfg.spread_saturation or len(rows) < 2:
+            return cfg.similarity_saturation, None
+        k = s.keys[rows].astype(np.float64)
+        spread = float(np.median((k @ k.T)[np.triu_indices(len(rows), 1)]))
+        return float(min(cfg.similarity_saturation, max(spread, cfg.min_similarity + cfg.spread_margin))), spread
+
     def _bind(self, value: dict, elements, slots, screen) -> Optional[dict]:
         """The stored action bound to the current tree, or None when its precondition fails: the
-        referenced element is absent, or a placeholder has no current slot value."""
+        referenced element is absent or disabled (MiniWoB's sign-agreement enables its field only
+        once the text is scrolled to its end), or a placeholder has no current slot value."""
         fields = {}
         for k, v in value["fields"].items():
             if k in _STRING_FIELDS and isinstance(v, str):
@@ -218,8 +247,9 @@ class ScreenQueryMixin:
         ref = None
         if value["ref"] is not None:
             want = _fill_ref(value["ref"], slots)
-            el = _find(elements, want) if want is not None else None
-            if el is None:
+            slot_named = bool(_PLACEHOLDER.search(value["ref"]["text"] + value["ref"]["desc"]))
+            el = _find(elements, want, by_label=slot_named) if want is not None else None
+            if el is None or el.get("enabled") is False:     # a disabled control takes no action
                 return None
             ref = _ref(el)                    # the element found: what a policy's action on it resolves to
             act["element"] = int(el["index"])

@@ -48,12 +48,21 @@ def abstract_instruction(instruction: str, slots: Optional[dict] = None) -> str:
 
 
 def _abstract_text(s: str, slots) -> str:
-    """A whole text equal to a slot value becomes its placeholder (partial matches stay literal:
-    "Wi-Fi" in "Wi-Fi calling" is another label)."""
-    for name, value in _slot_items(slots):
-        if s == value:
-            return "{" + name + "}"
-    return s
+    """Every slot value standing as whole words in a text becomes its placeholder: "Wi-Fi" ->
+    "{setting}", "Wi-Fi calling" -> "{setting} calling" (another label still, and it binds only
+    where this instance has "<its value> calling"), MiniWoB's tab "Tab #2" for target "2" ->
+    "Tab #{target}" and its page's copy of the instruction -> the template. Only at word
+    boundaries: "Wi-Fi" in "Wi-Fi6" or "ok" in "okay" stay literal.
+
+    >>> _abstract_text("Tab #2", {"target": "2"}), _abstract_text("okay", {"target": "ok"})
+    ('Tab #{target}', 'okay')
+    """
+    items = [(n, v) for n, v in _slot_items(slots) if v in s]
+    if not items:
+        return s
+    names = {v: n for n, v in reversed(items)}           # a value two slots share: the first name
+    alts = "|".join(re.escape(v) for _, v in items)     # longest first: one pass, no re-matching
+    return re.sub(r"(?<!\w)(" + alts + r")(?!\w)", lambda m: "{" + names[m.group(1)] + "}", s)
 
 
 def _abstract_id(s: str, slots) -> str:
@@ -68,7 +77,7 @@ def _abstract_id(s: str, slots) -> str:
 MAX_VALS = 64       # slot-value sets an entry remembers when identical successes merge into it
 
 
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_PLACEHOLDER = re.compile(r"\{(\w+(?: \w+)*)\}")     # MiniWoB's fields have names like "target 0"
 
 
 def _fill(s: str, slots, slug: bool = False) -> Optional[str]:
@@ -90,21 +99,86 @@ def _ref(el: dict, slots=None) -> dict:
             "desc": _abstract_text(str(el.get("desc") or ""), slots)}
 
 
+def value_class(el: dict, slots=None) -> Optional[str]:
+    """What a field holds, as the memory compares it across instances: None for an element without
+    a value (a button; gui-sim's elements, whose fields show their content as text), ``""`` empty,
+    the placeholder when it holds a slot value (``"{target}"``), else ``"*"`` (filled with something
+    else: one instance's literal content says nothing about the next one's).
+
+    >>> [value_class({"value": v}, {"target": "Fiji"}) for v in ("", "Fiji", "Norway")] + [value_class({})]
+    ['', '{target}', '*', None]
+    """
+    v = el.get("value")
+    if v is None:
+        return None
+    v = str(v).strip()
+    if not v:
+        return ""
+    a = _abstract_text(v, slots)
+    return a if _PLACEHOLDER.search(a) else "*"
+
+
+def field_state(elements: Sequence[dict], slots=None) -> List[str]:
+    """The state of a form that a screen key with one token per field cannot separate, sorted: each
+    field that holds something, as its element reference and `value_class`, and whether each
+    element named by a slot (``{target}``) is checked. MiniWoB's choose-list before and after
+    choosing look alike but for the list's value, click-option before and after choosing but for
+    the target's radio, and click-checkboxes is done when every ``{target N}`` box is checked.
+    Empty fields are left out (pages draw distractor fields in varying numbers, and an empty one
+    is no progress), and so are the checked states of elements no slot names (gui-sim draws every
+    other switch's state anew per instance). A slot-named element is named without its id, which
+    may be a position (``ch2``).
+
+    >>> field_state([{"role": "combo box", "id": "options", "value": "Fiji"}, {"role": "entry", "value": ""}],
+    ...             {"target": "Fiji"})
+    ['combo box|options||={target}']
+    >>> field_state([{"role": "radio", "id": "ch2", "text": "Fiji", "checked": True},
+    ...              {"role": "radio", "id": "ch0", "text": "Peru", "checked": True},
+    ...              {"role": "radio", "id": "ch1", "text": "Chad", "checked": False}], {"a": "Fiji", "b": "Chad"})
+    ['radio||{a}|=checked', 'radio||{b}|=unchecked']
+    """
+    out = []
+    for el in elements:
+        r = _ref(el, slots)
+        named = bool(_PLACEHOLDER.search(r["text"] + r["desc"]))
+        name = "|".join((r["role"], "" if named else r["id"], r["text"], r["desc"]))
+        c = value_class(el, slots)
+        if c:
+            out.append(f"{name}={c}")
+        if named and isinstance(el.get("checked"), bool):
+            out.append(f"{name}={'checked' if el['checked'] else 'unchecked'}")
+    return sorted(out)
+
+
 def _fill_ref(ref: dict, slots) -> Optional[dict]:
     out = {"role": ref["role"], "text": _fill(ref["text"], slots), "id": _fill(ref["id"], slots, slug=True),
            "desc": _fill(ref["desc"], slots)}
     return None if any(v is None for v in out.values()) else out
 
 
-def _find(elements: Sequence[dict], ref: dict) -> Optional[dict]:
+def _find(elements: Sequence[dict], ref: dict, by_label: bool = False) -> Optional[dict]:
     """The current element a concrete reference names. By resource id when the reference has one
     and exactly one element carries it (a field's text changes as it is typed into); when several
     do (list rows on Android share ids), the one of them with the same text; else by role + text
     (+ desc); a reference with neither label nor id by its role, when exactly one element without an
-    id has it. None when nothing matches: the precondition fails."""
+    id has it. None when nothing matches: the precondition fails.
+
+    ``by_label``: the reference's label was filled from a slot (``{target}``), so the label is what
+    names the element in this instance and an id is only a tie-break: MiniWoB's click-option gives
+    its radio buttons ids by position (``ch0``..``ch3``), so "the id that held the target last time"
+    is another option now.
+
+    >>> radios = [{"role": "radio", "id": "ch0", "text": "foo", "desc": ""},
+    ...           {"role": "radio", "id": "ch1", "text": "bar", "desc": ""}]
+    >>> _find(radios, {"role": "radio", "id": "ch0", "text": "bar", "desc": ""}, by_label=True)["id"]
+    'ch1'
+    """
     def same_label(el):
         return str(el.get("text") or "") == ref["text"] and str(el.get("desc") or "") == ref["desc"]
 
+    if by_label and (ref["text"] or ref["desc"]):
+        named = [el for el in elements if str(el.get("role") or "") == ref["role"] and same_label(el)]
+        return next((el for el in named if str(el.get("id") or "") == ref["id"]), named[0] if named else None)
     if ref["id"]:
         same = [el for el in elements if str(el.get("id") or "") == ref["id"]]
         if len(same) == 1:
@@ -164,7 +238,10 @@ def _canon(atype: str, ref: Optional[dict], fields: dict, point=None, grid: floa
     action's own fields. Equal strings = the same action for the vote and the history."""
     parts = [atype]
     if ref is not None:
-        parts.append("el=" + "|".join((ref["role"], ref["id"], ref["text"], ref["desc"])))
+        # an element a slot names is that element wherever it sits: a literal id beside the slot is
+        # a position (MiniWoB's radio "ch2"), and two instances' "click {target}" are one action
+        named = _PLACEHOLDER.search(ref["text"] + ref["desc"]) and not _PLACEHOLDER.search(ref["id"])
+        parts.append("el=" + "|".join((ref["role"], "" if named else ref["id"], ref["text"], ref["desc"])))
     elif point is not None:
         parts.append("at=%d,%d" % (int(float(point[0]) // grid), int(float(point[1]) // grid)))
     for k in _STRING_FIELDS + _KEEP_FIELDS:

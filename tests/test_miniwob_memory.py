@@ -58,3 +58,48 @@ def test_bad_arguments_are_one_line_errors():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "miniwob_memory.py"), "--tasks", "no-such-task"],
                          check=False, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and "unknown tasks ['no-such-task']" in out.stderr and "Traceback" not in out.stderr
+
+
+class SubmitAtOnce:
+    """A wrong policy for choose-list: it clicks Submit whatever the list holds."""
+
+    def act(self, obs, instruction):
+        from embodia.devices import GuiAction
+        return GuiAction("click", element=next(e["index"] for e in obs.ui_tree if e.get("text") == "Submit"))
+
+
+def test_the_memory_chooses_before_it_submits_on_a_real_list():
+    """choose-list in Chromium: successes of the expert (some instances draw the list already on the
+    target, and there Submit comes first) are stored; then a policy that submits at once is steered
+    through open, type, submit on lists that hold another value. The step before choosing and the one
+    after differ in the list's value only: the memory tells them apart by the field state."""
+    from embodia.agent.loop import run_episode
+    from embodia.devices import open_device
+    from embodia.memory import ScreenMemory
+    from embodia.policies.gui.screen_memory import ScreenMemoryPolicy
+
+    with open_device("sim:miniwob/choose-list?max_steps=6") as dev:
+        mem = ScreenMemory()
+        learner = ScreenMemoryPolicy(dev.expert(), mem, device=dev)
+        for seed in range(5000, 5008):
+            assert run_episode(dev, learner, seed=seed).success
+        hist = [e["hist"] for e in mem.entries(learner.namespace) if e["canon"] == "click el=push button||Submit|"]
+        assert "<start>" in hist and len(hist) >= 2          # Submit as a first step and after typing
+        wrong = SubmitAtOnce()
+        steered = ScreenMemoryPolicy(wrong, mem, device=dev, learn=False)
+        tried = 0
+        for seed in range(5100, 5120):
+            obs = dev.reset(seed=seed)
+            if next(e for e in obs.ui_tree if e["role"] == "combo box").get("value") == dev.slots["target"]:
+                continue                                      # the list holds the target: submitting is right
+            assert not run_episode(dev, wrong, seed=seed).success
+            r = run_episode(dev, steered, seed=seed)
+            # the memory opened the list and typed the target (the policy would have submitted at
+            # once); the last step, Submit, is the memory's or the policy's: after typing, the page
+            # resembles the stored first steps closely enough that the progress estimate may leave
+            # it to the policy
+            assert r.success and steered.info()["memory_replaced"] >= 2 and r.steps == 3
+            tried += 1
+            if tried == 2:
+                break
+        assert tried == 2
