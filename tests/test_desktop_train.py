@@ -7,18 +7,51 @@ from pathlib import Path
 
 import pytest
 
-from embodia.agent.training.desktop_train import BUNDLE, HEAD_TASKS, head_can_do, train_desktop_head
+from embodia.agent.training.desktop_train import BUNDLE, HEAD_TASKS, EnterAsKey, head_can_do, train_desktop_head
 from embodia.devices import GuiAction
+from embodia.policies.base import Policy
 
 pytest_plugins = ("gui_fixtures",)
 
 
 def test_the_head_tasks_and_actions():
-    assert head_can_do(GuiAction("click", element=3)) and head_can_do(GuiAction("type", element=0, text="x"))
-    assert not head_can_do(GuiAction("key", keys=("ctrl", "s")))          # no key combinations in the head
-    assert not head_can_do(GuiAction("type", text="=SUM(A1:A3)\n"))       # typing needs a target element
+    said = "Add the line 'delta ember' at the end of notes.txt and save it."
+    assert head_can_do(GuiAction("click", element=3)) and head_can_do(GuiAction("type", element=0, text="delta ember"), said)
+    assert head_can_do(GuiAction("type", text="delta ember"), said)          # into the focused field
+    for keys in (("ctrl", "s"), ("ctrl", "w"), ("ctrl", "end"), ("ctrl", "a"), ("enter",), ("backspace",)):
+        assert head_can_do(GuiAction("key", keys=keys)), keys                # the chords the bench needs
+    assert not head_can_do(GuiAction("key", keys=("ctrl", "alt", "f4")))       # not in the chord vocabulary
+    assert not head_can_do(GuiAction("type", text="=SUM(A1:A3)"), "Put the sum of A1:A3 in A4")  # not a span
+    assert not head_can_do(GuiAction("type", text="delta ember\n"), said)     # the newline is the enter chord
     assert not head_can_do(GuiAction("wait", duration_ms=200))
-    assert all(t.split("/")[0] in ("galculator", "mousepad") for t in HEAD_TASKS)
+    assert {"mousepad/append-save", "mousepad/close-discard", "gnumeric/set-cell", "gnumeric/word",
+            "gnumeric/close-discard"} <= set(HEAD_TASKS)
+    assert not {"gnumeric/sum", "gnumeric/product", "mousepad/save-as"} & set(HEAD_TASKS)
+
+
+class _Typist(Policy):
+    """An expert that types a cell reference with its newline, then is done."""
+
+    def __init__(self):
+        self.acts = [GuiAction("type", text="C5\n"), GuiAction("key", keys=("ctrl", "s")), None]
+        self.resets = 0
+
+    def reset(self, seed=None):
+        self.resets += 1
+
+    def act(self, obs, instruction=""):
+        return self.acts.pop(0)
+
+
+def test_a_typed_newline_becomes_the_enter_chord():
+    inner = _Typist()
+    p = EnterAsKey(inner)
+    p.reset(0)
+    got = [p.act(None, "Put 9 in cell C5") for _ in range(4)]
+    assert inner.resets == 1
+    assert [(a.type, a.text, tuple(a.keys)) for a in got[:3]] == [("type", "C5", ()), ("key", None, ("enter",)),
+                                                                 ("key", None, ("ctrl", "s"))]
+    assert got[3] is None
 
 
 def test_never_trains_into_the_bundled_checkpoint():
@@ -34,15 +67,19 @@ def _digest(folder: Path) -> str:
 def test_bench_demos_train_a_desktop_head(tmp_path):
     from embodia.agent.evaluation.offline import read_gui_episodes
     from embodia.devices.atspi import LAUNCHER
-    if shutil.which("Xvfb") is None or not Path(LAUNCHER).exists() or shutil.which("galculator") is None:
-        pytest.skip("needs Xvfb, at-spi2-core and galculator")
+    if shutil.which("Xvfb") is None or not Path(LAUNCHER).exists() or shutil.which("mousepad") is None:
+        pytest.skip("needs Xvfb, at-spi2-core and mousepad")
     before = _digest(BUNDLE)
-    done = train_desktop_head(tmp_path / "d", tasks=["galculator/add"], bench_episodes=1, sim_episodes=10,
+    done = train_desktop_head(tmp_path / "d", tasks=["mousepad/append-save"], bench_episodes=1, sim_episodes=10,
                               steps=10, log=lambda *a: None)
-    assert done["bench_samples"] >= 4 and done["sim_samples"] > 0           # every key press of the demo
+    assert done["bench_samples"] == 5 and done["sim_samples"] > 0     # click, ctrl+end, type, enter, ctrl+s
     meta = json.loads((tmp_path / "d" / "gui_head.json").read_text())
-    assert meta["trained_steps"] == 10 and meta["desktop"]["bench_tasks"] == ["galculator/add"]
-    eps = read_gui_episodes(tmp_path / "d" / "demos" / "galculator-add")
+    assert meta["trained_steps"] == 10 and meta["desktop"]["bench_tasks"] == ["mousepad/append-save"]
+    cfg = meta["config"]
+    assert "key" in cfg["actions"] and "ctrl+s" in cfg["chords"] and cfg["features"] == 2
+    eps = read_gui_episodes(tmp_path / "d" / "demos" / "mousepad-append-save")
     assert len(eps) == 1 and eps[0]["success"] is True
-    assert all(s["action"]["type"] == "click" for s in eps[0]["steps"])
+    assert [a.type for a in eps[0]["actions"] if a.type != "wait"] == ["click", "key", "type", "key", "key"]
+    assert [tuple(a.keys) for a in eps[0]["actions"] if a.type == "key"] == [("ctrl", "end"), ("enter",),
+                                                                              ("ctrl", "s")]
     assert _digest(BUNDLE) == before

@@ -9,17 +9,27 @@ It copies the bundled checkpoint (backbone, robot head, GUI head) into ``--out``
 ``--seed``..; values 2..299 and the train word and file pools, never the held-out ones) under its
 own Xvfb and accessibility bus, writes them as GUI step logs under ``--out``/demos (the format of
 ``embodia record``; ``embodia replay`` and ``embodia eval --offline`` read them), mixes in
-``--sim-episodes`` gui-sim teacher episodes, and fine-tunes the copied GUI head on both
+``--sim-episodes`` gui-sim teacher episodes, extends a copy of the bundled GUI head to the larger
+action vocabulary (`embodia.policies.gui.head.extend_vocabulary`: key chords, typing into the
+focused field, text copied from an element) with element feature set ``--features`` (2 by default,
+as `embodia.agent.training.miniwob_train`), and fine-tunes it on both
 (`embodia.agent.training.gui_train.fit`; the bench steps drawn ``--bench-repeat`` times as often).
 The bundled checkpoint itself is never written.
 
-`HEAD_TASKS` are the bench tasks whose expert actions the head can express: clicks on tree elements
-and typing a span of the instruction into an element. The others need key combinations (ctrl+s,
-ctrl+w) and text that is not in the instruction (``=SUM(A1:A3)``), which the head's action
-vocabulary does not have.
+`HEAD_TASKS` are the bench tasks whose expert actions the extended head can express (`head_can_do`):
+clicks on tree elements, typing a span of the instruction into an element or the focused field,
+and the chords of `CHORDS` (ctrl+s, ctrl+w, ctrl+end, ctrl+a, enter). The experts type a line or a
+cell reference with a trailing newline (``C5\n``); the demos press it as the ``enter`` chord after
+typing the span (`EnterAsKey`), which the applications take the same way. Left out:
 
-Defaults (12 demos per task, 600 gui-sim episodes, 1,500 steps) take about 10-15 minutes on a
-shared 2-core machine.
+- gnumeric/sum, gnumeric/product: the typed formula (``=SUM(A1:A3)``, ``=A1*B1``) is not a span of
+  the instruction or of the page;
+- mousepad/save-as: the file chooser's name field gets the work folder's absolute path, which is
+  on neither.
+
+Defaults (10 demos per task, 300 gui-sim episodes, 1,000 steps at batch 64) took 21 minutes on a
+shared 2-core machine (load average about 5: demos and their features 4.5, training 16.5); the
+command prints its wall time.
 """
 from __future__ import annotations
 
@@ -33,14 +43,51 @@ from dataclasses import asdict
 from pathlib import Path
 
 from embodia.policies import BUNDLED_CHECKPOINTS
+from embodia.policies.base import Policy
 
-HEAD_TASKS = ("galculator/add", "galculator/subtract", "galculator/multiply", "galculator/divide", "mousepad/type")
+HEAD_TASKS = ("galculator/add", "galculator/subtract", "galculator/multiply", "galculator/divide", "mousepad/type",
+              "mousepad/append-save", "mousepad/close-discard", "gnumeric/set-cell", "gnumeric/word",
+              "gnumeric/close-discard")
 BUNDLE = BUNDLED_CHECKPOINTS / "embodia-tiny"
+# elements the head reads: gnumeric's tree has 75-81 (the name box about 60th), past the bundled head's 48
+MAX_ELEMENTS = 96
 
 
-def head_can_do(action) -> bool:
-    """A click on an element, or typing into an element (the head takes the text from the instruction)."""
-    return action.element is not None and action.type in ("click", "type")
+def head_can_do(action, instruction: str = "") -> bool:
+    """An action the extended head produces: a click on an element, typing a span of the
+    instruction (into an element or the focused field), backspace, or a chord of `CHORDS`."""
+    from embodia.policies.gui.head_encoding import CHORDS, chord_name
+    if action.type == "click":
+        return action.element is not None
+    if action.type == "type":
+        return bool(action.text) and action.text in instruction
+    if action.type == "key":
+        return tuple(action.keys) == ("backspace",) or chord_name(action.keys) in CHORDS
+    return False
+
+
+class EnterAsKey(Policy):
+    """An expert whose typed text ending in a newline (``C5\n``) is played as the text, then the
+    ``enter`` chord: the head copies spans of the instruction, which hold no newline, and the
+    applications take Enter pressed after the text as they take the typed newline."""
+
+    def __init__(self, expert):
+        self.expert, self.pending = expert, None
+
+    def reset(self, seed: int | None = None) -> None:
+        self.pending = None
+        self.expert.reset(seed)
+
+    def act(self, obs, instruction: str = ""):
+        from embodia.devices import GuiAction
+        if self.pending is not None:
+            a, self.pending = self.pending, None
+            return a
+        a = self.expert.act(obs, instruction)
+        if a is not None and a.type == "type" and len(a.text or "") > 1 and a.text.endswith("\n"):
+            self.pending = GuiAction("key", keys=("enter",))
+            return GuiAction("type", text=a.text[:-1], element=a.element)
+        return a
 
 
 @contextmanager
@@ -60,8 +107,8 @@ def bench_display(workdir: Path):
 
 
 def iter_bench_demos(tasks, episodes: int, *, seed: int = 10_000, out: Path | None = None, log=print):
-    """Expert episodes on the bench's train split, one `GuiStep` per action the head can express
-    (waits for a window are left out); only episodes the bench verified as successes. With ``out``,
+    """Expert episodes (`EnterAsKey`) on the bench's train split, one `GuiStep` per action the
+    head can express (waits for a window are left out); only episodes the bench verified as successes. With ``out``,
     every episode is also recorded as a GUI step log under ``out/<app>-<task>``."""
     from embodia.agent.loop.episode import run_episode
     from embodia.agent.loop.safety import SafetyGate
@@ -75,15 +122,15 @@ def iter_bench_demos(tasks, episodes: int, *, seed: int = 10_000, out: Path | No
             rec = GuiRecorder(out / task.replace("/", "-"), dev.embodiment) if out is not None else None
             for i in range(episodes):
                 pairs: list = []
-                r = run_episode(dev, dev.expert(), seed=seed + i, recorder=rec, gate=SafetyGate(allow=GATE_ALLOW),
-                                on_step=lambda t, obs, a, nxt: pairs.append((obs, a)) and None,
+                r = run_episode(dev, EnterAsKey(dev.expert()), seed=seed + i, recorder=rec, gate=SafetyGate(allow=GATE_ALLOW),
+                                on_step=lambda t, obs, a, nxt, pairs=pairs: pairs.append((obs, a)) and None,
                                 episode_meta={"device": f"desktop-bench:{task}", "policy": "expert"})
                 if not r.success:
                     continue
                 ok += 1
                 history: list[str] = []
                 for obs, a in pairs:
-                    if not head_can_do(a):
+                    if not head_can_do(a, r.instruction):
                         continue
                     kept += 1
                     yield GuiStep(r.instruction, history[-HISTORY:], obs.ui_tree, obs.images["screen"], obs.screen,
@@ -92,16 +139,18 @@ def iter_bench_demos(tasks, episodes: int, *, seed: int = 10_000, out: Path | No
         log(f"{task}: {ok}/{episodes} expert demos, {kept} steps ({time.perf_counter() - t0:.0f} s)")
 
 
-def train_desktop_head(out: Path, *, tasks=HEAD_TASKS, bench_episodes: int = 12, sim_episodes: int = 600,
-                       steps: int = 1500, seed: int = 10_000, bench_repeat: int = 2, log=print,
+def train_desktop_head(out: Path, *, tasks=HEAD_TASKS, bench_episodes: int = 10, sim_episodes: int = 300,
+                       steps: int = 1000, seed: int = 10_000, bench_repeat: int = 2, features: int = 2,
+                       max_elements: int = MAX_ELEMENTS, log=print,
                        progress: bool = False) -> dict:
-    """Copy the bundled checkpoint to ``out``, record and encode the demos, fine-tune its GUI head;
-    returns what was done (counts and seconds), also written into ``out``/gui_head.json."""
+    """Copy the bundled checkpoint to ``out``, record and encode the demos, fine-tune an extended
+    copy of its GUI head (`extend_vocabulary`); returns what was done (counts and seconds), also
+    written into ``out``/gui_head.json."""
     import torch
 
     from embodia.agent.training.gui_data import iter_gui_demos
     from embodia.agent.training.gui_train import GuiTrainConfig, build_samples, fit
-    from embodia.policies.gui.head import SequenceBuilder, load_gui_head, save_gui_head
+    from embodia.policies.gui.head import SequenceBuilder, extend_vocabulary, load_gui_head, save_gui_head
     out = Path(out)
     if out.resolve() == BUNDLE.resolve():
         raise ValueError(f"{out} is the bundled checkpoint: train the desktop variant into a folder of its own")
@@ -109,7 +158,10 @@ def train_desktop_head(out: Path, *, tasks=HEAD_TASKS, bench_episodes: int = 12,
         shutil.copytree(BUNDLE, out)
     torch.set_num_threads(1)
     torch.manual_seed(seed)
-    head, backbone, _ = load_gui_head(out)
+    old, backbone, _ = load_gui_head(BUNDLE)       # the bundled head, never one fine-tuned before in ``out``
+    head = extend_vocabulary(old, features=features, case=True)
+    # no weight depends on how many elements are read: only the tree's first ones are encoded
+    head.cfg.max_elements = max_elements
     builder = SequenceBuilder(backbone, head.cfg)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as d, bench_display(Path(d)):
@@ -124,26 +176,36 @@ def train_desktop_head(out: Path, *, tasks=HEAD_TASKS, bench_episodes: int = 12,
     t3 = time.perf_counter()
     done = {"bench_tasks": list(tasks), "bench_episodes_per_task": bench_episodes, "bench_samples": len(bench),
             "bench_repeat": bench_repeat, "sim_episodes": sim_episodes, "sim_samples": len(sim),
-            "fine_tuned_from": "bundled embodia-tiny GUI head", "train_config": asdict(cfg),
+            "fine_tuned_from": f"bundled embodia-tiny GUI head, vocabulary extended, element features {features}",
+            "train_config": asdict(cfg),
             "seconds": {"bench_demos": round(t1 - t0), "sim_demos": round(t2 - t1), "train": round(t3 - t2)}}
     save_gui_head(head, out, extra={"trained_steps": steps, "desktop": done})
-    log(f"bench demos {t1 - t0:.0f} s, gui-sim demos {t2 - t1:.0f} s, training {t3 - t2:.0f} s; head in {out}")
+    log(f"bench demos {t1 - t0:.0f} s, gui-sim demos {t2 - t1:.0f} s, training {t3 - t2:.0f} s; "
+        f"wall time {t3 - t0:.0f} s; head in {out}")
     return done
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("data/embodia-tiny-desktop"))
-    ap.add_argument("--bench-episodes", type=int, default=12, help="expert demos per bench task")
-    ap.add_argument("--sim-episodes", type=int, default=600, help="gui-sim teacher episodes")
-    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--bench-episodes", type=int, default=10, help="expert demos per bench task")
+    ap.add_argument("--sim-episodes", type=int, default=300, help="gui-sim teacher episodes")
+    ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--bench-repeat", type=int, default=2)
     ap.add_argument("--seed", type=int, default=10_000)
     ap.add_argument("--tasks", default=",".join(HEAD_TASKS))
+    ap.add_argument("--features", type=int, default=2, choices=(1, 2),
+                    help="the element feature set (GuiHeadConfig.features; 1: the bundled head's)")
+    ap.add_argument("--max-elements", type=int, default=MAX_ELEMENTS, help="tree elements the head reads")
     args = ap.parse_args(argv)
-    train_desktop_head(args.out, tasks=[t for t in args.tasks.split(",") if t], bench_episodes=args.bench_episodes,
-                       sim_episodes=args.sim_episodes, steps=args.steps, seed=args.seed,
-                       bench_repeat=args.bench_repeat, progress=sys.stderr.isatty())
+    try:
+        train_desktop_head(args.out, tasks=[t for t in args.tasks.split(",") if t],
+                           bench_episodes=args.bench_episodes, sim_episodes=args.sim_episodes, steps=args.steps,
+                           seed=args.seed, bench_repeat=args.bench_repeat, features=args.features,
+                           max_elements=args.max_elements,
+                           progress=sys.stderr.isatty())
+    except ValueError as e:
+        sys.exit(f"desktop_train: {e}")
 
 
 if __name__ == "__main__":
