@@ -91,6 +91,14 @@ from embodia.policies.gui.head_encoding import (  # noqa: F401 (words, quoted, .
     quoted,
     words,
 )
+from embodia.policies.gui.head_labels import (  # noqa: F401 (label, span_text: importable here as before)
+    cased_span_label,
+    in_case,
+    label,
+    span_label,
+    span_text,
+    to_action,
+)
 from embodia.policies.placement import Placement, to_device
 
 
@@ -493,125 +501,3 @@ class GuiHeadPolicy(Policy):
 
     def info(self) -> dict:
         return {"head": "gui", **({"last": self.last} if self.last else {})}
-
-
-def to_action(d: dict, enc: Encoded, instruction: str) -> GuiAction:
-    """A `GuiHead.decide` row as a GuiAction on the tree it was decided on."""
-    t = d["type"]
-    if t == "click_point":
-        x, y = ((v + 1.0) * 500.0 for v in d["point"])
-        return GuiAction("click", point=(min(1000.0, max(0.0, x)), min(1000.0, max(0.0, y))))
-    if t == "backspace":
-        return GuiAction("key", keys=("backspace",))
-    if t == "key":
-        return GuiAction("key", keys=tuple(d["chord"].split("+")))
-    if t == "type_focused":
-        return GuiAction("type", text=in_case(span_text(d["span"], enc, instruction), d.get("case")))
-    element = enc.elem_index[d["element"]]
-    if t == "click":
-        return GuiAction("click", element=element)
-    if t == "type":
-        return GuiAction("type", element=element, text=in_case(span_text(d["span"], enc, instruction), d.get("case")))
-    return GuiAction("scroll", element=element, direction="down" if t == "scroll_down" else "up")
-
-
-def in_case(text: str, case: str | None) -> str:
-    """The copied words as a head with ``case`` types them (`CASES`)."""
-    return text.upper() if case == "upper" else text.lower() if case == "lower" else text
-
-
-def span_text(span: tuple[int, int], enc: Encoded, instruction: str) -> str:
-    """The text a (start, end) pair of units stands for: a slice of the instruction, or of one
-    element's text where a head copying from the tree chose words there."""
-    s, e = span
-    if s in enc.tree_spans and e in enc.tree_spans:
-        i, a, _ = enc.tree_spans[s]
-        return enc.elem_texts[i][a:enc.tree_spans[e][2]]
-    s, e = min(s, len(enc.spans) - 1), min(e, len(enc.spans) - 1)
-    return instruction[enc.spans[s][0]:enc.spans[e][1]]
-
-
-def span_label(text: str, instruction: str, enc: Encoded, copy_tree: bool) -> tuple[int, int] | None:
-    """(start, end) units of a typed text: a run of whole instruction words, else (``copy_tree``)
-    a run of whole words of one element's text, other than the instruction's own label."""
-    starts = {sp[0]: k for k, sp in enumerate(enc.spans)}
-    ends = {sp[1]: k for k, sp in enumerate(enc.spans)}
-    at = instruction.find(text or "\0")
-    if at >= 0 and at in starts and at + len(text) in ends:
-        return starts[at], ends[at + len(text)]
-    if not copy_tree or not text:
-        return None
-    for i, whole in enumerate(enc.elem_texts):
-        at = whole.find(text)
-        if at < 0 or whole == instruction:
-            continue
-        units = {(a, b): u for u, (j, a, b) in enc.tree_spans.items() if j == i}
-        s = next((u for (a, _), u in units.items() if a == at), None)
-        e = next((u for (_, b), u in units.items() if b == at + len(text)), None)
-        if s is not None and e is not None:
-            return s, e
-    return None
-
-
-def cased_span_label(text: str, instruction: str, enc: Encoded, cfg: GuiHeadConfig) -> tuple:
-    """(span, `CASES` index) of a typed text: its words as written, else (a head with ``case``)
-    the words it spells in upper or lower case; (None, -1) where neither is on the page."""
-    span = span_label(text, instruction, enc, cfg.copy_tree)
-    if span is not None or not cfg.case or not text or len(instruction.lower()) != len(instruction):
-        return span, (0 if span is not None else -1)
-    case = 1 if text == text.upper() else 2 if text == text.lower() else -1
-    if case < 0:
-        return None, -1
-    folded = replace(enc, elem_texts=[t.lower() if len(t.lower()) == len(t) else t for t in enc.elem_texts])
-    span = span_label(text.lower(), instruction.lower(), folded, cfg.copy_tree)
-    return (span, case) if span is not None else (None, -1)
-
-
-def label(step, enc: Encoded, cfg: GuiHeadConfig | None = None) -> dict | None:
-    """Training labels of a recorded `GuiStep` on its encoding for a head of config ``cfg`` (its
-    action and chord vocabulary; default: the old six types); None for an action the head does
-    not produce (the sample is then left out)."""
-    cfg = cfg or GuiHeadConfig()
-    a = step.action
-    out = {"label_type": -1, "label_elem": -1, "label_start": -1, "label_end": -1, "label_cell": -1,
-           "label_point": torch.zeros(2), "label_chord": -1, "label_case": -1}
-    pos = {idx: k for k, idx in enumerate(enc.elem_index)}
-    if a.type == "click" and a.element is not None:
-        if a.element not in pos:
-            return None
-        out.update(label_type=ACTIONS.index("click"), label_elem=pos[a.element])
-    elif a.type == "click" and a.point is not None:
-        rows, cols = enc.grid
-        cell = min(rows - 1, int(a.point[1] / 1000.0 * rows)) * cols + min(cols - 1, int(a.point[0] / 1000.0 * cols))
-        out.update(label_type=ACTIONS.index("click_point"), label_cell=cell,
-                   label_point=torch.tensor([a.point[0] / 500.0 - 1.0, a.point[1] / 500.0 - 1.0]))
-    elif a.type == "type" and (a.element in pos or (a.element is None and "type_focused" in cfg.actions)):
-        if a.element is None:
-            out.update(label_type=cfg.actions.index("type_focused"))
-        else:
-            out.update(label_type=ACTIONS.index("type"), label_elem=pos[a.element])
-        span, case = cased_span_label(a.text, step.instruction, enc, cfg)
-        if span is not None:
-            out.update(label_start=span[0], label_end=span[1], label_case=case)
-    elif a.type == "scroll" and a.point is not None and a.direction in ("up", "down"):
-        W, H = step.size.width, step.size.height
-        x, y = a.point[0] * W / 1000.0, a.point[1] * H / 1000.0
-        under = [k for k, e in enumerate(step.tree[:len(enc.elem_index)])
-                 if e["bounds"][0] <= x < e["bounds"][2] and e["bounds"][1] <= y < e["bounds"][3]]
-        # the list the wheel turned: a ListView there, else (a web page) the innermost element
-        # flagged scrollable there
-        lists = [k for k in under if step.tree[k].get("role") == "ListView"] or \
-            [k for k in under if step.tree[k].get("scrollable")]
-        if not lists:
-            return None
-        out.update(label_type=ACTIONS.index("scroll_" + a.direction), label_elem=lists[-1])
-    elif a.type == "key" and tuple(a.keys) == ("backspace",):
-        out.update(label_type=ACTIONS.index("backspace"))
-    elif a.type == "key" and chord_name(a.keys) in cfg.chords:
-        out.update(label_type=cfg.actions.index("key"), label_chord=cfg.chords.index(chord_name(a.keys)))
-    else:
-        return None
-    k = out["label_elem"]
-    if k >= 0 and not enc.elem_feats[k, 8 if a.type == "scroll" else 4]:
-        return None                 # an element that cannot take the action (`able`): never a target
-    return out
