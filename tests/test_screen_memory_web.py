@@ -4,9 +4,9 @@ forms whose state is in their fields' values), and one real MiniWoB++ task in Ch
 import json
 import random
 
-import faiss
 import numpy as np
 import pytest
+from test_screen_memory import one_faiss_thread  # noqa: F401  (the autouse fixture: one faiss thread)
 
 from embodia.memory import MemoryMismatch, ScreenMemory, ScreenMemoryConfig
 from embodia.memory.screen_keys import Featurizer
@@ -16,14 +16,6 @@ NS = "miniwob/test"
 SCREEN = (160, 210)
 WORDS = ("lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut "
          "labore et dolore magna aliqua enim ad minim veniam quis nostrud").split()
-
-
-@pytest.fixture(autouse=True)
-def one_faiss_thread():
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    yield
-    faiss.omp_set_num_threads(before)
 
 
 def el(index, role, text="", id="", y=0, **kw):
