@@ -96,8 +96,8 @@ def run_episodes(device, policy, *, episodes: int, seed: int = 0, on_episode=Non
                  until_successes: int | None = None, **run_kw) -> list[EpisodeResult]:
     """Episodes ``seed .. seed + episodes - 1`` in order (seeds paired across policies); stops after an
     interrupted one (Ctrl-C), after one whose device was lost (it will not come back by itself: the
-    episodes done so far are kept and reported), or once ``until_successes`` episodes succeeded (``episodes`` is then
-    the most it tries). ``on_episode(i, result)`` after each; ``run_kw`` go to ``run_episode``
+    episodes done so far are kept and reported), or once ``until_successes`` episodes succeeded
+    (``episodes`` is then the most it tries). ``on_episode(i, result)`` after each; ``run_kw`` go to ``run_episode``
     (recorder, episode_meta, instruction, max_steps, gate, async_exec, smooth)."""
     results = []
     for i in range(episodes):
@@ -105,7 +105,8 @@ def run_episodes(device, policy, *, episodes: int, seed: int = 0, on_episode=Non
         results.append(r)
         if on_episode:
             on_episode(i, r)
-        if r.interrupted or device_lost(r) or (until_successes is not None and sum(bool(x.success) for x in results) >= until_successes):
+        enough = until_successes is not None and sum(bool(x.success) for x in results) >= until_successes
+        if r.interrupted or device_lost(r) or enough:
             break
     return results
 

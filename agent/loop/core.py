@@ -48,6 +48,7 @@ def lost_at_reset(seed: int | None, instruction: str | None, error: Exception) -
     return EpisodeResult(seed=seed, instruction=instruction or "", success=False, steps=0,
                          timing=step_timing(0.0, [], [], [], []), error=f"{type(error).__name__}: {error}")
 
+
 def latency_summary(ms: list[float]) -> dict:
     """n, mean, p50, p95 and max of a list of milliseconds ({"n": 0} when empty)."""
     if not ms:
