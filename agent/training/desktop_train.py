@@ -66,6 +66,19 @@ def head_can_do(action, instruction: str = "") -> bool:
     return False
 
 
+def extended_bundled_head(features: int, seed: int):
+    """(head, backbone): a copy of the bundled GUI head (never one fine-tuned before in the output
+    folder) extended to the larger vocabulary with element feature set ``features`` and typed-copy
+    case, ready to fine-tune; torch on one thread, seeded. Shared by the desktop and MiniWoB variants."""
+    import torch
+
+    from embodia.policies.gui.head import extend_vocabulary, load_gui_head
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    old, backbone, _ = load_gui_head(BUNDLE)
+    return extend_vocabulary(old, features=features, case=True), backbone
+
+
 class EnterAsKey(Policy):
     """An expert whose typed text ending in a newline (``C5\n``) is played as the text, then the
     ``enter`` chord: the head copies spans of the instruction, which hold no newline, and the
@@ -146,20 +159,15 @@ def train_desktop_head(out: Path, *, tasks=HEAD_TASKS, bench_episodes: int = 10,
     """Copy the bundled checkpoint to ``out``, record and encode the demos, fine-tune an extended
     copy of its GUI head (`extend_vocabulary`); returns what was done (counts and seconds), also
     written into ``out``/gui_head.json."""
-    import torch
-
     from embodia.agent.training.gui_data import iter_gui_demos
     from embodia.agent.training.gui_train import GuiTrainConfig, build_samples, fit
-    from embodia.policies.gui.head import SequenceBuilder, extend_vocabulary, load_gui_head, save_gui_head
+    from embodia.policies.gui.head import SequenceBuilder, save_gui_head
     out = Path(out)
     if out.resolve() == BUNDLE.resolve():
         raise ValueError(f"{out} is the bundled checkpoint: train the desktop variant into a folder of its own")
     if not out.exists():
         shutil.copytree(BUNDLE, out)
-    torch.set_num_threads(1)
-    torch.manual_seed(seed)
-    old, backbone, _ = load_gui_head(BUNDLE)       # the bundled head, never one fine-tuned before in ``out``
-    head = extend_vocabulary(old, features=features, case=True)
+    head, backbone = extended_bundled_head(features, seed)
     # no weight depends on how many elements are read: only the tree's first ones are encoded
     head.cfg.max_elements = max_elements
     builder = SequenceBuilder(backbone, head.cfg)

@@ -55,7 +55,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from embodia.agent.training.desktop_train import BUNDLE
+from embodia.agent.training.desktop_train import BUNDLE, extended_bundled_head
 
 TRAIN_SEED = 100_000
 
@@ -155,10 +155,8 @@ def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int 
                        batch_size: int = 64, features: int = 2, log=print, progress: bool = False) -> dict:
     """Record (or keep) the demos, fine-tune an extended copy of the bundled GUI head on them, save
     it into ``out``; returns what was done (counts and seconds), also written into gui_head.json."""
-    import torch
-
     from embodia.agent.training.gui_train import GuiTrainConfig, build_samples, fit
-    from embodia.policies.gui.head import SequenceBuilder, extend_vocabulary, load_gui_head, save_gui_head
+    from embodia.policies.gui.head import SequenceBuilder, save_gui_head
     from embodia.sim.miniwob import EXPERTS
     out = Path(out)
     tasks = sorted(EXPERTS) if tasks is None else list(tasks)
@@ -169,10 +167,7 @@ def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int 
     t0 = time.perf_counter()
     demos = record_demos(tasks, episodes, out / "demos", seed=seed, log=log)
     t1 = time.perf_counter()
-    torch.set_num_threads(1)
-    torch.manual_seed(seed)
-    old, backbone, _ = load_gui_head(BUNDLE)
-    head = extend_vocabulary(old, features=features, case=True)
+    head, backbone = extended_bundled_head(features, seed)
     samples = build_samples(demo_steps(out / "demos", tasks, range(seed, seed + episodes)),
                             SequenceBuilder(backbone, head.cfg), backbone, log=log)
     if not samples:
