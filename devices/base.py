@@ -47,7 +47,9 @@ class Device:
       same states), "screenshot", "ui_tree", "text_input", "sandbox" (a simulator: nothing real is
       sent, paid or deleted, so the safety gate allows risky actions, still recording them),
       "person_input" (it reports a person's own input during a take-over: ``person_start()``,
-      ``person_poll()`` and ``person_stop()`` return GuiActions).
+      ``person_poll()`` and ``person_stop()`` return GuiActions), "frames_on_demand" (``observe(images=False)``
+      gives the state without rendering the cameras: the loop asks so between two decisions when
+      nothing reads those frames, where rendering is most of a simulator's step).
     - ``instruction``: the task the device poses after ``reset`` ("" when it poses none: the caller
       gives one).
     - ``max_steps``: the episode's length limit the task sets (None: the runtime's default).

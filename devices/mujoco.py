@@ -151,7 +151,8 @@ class MujocoDevice(SimDevice):
             cameras=tuple(Camera(c, w, h) for c in cams))
         if overrides:
             self.embodiment = replace(self.embodiment, **overrides)
-        self.capabilities = frozenset({"state", "deterministic"} | ({"render"} if cams else set()))
+        self.capabilities = frozenset({"state", "deterministic"}
+                                      | ({"render", "frames_on_demand"} if cams else set()))
         self._renderer = CameraRenderer(model, w, h, owner=name) if cams else None
 
     # -- Device protocol ---------------------------------------------------------------------------
@@ -175,8 +176,10 @@ class MujocoDevice(SimDevice):
                                      f"after action {a.tolist()}")
         return a
 
-    def observe(self) -> Observation:
-        return Observation(images=self.render(), state=self.state(), timestamp=float(self.data.time))
+    def observe(self, images: bool = True) -> Observation:
+        """What the policy reads; ``images=False`` skips rendering ("frames_on_demand")."""
+        return Observation(images=self.render() if images else {}, state=self.state(),
+                           timestamp=float(self.data.time))
 
     def state(self) -> np.ndarray:
         if self.state_source == "sensors":

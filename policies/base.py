@@ -39,8 +39,11 @@ class Policy:
     Capabilities and facts the runtime asks about: ``ensemble`` (not None: the policy blends its own
     chunks into single actions, which asynchronous execution must not do again), ``accepts_prefix``,
     ``proposes``, ``horizon`` (the length of the chunks it returns; None: the embodiment's chunk),
-    ``embodiment`` (the body it was built for; None: not bound to one) and ``memory`` (the success or
-    screen memory it steers with, which the runtime saves and reports; None: none).
+    ``embodiment`` (the body it was built for; None: not bound to one), ``memory`` (the success or
+    screen memory it steers with, which the runtime saves and reports; None: none) and
+    ``step_images`` (whether ``after_step`` reads ``obs.images``; None: assumed of a policy with an
+    ``after_step`` of its own. Where nothing reads them, a "frames_on_demand" device renders only
+    the frames a decision reads: `reads_step_images`).
 
     >>> import numpy as np
     >>> class Still(Policy):
@@ -56,6 +59,7 @@ class Policy:
     horizon: int | None = None
     embodiment: Embodiment | None = None
     memory = None
+    step_images: bool | None = None
 
     def reset(self, seed: int | None = None) -> None:
         pass
@@ -117,6 +121,7 @@ class _Adapted(Policy):
         self.proposes = callable(getattr(inner, "propose", None))
         self.embodiment = getattr(inner, "embodiment", None)
         self.memory = getattr(inner, "memory", None)
+        self.step_images = getattr(inner, "step_images", None)
 
     def __getattr__(self, name: str):      # what else the object offers (e.g. a chat policy's propose)
         return getattr(self.inner, name)
@@ -131,6 +136,13 @@ def as_policy(obj) -> Policy:
         raise TypeError(f"{type(obj).__name__} is not a policy: it has no act(obs, instruction)")
     return _Adapted(obj)
 
+
+def reads_step_images(policy: Policy) -> bool:
+    """Whether ``policy`` reads the images of the observations it is shown after each step (its own
+    ``step_images``, else whether it has an ``after_step`` of its own, which might)."""
+    if policy.step_images is not None:
+        return bool(policy.step_images)
+    return type(policy).after_step is not Policy.after_step or "after_step" in vars(policy)
 
 
 class RandomPolicy(Policy):

@@ -96,6 +96,7 @@ class WebsocketPolicy(Policy):
     sent with ``end_episode`` when the server keeps a success memory. The API key is read from
     ``api_key_env`` (unset: none is sent) and sent as ``Authorization: Api-Key <key>``.
     """
+    step_images = False     # after_step keeps the state and the action (what end_episode sends)
 
     def __init__(self, url: str, *, embodiment: Embodiment | None = None, api_key_env: str | None = DEFAULT_KEY_ENV,
                  timeout_s: float = 30.0, connect_timeout_s: float = 10.0):

@@ -248,7 +248,7 @@ class MetaWorldDevice(SimDevice):
             action_kind="delta", convention=_CONVENTION)
         self._expert_cls = expert_policy_class(task)
         self.capabilities = frozenset({"state", "success", "deterministic"}
-                                      | ({"render"} if cams else set())
+                                      | ({"render", "frames_on_demand"} if cams else set())
                                       | ({"expert"} if self._expert_cls is not None else set()))
         self.instruction = INSTRUCTIONS.get(task, task.rsplit("-v", 1)[0].replace("-", " "))
         self.max_steps = int(max_steps) if max_steps else (
@@ -396,12 +396,13 @@ class MetaWorldDevice(SimDevice):
             self._success_step = self._steps
         return a
 
-    def observe(self) -> Observation:
+    def observe(self, images: bool = True) -> Observation:
+        """What the policy reads; ``images=False`` skips rendering ("frames_on_demand")."""
         if self._obs is None:
             raise RuntimeError(f"metaworld/{self.task}: call reset() before observe()")
         # The cached observation: env._get_obs() advances Meta-World's frame stack, so never here.
         state = self._obs[:AGENT_POS] if self.obs_protocol == "lerobot" else self._obs
-        return Observation(images=self.render(), state=state.copy(),
+        return Observation(images=self.render() if images else {}, state=state.copy(),
                            timestamp=float(self.data.time) - self._t0)
 
     def full_state(self) -> np.ndarray:

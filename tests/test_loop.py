@@ -210,3 +210,58 @@ def test_a_run_stops_at_a_lost_device_and_reports_the_episodes_before_it():
     assert [e["seed"] for e in rep["per_episode"]] == [10, 11, 12]
     assert rep["successes"] == 2 and rep["errors"] == 1
     assert rep["per_episode"][2]["error"].startswith("DeviceLost")
+
+
+class FramedDevice(CounterDevice):
+    """A CounterDevice with a camera that renders on demand ("frames_on_demand"): counts its renders."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.capabilities = self.capabilities | {"render", "frames_on_demand"}
+        self.renders = 0
+
+    def observe(self, images=True):
+        obs = super().observe()
+        if images:
+            self.renders += 1
+            obs.images = {"cam": np.full((2, 2, 3), len(self.executed), np.uint8)}
+        return obs
+
+
+class FrameReader(ChunkPolicy):
+    """Fails the test if a decision is shown an observation without its frame."""
+
+    def act(self, obs, instruction):
+        assert int(obs.images["cam"][0, 0, 0]) == int(obs.state[0]), "a decision read a missing frame"
+        return super().act(obs, instruction)
+
+
+class StepFrameReader(FrameReader):
+    """Reads the frame of every step it is told about (so every frame must be rendered)."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def after_step(self, obs, executed):
+        self.seen.append(int(obs.images["cam"][0, 0, 0]))
+
+
+def test_between_decisions_a_frames_on_demand_device_renders_only_what_a_decision_reads():
+    dev, pol = FramedDevice(), FrameReader()
+    r = run_episode(dev, pol, seed=1, max_steps=20)
+    # the reset, then the observation each of the two later decisions reads (after steps 8 and 16);
+    # the 18 other steps end in observations nobody reads (the last one ends the episode)
+    assert r.steps == 20 and pol.calls == 3 and dev.renders == 3
+
+
+@pytest.mark.parametrize("reader", ["recorder", "on_step", "after_step"])
+def test_every_frame_is_rendered_when_something_reads_the_steps_between_decisions(reader):
+    dev = FramedDevice()
+    pol = StepFrameReader() if reader == "after_step" else FrameReader()
+    kw = {"recorder": FakeRecorder()} if reader == "recorder" else (
+        {"on_step": lambda t, o, a, n: int(n.images["cam"][0, 0, 0]) != t + 1} if reader == "on_step" else {})
+    r = run_episode(dev, pol, seed=1, max_steps=20, **kw)
+    assert r.steps == 20 and dev.renders == 21
+    if reader == "after_step":
+        assert pol.seen == list(range(20))

@@ -366,3 +366,24 @@ def test_cell_span_makes_each_block_of_seeds_its_own_cell_and_drift_follows_the_
         assert not np.array_equal(obj[0], obj[4]) and np.array_equal(obj[4], obj[6])  # cell 1: seeds 2, 3
     with open_metaworld("pick-place-v3", render="0", repeat="2", cell="1") as d:
         assert np.array_equal(d.reset(0).state[4:7], obj[4])
+
+
+def test_rendering_only_the_frames_decisions_read_changes_nothing_the_policy_does():
+    """Between two decisions nothing reads the camera, so the device skips those frames ("frames_on_demand"):
+    embodia-mt50 under the camera shift (it reads the corner image) does exactly what it does when every
+    frame is rendered (an on_step hook reads them all), with one render per decision instead of per step."""
+    from embodia.agent.loop.episode import run_episode
+    from embodia.agent.loop.factory import make_policy
+    runs = []
+    for every_frame in (False, True):
+        dev = open_device("sim:metaworld/drawer-close-v3?max_steps=40&shift=camera&severity=1")
+        assert "frames_on_demand" in dev.capabilities
+        renders, render = [], dev.render
+        dev.render = lambda: renders.append(1) or render()
+        r = run_episode(dev, make_policy("embodia-mt50", dev, threads=1), seed=3,
+                        on_step=(lambda *a: False) if every_frame else None)
+        runs.append((r.steps, r.success, dev.full_state().round(6).tolist(), len(renders)))
+        dev.close()
+    (steps, ok, state, lean), (steps1, ok1, state1, every) = runs
+    assert (steps, ok, state) == (steps1, ok1, state1)
+    assert every == steps + 1 and lean == -(-steps // 8)     # the reset's, then one per later decision

@@ -20,7 +20,7 @@ import numpy as np
 
 from embodia.agent.loop.safety import RiskRefused
 from embodia.devices import DeviceLost, Observation, as_device
-from embodia.policies.base import as_policy
+from embodia.policies.base import as_policy, reads_step_images
 
 DEFAULT_MAX_STEPS = 1000
 
@@ -124,6 +124,9 @@ class EpisodeRun:
         self.device_ms: list[float] = []
         self.record_ms: list[float] = []
         self.step_ms: list[float] = []
+        # between two decisions a "frames_on_demand" device renders no camera nobody reads
+        self.lean = ("frames_on_demand" in device.capabilities and recorder is None and on_step is None
+                     and labeler is None and not reads_step_images(self.policy))
         self.t_start = self.next_tick = time.perf_counter()
 
     def _recording(self):
@@ -133,15 +136,17 @@ class EpisodeRun:
         return self.ep
 
     def execute(self, action, *, policy_ms: float = 0.0, on_path: bool = True, extra: dict | None = None,
-                busy_since: float | None = None, person: bool = False) -> bool:
+                busy_since: float | None = None, person: bool = False, decides_next: bool = True) -> bool:
         """Act, observe, tell the policy, record, pace; True when the episode should stop (success,
         ``on_step`` said so, or a GUI agent terminated). ``policy_ms`` is the decision's time (recorded
         with the step; counted in the loop's own time only when ``on_path``); ``busy_since`` is when
         this step's work began (the decision, for the first action of a chunk). ``person``: the
-        action comes from a person (or their scripted stand-in), and is recorded as an intervention."""
+        action comes from a person (or their scripted stand-in), and is recorded as an intervention.
+        ``decides_next=False``: no decision reads the observation this step ends in (the chunk goes
+        on), so where nothing else reads frames (`lean`) the device leaves its cameras unrendered."""
         ts = time.perf_counter()
         executed = self.device.act(action)
-        next_obs = self.device.observe()
+        next_obs = self.device.observe(images=False) if self.lean and not decides_next else self.device.observe()
         return self._stepped(executed, next_obs, ts, policy_ms=policy_ms, on_path=on_path, extra=extra,
                              busy_since=busy_since, person=person)
 

@@ -89,12 +89,14 @@ def _steps(run: EpisodeRun, h_exec: int, gate, takeover=None) -> None:
         if not len(rows):           # the policy has nothing more to do (None, or replay ran out)
             return
         said = run.policy.step_record() if run.gui else None
-        for k, action in enumerate(rows[:min(h_exec, run.max_steps - run.steps)]):
+        rows = rows[:min(h_exec, run.max_steps - run.steps)]
+        for k, action in enumerate(rows):
             extra = {"policy_record": said} if said and k == 0 else None
             if gate is not None and isinstance(action, GuiAction):
                 extra = pass_gate(run, gate, action, extra, t_policy)
             if run.execute(action, policy_ms=t_policy if k == 0 else 0.0, extra=extra,
-                           busy_since=t0 if k == 0 else None):
+                           busy_since=t0 if k == 0 else None,
+                           decides_next=k == len(rows) - 1 and run.steps + 1 < run.max_steps):
                 return
 
 

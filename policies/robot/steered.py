@@ -97,6 +97,8 @@ def normalizer_hash(policy: VLAPolicy) -> str:
 
 
 class SteeredPolicy(Policy):
+    step_images = False     # after_step keeps the state and the action; decisions read their own frames
+
     def __init__(self, policy: VLAPolicy, memory: SuccessMemory, *, namespace: str, learn: bool = True):
         self.policy, self.memory, self.namespace = policy, memory, namespace
         self.learn = learn        # store successes and credit failures (off: a frozen memory)
