@@ -235,3 +235,25 @@ def test_workers_steer_with_a_persistent_memory_file(local_ray, tmp_path):
     stored = SuccessMemory.load(mem, encoder_id=KEY_ENCODER, normalizer_hash=meta["normalizer_hash"])
     ids = [int(i) for ns in stored.namespaces() for i in set(stored.entries(ns)["episode_id"].tolist())]
     assert ids and len(ids) == len(set(ids))          # the second run's successes numbered after the first's
+
+
+def test_a_joined_cluster_gets_the_model_placement_this_process_chose(monkeypatch):
+    """--ray-address: the cluster's workers were not started from this shell, so --torch-device /
+    --dtype travel in the job's runtime_env (a local instance's workers inherit the environment)."""
+    import embodia.agent.fleet.runner as runner
+    seen = {}
+    fake = type("FakeRay", (), {"is_initialized": staticmethod(lambda: False),
+                                "init": staticmethod(lambda **kw: seen.update(kw)),
+                                "shutdown": staticmethod(lambda: None)})
+    monkeypatch.setattr(runner, "import_ray", lambda: fake)
+    monkeypatch.setattr(runner, "_check_reachable", lambda address: None)
+    for name in ("EMBODIA_TORCH_DEVICE", "EMBODIA_DTYPE"):
+        monkeypatch.setenv(name, "")          # recorded, so the teardown restores what was there
+        monkeypatch.delenv(name)
+    with runner.ray_session(2, address="10.0.0.5:6379") as (_, where):
+        assert where == "10.0.0.5:6379" and seen["runtime_env"] == {"env_vars": {}}
+    monkeypatch.setenv("EMBODIA_TORCH_DEVICE", "cpu")     # what --torch-device cpu --dtype bfloat16 set
+    monkeypatch.setenv("EMBODIA_DTYPE", "bfloat16")
+    with runner.ray_session(2, address="10.0.0.5:6379"):
+        assert seen["address"] == "10.0.0.5:6379"
+        assert seen["runtime_env"] == {"env_vars": {"EMBODIA_TORCH_DEVICE": "cpu", "EMBODIA_DTYPE": "bfloat16"}}

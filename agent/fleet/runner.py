@@ -135,7 +135,8 @@ def ray_session(num_cpus: int, address: Optional[str] = None):
     if address:
         _check_reachable(address)
         try:
-            ray.init(address=address, **quiet)
+            # a cluster's workers do not inherit this shell: what --torch-device / --dtype chose goes along
+            ray.init(address=address, runtime_env={"env_vars": placement_env()}, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise FleetError(f"cannot connect to the Ray cluster at {address}: {e}") from None
         try:
@@ -161,6 +162,13 @@ def ray_session(num_cpus: int, address: Optional[str] = None):
                 ray.shutdown()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def placement_env() -> dict[str, str]:
+    """The process's model placement ($EMBODIA_TORCH_DEVICE, $EMBODIA_DTYPE, as --torch-device and
+    --dtype set them) for the workers of a Ray cluster joined with --ray-address."""
+    names = ("EMBODIA_TORCH_DEVICE", "EMBODIA_DTYPE")   # policies.placement's (imports torch: not here)
+    return {k: os.environ[k] for k in names if k in os.environ}
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
