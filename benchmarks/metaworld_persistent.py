@@ -130,23 +130,29 @@ def _rate(k: int, n: int) -> dict:
 def run_cells(args, policy: str, tasks: list[str], axes: list[str], severity: dict, arms: list[str],
               progress) -> dict:
     """{(task, axis): {(arm, stream): run_stream(...)}}; axis None is the clean cell (every arm with
-    ``--clean-memory``, the default, so that do-no-harm is measured there too; else memory off)."""
-    from embodia.agent.evaluation.memory_eval import run_streams_parallel
+    ``--clean-memory``, the default, so that do-no-harm is measured there too; else memory off). All
+    cells share one pool of ``--jobs`` workers (`run_cells_parallel`)."""
+    from embodia.agent.evaluation.memory_eval import run_cells_parallel
     from embodia.agent.evaluation.suite import policy_reads
     reads = {k: v for k, v in policy_reads(policy).items() if k != "render"}
-    cache = Path(args.workdir) / "streams"
-    cells = {}
+    keys, cells = [], []
     for task in tasks:
         for axis in [None, *axes]:
             uri = cell_uri(task, repeat=args.repeat, jitter=args.jitter, span=args.episodes, shift=axis,
                            severity=severity.get(axis, 1.0), drift=args.drift, extra=reads,
                            max_steps=args.max_steps)
-            cell_arms = arms if axis is not None or args.clean_memory else ["off"]
-            progress(f"{task} {axis or 'clean'}: {','.join(cell_arms)}")
-            cells[task, axis] = run_streams_parallel(uri, policy, arms=cell_arms, streams=args.streams,
-                                                     episodes=args.episodes, seed=args.seed, jobs=args.jobs,
-                                                     threads=1, cache_dir=cache, on_stream=args.on_stream)
-    return cells
+            keys.append((task, axis))
+            cells.append(dict(device_uri=uri, policy_spec=policy, streams=args.streams, episodes=args.episodes,
+                              seed=args.seed, arms=arms if axis is not None or args.clean_memory else ["off"]))
+    progress(f"{len(cells)} cells, {sum(len(c['arms']) for c in cells) * args.streams} streams, "
+             f"{args.jobs} workers")
+
+    def on_stream(i, arm, s, res, cached):
+        task, axis = keys[i]
+        args.on_stream(f"{task} {axis or 'clean'}", arm, s, res, cached)
+    runs = run_cells_parallel(cells, jobs=args.jobs, threads=1, cache_dir=Path(args.workdir) / "streams",
+                              on_stream=on_stream)
+    return dict(zip(keys, runs))
 
 
 def paired(a: np.ndarray, b: np.ndarray) -> dict:
@@ -314,8 +320,9 @@ def run_eval(args, tasks: list[str], progress) -> dict:
     if args.memory_settings:
         policy = with_memory_settings(policy, json.loads(args.memory_settings), Path(args.workdir) / "policy")
 
-    def on_stream(arm, s, res, cached):
-        progress(f"  {arm} stream {s}: {sum(res['outcomes'])}/{len(res['outcomes'])}{' (kept)' if cached else ''}")
+    def on_stream(cell, arm, s, res, cached):
+        progress(f"{cell}: {arm} stream {s}: {sum(res['outcomes'])}/{len(res['outcomes'])}"
+                 f"{' (kept)' if cached else ''}")
     args.on_stream = on_stream
     cells = run_cells(args, policy, tasks, axes, severity, arms, progress)
     summary = summarize(cells, tasks, axes, arms, args.streams, args.episodes)

@@ -264,6 +264,20 @@ def test_parallel_streams_match_the_serial_run_and_resume_from_cache(tmp_path):
     assert again == runs and seen[4:] == [True] * 4
 
 
+@pytest.mark.slow
+def test_cells_sharing_one_pool_give_each_cell_its_own_outcomes(tmp_path):
+    """Three cells (two shifts, one clean) in one pool of two workers, which then move from cell to
+    cell: every stream comes out as when the cells run one by one in this process."""
+    from embodia.agent.evaluation.memory_eval import run_cells_parallel
+    cells = [dict(device_uri="sim:twogap-push", policy_spec="embodia-tiny", shift=shift, arms=["online"],
+                  streams=1, episodes=2, seed=0) for shift in ("blocked-left", None, "heavy")]
+    seen = []
+    shared = run_cells_parallel(cells, jobs=2, cache_dir=tmp_path, on_stream=lambda i, a, s, r, cached: seen.append(i))
+    one_by_one = run_cells_parallel(cells, jobs=1)
+    assert shared == one_by_one and sorted(seen) == [0, 1, 2]
+    assert shared[0] != shared[1]          # each worker ran the cell it was given (blocked-left is not clean)
+    assert run_cells_parallel(cells, jobs=2, cache_dir=tmp_path) == shared        # all read back
+
 def test_a_drifting_stream_moves_to_the_other_device_at_its_episode(monkeypatch):
     """`run_stream(drift=(k, other))`: episodes 0..k-1 on the device, k.. on the other one, with the
     stream's seeds; the policy (and its memory) is the same object throughout."""

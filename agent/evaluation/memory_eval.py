@@ -389,21 +389,33 @@ def _worker_init(device_uri: str, shift, size, policy_spec: str, threads: int, d
     from embodia.agent.loop.factory import make_device, make_policy
     dev = make_device(device_uri, shift=shift, size=size)
     # close the device (its GL context) when the worker exits, before MuJoCo's atexit hook
-    # terminates the EGL display
-    Finalize(dev, dev.close, exitpriority=10)
+    # terminates the EGL display (or when the worker moves on to another cell)
+    closers = [Finalize(dev, dev.close, exitpriority=10)]
     pol = make_policy(policy_spec, dev, threads=threads)
     make = screen_arm_factory(pol, dev) if dev.embodiment.is_gui else \
         arm_factory(pol, device_namespace(device_uri, dev.embodiment))
-    _WORKER.update(device=dev, make=make, drift=None, blind=blind)
+    _WORKER.update(device=dev, make=make, drift=None, blind=blind, closers=closers)
     if drift is not None:                 # (k, shift): the same device under another shift from episode k
         other = make_device(device_uri, shift=drift[1], size=size)
-        Finalize(other, other.close, exitpriority=10)
+        closers.append(Finalize(other, other.close, exitpriority=10))
         _WORKER["drift"] = (drift[0], other)
 
 
 def _worker_run(arm: str, stream: int, episodes: int, seed: int) -> tuple:
     return arm, stream, run_stream(_WORKER["device"], _WORKER["make"], arm, stream, episodes=episodes, seed=seed,
                                    drift=_WORKER["drift"], blind=_WORKER["blind"])
+
+
+def _worker_run_cell(init: tuple, arm: str, stream: int, episodes: int, seed: int) -> tuple:
+    """One stream of the cell ``init`` in a shared worker: it opens that cell's device and policy
+    unless it holds them already (cells are handed out in order, so it rarely switches)."""
+    if _WORKER.get("init") != init:
+        for close in _WORKER.pop("closers", []):
+            close()
+        _WORKER.clear()
+        _worker_init(*init)
+        _WORKER["init"] = init
+    return _worker_run(arm, stream, episodes, seed)
 
 
 def run_streams_parallel(device_uri: str, policy_spec: str, *, arms: list[str], streams: int, episodes: int,
@@ -415,55 +427,67 @@ def run_streams_parallel(device_uri: str, policy_spec: str, *, arms: list[str], 
     once and a rerun with the same settings skips it, so a crash loses at most the streams in
     flight. `drift=(k, shift)`: from episode k of every stream the device runs under `shift` (see
     `run_stream`). Returns `{(arm, stream): run_stream(...)}` for `build_report`."""
+    cell = dict(device_uri=device_uri, policy_spec=policy_spec, arms=arms, streams=streams, episodes=episodes,
+                seed=seed, shift=shift, size=size, drift=drift, blind=blind)
+    each = None if on_stream is None else (lambda i, *a, **kw: on_stream(*a, **kw))
+    return run_cells_parallel([cell], jobs=jobs, threads=threads, cache_dir=cache_dir, on_stream=each)[0]
+
+
+def run_cells_parallel(cells: list[dict], *, jobs: int = 2, threads: int = 1, cache_dir=None,
+                       on_stream=None) -> list[dict]:
+    """`run_streams_parallel` for several cells (each a dict of its keywords: device_uri, policy_spec,
+    arms, streams, episodes, seed, and optionally shift, size, drift, blind) in ONE pool of `jobs`
+    workers: no worker start-up per cell and no worker idle at a cell's end while another cell waits.
+    Streams are handed out cell by cell, so a worker opens another cell's device and policy only when
+    it moves on. ``on_stream(cell_index, arm, stream, result, cached=)``. One runs dict per cell."""
     import json
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from pathlib import Path
 
-    tag = f"{device_uri}|{shift}|{size}|{policy_spec}|seed{seed}|ep{episodes}".replace("/", "_")
-    if drift is not None:
-        tag += f"|then-{drift[1]}-at{drift[0]}"
-    if blind:
-        tag += "|blind"
     cache = Path(cache_dir) if cache_dir else None
-    runs: dict = {}
-
-    def cache_file(arm, s):
-        return cache / f"{tag}|{arm}|{s}.json".replace("|", "__").replace(":", "-")
-    todo = []
-    for s in range(streams):               # stream-major: early streams of every arm finish first
-        for arm in arms:
-            if cache is not None and cache_file(arm, s).exists():
-                runs[arm, s] = json.loads(cache_file(arm, s).read_text())
-                if on_stream:
-                    on_stream(arm, s, runs[arm, s], cached=True)
-            else:
-                todo.append((arm, s))
+    out: list[dict] = [{} for _ in cells]
+    inits, files, todo = [], [], []
+    for i, c in enumerate(cells):
+        shift, size, drift, blind = c.get("shift"), c.get("size"), c.get("drift"), c.get("blind", False)
+        tag = f"{c['device_uri']}|{shift}|{size}|{c['policy_spec']}|seed{c['seed']}|ep{c['episodes']}".replace("/", "_")
+        tag += (f"|then-{drift[1]}-at{drift[0]}" if drift is not None else "") + ("|blind" if blind else "")
+        inits.append((c["device_uri"], shift, size, c["policy_spec"], threads, drift, blind))
+        files.append(lambda arm, s, tag=tag: cache / f"{tag}|{arm}|{s}.json".replace("|", "__").replace(":", "-"))
+        for s in range(c["streams"]):           # stream-major: early streams of every arm finish first
+            for arm in c["arms"]:
+                if cache is not None and files[i](arm, s).exists():
+                    out[i][arm, s] = json.loads(files[i](arm, s).read_text())
+                    if on_stream:
+                        on_stream(i, arm, s, out[i][arm, s], cached=True)
+                else:
+                    todo.append((i, arm, s))
     if cache is not None:
         cache.mkdir(parents=True, exist_ok=True)
     if not todo:
-        return runs
-    init = (device_uri, shift, size, policy_spec, threads, drift, blind)
+        return out
     if jobs == 1:      # one worker: this process, without a pool's start-up (the same streams)
-        results = _streams_here(init, todo, episodes, seed)
+        results = ((i, *r) for i in range(len(cells))
+                   for r in _streams_here(inits[i], [(a, s) for j, a, s in todo if j == i],
+                                          cells[i]["episodes"], cells[i]["seed"]))
     else:
-        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
-                                   initializer=_worker_init, initargs=init)
-        results = (f.result() for f in as_completed([pool.submit(_worker_run, arm, s, episodes, seed)
-                                                     for arm, s in todo]))
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"))
+        futures = {pool.submit(_worker_run_cell, inits[i], arm, s, cells[i]["episodes"], cells[i]["seed"]): i
+                   for i, arm, s in todo}
+        results = ((futures[f], *f.result()) for f in as_completed(futures))
     try:
-        for arm, s, res in results:
-            runs[arm, s] = res
+        for i, arm, s, res in results:
+            out[i][arm, s] = res
             if cache is not None:
-                tmp = cache_file(arm, s).with_suffix(".tmp")
+                tmp = files[i](arm, s).with_suffix(".tmp")
                 tmp.write_text(json.dumps(res, default=float))
-                tmp.replace(cache_file(arm, s))
+                tmp.replace(files[i](arm, s))
             if on_stream:
-                on_stream(arm, s, res, cached=False)
+                on_stream(i, arm, s, res, cached=False)
     finally:
         if jobs > 1:
             pool.shutdown(cancel_futures=True)
-    return runs
+    return out
 
 
 def _streams_here(init: tuple, todo: list, episodes: int, seed: int):
@@ -476,11 +500,8 @@ def _streams_here(init: tuple, todo: list, episodes: int, seed: int):
         for arm, s in todo:
             yield _worker_run(arm, s, episodes, seed)
     finally:
-        for key in ("device", "drift"):
-            dev = _WORKER.pop(key, None)
-            dev = dev[1] if isinstance(dev, tuple) else dev
-            if dev is not None:
-                dev.close()
+        for close in _WORKER.pop("closers", []):      # the device (and the drift's), closed once
+            close()
         _WORKER.clear()
         torch.set_num_threads(before)
 
