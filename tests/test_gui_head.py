@@ -309,7 +309,7 @@ def test_a_wheel_turn_on_a_web_text_area_is_a_scroll_label_on_it():
     assert label(_form_step(flat, step.action, step.instruction), enc, cfg) is None
 
 
-@pytest.mark.parametrize("features, added", [(2, 5), (3, 7)])
+@pytest.mark.parametrize("features, added", [(2, 5), (3, 9)])
 def test_extending_to_feature_set_2_or_3_keeps_the_old_heads_choices_until_trained(one_thread, features, added):
     from embodia.policies.gui.head import collate, extend_vocabulary
     backbone = Backbone.from_pretrained(TINY / "backbone")

@@ -129,8 +129,26 @@ GRID = ('Click on the grid coordinate (1,2).', [
     {'index': 46, 'role': 'label', 'text': '0', 'bounds': [270, 88, 279, 104]},
 ])
 
+INBOX = ('Find the email by Gates and click the trash icon to delete it.', [
+    {'index': 0, 'role': 'label', 'text': 'Find the email by', 'bounds': [3, 3, 82, 14]},
+    {'index': 1, 'role': 'label', 'text': 'Gates', 'bounds': [81, 3, 110, 14]},
+    {'index': 2, 'role': 'label', 'text': 'and click the trash icon to delete it.', 'bounds': [3, 3, 152, 25]},
+    {'index': 3, 'role': 'heading', 'text': 'Primary', 'bounds': [7, 52, 49, 72]},
+    {'index': 4, 'role': 'image', 'text': '', 'bounds': [137, 55, 149, 67], 'clickable': True},
+    {'index': 5, 'role': 'section', 'text': 'Kerrill Convallis volut.. Sit congue elem..', 'bounds': [2, 73, 157, 112], 'clickable': True},
+    {'index': 6, 'role': 'image', 'text': '', 'bounds': [132, 80, 144, 92], 'clickable': True},
+    {'index': 7, 'role': 'image', 'text': '', 'bounds': [118, 80, 130, 92], 'clickable': True},
+    {'index': 8, 'role': 'section', 'text': 'Laraine Faucibus ut. Faucibus cras e..', 'bounds': [2, 112, 157, 151], 'clickable': True},
+    {'index': 9, 'role': 'image', 'text': '', 'bounds': [132, 119, 144, 131], 'clickable': True},
+    {'index': 10, 'role': 'image', 'text': '', 'bounds': [118, 119, 130, 131], 'clickable': True},
+    {'index': 11, 'role': 'section', 'text': 'Gates Facilisis maece.. Lacus, dignissi..', 'bounds': [2, 151, 157, 190], 'clickable': True},
+    {'index': 12, 'role': 'image', 'text': '', 'bounds': [132, 158, 144, 170], 'clickable': True},
+    {'index': 13, 'role': 'image', 'text': '', 'bounds': [118, 158, 130, 170], 'clickable': True},
+    {'index': 14, 'role': 'label', 'text': 'Last reward:', 'bounds': [170, 10, 248, 26]},
+    {'index': 15, 'role': 'label', 'text': '-', 'bounds': [250, 10, 256, 26]},
+])
 
-PAGES = {"read-table": READ_TABLE, "find-word": FIND_WORD, "read-table-2": READ_TABLE_2, "grid": GRID}
+PAGES = {"read-table": READ_TABLE, "find-word": FIND_WORD, "read-table-2": READ_TABLE_2, "grid": GRID, "inbox": INBOX}
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +213,7 @@ def test_set_3_marks_the_asked_word_of_the_paragraph_not_of_the_instructions_cop
                                                 np.zeros((340, 500, 3), np.uint8))
     # "a." is one word; the side panel reads as one text ("Last reward: - Last ..."), its 3rd word no word
     assert _marked_words(enc) == ["a"]
-    copy = enc.elem_feats[:, -2]
+    copy = enc.elem_feats[:, -4]
     assert copy[:3].tolist() == [1, 1, 1] and copy[3:].sum() == 0
 
 
@@ -242,4 +260,17 @@ def test_the_point_at_the_named_coordinate_is_read_on_the_axes_even_where_a_tick
     assert named("Click on the grid coordinate (1,-1).") == [[104, 154]]
     assert named("Click the button") == []
     enc = _encode(backbone, 3, "grid", "Click on the grid coordinate (2,0).")
-    assert [tree[k]["bounds"][:2] for k in np.flatnonzero(enc.elem_feats[:, -1])] == [[134, 124]]
+    assert [tree[k]["bounds"][:2] for k in np.flatnonzero(enc.elem_feats[:, -3])] == [[134, 124]]
+
+
+def test_the_row_holding_a_name_the_instruction_names_once_is_flagged_with_its_icons(backbone):
+    _, tree = PAGES["inbox"]
+    enc = _encode(backbone, 3, "inbox")
+    named, inside = enc.elem_feats[:, -2], enc.elem_feats[:, -1]
+    assert [tree[k]["text"][:5] for k in np.flatnonzero(named)] == ["Gates"]      # the row, not the copy's "Gates"
+    assert [tree[k]["index"] for k in np.flatnonzero(inside)] == [12, 13]          # its trash and star icons
+    # a word every row holds names none of them
+    rows = [dict(e, text=e["text"] + " email") if e["role"] == "section" else e for e in tree]
+    from embodia.policies.gui.head_context import instruction_copy, named_once
+    instr = "Open the email"
+    assert not any(named_once(rows, instr, instruction_copy(rows, instr)))

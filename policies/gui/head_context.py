@@ -10,6 +10,9 @@ set 2 left for the head to learn from a handful of demos, read here from the tre
 * **A key's value.** The value to type is the text right of the key on its row: the key is the
   element whose text the instruction names ("Enter the value of Year of Birth"), or, for a field
   with a label ("Language:"), the other element that carries the label's text (a table's key cell).
+* **A name found once.** A word of the instruction that only one element's text holds (the sender
+  "Gates" in an inbox row "Gates Facilisis ...") flags that element and the elements it holds (the
+  row's unnamed trash icon): set 2 matched an element only when all its words were instructed.
 * **Coordinates.** Numeric tick labels in a row and in a column are axes; an unnamed clickable point
   whose fitted (x, y) is a pair the instruction names ("(-2,0)") is flagged.
 
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embodia.policies.gui.head_encoding import _is_text, beside, right_of, words
+from embodia.policies.gui.head_encoding import _is_text, beside, container, right_of, words
 
 _SPACE = re.compile(r"\s+")
 _NUMBER = re.compile(r"^[-+]?\d+(?:\.\d+)?$")
@@ -40,6 +43,12 @@ class PageContext:
     marks: set[tuple[int, int]]      # (element, character start) of each word an ordinal asks for
     lookup: list[int]                # per field: the element holding the value to type into it, -1
     at_point: list[bool]             # an unnamed point at a coordinate the instruction names
+    named: list[bool]                # holds a word of the instruction no other element holds
+    in_named: list[bool]             # the element holding it is `named` (a row's icon)
+
+    def flags(self, i: int) -> tuple[bool, ...]:
+        """The element flags set 3 appends for element ``i`` (`N_ELEM_FEATS_V3`)."""
+        return self.copy[i], self.at_point[i], self.named[i], self.in_named[i]
 
 
 def _squash(text: str) -> str:
@@ -171,8 +180,22 @@ def at_coordinate(elems: list[dict], instruction: str) -> list[bool]:
     return out
 
 
+def named_once(elems: list[dict], instruction: str, copy: list[bool]) -> list[bool]:
+    """Per element, whether its text holds a word (two or more letters or digits) of the
+    instruction that no other element's text outside the instruction's copy holds."""
+    said = {w.lower() for w, _, _ in words(instruction) if w[0].isalnum() and len(w) > 1}
+    holds = [set() if copy[i] else {w.lower() for w, _, _ in words(str(e.get("text") or ""))} & said
+             for i, e in enumerate(elems)]
+    count: dict[str, int] = {}
+    for h in holds:
+        for w in h:
+            count[w] = count.get(w, 0) + 1
+    return [any(count[w] == 1 for w in h) for h in holds]
+
+
 def page_context(elems: list[dict], instruction: str, asked: set[int]) -> PageContext:
     """Everything set 3 reads of a page (``asked``: the ordinals the instruction names)."""
     copy = instruction_copy(elems, instruction)
+    named = named_once(elems, instruction, copy)
     return PageContext(copy, ordinal_marks(elems, copy, asked), key_values(elems, instruction, copy),
-                       at_coordinate(elems, instruction))
+                       at_coordinate(elems, instruction), named, [c >= 0 and named[c] for c in container(elems)])

@@ -34,7 +34,9 @@ SEG_PAD, SEG_INSTR, SEG_HIST, SEG_TREE = 0, 1, 2, 3
 F_INSTR, F_HIST, F_ROLE, F_TEXT, F_DESC, F_STATE, F_QUOTED, F_VALUE = range(8)
 N_ELEM_FEATS = 11                    # the element flags of feature set 1 (the bundled head's)
 N_ELEM_FEATS_V2 = N_ELEM_FEATS + 4   # feature set 2 adds: enabled, editable, holds a value, the n-th asked for
-N_ELEM_FEATS_V3 = N_ELEM_FEATS_V2 + 2   # set 3 adds: the page's copy of the instruction, at the named coordinate
+# set 3 adds: in the page's copy of the instruction, at the named coordinate, holds (its container
+# holds) a word of the instruction no other element holds
+N_ELEM_FEATS_V3 = N_ELEM_FEATS_V2 + 4
 ORDINAL_WORDS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 _ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\b|\b(" + "|".join(ORDINAL_WORDS) + r")\b", re.IGNORECASE)
 CASES = ("as written", "upper", "lower")   # what a head with ``case`` may do to the words it copies
@@ -76,7 +78,8 @@ class GuiHeadConfig:
     # ones and its last `LONG_TAIL`), and whether the text beside it (its label, a row's key
     # cell) matches the instruction. 3 adds what the page's layout says (`head_context`): its copy
     # of the instruction, ordinals counted in reading order over a block of text, the value beside
-    # the key a field's label or the instruction names, the point at a coordinate it names
+    # the key a field's label or the instruction names, the point at a coordinate it names, the
+    # element (and what it holds) whose text alone holds a word of the instruction
     features: int = 1
     # typed text may also be the copied words in upper or lower case ("type it in capitals"): a
     # three-way choice (`CASES`) beside the span; off for old heads
@@ -399,7 +402,7 @@ class SequenceBuilder:
             role = str(e.get("role") or "View")
             nth[role] = nth.get(role, 0) + 1
             feats[i] = flags + ((e.get("enabled", True) is not False, bool(e.get("editable")), bool(value),
-                                 nth[role] in asked) if v2 else ()) + ((ctx.copy[i], ctx.at_point[i]) if v3 else ())
+                                 nth[role] in asked) if v2 else ()) + (ctx.flags(i) if v3 else ())
             roles[i] = ROLES.index(role) + 1 if role in ROLES else 0
             unit(role, SEG_TREE, F_ROLE, i, 0, 0)
             text = "" if e.get("password") else str(e.get("text") or "")
