@@ -309,13 +309,14 @@ def test_a_wheel_turn_on_a_web_text_area_is_a_scroll_label_on_it():
     assert label(_form_step(flat, step.action, step.instruction), enc, cfg) is None
 
 
-def test_extending_to_feature_set_2_keeps_the_old_heads_choices_until_trained(one_thread):
+@pytest.mark.parametrize("features, added", [(2, 5), (3, 9)])
+def test_extending_to_feature_set_2_or_3_keeps_the_old_heads_choices_until_trained(one_thread, features, added):
     from embodia.policies.gui.head import collate, extend_vocabulary
     backbone = Backbone.from_pretrained(TINY / "backbone")
     old, _, _ = load_gui_head(TINY, backbone)
     assert old.cfg.features == 1                                     # the bundled config has no such field
-    new = extend_vocabulary(old, actions=old.cfg.actions, chords=(), copy_tree=False, features=2)
-    assert new.cfg.features == 2 and new.elem.weight.shape[1] == old.elem.weight.shape[1] + 5
+    new = extend_vocabulary(old, actions=old.cfg.actions, chords=(), copy_tree=False, features=features)
+    assert new.cfg.features == features and new.elem.weight.shape[1] == old.elem.weight.shape[1] + added
     steps = [s for s in record_gui_demos(6, seed=5, noise=0.0)][:8]
     picks = {}
     for name, head in (("old", old), ("new", new)):
@@ -328,7 +329,7 @@ def test_extending_to_feature_set_2_keeps_the_old_heads_choices_until_trained(on
     # added inputs start at zero weight, so every choice is the old head's
     assert picks["new"] == picks["old"]
     with pytest.raises(GuiHeadError, match="feature set"):
-        GuiHeadConfig(features=3)
+        GuiHeadConfig(features=4)
 
 
 def test_a_head_with_case_learns_the_typed_words_in_capitals_from_the_instruction():

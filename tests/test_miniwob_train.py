@@ -40,7 +40,7 @@ def test_demos_are_kept_on_a_rerun_and_train_a_head_with_chords(tmp_path):
     assert steps[2].history == ["click text", "press ctrl+a"]          # its own past actions, as the policy keeps them
     head, _, meta = load_gui_head(tmp_path / "m")
     assert head.cfg.actions == ACTIONS_V2 and head.cfg.chords == CHORDS and meta["trained_steps"] == 5
-    assert head.cfg.features == 2                       # reads values, labels, long texts (GuiHeadConfig.features)
+    assert head.cfg.features == 3                       # reads values, labels, the page's layout (GuiHeadConfig.features)
     assert json.loads((tmp_path / "m" / "gui_head.json").read_text())["miniwob"]["train_seeds"] == [TRAIN_SEED,
                                                                                                    TRAIN_SEED + 1]
     lines.clear()

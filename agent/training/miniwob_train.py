@@ -14,12 +14,16 @@ checkpoint into ``--out``, extends a copy of its GUI head to the larger action v
 copied from an element's words) and fine-tunes it on the demos of the successful episodes
 (`embodia.agent.training.gui_train.fit`). The bundled checkpoint is never written.
 
-The head reads pages with element feature set 2 (``--features``, `GuiHeadConfig.features`): an
+The head reads pages with element feature set 3 (``--features``, `GuiHeadConfig.features`). Set 2: an
 element's value (a field's content, a text area's text, copyable like its text), the label beside
 or above an unnamed field, up to 24 words of a long text (its first 20 and its last 4), enabled /
 editable / holds-a-value flags, whether the text beside an element matches the instruction, the
 elements beside and around each one, and the n-th element or word an ordinal in the instruction
-names ("the 2nd text area", "the 3rd word").
+names ("the 2nd text area", "the 3rd word"). Set 3 (`embodia.policies.gui.head_context`) adds what the
+layout says: the page's copy of the instruction (its words are not what an ordinal counts), the
+n-th word counted over a block of text in reading order, the cell beside the key that a field's
+label or the instruction names (where a typed value is read), and the unnamed point at an (x, y)
+the instruction names, read on the page's numeric axes.
 The head may type copied words in upper or lower case (`GuiHeadConfig.case`: enter-text-2 asks
 for the instruction's word in capitals or small letters). The browser tree flags a text area whose
 content overflows as scrollable, so sign-agreement's and scroll-text-2's wheel turns are demos the
@@ -152,7 +156,7 @@ def prepare_checkpoint(out: Path) -> None:
 
 
 def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int = 2000, seed: int = TRAIN_SEED,
-                       batch_size: int = 64, features: int = 2, log=print, progress: bool = False) -> dict:
+                       batch_size: int = 64, features: int = 3, log=print, progress: bool = False) -> dict:
     """Record (or keep) the demos, fine-tune an extended copy of the bundled GUI head on them, save
     it into ``out``; returns what was done (counts and seconds), also written into gui_head.json."""
     from embodia.agent.training.gui_train import GuiTrainConfig, build_samples, fit
@@ -196,7 +200,7 @@ def main(argv=None):
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--seed", type=int, default=TRAIN_SEED, help="first train seed (evaluation uses 1000..)")
     ap.add_argument("--tasks", default="", help="comma-separated tasks (default: every task with an expert)")
-    ap.add_argument("--features", type=int, default=2, choices=(1, 2),
+    ap.add_argument("--features", type=int, default=3, choices=(1, 2, 3),
                     help="the element feature set (GuiHeadConfig.features; 1: the bundled head's)")
     args = ap.parse_args(argv)
     try:

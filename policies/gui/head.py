@@ -151,6 +151,9 @@ class GuiHead(nn.Module):
             self.ordinal = nn.Embedding(2, d)                   # a word at the position asked for ("3rd word")
             for p in (self.near.weight, self.near.bias, self.ordinal.weight):
                 nn.init.zeros_(p)
+        if cfg.features >= 3:     # a word of the element holding the value the chosen field takes
+            self.lookup = nn.Embedding(2, d)
+            nn.init.zeros_(self.lookup.weight)
 
     # -- trunk --------------------------------------------------------------------------------------
     def encode(self, batch: dict, mask_words: float = 0.0, generator: torch.Generator | None = None) -> dict:
@@ -215,7 +218,7 @@ class GuiHead(nn.Module):
             elems = elems + self.near(both)
         return {"g": g, "img": xi, "img_mask": im, "grid": batch["grid"], "units": hu, "seg": seg, "fld": fld,
                 "uelem": elem, "elems": elems, "elem_mask": batch["elem_mask"],
-                "elem_feats": batch["elem_feats"]}
+                "elem_feats": batch["elem_feats"], "elem_lookup": batch.get("elem_lookup")}
 
     # -- heads --------------------------------------------------------------------------------------
     def type_logits(self, z: dict) -> torch.Tensor:
@@ -262,7 +265,14 @@ class GuiHead(nn.Module):
         chosen = z["elems"][torch.arange(len(elems), device=elems.device), elems.clamp(min=0)]
         chosen = chosen * (elems >= 0)[:, None]
         ok = self.copyable(z)
-        u = z["units"] * ok[..., None]
+        u = z["units"]
+        if self.cfg.features >= 3 and z["elem_lookup"] is not None:
+            # set 3: the words of the element the chosen field's value is read from (the cell beside
+            # the key its label or the instruction names), so the span is read there, not learnt
+            b = torch.arange(len(elems), device=elems.device)
+            src = torch.where(elems >= 0, z["elem_lookup"][b, elems.clamp(min=0)], -1)
+            u = u + self.lookup(((z["uelem"] == src[:, None]) & (src[:, None] >= 0)).long())
+        u = u * ok[..., None]
         q = (z["g"] + self.span_q(chosen))[:, None].expand_as(u)
         before, after = F.pad(u, (0, 0, 1, 0))[:, :-1], F.pad(u, (0, 0, 0, 1))[:, 1:]
         return (self.start(torch.cat([u, before, q, u * q], -1)).squeeze(-1).masked_fill(~ok, float("-inf")),

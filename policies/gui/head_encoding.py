@@ -34,6 +34,9 @@ SEG_PAD, SEG_INSTR, SEG_HIST, SEG_TREE = 0, 1, 2, 3
 F_INSTR, F_HIST, F_ROLE, F_TEXT, F_DESC, F_STATE, F_QUOTED, F_VALUE = range(8)
 N_ELEM_FEATS = 11                    # the element flags of feature set 1 (the bundled head's)
 N_ELEM_FEATS_V2 = N_ELEM_FEATS + 4   # feature set 2 adds: enabled, editable, holds a value, the n-th asked for
+# set 3 adds: in the page's copy of the instruction, at the named coordinate, holds (its container
+# holds) a word of the instruction no other element holds
+N_ELEM_FEATS_V3 = N_ELEM_FEATS_V2 + 4
 ORDINAL_WORDS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 _ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\b|\b(" + "|".join(ORDINAL_WORDS) + r")\b", re.IGNORECASE)
 CASES = ("as written", "upper", "lower")   # what a head with ``case`` may do to the words it copies
@@ -73,7 +76,10 @@ class GuiHeadConfig:
     # value (a field's content, a text area's text; copyable like its text), the text of the label
     # beside or above an unnamed field, up to `max_text_words` words of a long text (its first
     # ones and its last `LONG_TAIL`), and whether the text beside it (its label, a row's key
-    # cell) matches the instruction
+    # cell) matches the instruction. 3 adds what the page's layout says (`head_context`): its copy
+    # of the instruction, ordinals counted in reading order over a block of text, the value beside
+    # the key a field's label or the instruction names, the point at a coordinate it names, the
+    # element (and what it holds) whose text alone holds a word of the instruction
     features: int = 1
     # typed text may also be the copied words in upper or lower case ("type it in capitals"): a
     # three-way choice (`CASES`) beside the span; off for old heads
@@ -88,13 +94,13 @@ class GuiHeadConfig:
                                f"{list(ACTIONS_V2)}; got {list(self.actions)}")
         if ("key" in self.actions) != bool(self.chords):
             raise GuiHeadError("a GUI head with the 'key' action needs a chord vocabulary, and only it")
-        if self.features not in (1, 2):
-            raise GuiHeadError(f"GUI head feature set {self.features!r} is unknown (1 or 2)")
+        if self.features not in (1, 2, 3):
+            raise GuiHeadError(f"GUI head feature set {self.features!r} is unknown (1, 2 or 3)")
 
     @property
     def elem_feats(self) -> int:
         """Width of the element flag vector of this feature set."""
-        return N_ELEM_FEATS_V2 if self.features >= 2 else N_ELEM_FEATS
+        return (N_ELEM_FEATS, N_ELEM_FEATS_V2, N_ELEM_FEATS_V3)[self.features - 1]
 
     @property
     def fields(self) -> int:
@@ -201,6 +207,8 @@ class Encoded:
     # [E, NEAR] feature set 2: position of the text naming each element (`beside`), of the nearest
     # text to its right on its row (`right_of`) and of the element holding it (`container`); -1: none
     elem_near: np.ndarray | None = None
+    # [E] feature set 3: per field, the position of the element holding the value to type into it, -1
+    elem_lookup: np.ndarray | None = None
 
 
 def ordinals(instruction: str) -> set[int]:
@@ -352,21 +360,27 @@ class SequenceBuilder:
             sep(self.newline)
         elems = list(tree or [])[:cfg.max_elements]
         asked = ordinals(instruction) if cfg.features >= 2 else set()
-        feats, roles, tree_spans, texts, near, marked = self._elements(elems, set(hist), (W, H), unit, sep, asked)
+        feats, roles, tree_spans, texts, near, marked, lookup = self._elements(elems, set(hist), (W, H), unit, sep,
+                                                                               asked, instruction)
         unit_ord = np.zeros(len(meta), np.int64)
         unit_ord[list(marked)] = 1
         return Encoded(ids, np.asarray(tok_unit, np.int64), np.asarray(tok_pos, np.int64),
                        np.asarray(meta, np.int64).reshape(-1, 5), feats, roles,
                        [int(e.get("index", i)) for i, e in enumerate(elems)], spans, img, (rows, cols),
-                       tree_spans, texts, elem_near=near, unit_ord=unit_ord)
+                       tree_spans, texts, elem_near=near, unit_ord=unit_ord, elem_lookup=lookup)
 
-    def _elements(self, elems: list[dict], clicked: set, size: tuple[int, int], unit, sep, asked: set):
+    def _elements(self, elems: list[dict], clicked: set, size: tuple[int, int], unit, sep, asked: set,
+                  instruction: str):
         """The tree's units (through ``unit`` / ``sep``) and per element its flags, role id, copyable
-        spans, texts, the elements beside it, and the units at an ordinal the instruction names
-        (``asked``), as the config's feature set reads them. ``clicked``: the history's items
-        ("click <label>", as `describe` writes them)."""
+        spans, texts, the elements beside it, the units at an ordinal the instruction names
+        (``asked``) and (set 3) the element holding the value each field takes, as the config's
+        feature set reads them. ``clicked``: the history's items ("click <label>", as `describe`
+        writes them)."""
+        from embodia.policies.gui.head_context import page_context  # it reads this module's helpers
+
         cfg, (W, H) = self.cfg, size
-        v2 = cfg.features >= 2
+        v2, v3 = cfg.features >= 2, cfg.features >= 3
+        ctx = page_context(elems, instruction, asked) if v3 else None
         feats = np.zeros((len(elems), cfg.elem_feats), np.float32)
         roles = np.zeros(len(elems), np.int64)
         tree_spans: dict[int, tuple[int, int, int]] = {}
@@ -388,7 +402,7 @@ class SequenceBuilder:
             role = str(e.get("role") or "View")
             nth[role] = nth.get(role, 0) + 1
             feats[i] = flags + ((e.get("enabled", True) is not False, bool(e.get("editable")), bool(value),
-                                 nth[role] in asked) if v2 else ())
+                                 nth[role] in asked) if v2 else ()) + (ctx.flags(i) if v3 else ())
             roles[i] = ROLES.index(role) + 1 if role in ROLES else 0
             unit(role, SEG_TREE, F_ROLE, i, 0, 0)
             text = "" if e.get("password") else str(e.get("text") or "")
@@ -398,7 +412,7 @@ class SequenceBuilder:
                 u = unit(w, SEG_TREE, F_TEXT, i, k, 0)
                 if u is not None:
                     tree_spans[u] = (i, a, b)
-                    if _word_number(text, a) in asked:
+                    if ((i, a) in ctx.marks) if v3 else (_word_number(text, a) in asked):
                         marked.add(u)
             desc = str(e.get("desc") or "")
             if v2 and not text and not desc and e.get("editable") and left[i] >= 0:
@@ -417,7 +431,8 @@ class SequenceBuilder:
             if e.get("focused"):
                 unit("focused", SEG_TREE, F_STATE, i, 1, 0)
             sep(self.newline)
-        return feats, roles, tree_spans, texts + values if v2 else texts, near, marked
+        lookup = np.asarray(ctx.lookup, np.int64) if v3 else None
+        return feats, roles, tree_spans, texts + values if v2 else texts, near, marked, lookup
 
 
 UNIT_FEATS = 3        # per unit: mean backbone state, last token's state, mean token embedding
@@ -480,6 +495,7 @@ def backbone_features(backbone: Backbone, encoded: list[Encoded]) -> list[dict]:
             "elem_near": torch.from_numpy(e.elem_near if e.elem_near is not None
                                           else np.full((len(e.elem_role), NEAR), -1, np.int64)),
             "grid": torch.tensor(e.grid),
+            **({"elem_lookup": torch.from_numpy(e.elem_lookup)} if e.elem_lookup is not None else {}),
         })
     return out
 
@@ -499,6 +515,7 @@ def collate(samples: list[dict]) -> dict:
     feats = torch.zeros(B, E, samples[0]["elem_feats"].shape[1])
     role = torch.zeros(B, E, dtype=torch.long)
     near = torch.full((B, E, NEAR), -1, dtype=torch.long)
+    lookup = torch.full((B, E), -1, dtype=torch.long)
     emask = torch.zeros(B, E, dtype=torch.bool)
     img = torch.zeros(B, I, d)
     img_rc = torch.zeros(B, I, 2, dtype=torch.long)
@@ -511,13 +528,15 @@ def collate(samples: list[dict]) -> dict:
         feats[b, :e], role[b, :e], emask[b, :e] = s["elem_feats"], s["elem_role"], True
         if "elem_near" in s:
             near[b, :e] = s["elem_near"]
+        if "elem_lookup" in s:
+            lookup[b, :e] = s["elem_lookup"]
         img[b, :n], img_mask[b, :n] = s["img"].float(), True
         rows, cols = (int(v) for v in s["grid"])
         k = torch.arange(n)
         img_rc[b, :n, 0], img_rc[b, :n, 1] = k // cols, k % cols
     out = {"unit_meta": meta, "unit_ord": uord, "units": units, "sims": sims, "elem_feats": feats, "elem_role": role,
-           "elem_near": near, "elem_mask": emask, "img": img, "img_rc": img_rc, "img_mask": img_mask,
-           "grid": torch.stack([s["grid"] for s in samples])}
+           "elem_near": near, "elem_lookup": lookup, "elem_mask": emask, "img": img, "img_rc": img_rc,
+           "img_mask": img_mask, "grid": torch.stack([s["grid"] for s in samples])}
     if "label_type" in samples[0]:
         for k in ("label_type", "label_elem", "label_start", "label_end", "label_cell", "label_chord", "label_case"):
             out[k] = torch.tensor([int(s.get(k, -1)) for s in samples])

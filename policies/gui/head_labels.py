@@ -57,16 +57,31 @@ def span_label(text: str, instruction: str, enc: Encoded, copy_tree: bool) -> tu
         return starts[at], ends[at + len(text)]
     if not copy_tree or not text:
         return None
-    for i, whole in enumerate(enc.elem_texts):
-        at = whole.find(text)
-        if at < 0 or whole == instruction:
-            continue
-        units = {(a, b): u for u, (j, a, b) in enc.tree_spans.items() if j == i}
+    found = [span for i in range(len(enc.elem_texts)) for span in _tree_spans_of(text, i, enc, instruction)]
+    if enc.elem_lookup is not None:     # set 3: where the page says the text is read, if it is there
+        told = ({int(u) for u in (enc.unit_ord if enc.unit_ord is not None else []).nonzero()[0]},
+                {int(v) for v in enc.elem_lookup if v >= 0})
+        found.sort(key=lambda se: not (se[0] in told[0] or enc.tree_spans[se[0]][0] in told[1]))
+    return found[0] if found else None
+
+
+def _tree_spans_of(text: str, i: int, enc: Encoded, instruction: str) -> list[tuple[int, int]]:
+    """(start, end) units of each occurrence of ``text`` as whole words of copyable text ``i``
+    (set 1 and 2 heads take the first found, in the order of the texts)."""
+    whole = enc.elem_texts[i]
+    if whole == instruction:
+        return []
+    units = {(a, b): u for u, (j, a, b) in enc.tree_spans.items() if j == i}
+    out, at = [], whole.find(text)
+    while at >= 0:
         s = next((u for (a, _), u in units.items() if a == at), None)
         e = next((u for (_, b), u in units.items() if b == at + len(text)), None)
         if s is not None and e is not None:
-            return s, e
-    return None
+            out.append((s, e))
+        if enc.elem_lookup is None:     # sets 1 and 2 looked at the first occurrence only
+            break
+        at = whole.find(text, at + 1)
+    return out
 
 
 def cased_span_label(text: str, instruction: str, enc: Encoded, cfg: GuiHeadConfig) -> tuple:
