@@ -130,3 +130,44 @@ def test_extending_with_spell_keeps_the_old_heads_choices_until_trained_and_trav
     save_gui_head(new, tmp_path / "ck")
     back, _, meta = load_gui_head(tmp_path / "ck", backbone)
     assert meta["config"]["spell"] is True and back.cfg.spell and torch.equal(back.spell.weight, new.spell.weight)
+
+
+def _calc_steps(seed: int, n: int, low: int, high: int) -> list:
+    """Expert steps on the made-up calculator: each key of "<a> <op> <b>", then "=", history growing."""
+    import random
+
+    from embodia.agent.training.gui_data import GuiStep
+    from embodia.devices import GuiAction
+    from embodia.devices.embodiment import Screen
+    rng, tree = random.Random(seed), calculator_tree()
+    index = {e["text"]: e["index"] for e in tree}
+    out = []
+    for _ in range(n):
+        a, b, (said, key) = rng.randint(low, high), rng.randint(2, 99), rng.choice([("+", "+"), ("×", "*"), ("÷", "/")])
+        instruction, history = f"Compute {a} {said} {b} with the calculator.", []
+        for k in [*str(a), key, *str(b), "="]:
+            out.append(GuiStep(instruction, list(history), tree, np.zeros((200, 220, 3), np.uint8), Screen(220, 200),
+                               GuiAction("click", element=index[k])))
+            history.append(f"click {k}")
+    return out
+
+
+@pytest.mark.slow
+def test_a_tiny_head_learns_to_spell_held_out_numbers_with_the_columns_and_not_without(one_thread):
+    from embodia.agent.training.gui_train import GuiTrainConfig, build_samples, fit
+    from embodia.policies.gui.head import GuiHead
+    backbone = Backbone.from_pretrained(TINY / "backbone")
+    right = {}
+    for spell in (True, False):
+        torch.manual_seed(0)
+        cfg = GuiHeadConfig(dim=32, layers=1, heads=2, spell=spell)
+        builder = SequenceBuilder(backbone, cfg)
+        samples = build_samples(_calc_steps(1, 16, 2, 299), builder, backbone, log=lambda *_: None)
+        head = fit(GuiHead(cfg, backbone.hidden_size), samples,
+                   GuiTrainConfig(out="", steps=150, batch_size=32, lr=3e-3, warmup=15, threads=1),
+                   log=lambda *_: None, progress=False)
+        held_out = _calc_steps(2, 6, 300, 999)          # other numbers: 3-digit first operands
+        test = build_samples(held_out, builder, backbone, log=lambda *_: None)
+        got = [d["element"] for d in head.decide(collate(test))]
+        right[spell] = np.mean([g == s["label_elem"] for g, s in zip(got, test)])
+    assert right[True] >= 0.95 and right[False] < 0.6, right
