@@ -69,6 +69,27 @@ def test_history_other_than_one_character_clicks_is_read_past():
     assert _named(tree, spell_columns(instruction, history, tree)) == ["2"]
 
 
+def _showing(tree: list[dict], text: str) -> list[dict]:
+    return [{**tree[0], "text": text}] + tree[1:]
+
+
+def test_a_press_the_application_missed_is_read_off_the_display_and_asked_for_again():
+    # galculator's misses seen in recorded demos: a digit clicked, the display unchanged, the expert
+    # clicking it again; the history then holds one click more than the display took
+    tree, instruction = calculator_tree(), "Compute 142 × 69 with the calculator."
+    assert _named(tree, spell_columns(instruction, ["click 1", "click 4", "click 2"], _showing(tree, "14"))) == ["2"]
+    assert _named(tree, spell_columns(instruction, ["click 1", "click 4", "click 2"], _showing(tree, "142"))) == ["*"]
+    retried = ["click 1", "click 4", "click 2", "click 2"]
+    assert _named(tree, spell_columns(instruction, retried, _showing(tree, "142"))) == ["*"]
+    second = retried + ["click *", "click 6", "click 9"]
+    assert _named(tree, spell_columns(instruction, second, _showing(tree, "6"))) == ["9"]
+    assert spell_columns(instruction, second + ["click 9"], _showing(tree, "69"))[:, 1].all()
+    # right after the operator the display still shows the first operand: the history is trusted
+    assert _named(tree, spell_columns(instruction, retried + ["click *"], _showing(tree, "142"))) == ["6"]
+    # a screen showing nothing of the number (no display) leaves the history as it is
+    assert _named(tree, spell_columns(instruction, ["click 1", "click 4"], _showing(tree, ""))) == ["2"]
+
+
 def test_a_wrong_key_or_no_expression_marks_nothing():
     tree = calculator_tree()
     wrong = spell_columns("Compute 12 + 3 with the calculator.", ["click 1", "click 3"], tree)
