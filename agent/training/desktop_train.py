@@ -30,8 +30,9 @@ typing the span (`EnterAsKey`), which the applications take the same way. Left o
   on neither.
 
 Defaults (10 demos per task, 300 gui-sim episodes, 1,000 steps at batch 64) took 21 minutes on a
-shared 2-core machine (load average about 5: demos and their features 4.5, training 16.5); the
-command prints its wall time.
+shared 2-core machine (load average about 5: demos and their features 4.5, training 16.5), and with
+``--spell`` 29.5 minutes at load average 4 to 6 (demos 6.5, training 22.5); the command prints its
+wall time.
 """
 from __future__ import annotations
 
