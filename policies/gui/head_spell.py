@@ -15,7 +15,7 @@ exactly as before) reads two more columns per element, after its feature set's f
 What the episode has entered is read from the head's own history ("click 6", as `describe` writes
 it): the names of the one-character elements clicked, in order. History is robust where the screen
 is not: after an operator a calculator's display still shows the first operand. The screen corrects
-it in one case, a press the application missed (galculator misses about one click in 80): when the
+it in one case, a press the application missed (galculator missed 4 of 570 demo clicks): when the
 number being entered per the history ("66" of "661") is shown by no text on screen but another start
 of it is ("6"), the display says what was taken and the next key is the one after that (`taken`).
 Clicks that leave the expression (a wrong key) mark nothing: the head falls back on what else it
