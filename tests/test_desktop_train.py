@@ -1,6 +1,7 @@
 """The desktop variant of embodia-tiny's GUI head: bench demos recorded as GUI step logs, the head
 fine-tuned into a folder of its own, the bundled checkpoint untouched."""
 import hashlib
+import inspect
 import json
 import shutil
 from pathlib import Path
@@ -59,6 +60,13 @@ def test_never_trains_into_the_bundled_checkpoint():
         train_desktop_head(BUNDLE, bench_episodes=0, sim_episodes=0, steps=0)
 
 
+def test_newly_trained_heads_read_the_spelling_columns_unless_told_not_to():
+    from embodia.agent.training.desktop_train import extended_bundled_head
+    assert extended_bundled_head(2, 0, spell=True)[0].cfg.spell
+    assert not extended_bundled_head(2, 0)[0].cfg.spell          # the MiniWoB variant's call: as before
+    assert inspect.signature(train_desktop_head).parameters["spell"].default is True
+
+
 def _digest(folder: Path) -> str:
     return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())).hexdigest()
 
@@ -76,7 +84,7 @@ def test_bench_demos_train_a_desktop_head(tmp_path):
     meta = json.loads((tmp_path / "d" / "gui_head.json").read_text())
     assert meta["trained_steps"] == 10 and meta["desktop"]["bench_tasks"] == ["mousepad/append-save"]
     cfg = meta["config"]
-    assert "key" in cfg["actions"] and "ctrl+s" in cfg["chords"] and cfg["features"] == 2
+    assert "key" in cfg["actions"] and "ctrl+s" in cfg["chords"] and cfg["features"] == 2 and cfg["spell"] is True
     eps = read_gui_episodes(tmp_path / "d" / "demos" / "mousepad-append-save")
     assert len(eps) == 1 and eps[0]["success"] is True
     assert [a.type for a in eps[0]["actions"] if a.type != "wait"] == ["click", "key", "type", "key", "key"]

@@ -12,7 +12,9 @@ own Xvfb and accessibility bus, writes them as GUI step logs under ``--out``/dem
 ``--sim-episodes`` gui-sim teacher episodes, extends a copy of the bundled GUI head to the larger
 action vocabulary (`embodia.policies.gui.head.extend_vocabulary`: key chords, typing into the
 focused field, text copied from an element) with element feature set ``--features`` (2 by default,
-as `embodia.agent.training.miniwob_train`), and fine-tunes it on both
+as `embodia.agent.training.miniwob_train`) and the spelling columns (``--spell``, on by default:
+which keypad button enters the next character of "Compute 661 + 74", `embodia.policies.gui.head_spell`),
+and fine-tunes it on both
 (`embodia.agent.training.gui_train.fit`; the bench steps drawn ``--bench-repeat`` times as often).
 The bundled checkpoint itself is never written.
 
@@ -28,8 +30,9 @@ typing the span (`EnterAsKey`), which the applications take the same way. Left o
   on neither.
 
 Defaults (10 demos per task, 300 gui-sim episodes, 1,000 steps at batch 64) took 21 minutes on a
-shared 2-core machine (load average about 5: demos and their features 4.5, training 16.5); the
-command prints its wall time.
+shared 2-core machine (load average about 5: demos and their features 4.5, training 16.5), and with
+``--spell`` 29.5 minutes at load average 4 to 6 (demos 6.5, training 22.5); the command prints its
+wall time.
 """
 from __future__ import annotations
 
@@ -66,17 +69,18 @@ def head_can_do(action, instruction: str = "") -> bool:
     return False
 
 
-def extended_bundled_head(features: int, seed: int):
+def extended_bundled_head(features: int, seed: int, spell: bool = False):
     """(head, backbone): a copy of the bundled GUI head (never one fine-tuned before in the output
-    folder) extended to the larger vocabulary with element feature set ``features`` and typed-copy
-    case, ready to fine-tune; torch on one thread, seeded. Shared by the desktop and MiniWoB variants."""
+    folder) extended to the larger vocabulary with element feature set ``features``, typed-copy
+    case and (``spell``) the spelling columns, ready to fine-tune; torch on one thread, seeded.
+    Shared by the desktop and MiniWoB variants."""
     import torch
 
     from embodia.policies.gui.head import extend_vocabulary, load_gui_head
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     old, backbone, _ = load_gui_head(BUNDLE)
-    return extend_vocabulary(old, features=features, case=True), backbone
+    return extend_vocabulary(old, features=features, case=True, spell=spell), backbone
 
 
 class EnterAsKey(Policy):
@@ -154,7 +158,7 @@ def iter_bench_demos(tasks, episodes: int, *, seed: int = 10_000, out: Path | No
 
 def train_desktop_head(out: Path, *, tasks=HEAD_TASKS, bench_episodes: int = 10, sim_episodes: int = 300,
                        steps: int = 1000, seed: int = 10_000, bench_repeat: int = 2, features: int = 2,
-                       max_elements: int = MAX_ELEMENTS, log=print,
+                       spell: bool = True, max_elements: int = MAX_ELEMENTS, log=print,
                        progress: bool = False) -> dict:
     """Copy the bundled checkpoint to ``out``, record and encode the demos, fine-tune an extended
     copy of its GUI head (`extend_vocabulary`); returns what was done (counts and seconds), also
@@ -167,7 +171,7 @@ def train_desktop_head(out: Path, *, tasks=HEAD_TASKS, bench_episodes: int = 10,
         raise ValueError(f"{out} is the bundled checkpoint: train the desktop variant into a folder of its own")
     if not out.exists():
         shutil.copytree(BUNDLE, out)
-    head, backbone = extended_bundled_head(features, seed)
+    head, backbone = extended_bundled_head(features, seed, spell=spell)
     # no weight depends on how many elements are read: only the tree's first ones are encoded
     head.cfg.max_elements = max_elements
     builder = SequenceBuilder(backbone, head.cfg)
@@ -184,7 +188,8 @@ def train_desktop_head(out: Path, *, tasks=HEAD_TASKS, bench_episodes: int = 10,
     t3 = time.perf_counter()
     done = {"bench_tasks": list(tasks), "bench_episodes_per_task": bench_episodes, "bench_samples": len(bench),
             "bench_repeat": bench_repeat, "sim_episodes": sim_episodes, "sim_samples": len(sim),
-            "fine_tuned_from": f"bundled embodia-tiny GUI head, vocabulary extended, element features {features}",
+            "fine_tuned_from": f"bundled embodia-tiny GUI head, vocabulary extended, element features {features}"
+                               + (", spelling columns" if spell else ""),
             "train_config": asdict(cfg),
             "seconds": {"bench_demos": round(t1 - t0), "sim_demos": round(t2 - t1), "train": round(t3 - t2)}}
     save_gui_head(head, out, extra={"trained_steps": steps, "desktop": done})
@@ -204,13 +209,16 @@ def main(argv=None):
     ap.add_argument("--tasks", default=",".join(HEAD_TASKS))
     ap.add_argument("--features", type=int, default=2, choices=(1, 2),
                     help="the element feature set (GuiHeadConfig.features; 1: the bundled head's)")
+    ap.add_argument("--spell", action=argparse.BooleanOptionalAction, default=True,
+                    help="the head reads which key enters the instruction's expression's next character "
+                         "(GuiHeadConfig.spell; --no-spell: as before)")
     ap.add_argument("--max-elements", type=int, default=MAX_ELEMENTS, help="tree elements the head reads")
     args = ap.parse_args(argv)
     try:
         train_desktop_head(args.out, tasks=[t for t in args.tasks.split(",") if t],
                            bench_episodes=args.bench_episodes, sim_episodes=args.sim_episodes, steps=args.steps,
                            seed=args.seed, bench_repeat=args.bench_repeat, features=args.features,
-                           max_elements=args.max_elements,
+                           spell=args.spell, max_elements=args.max_elements,
                            progress=sys.stderr.isatty())
     except ValueError as e:
         sys.exit(f"desktop_train: {e}")

@@ -99,6 +99,7 @@ from embodia.policies.gui.head_labels import (  # noqa: F401 (label, span_text: 
     span_text,
     to_action,
 )
+from embodia.policies.gui.head_spell import SPELL_COLUMNS
 from embodia.policies.placement import Placement, to_device
 
 
@@ -154,6 +155,10 @@ class GuiHead(nn.Module):
         if cfg.features >= 3:     # a word of the element holding the value the chosen field takes
             self.lookup = nn.Embedding(2, d)
             nn.init.zeros_(self.lookup.weight)
+        if cfg.spell:             # the spelling columns (`head_spell`); start at zero as `near` does
+            self.spell = nn.Linear(SPELL_COLUMNS, d)
+            nn.init.zeros_(self.spell.weight)
+            nn.init.zeros_(self.spell.bias)
 
     # -- trunk --------------------------------------------------------------------------------------
     def encode(self, batch: dict, mask_words: float = 0.0, generator: torch.Generator | None = None) -> dict:
@@ -194,8 +199,10 @@ class GuiHead(nn.Module):
         if self.cfg.features >= 2:      # a label or key cell beside the element matches the instruction
             left = batch["elem_near"][..., 0]
             near = torch.gather(full.view(B, E), 1, left.clamp(min=0)) * (left >= 0)
-            parts += [ef[..., N_ELEM_FEATS:], near[..., None]]
+            parts += [ef[..., N_ELEM_FEATS:self.cfg.elem_feats], near[..., None]]
         ebase = self.elem(torch.cat(parts, -1)) + self.role(batch["elem_role"])          # [B, E, d]
+        if self.cfg.spell:
+            ebase = ebase + self.spell(ef[..., self.cfg.elem_feats:])
         x = x + torch.gather(ebase, 1, ei[..., None].expand(-1, -1, ebase.shape[-1])) * (elem >= 0)[..., None]
         rc, im = batch["img_rc"], batch["img_mask"]
         xi = (self.img_proj(batch["img"]) + self.img_row(rc[..., 0].clamp(max=31))
@@ -426,16 +433,18 @@ def load_gui_head(checkpoint, backbone: Backbone | None = None) -> tuple[GuiHead
 
 
 def extend_vocabulary(head: GuiHead, *, actions=ACTIONS_V2, chords=CHORDS, copy_tree: bool = True,
-                      features: int | None = None, case: bool = False) -> GuiHead:
+                      features: int | None = None, case: bool = False, spell: bool | None = None) -> GuiHead:
     """A copy of ``head`` with a larger action vocabulary (and, with ``features``, a later element
     feature set), every trained weight kept: the new action types are appended (old indices
     unchanged), so the type head's and type embedding's old rows carry over and only the new rows
     and the chord head start fresh; the element inputs a later feature set adds come after the old
     ones and start at zero weight, so the copy reads a page as the old head did until fine-tuning
     teaches it the new ones. ``case``: the copy may also type copied words in upper or lower case
-    (its case head starts fresh)."""
+    (its case head starts fresh). ``spell`` (None: as ``head``): the copy also reads the spelling
+    columns (`embodia.policies.gui.head_spell`), through a projection that starts at zero."""
     cfg = replace(head.cfg, actions=tuple(actions), chords=tuple(chords), copy_tree=copy_tree,
-                  features=head.cfg.features if features is None else features, case=case)
+                  features=head.cfg.features if features is None else features, case=case,
+                  spell=head.cfg.spell if spell is None else spell)
     new = GuiHead(cfg, head.hidden)
     state = new.state_dict()
     for k, v in head.state_dict().items():

@@ -85,6 +85,9 @@ class GuiHeadConfig:
     # three-way choice (`CASES`) beside the span; off for old heads
     case: bool = False
     max_text_words: int = 24             # feature set 2: words read of an element's text or value
+    # two more element columns after the feature set's flags: the key of the expression's next
+    # character, and "all of it entered" (`embodia.policies.gui.head_spell`); off for old heads
+    spell: bool = False
 
     def __post_init__(self):
         self.actions, self.chords = tuple(self.actions), tuple(self.chords)
@@ -362,6 +365,9 @@ class SequenceBuilder:
         asked = ordinals(instruction) if cfg.features >= 2 else set()
         feats, roles, tree_spans, texts, near, marked, lookup = self._elements(elems, set(hist), (W, H), unit, sep,
                                                                                asked, instruction)
+        if cfg.spell:
+            from embodia.policies.gui.head_spell import spell_columns
+            feats = np.concatenate([feats, spell_columns(instruction, history, elems)], 1)
         unit_ord = np.zeros(len(meta), np.int64)
         unit_ord[list(marked)] = 1
         return Encoded(ids, np.asarray(tok_unit, np.int64), np.asarray(tok_pos, np.int64),
