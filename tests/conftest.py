@@ -1,5 +1,7 @@
 import os
 
+import pytest
+
 # Offline, CPU, few threads, offscreen GL: every test runs as CI runs it.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -16,3 +18,13 @@ else:
     settings.register_profile("embodia", derandomize=True, database=None)
     settings.register_profile("explore", derandomize=False, max_examples=500)
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "embodia"))
+
+
+@pytest.fixture
+def one_thread():
+    """Small matmuls on a shared 2-core machine: one torch thread is several times faster than two."""
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -81,15 +81,6 @@ def _at_least(k: int, chances: list[float]) -> float:
     return sum(dist[k:])
 
 
-@pytest.fixture
-def one_thread():
-    """Small matmuls on a shared 2-core machine: one thread is several times faster than two."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_a_tiny_head_learns_to_point_at_labels_it_never_saw(one_thread):
     torch.manual_seed(0)
     backbone = Backbone.from_pretrained(TINY / "backbone")

@@ -12,6 +12,16 @@ from embodia.policies.gui.head import ACTIONS_V2, CHORDS, GuiHeadConfig, Sequenc
 
 TINY = BUNDLED["embodia-tiny"]
 
+
+def _panel(first: int, seconds: int) -> list[dict]:
+    """MiniWoB++'s side panel (last reward, average, time left, episodes done) as the tree reads it,
+    its elements numbered from ``first``."""
+    texts = ["Last reward:", "-", "Last 10 average:", "-", "Time left:", f"{seconds} / {seconds}sec",
+             "Episodes done:", "0"]
+    bounds = [[170, 10, 248, 26], [250, 10, 256, 26], [170, 36, 275, 52], [278, 36, 283, 52],
+              [170, 62, 228, 78], [230, 62, 298, 78], [170, 88, 267, 104], [270, 88, 279, 104]]
+    return [{"index": first + k, "role": "label", "text": t, "bounds": b} for k, (t, b) in enumerate(zip(texts, bounds))]
+
 READ_TABLE = ('Enter the value of Gender into the text field and press Submit.', [
     {'index': 0, 'role': 'label', 'text': 'Enter the value of', 'bounds': [3, 3, 85, 14]},
     {'index': 1, 'role': 'label', 'text': 'Gender', 'bounds': [84, 3, 120, 14]},
@@ -28,14 +38,7 @@ READ_TABLE = ('Enter the value of Gender into the text field and press Submit.',
     {'index': 12, 'role': 'table cell', 'text': 'French', 'bounds': [89, 113, 155, 128]},
     {'index': 13, 'role': 'entry', 'text': '', 'bounds': [7, 133, 135, 154], 'clickable': True, 'editable': True},
     {'index': 14, 'role': 'push button', 'text': 'Submit', 'bounds': [7, 154, 103, 185], 'clickable': True},
-    {'index': 15, 'role': 'label', 'text': 'Last reward:', 'bounds': [170, 10, 248, 26]},
-    {'index': 16, 'role': 'label', 'text': '-', 'bounds': [250, 10, 256, 26]},
-    {'index': 17, 'role': 'label', 'text': 'Last 10 average:', 'bounds': [170, 36, 275, 52]},
-    {'index': 18, 'role': 'label', 'text': '-', 'bounds': [278, 36, 283, 52]},
-    {'index': 19, 'role': 'label', 'text': 'Time left:', 'bounds': [170, 62, 228, 78]},
-    {'index': 20, 'role': 'label', 'text': '10 / 10sec', 'bounds': [230, 62, 298, 78]},
-    {'index': 21, 'role': 'label', 'text': 'Episodes done:', 'bounds': [170, 88, 267, 104]},
-    {'index': 22, 'role': 'label', 'text': '0', 'bounds': [270, 88, 279, 104]},
+    *_panel(15, 10),
 ])
 FIND_WORD = ('Find the 11th word in the paragraph, type that into the textbox and press "Submit".', [
     {'index': 0, 'role': 'label', 'text': 'Find the', 'bounds': [3, 3, 42, 14]},
@@ -44,14 +47,7 @@ FIND_WORD = ('Find the 11th word in the paragraph, type that into the textbox an
     {'index': 3, 'role': 'label', 'text': 'Nunc nibh a. Tempor massa erat feugiat vel vitae dolor rhoncus integer', 'bounds': [2, 62, 147, 95]},
     {'index': 4, 'role': 'entry', 'text': '', 'bounds': [2, 108, 130, 129], 'clickable': True, 'editable': True},
     {'index': 5, 'role': 'push button', 'text': 'Submit', 'bounds': [2, 132, 98, 163], 'clickable': True},
-    {'index': 6, 'role': 'label', 'text': 'Last reward:', 'bounds': [170, 10, 248, 26]},
-    {'index': 7, 'role': 'label', 'text': '-', 'bounds': [250, 10, 256, 26]},
-    {'index': 8, 'role': 'label', 'text': 'Last 10 average:', 'bounds': [170, 36, 275, 52]},
-    {'index': 9, 'role': 'label', 'text': '-', 'bounds': [278, 36, 283, 52]},
-    {'index': 10, 'role': 'label', 'text': 'Time left:', 'bounds': [170, 62, 228, 78]},
-    {'index': 11, 'role': 'label', 'text': '10 / 10sec', 'bounds': [230, 62, 298, 78]},
-    {'index': 12, 'role': 'label', 'text': 'Episodes done:', 'bounds': [170, 88, 267, 104]},
-    {'index': 13, 'role': 'label', 'text': '0', 'bounds': [270, 88, 279, 104]},
+    *_panel(6, 10),
 ])
 READ_TABLE_2 = ('Enter the value that corresponds with each label into the form and submit when done.', [
     {'index': 0, 'role': 'label', 'text': 'Enter the value that corresponds with each label into the form and submit when done.', 'bounds': [3, 3, 148, 36]},
@@ -70,14 +66,7 @@ READ_TABLE_2 = ('Enter the value that corresponds with each label into the form 
     {'index': 13, 'role': 'label', 'text': 'Year of Birth:', 'bounds': [5, 152, 63, 163]},
     {'index': 14, 'role': 'entry', 'text': '', 'bounds': [70, 152, 158, 166], 'clickable': True, 'editable': True},
     {'index': 15, 'role': 'push button', 'text': 'Submit', 'bounds': [5, 167, 101, 198], 'clickable': True},
-    {'index': 16, 'role': 'label', 'text': 'Last reward:', 'bounds': [170, 10, 248, 26]},
-    {'index': 17, 'role': 'label', 'text': '-', 'bounds': [250, 10, 256, 26]},
-    {'index': 18, 'role': 'label', 'text': 'Last 10 average:', 'bounds': [170, 36, 275, 52]},
-    {'index': 19, 'role': 'label', 'text': '-', 'bounds': [278, 36, 283, 52]},
-    {'index': 20, 'role': 'label', 'text': 'Time left:', 'bounds': [170, 62, 228, 78]},
-    {'index': 21, 'role': 'label', 'text': '20 / 20sec', 'bounds': [230, 62, 298, 78]},
-    {'index': 22, 'role': 'label', 'text': 'Episodes done:', 'bounds': [170, 88, 267, 104]},
-    {'index': 23, 'role': 'label', 'text': '0', 'bounds': [270, 88, 279, 104]},
+    *_panel(16, 20),
 ])
 GRID = ('Click on the grid coordinate (1,2).', [
     {'index': 0, 'role': 'label', 'text': 'Click on the grid coordinate', 'bounds': [3, 3, 127, 14]},
@@ -119,14 +108,7 @@ GRID = ('Click on the grid coordinate (1,2).', [
     {'index': 36, 'role': 'label', 'text': '-1', 'bounds': [65, 155, 74, 166]},
     {'index': 37, 'role': 'label', 'text': '1', 'bounds': [67, 92, 73, 103]},
     {'index': 38, 'role': 'label', 'text': '2', 'bounds': [67, 62, 73, 73]},
-    {'index': 39, 'role': 'label', 'text': 'Last reward:', 'bounds': [170, 10, 248, 26]},
-    {'index': 40, 'role': 'label', 'text': '-', 'bounds': [250, 10, 256, 26]},
-    {'index': 41, 'role': 'label', 'text': 'Last 10 average:', 'bounds': [170, 36, 275, 52]},
-    {'index': 42, 'role': 'label', 'text': '-', 'bounds': [278, 36, 283, 52]},
-    {'index': 43, 'role': 'label', 'text': 'Time left:', 'bounds': [170, 62, 228, 78]},
-    {'index': 44, 'role': 'label', 'text': '10 / 10sec', 'bounds': [230, 62, 298, 78]},
-    {'index': 45, 'role': 'label', 'text': 'Episodes done:', 'bounds': [170, 88, 267, 104]},
-    {'index': 46, 'role': 'label', 'text': '0', 'bounds': [270, 88, 279, 104]},
+    *_panel(39, 10),
 ])
 
 INBOX = ('Find the email by Gates and click the trash icon to delete it.', [

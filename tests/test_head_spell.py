@@ -123,14 +123,6 @@ def test_a_head_with_spell_reads_two_more_columns_and_one_without_reads_as_befor
     assert load_gui_head(TINY, backbone)[0].cfg.spell is False
 
 
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.mark.parametrize("features", [None, 3])       # with the bundled head's set, and with set 3 beside it
 def test_extending_with_spell_keeps_the_old_heads_choices_until_trained_and_travels_in_its_file(one_thread, tmp_path,
                                                                                                features):
