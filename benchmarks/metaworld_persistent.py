@@ -26,7 +26,9 @@ refinement; `seed-recall-only`; `no-filter`; ...; see memory_eval.ARMS). Each fi
 kept in `--workdir`, so a stopped run goes on where it stopped. The report: per axis and per group,
 clean vs shifted success (what the axis costs), each arm against off and online against replay
 with the paired Newcombe interval, the recovery (on - off) / (clean - off), and per cell the paired
-interval of on - off (a cell whose interval lies wholly below 0 is harmed).
+interval of on - off (a cell whose interval lies wholly below 0 is harmed), and the cost: episodes
+run, wall time and episodes per second with the worker counts, summed over every invocation that
+ran streams in the workdir (its `cost.jsonl`), so a run split over sessions reports its whole cost.
 """
 from __future__ import annotations
 
@@ -320,9 +322,13 @@ def run_eval(args, tasks: list[str], progress) -> dict:
     if args.memory_settings:
         policy = with_memory_settings(policy, json.loads(args.memory_settings), Path(args.workdir) / "policy")
 
+    ledger = CostLedger(Path(args.workdir) / "cost.jsonl", jobs=args.jobs)
+
     def on_stream(cell, arm, s, res, cached):
         progress(f"{cell}: {arm} stream {s}: {sum(res['outcomes'])}/{len(res['outcomes'])}"
                  f"{' (kept)' if cached else ''}")
+        if not cached:
+            ledger.add(len(res["outcomes"]))
     args.on_stream = on_stream
     cells = run_cells(args, policy, tasks, axes, severity, arms, progress)
     summary = summarize(cells, tasks, axes, arms, args.streams, args.episodes)
@@ -333,7 +339,34 @@ def run_eval(args, tasks: list[str], progress) -> dict:
             curves_png(cells, tasks, axis, arms, args.streams, args.episodes, Path(args.plot_dir) / f"{axis}.png")
     return {"policy": args.policy, "memory_settings": json.loads(args.memory_settings or "null"),
             "jitter": args.jitter, "axes": axes, "severity": {a: severity.get(a, 1.0) for a in axes},
-            "drift": args.drift, "arms": arms, **summary}
+            "drift": args.drift, "arms": arms, **summary, "cost": ledger.total()}
+
+
+class CostLedger:
+    """What the episodes of a workdir cost, over every invocation that ran some (a run stopped and
+    resumed over several sessions included): one line per finished stream in ``path``
+    (``cost.jsonl``), so a kill loses only the streams in flight."""
+
+    def __init__(self, path: Path, jobs: int):
+        self.path, self.jobs, self.start = path, jobs, time.time()
+
+    def add(self, episodes: int) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as f:
+            f.write(json.dumps({"start": self.start, "t": time.time(), "episodes": episodes, "jobs": self.jobs}) + "\n")
+
+    def total(self) -> dict:
+        """Episodes run, wall seconds (each invocation from its start to its last finished stream),
+        episodes per second and the worker counts used."""
+        rows = [json.loads(line) for line in self.path.read_text().splitlines()] if self.path.exists() else []
+        runs = {}
+        for r in rows:
+            runs[r["start"]] = max(runs.get(r["start"], r["start"]), r["t"])
+        wall = sum(end - start for start, end in runs.items())
+        episodes = sum(r["episodes"] for r in rows)
+        return {"episodes": episodes, "wall_s": round(wall), "invocations": len(runs),
+                "episodes_per_s": round(episodes / wall, 3) if wall else None,
+                "jobs": sorted({r["jobs"] for r in rows})}
 
 
 if __name__ == "__main__":

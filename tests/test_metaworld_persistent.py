@@ -66,6 +66,8 @@ def test_eval_on_a_small_cell_pairs_arms_and_resumes(tmp_path, capsys):
     clean = rep["clean"]                                  # do-no-harm on the clean cell too
     assert set(clean["comparisons"]) == {"online - off", "replay - off"}
     assert clean["off"] == rep["axes"]["gain"]["clean"] and isinstance(clean["cells"]["reach-v3"]["harmed"], bool)
+    assert rep["cost"]["episodes"] == len(streams) * 4 and rep["cost"]["invocations"] == 1
+    assert rep["cost"]["jobs"] == [1] and rep["cost"]["episodes_per_s"] > 0
     bench.main(argv)                                      # everything kept: the same report again
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert {k: v for k, v in again.items() if k != "seconds"} == {k: v for k, v in rep.items() if k != "seconds"}
