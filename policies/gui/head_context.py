@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embodia.policies.gui.head_encoding import _is_text, beside, container, right_of, words
+from embodia.policies.gui.head_layout import _is_text, beside, container, right_of, words
 
 _SPACE = re.compile(r"\s+")
 _NUMBER = re.compile(r"^[-+]?\d+(?:\.\d+)?$")

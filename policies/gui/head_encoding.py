@@ -15,6 +15,16 @@ from torch.nn import functional as F
 
 from embodia.devices import GuiAction
 from embodia.policies.backbone import Backbone
+from embodia.policies.gui.head_context import page_context
+from embodia.policies.gui.head_layout import (  # noqa: F401  (names its users import from here)
+    _is_text,
+    beside,
+    container,
+    element_name,
+    right_of,
+    words,
+)
+from embodia.policies.gui.head_spell import spell_columns
 
 HEAD_WEIGHTS = "gui_head.safetensors"
 HEAD_CONFIG = "gui_head.json"
@@ -42,7 +52,6 @@ _ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\b|\b(" + "|".join(ORDINAL_WORDS) 
 CASES = ("as written", "upper", "lower")   # what a head with ``case`` may do to the words it copies
 NEAR = 3                             # feature set 2: elements read beside each one (see `Encoded.elem_near`)
 LONG_TAIL = 4                        # feature set 2: words kept from the end of a long text
-_WORD = re.compile(r"[A-Za-z0-9]+(?:[-'][A-Za-z0-9]+)*|[^\sA-Za-z0-9]")
 
 
 class GuiHeadError(ValueError):
@@ -120,16 +129,6 @@ def chord_name(keys) -> str:
     return "+".join(str(k).lower() for k in keys)
 
 
-def words(text: str) -> list[tuple[str, int, int]]:
-    """Word units of a text with their character spans: letters/digits (joined by - or '), or one
-    punctuation mark.
-
-    >>> [w for w, _, _ in words("Send 'Dinner at 8?' to Wi-Fi")]
-    ['Send', "'", 'Dinner', 'at', '8', '?', "'", 'to', 'Wi-Fi']
-    """
-    return [(m.group(), m.start(), m.end()) for m in _WORD.finditer(text or "")]
-
-
 def quoted(ws: list[tuple[str, int, int]]) -> set[int]:
     """Indices of the words between a pair of quote marks (literal text in an instruction).
 
@@ -145,11 +144,6 @@ def quoted(ws: list[tuple[str, int, int]]) -> set[int]:
             elif opened is None:
                 opened = k
     return out
-
-
-def element_name(e: dict) -> str:
-    """What an element is called in the history: its text, else its description, else its role."""
-    return str(e.get("text") or e.get("desc") or e.get("role") or "element")
 
 
 def describe(action: GuiAction, tree: list | None) -> str:
@@ -244,67 +238,6 @@ def _word_number(text: str, at: int) -> int:
     return len(text[:at].split()) + (0 if at and not text[at - 1].isspace() else 1)
 
 
-def _is_text(e: dict) -> bool:
-    return bool(e.get("text")) and not e.get("clickable") and not e.get("editable")
-
-
-def right_of(elems: list[dict]) -> list[int]:
-    """Per element, the position of the nearest text (not clickable, not editable) to its right
-    on its row, -1 for none: what sits between a row's buttons (a number between Odd and Even).
-
-    >>> right_of([{"text": "Odd", "clickable": True, "bounds": [0, 0, 20, 10]}, {"text": "7", "bounds": [25, 0, 30, 10]}])
-    [1, -1]
-    """
-    out = []
-    for i, e in enumerate(elems):
-        x0, y0, x1, y1 = e["bounds"]
-        row = [(j, t) for j, t in enumerate(elems) if j != i and _is_text(t)
-               and y0 <= (t["bounds"][1] + t["bounds"][3]) / 2 <= y1 and t["bounds"][0] >= x1 - 2]
-        out.append(min(row, key=lambda jt: jt[1]["bounds"][0])[0] if row else -1)
-    return out
-
-
-def container(elems: list[dict]) -> list[int]:
-    """Per element, the position of the smallest other element whose box holds its box, -1 for
-    none: the row an unnamed icon sits in (an inbox row's trash icon and the sender it names).
-
-    >>> container([{"bounds": [0, 0, 100, 40]}, {"bounds": [80, 10, 90, 20]}, {"bounds": [0, 0, 200, 200]}])
-    [2, 0, -1]
-    """
-    def area(b):
-        return (b[2] - b[0]) * (b[3] - b[1])
-    out = []
-    for i, e in enumerate(elems):
-        x0, y0, x1, y1 = e["bounds"]
-        holds = [j for j, t in enumerate(elems) if j != i and t["bounds"][0] <= x0 and t["bounds"][1] <= y0
-                 and t["bounds"][2] >= x1 and t["bounds"][3] >= y1 and area(t["bounds"]) > area(e["bounds"])]
-        out.append(min(holds, key=lambda j: area(elems[j]["bounds"])) if holds else -1)
-    return out
-
-
-def beside(elems: list[dict]) -> list[int]:
-    """Per element, the position of the text that names it on screen: the nearest text (not
-    clickable, not editable) on its row to its left, else the nearest one ending at most 12 px above
-    it and overlapping it across; -1 for none. What a form's label is to its field, a table's key cell to
-    the cell beside it, without the page saying so.
-
-    >>> beside([{"text": "Year:", "bounds": [0, 10, 30, 20]}, {"text": "", "editable": True, "bounds": [40, 8, 90, 22]}])
-    [-1, 0]
-    """
-    out = []
-    for i, e in enumerate(elems):
-        x0, y0, x1, y1 = e["bounds"]
-        row = [(j, t) for j, t in enumerate(elems) if j != i and _is_text(t)
-               and y0 <= (t["bounds"][1] + t["bounds"][3]) / 2 <= y1 and t["bounds"][2] <= x0 + 2]
-        if row:
-            out.append(max(row, key=lambda jt: jt[1]["bounds"][2])[0])
-            continue
-        above = [(j, t) for j, t in enumerate(elems) if j != i and _is_text(t) and y0 - 12 <= t["bounds"][3] <= y0 + 2
-                 and t["bounds"][0] < x1 and t["bounds"][2] > x0]
-        out.append(max(above, key=lambda jt: jt[1]["bounds"][3])[0] if above else -1)
-    return out
-
-
 class SequenceBuilder:
     """Turns (instruction, history, tree, screen) into an `Encoded` for one backbone."""
 
@@ -366,7 +299,6 @@ class SequenceBuilder:
         feats, roles, tree_spans, texts, near, marked, lookup = self._elements(elems, set(hist), (W, H), unit, sep,
                                                                                asked, instruction)
         if cfg.spell:
-            from embodia.policies.gui.head_spell import spell_columns
             feats = np.concatenate([feats, spell_columns(instruction, history, elems)], 1)
         unit_ord = np.zeros(len(meta), np.int64)
         unit_ord[list(marked)] = 1
@@ -382,7 +314,6 @@ class SequenceBuilder:
         (``asked``) and (set 3) the element holding the value each field takes, as the config's
         feature set reads them. ``clicked``: the history's items ("click <label>", as `describe`
         writes them)."""
-        from embodia.policies.gui.head_context import page_context  # it reads this module's helpers
 
         cfg, (W, H) = self.cfg, size
         v2, v3 = cfg.features >= 2, cfg.features >= 3

@@ -34,7 +34,7 @@ from itertools import groupby
 
 import numpy as np
 
-from embodia.policies.gui.head_encoding import element_name, words
+from embodia.policies.gui.head_layout import element_name, words
 
 SPELL_COLUMNS = 2             # next character, expression entered
 # a symbol as instructions write it -> as keypads label it (and back): one character each
