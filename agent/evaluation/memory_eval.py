@@ -447,17 +447,19 @@ def run_cells_parallel(cells: list[dict], *, jobs: int = 2, threads: int = 1, ca
 
     cache = Path(cache_dir) if cache_dir else None
     out: list[dict] = [{} for _ in cells]
-    inits, files, todo = [], [], []
+    inits, tags, todo = [], [], []
+
+    def cache_file(i, arm, s):
+        return cache / f"{tags[i]}|{arm}|{s}.json".replace("|", "__").replace(":", "-")
     for i, c in enumerate(cells):
         shift, size, drift, blind = c.get("shift"), c.get("size"), c.get("drift"), c.get("blind", False)
         tag = f"{c['device_uri']}|{shift}|{size}|{c['policy_spec']}|seed{c['seed']}|ep{c['episodes']}".replace("/", "_")
-        tag += (f"|then-{drift[1]}-at{drift[0]}" if drift is not None else "") + ("|blind" if blind else "")
+        tags.append(tag + (f"|then-{drift[1]}-at{drift[0]}" if drift is not None else "") + ("|blind" if blind else ""))
         inits.append((c["device_uri"], shift, size, c["policy_spec"], threads, drift, blind))
-        files.append(lambda arm, s, tag=tag: cache / f"{tag}|{arm}|{s}.json".replace("|", "__").replace(":", "-"))
         for s in range(c["streams"]):           # stream-major: early streams of every arm finish first
             for arm in c["arms"]:
-                if cache is not None and files[i](arm, s).exists():
-                    out[i][arm, s] = json.loads(files[i](arm, s).read_text())
+                if cache is not None and cache_file(i, arm, s).exists():
+                    out[i][arm, s] = json.loads(cache_file(i, arm, s).read_text())
                     if on_stream:
                         on_stream(i, arm, s, out[i][arm, s], cached=True)
                 else:
@@ -467,9 +469,9 @@ def run_cells_parallel(cells: list[dict], *, jobs: int = 2, threads: int = 1, ca
     if not todo:
         return out
     if jobs == 1:      # one worker: this process, without a pool's start-up (the same streams)
-        results = ((i, *r) for i in range(len(cells))
-                   for r in _streams_here(inits[i], [(a, s) for j, a, s in todo if j == i],
-                                          cells[i]["episodes"], cells[i]["seed"]))
+        left = {i: [(a, s) for j, a, s in todo if j == i] for i in dict.fromkeys(j for j, _, _ in todo)}
+        results = ((i, *r) for i, streams in left.items()     # cells read back whole open nothing
+                   for r in _streams_here(inits[i], streams, cells[i]["episodes"], cells[i]["seed"]))
     else:
         pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"))
         futures = {pool.submit(_worker_run_cell, inits[i], arm, s, cells[i]["episodes"], cells[i]["seed"]): i
@@ -479,9 +481,9 @@ def run_cells_parallel(cells: list[dict], *, jobs: int = 2, threads: int = 1, ca
         for i, arm, s, res in results:
             out[i][arm, s] = res
             if cache is not None:
-                tmp = files[i](arm, s).with_suffix(".tmp")
+                tmp = cache_file(i, arm, s).with_suffix(".tmp")
                 tmp.write_text(json.dumps(res, default=float))
-                tmp.replace(files[i](arm, s))
+                tmp.replace(cache_file(i, arm, s))
             if on_stream:
                 on_stream(i, arm, s, res, cached=False)
     finally:
