@@ -45,7 +45,7 @@ import torch
 from embodia.action_heads.dit import context_masks, euler, fused_block, run_block
 
 __all__ = ["GraphedSampler", "GraphedVelocity", "cuda_capture", "eager_capture", "pad_context", "compile_setting",
-           "COMPILE_ENV", "COMPILE_MODES"]
+           "one_line", "COMPILE_ENV", "COMPILE_MODES"]
 
 COMPILE_ENV = "EMBODIA_COMPILE_SAMPLER"     # "1": torch.compile the network inside the sampler's graph
 # torch.compile modes that leave the CUDA graph to us ("reduce-overhead" would capture its own)
@@ -159,13 +159,13 @@ class GraphedVelocity:
                     graph = self.captured[key] = _Captured(model, x, am, prep, mods, self.capture)
                 except RuntimeError as e:      # an op that cannot be captured: this shape stays eager
                     self.failed.add(key)
-                    warnings.warn(f"DiT CUDA graph capture failed, sampling eagerly: {_line(e)}", stacklevel=2)
+                    warnings.warn(f"DiT CUDA graph capture failed, sampling eagerly: {one_line(e)}", stacklevel=2)
                     return None
             graph.load(am, prep)
         return graph
 
 
-def _line(e: BaseException) -> str:
+def one_line(e: BaseException) -> str:
     """An exception in one line (compiler and CUDA errors run to pages)."""
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
@@ -211,15 +211,15 @@ class _WholeSampler:
         return self.out.clone()            # the next replay overwrites the static output
 
 
-def compile_setting() -> tuple[bool, str]:
-    """(compile?, mode) from ``$EMBODIA_COMPILE_SAMPLER``: unset or "0" off, "1" the default mode,
-    or one of `COMPILE_MODES`; anything else is said in one line and leaves it off."""
-    value = os.environ.get(COMPILE_ENV, "0").strip()
+def compile_setting(env: str = COMPILE_ENV) -> tuple[bool, str]:
+    """(compile?, mode) from ``$env`` (``$EMBODIA_COMPILE_SAMPLER`` by default): unset or "0" off, "1"
+    the default mode, or one of `COMPILE_MODES`; anything else is said in one line and leaves it off."""
+    value = os.environ.get(env, "0").strip()
     if value in ("", "0"):
         return False, "default"
     if value == "1" or value in COMPILE_MODES:
         return True, "default" if value == "1" else value
-    warnings.warn(f"${COMPILE_ENV}={value!r}: expected 0, 1 or one of {', '.join(COMPILE_MODES)}; "
+    warnings.warn(f"${env}={value!r}: expected 0, 1 or one of {', '.join(COMPILE_MODES)}; "
                   "not compiling", stacklevel=3)
     return False, "default"
 
@@ -281,11 +281,11 @@ class GraphedSampler:
                 if not self.compile:
                     raise
                 self.compile = False
-                warnings.warn(f"DiT sampler compilation failed, capturing it uncompiled: {_line(e)}", stacklevel=4)
+                warnings.warn(f"DiT sampler compilation failed, capturing it uncompiled: {one_line(e)}", stacklevel=4)
                 whole = _WholeSampler(model, inputs, k0, k1, steps, guidance, self.capture, self._fused())
         except Exception as e:  # noqa: BLE001 - any capture failure: this shape takes the per-step graphs
             self.failed.add(key)
-            warnings.warn(f"DiT sampler graph capture failed, replaying per step: {_line(e)}", stacklevel=4)
+            warnings.warn(f"DiT sampler graph capture failed, replaying per step: {one_line(e)}", stacklevel=4)
             return None
         self.captured[key] = whole
         return whole

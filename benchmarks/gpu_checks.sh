@@ -8,6 +8,10 @@
 #                                           # pi0-sized, bf16, 3 cameras (< 2.5 min): synced parts, kernels per
 #                                           # decision, the chunks' agreement (plain, steered, inpainted);
 #                                           # COMPILE=1 adds the torch.compile'd network inside the graph
+#   bash benchmarks/gpu_checks.sh targets   # the two size targets after the prefix work (bf16 rows of every size,
+#                                           # 1 and 3 cameras), then the sampler's and the prefix's blocks compiled
+#                                           # beside the uncompiled graphs (SmolVLA- and pi0-sized, 3 cameras,
+#                                           # synced parts), then tiny on the host CPU (< 7 min)
 #   bash benchmarks/gpu_checks.sh install   # only the wheels (when the two phases' wheels cannot travel together)
 #
 # Wheels the machine lacks travel in .whl-latency/ and .whl-mt10/ (`pip download --no-deps
@@ -45,28 +49,25 @@ sampler)
   echo "sampler rc=$?"
   grep -E "^(smolvla|pi0) |Warning|Error" "$OUT/sampler.txt" | cut -c1-900; tail -2 "$OUT/sampler.txt" | cut -c1-300
   ;;
+targets)
+  timeout 130 python3 benchmarks/gpu_latency.py --torch-device cuda --dtypes bfloat16 --repeats 30 \
+      > "$OUT/targets_cuda.json" 2> "$OUT/targets_cuda.log"
+  echo "cuda rc=$?"; grep -E "Warning|Error" "$OUT/targets_cuda.log" | sort | uniq -c | cut -c1-300
+  python3 benchmarks/gpu_summary.py "$OUT/targets_cuda.json"
+  # the same weights with the sampler's blocks and the prefix's blocks compiled (inductor, at load)
+  timeout 220 python3 benchmarks/gpu_profile.py --size smolvla,pi0 --cameras 3 --samplers whole,allcompiled \
+      --no-tables --repeats 15 > "$OUT/targets_compiled.txt" 2>&1
+  echo "compiled rc=$?"
+  grep -E "^(smolvla|pi0) |Warning|Error" "$OUT/targets_compiled.txt" | cut -c1-700
+  timeout 40 python3 benchmarks/gpu_latency.py --torch-device cpu --sizes tiny --dtypes float32 > "$OUT/targets_cpu.json"
+  echo "cpu rc=$?"; python3 benchmarks/gpu_summary.py "$OUT/targets_cpu.json"
+  ;;
 latency)
   timeout 330 python3 benchmarks/gpu_latency.py --torch-device cuda --repeats 30 > "$OUT/gpu_latency_cuda.json"
   echo "cuda rc=$?"
   timeout 90 python3 benchmarks/gpu_latency.py --torch-device cpu --sizes tiny > "$OUT/gpu_latency_cpu.json"
   echo "cpu rc=$?"
-  python3 - "$OUT" <<'EOF'
-import json, sys
-for name in ("gpu_latency_cuda.json", "gpu_latency_cpu.json"):
-    try:
-        rep = json.loads(open(f"{sys.argv[1]}/{name}").read())
-    except Exception as e:
-        print(name, "unreadable:", e); continue
-    print(name, rep["card"], "wall", rep["wall_s"])
-    for r in rep["decisions"]:
-        if "decision_ms" in r:
-            print(f'{r["size"]:8s} {r["cameras"]}cam {r["dtype"]:8s} {r["sampler"]:11s} decision {r["decision_ms"]} '
-                  f'prep {r["prepare_ms"]["p50"]} prefix {r["prefix_ms"]["p50"]} sampler {r["sampler_ms"]["p50"]} '
-                  f'{r.get("prefix_graph", "")}')
-        else:
-            print(r["size"], r["cameras"], r["dtype"], r["sampler"], r.get("error") or r.get("skipped"))
-    print("train", rep["train_step"])
-EOF
+  python3 benchmarks/gpu_summary.py "$OUT/gpu_latency_cuda.json" "$OUT/gpu_latency_cpu.json"
   ;;
 mt10)
   test -d /tmp/site/transformers || { echo "the latency phase's wheels are not here (a fresh machine)"; exit 3; }

@@ -11,7 +11,9 @@ backbone read at its middle layer and the DiT head, as issue 38's table sizes th
     pi0      text 2048x36, vision 1280x32, DiT 1024x18, H=50, 224x224 cameras
 
 (MLP widths 3x and 5.8x, so that the parameter counts land near the table's 0.53B and 4.6B with
-this tokenizer's small vocabulary: 0.52B and 4.55B). Each decision is the runtime's own
+this tokenizer's small vocabulary, rounded up to multiples of 64 as released checkpoints have them:
+the pi0-sized text MLP is 11,904 wide, not 11,878, whose odd width sent cuBLAS to slower kernels;
+0.52B and 4.56B). Each decision is the runtime's own
 (`VLAPolicy.predict_chunk`: preprocessing, backbone prefix, K=10 Euler steps, unnormalization) on a
 blank observation with 1 and 3 cameras, in float32 and bfloat16, eager and with CUDA graphs (the
 backbone prefix, `policies/prefix_graph.py`, and the whole sampler, `action_heads/graphs.py`'s
@@ -46,10 +48,10 @@ SIZES = {
     "tiny": dict(backbone=dict(hidden=64, layers=2, vision_layers=2, heads=4, kv_heads=2),
                  head=dict(dim=64, depth=3, heads=4), horizon=16, side=96),
     "smolvla": dict(backbone=dict(hidden=960, layers=32, vision_layers=12, heads=15, kv_heads=5,
-                                  vision_hidden=768, vision_heads=12, mlp_ratio=3.0),
+                                  vision_hidden=768, vision_heads=12, mlp_ratio=3.0, multiple_of=64),
                     head=dict(dim=512, depth=12, heads=8), horizon=50, side=224),
     "pi0": dict(backbone=dict(hidden=2048, layers=36, vision_layers=32, heads=16, kv_heads=2,
-                              vision_hidden=1280, vision_heads=16, mlp_ratio=5.8),
+                              vision_hidden=1280, vision_heads=16, mlp_ratio=5.8, multiple_of=64),
                 head=dict(dim=1024, depth=18, heads=16), horizon=50, side=224),
 }
 ACTION_DIM, STATE_DIM = 7, 8

@@ -10,7 +10,9 @@ preparation, backbone prefix, sampler (`gpu_latency.py` times without synchroniz
 prefix's device work shows up in the sampler's share). ``--samplers`` runs the same weights with
 each sampler: ``whole`` (the default path on CUDA: the whole K-step sampler as one graph,
 `GraphedSampler`), ``unfused`` (the same without the layer norms' fused modulation), ``compiled``
-(each block inside it ``torch.compile``d, ``$EMBODIA_COMPILE_SAMPLER=1``), ``autotuned`` (mode
+(each block inside it ``torch.compile``d, ``$EMBODIA_COMPILE_SAMPLER=1``), ``allcompiled`` (that, and
+the backbone prefix's vision blocks and text layers compiled inside its graph,
+``$EMBODIA_COMPILE_PREFIX=1``), ``autotuned`` (mode
 max-autotune-no-cudagraphs), ``step`` (one graph per Euler step, `GraphedVelocity`, the fallback)
 and ``eager``. Then `torch.profiler` over 5 decisions of the first: the operations that took the most
 device and host time, and how many kernels ran (also counted for the others). ``--agree`` first
@@ -66,9 +68,12 @@ def make_policy(model, norms, emb, dtype: str, sampler: str) -> VLAPolicy:
     policy = VLAPolicy(model, norms, torch_device="cuda", dtype=dtype, graphs=sampler != "eager")
     if sampler == "step":
         policy.graphs = GraphedVelocity()
-    elif sampler in ("whole", "unfused", "compiled", "autotuned"):
-        policy.graphs = GraphedSampler(compile=sampler in ("compiled", "autotuned"), fuse=sampler != "unfused",
+    elif sampler in ("whole", "unfused", "compiled", "autotuned", "allcompiled"):
+        policy.graphs = GraphedSampler(compile=sampler in ("compiled", "autotuned", "allcompiled"),
+                                       fuse=sampler != "unfused",
                                        mode="max-autotune-no-cudagraphs" if sampler == "autotuned" else "default")
+    if policy.prefix is not None:       # the prefix's blocks compiled too ($EMBODIA_COMPILE_PREFIX=1)
+        policy.prefix.compile = sampler == "allcompiled"
     return policy.bind(emb)
 
 
@@ -126,6 +131,9 @@ def profile_size(size: str, args, samplers: list[str]) -> dict:
         if isinstance(policy.graphs, GraphedSampler):       # did the whole sampler replay as one graph
             row |= {"whole_graphs": len(policy.graphs.captured), "whole_failed": len(policy.graphs.failed),
                     "step_graphs": len(policy.graphs.per_step.captured), "compiled": policy.graphs.compile}
+        if policy.prefix is not None:                        # and the backbone prefix
+            row |= {"prefix_graphs": len(policy.prefix.captured), "prefix_compiled": policy.prefix.compile,
+                    "prefix_rel_err": [round(e, 5) for e in policy.prefix.errors]}
         if args.agree:
             got = chunks(policy, obs)
             first = first or got
@@ -147,7 +155,9 @@ def main():
     ap.add_argument("--size", default="pi0", help=f"comma-separated of {', '.join(sorted(gl.SIZES))}")
     ap.add_argument("--cameras", type=int, default=3, choices=(1, 3))
     ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--samplers", default="whole", help="comma-separated of whole, unfused, compiled, autotuned, step, eager (the first is profiled)")
+    ap.add_argument("--samplers", default="whole",
+                    help="comma-separated of whole, unfused, compiled, allcompiled, autotuned, step, eager "
+                         "(the first is profiled)")
     ap.add_argument("--eager", action="store_true", help="no CUDA graphs (same as --samplers eager)")
     ap.add_argument("--agree", action="store_true", help="compare the samplers' chunks (non-zero head weights)")
     ap.add_argument("--no-tables", dest="tables", action="store_false", help="only count the kernels")
@@ -155,8 +165,9 @@ def main():
     args = ap.parse_args()
     samplers = ["eager"] if args.eager else args.samplers.split(",")
     sizes = args.size.split(",")
-    if set(samplers) - {"whole", "unfused", "compiled", "autotuned", "step", "eager"}:
-        ap.error(f"--samplers {args.samplers}: expected whole, unfused, compiled, autotuned, step, eager")
+    known = ("whole", "unfused", "compiled", "allcompiled", "autotuned", "step", "eager")
+    if set(samplers) - set(known):
+        ap.error(f"--samplers {args.samplers}: expected {', '.join(known)}")
     if set(sizes) - set(gl.SIZES):
         ap.error(f"--size {args.size}: expected {', '.join(sorted(gl.SIZES))}")
     for size in sizes:

@@ -93,6 +93,7 @@ __all__ = [
 ]
 
 META_FILE = "embodia_backbone.json"
+TOKEN_CACHE = 32        # lone texts `Backbone.tokenize` keeps tokenized (a run's prompts)
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                  "pytorch_model.bin.index.json")
 _TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model")
@@ -190,6 +191,7 @@ class Backbone(_ImageInput, nn.Module):
                                           f"only Qwen-VL-style models are supported")
         self.model = model
         self.tokenizer = tokenizer
+        self._token_cache: dict = {}      # `tokenize`'s lone texts
         self.image_processor = image_processor
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -370,9 +372,22 @@ class Backbone(_ImageInput, nn.Module):
                            vision_start=self.vision_start, image_pad=self.image_pad, vision_end=self.vision_end)
 
     def tokenize(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Padded batch (right padding): input_ids [B, T] long, attention_mask [B, T] long."""
-        enc = self.tokenizer(list(texts), padding=True, return_tensors="pt")
-        return enc["input_ids"], enc["attention_mask"]
+        """Padded batch (right padding): input_ids [B, T] long, attention_mask [B, T] long.
+
+        A lone text (a decision's prompt, the same step after step) is tokenized once: the last
+        `TOKEN_CACHE` of them are kept, and each call gets its own copy."""
+        if len(texts) != 1:
+            enc = self.tokenizer(list(texts), padding=True, return_tensors="pt")
+            return enc["input_ids"], enc["attention_mask"]
+        cache, key = self._token_cache, (id(self.tokenizer), texts[0])
+        hit = cache.pop(key, None)
+        if hit is None:
+            enc = self.tokenizer(list(texts), padding=True, return_tensors="pt")
+            hit = (enc["input_ids"], enc["attention_mask"])
+            while len(cache) >= TOKEN_CACHE:
+                cache.pop(next(iter(cache)))          # the least recently used
+        cache[key] = hit
+        return hit[0].clone(), hit[1].clone()
 
     def token_types(self, input_ids: torch.Tensor) -> torch.Tensor:
         """`mm_token_type_ids`: 0 text, 1 image placeholder, 2 video placeholder."""
@@ -507,7 +522,10 @@ class Backbone(_ImageInput, nn.Module):
         if flat:
             resized = self.preprocess_images(flat)
             pixel_values, grid = self.patchify(resized)
-            counts = (grid.prod(-1) // self.merge_size ** 2).tolist()
+            # from the shapes on the host: reading the grid back would wait for the device
+            sizes = [tuple(resized.shape[1:3])] * len(resized) if isinstance(resized, torch.Tensor) \
+                else [tuple(t.shape[-3:-1]) for t in resized]
+            counts = [(h // self.patch_size) * (w // self.patch_size) // self.merge_size ** 2 for h, w in sizes]
         full, k = [], 0
         for imgs, text in zip(images_per_sample, texts):
             n = len(imgs)

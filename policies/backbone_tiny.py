@@ -61,11 +61,15 @@ def _mrope_section(head_dim: int) -> list[int]:
     return [t, h, w]
 
 
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
 def tiny_config(tokenizer, hidden: int = 64, layers: int = 2, vision_layers: int = 2, heads: int = 4,
                 kv_heads: int = 2, patch_size: int = 14, *, vision_hidden: int | None = None,
                 vision_heads: int | None = None, mlp_ratio: float = 2.0, merge_size: int = 2,
                 temporal_patch_size: int = 2, window_size: int = 112, max_positions: int = 4096,
-                rope_theta: float = 10000.0, vocab_size: int | None = None):
+                rope_theta: float = 10000.0, vocab_size: int | None = None, multiple_of: int = 1):
     """A random-init-ready `Qwen2_5_VLConfig` sized from the arguments (any consistent size).
 
     head_dim = hidden / heads must be even; `mrope_section` is computed from it (sums to
@@ -73,6 +77,9 @@ def tiny_config(tokenizer, hidden: int = 64, layers: int = 2, vision_layers: int
     (default `heads`) heads, a head_dim divisible by 4, full attention every 4th block and in the
     last, windowed attention elsewhere (`window_size` pixels; 112 keeps images up to 112 px in one
     window). `out_hidden_size` = `hidden`. The vocabulary is `len(tokenizer)` rounded up to 64.
+    The MLPs' widths are ``mlp_ratio`` times the widths, rounded up to ``multiple_of``: released
+    checkpoints keep them multiples of 64 or more, and a GPU's fast matrix kernels need that (an
+    odd width such as 5.8 x 2048 = 11,878 sends cuBLAS to slower kernels).
     """
     from transformers import Qwen2_5_VLConfig
 
@@ -85,6 +92,8 @@ def tiny_config(tokenizer, hidden: int = 64, layers: int = 2, vision_layers: int
     if vision_hidden % vision_heads or (vision_hidden // vision_heads) % 4:
         raise ValueError(f"tiny_config: vision_hidden={vision_hidden} must split into {vision_heads} heads "
                          f"of a size divisible by 4")
+    if multiple_of < 1:
+        raise ValueError(f"tiny_config: multiple_of={multiple_of} must be at least 1")
     if layers < 1 or vision_layers < 1:
         raise ValueError("tiny_config: need at least one text and one vision layer")
     ids = {}
@@ -100,14 +109,15 @@ def tiny_config(tokenizer, hidden: int = 64, layers: int = 2, vision_layers: int
     full = sorted({i for i in range(vision_layers) if (i + 1) % 4 == 0} | {vision_layers - 1})
     return Qwen2_5_VLConfig(
         text_config=dict(
-            vocab_size=n_vocab, hidden_size=hidden, intermediate_size=int(mlp_ratio * hidden),
+            vocab_size=n_vocab, hidden_size=hidden, intermediate_size=_round_up(int(mlp_ratio * hidden), multiple_of),
             num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
             max_position_embeddings=max_positions, pad_token_id=pad, bos_token_id=eos, eos_token_id=eos,
             tie_word_embeddings=True,
             rope_parameters={"rope_type": "default", "rope_theta": rope_theta,
                              "mrope_section": _mrope_section(hidden // heads)}),
         vision_config=dict(
-            depth=vision_layers, hidden_size=vision_hidden, intermediate_size=int(mlp_ratio * vision_hidden),
+            depth=vision_layers, hidden_size=vision_hidden,
+            intermediate_size=_round_up(int(mlp_ratio * vision_hidden), multiple_of),
             num_heads=vision_heads, patch_size=patch_size, spatial_merge_size=merge_size,
             temporal_patch_size=temporal_patch_size, window_size=window_size, out_hidden_size=hidden,
             fullatt_block_indexes=full),

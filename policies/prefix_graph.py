@@ -6,10 +6,12 @@ the vision tower builds its window permutation and sequence lengths on the host 
 splits its attention with ``lengths.tolist()`` (issue 38: ``Cannot copy between CPU and CUDA tensors
 during CUDA graph capture``). Everything it builds on the host depends only on the image grids and
 on where the image placeholders sit in the prompt, so `GraphedPrefix` builds it once per such
-layout (a `_Plan`: the window permutation and its inverse, one attention mask per block, the vision
-and text rotary tables, the causal mask, the placeholders' positions), keeps the forward on the
-device with the model's own modules (a block-diagonal mask in one fused attention call in place of
-the per-window split), and captures that forward, projection included, as one CUDA graph. A
+layout (a `_Plan`: the window permutation and its inverse, how each block splits its attention, the
+vision and text rotary tables, the placeholders' positions), keeps the forward on the device with the
+model's own modules (windows of equal size attend as one batch, in one fused attention call without a
+mask, in place of the per-window split; unequal ones through a block-diagonal mask; the text layers
+attend causally without a mask, so SDPA can take its flash kernels), and captures that forward,
+projection included, as one CUDA graph. A
 decision then copies its token ids and patches into the graph's input buffers and replays it.
 
 Safety: each new layout is first run eagerly both ways and compared (relative error under 1e-3 in
@@ -26,9 +28,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from embodia.action_heads.graphs import cuda_capture
+from embodia.action_heads.graphs import compile_setting, cuda_capture, one_line
 
-__all__ = ["GraphedPrefix", "window_index"]
+__all__ = ["GraphedPrefix", "window_index", "vision_block", "text_layer", "PREFIX_COMPILE_ENV"]
+
+PREFIX_COMPILE_ENV = "EMBODIA_COMPILE_PREFIX"   # "1": torch.compile the vision blocks and text layers in the graph
 
 
 def window_index(grids: list[tuple[int, int, int]], merge: int, window: int, patch: int) -> np.ndarray:
@@ -54,6 +58,17 @@ def _segments_mask(cu_seqlens: list[int], n: int, device) -> torch.Tensor:
     seg = np.searchsorted(np.asarray(cu_seqlens[1:]), np.arange(n), side="right")
     s = torch.as_tensor(seg, device=device)
     return (s[:, None] == s[None, :])[None, None]
+
+
+def _segments(cu_seqlens: list[int], n: int, device):
+    """How one block's attention is split: an int (the segment length) where ``cu_seqlens`` cuts the
+    n tokens into equal segments (each image's windows of a camera set-up usually are: they then
+    attend as a batch, one fused kernel without a mask), else the block-diagonal mask."""
+    lengths = np.diff(np.asarray(cu_seqlens))
+    lengths = lengths[lengths > 0]
+    if len(lengths) and lengths.sum() == n and np.all(lengths == lengths[0]):
+        return int(lengths[0])
+    return _segments_mask(cu_seqlens, n, device)
 
 
 class _Plan:
@@ -85,20 +100,47 @@ class _Plan:
         if len(seen) != len(vis.blocks) or "position_embeddings" not in seen[0]:
             raise ValueError("the vision blocks were not called with position_embeddings and cu_seqlens")
         self.vis_rope = tuple(t.clone() for t in seen[0]["position_embeddings"])
-        masks: dict[tuple, torch.Tensor] = {}
-        self.block_masks = []
+        splits: dict[tuple, object] = {}
+        self.block_masks = []       # per block: a segment length (equal segments) or a [1, 1, n, n] mask
         for i in range(len(vis.blocks)):
             cu = tuple(int(v) for v in seen[i]["cu_seqlens"].tolist())
-            self.block_masks.append(masks.setdefault(cu, _segments_mask(list(cu), n, dev)))
-        # the text side: positions (M-RoPE), their rotary table, the causal mask, where images go
+            self.block_masks.append(splits.setdefault(cu, _segments(list(cu), n, dev)))
+        # the text side: positions (M-RoPE), their rotary table, where images go
         ids = input_ids.to(dev)
         positions = backbone.mrope_positions(ids, torch.ones_like(ids), grid)
         probe = torch.zeros(1, ids.shape[1], backbone.hidden_size, device=dev, dtype=backbone.dtype)
         self.text_rope = tuple(t.clone() for t in lm.rotary_emb(probe, positions))
-        t = ids.shape[1]
-        self.causal = torch.ones(t, t, dtype=torch.bool, device=dev).tril()[None, None]
+        # no mask: one unpadded sample is plain causal attention, which SDPA's flash kernels take as a flag
+        self.causal = None
         self.image_pos = (ids[0] == backbone.image_token_id).nonzero()[:, 0]
         self.depth = min(backbone.layer, backbone.num_layers)
+
+
+def _vision_attention(attn, x: torch.Tensor, split, rotary, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """``split``: a segment length (the segments attend as a batch) or a block-diagonal mask."""
+    s = x.shape[0]
+    q, k, v = attn.qkv(x).reshape(s, 3, attn.num_heads, -1).permute(1, 0, 2, 3).unbind(0)
+    q, k = rotary(q, k, cos, sin)
+    if isinstance(split, int):          # [s, h, d] -> [s / L segments, h, L, d]
+        q, k, v = (t.reshape(s // split, split, *t.shape[1:]).transpose(1, 2) for t in (q, k, v))
+        out = F.scaled_dot_product_attention(q, k, v)
+        return attn.proj(out.transpose(1, 2).reshape(s, -1))
+    q, k, v = (t.transpose(0, 1)[None] for t in (q, k, v))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=split)
+    return attn.proj(out[0].transpose(0, 1).reshape(s, -1))
+
+
+def vision_block(blk, h: torch.Tensor, split, rotary, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """One vision block with the plan's split and rotary table (a function of the block, so that one
+    compilation serves them all)."""
+    h = h + _vision_attention(blk.attn, blk.norm1(h), split, rotary, cos, sin)
+    return h + blk.mlp(blk.norm2(h))
+
+
+def text_layer(layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """One decoder layer of one unpadded sample: causal attention without a mask."""
+    out = layer(x, attention_mask=None, position_embeddings=(cos, sin))
+    return out[0] if isinstance(out, tuple) else out
 
 
 class GraphedPrefix:
@@ -107,9 +149,14 @@ class GraphedPrefix:
     `Backbone.prepare`'s dict; ``project`` the VLA's context projection."""
 
     def __init__(self, backbone, project: Callable[[torch.Tensor], torch.Tensor], *,
-                 capture=cuda_capture, devices: tuple[str, ...] = ("cuda",)):
+                 capture=cuda_capture, devices: tuple[str, ...] = ("cuda",), compile: Optional[bool] = None,
+                 compiler: Optional[Callable[[Callable], Callable]] = None):
         self.backbone, self.project = backbone, project
         self.capture, self.devices = capture, devices    # (tests replay an eager "capture" on the CPU)
+        env_compile, mode = compile_setting(PREFIX_COMPILE_ENV)
+        self.compile = env_compile if compile is None else compile
+        self.compiler = compiler or (lambda fn: torch.compile(fn, dynamic=False, mode=mode))
+        self.compiled: Optional[tuple[Callable, Callable]] = None
         self.captured: dict = {}
         self.failed: set = set()
         self.errors: list[float] = []        # each captured layout's relative error against transformers
@@ -120,35 +167,35 @@ class GraphedPrefix:
                        and hasattr(base, "visual") and hasattr(base, "language_model"))
 
     # -- the forward on the device, with the plan's tables ----------------------------------------
-    def _vision_attention(self, plan: _Plan, attn, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        s = x.shape[0]
-        q, k, v = attn.qkv(x).reshape(s, 3, attn.num_heads, -1).permute(1, 0, 2, 3).unbind(0)
-        q, k = plan.rotary(q, k, *plan.vis_rope)
-        q, k, v = (t.transpose(0, 1)[None] for t in (q, k, v))
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        return attn.proj(out[0].transpose(0, 1).reshape(s, -1))
-
     def forward(self, plan: _Plan, input_ids: torch.Tensor, pixel_values: torch.Tensor) -> torch.Tensor:
         """The backbone's hidden states [1, T, hidden] at its layer, computed without the host."""
         bb = self.backbone
         base = bb._base()
         vis, lm = base.visual, base.language_model
+        vblock, tlayer = self.blocks()
         n = pixel_values.shape[0]
         unit = vis.spatial_merge_size ** 2
         h = vis.patch_embed(pixel_values)
         h = h.view(n // unit, unit, -1)[plan.window].reshape(n, -1)
-        for blk, mask in zip(vis.blocks, plan.block_masks):
-            h = h + self._vision_attention(plan, blk.attn, blk.norm1(h), mask)
-            h = h + blk.mlp(blk.norm2(h))
+        for blk, split in zip(vis.blocks, plan.block_masks):
+            h = vblock(blk, h, split, plan.rotary, *plan.vis_rope)
         image = vis.merger(h)[plan.reverse]
         x = lm.embed_tokens(input_ids)
         x = x.index_copy(1, plan.image_pos, image[None].to(x.dtype))
         for layer in lm.layers[:plan.depth]:
-            out = layer(x, attention_mask=plan.causal, position_embeddings=plan.text_rope)
-            x = out[0] if isinstance(out, tuple) else out
+            x = tlayer(layer, x, *plan.text_rope)
         if bb.layer == bb.num_layers:
             x = lm.norm(x)
         return x
+
+    def blocks(self) -> tuple[Callable, Callable]:
+        """(vision block, text layer): compiled once each when asked (one compilation serves every
+        block of a kind, their weights being its inputs; a vision block recompiles per segment length)."""
+        if not self.compile:
+            return vision_block, text_layer
+        if self.compiled is None:
+            self.compiled = (self.compiler(vision_block), self.compiler(text_layer))
+        return self.compiled
 
     # -- per decision -----------------------------------------------------------------------------
     def __call__(self, batch: dict) -> Optional[tuple[torch.Tensor, torch.Tensor]]:
@@ -175,26 +222,42 @@ class GraphedPrefix:
         return ctx, torch.ones(ctx.shape[:2], dtype=torch.bool, device=ctx.device)
 
     def _build(self, key, ids_host, grid, pix, am):
-        bb = self.backbone
-        try:
-            plan = _Plan(bb, ids_host, grid, pix)
-            ids_buf = ids_host.to(bb.device).clone()
-            pix_buf = pix.clone()
-            ref, _ = bb(ids_host, am, pix, grid)
-            mine = self.forward(plan, ids_buf, pix_buf)
-            err = float((mine.float() - ref.float()).norm() / ref.float().norm().clamp_min(1e-12))
-            tol = 1e-3 if bb.dtype == torch.float32 else 5e-2
-            if not err <= tol:
-                raise ValueError(f"the device-side prefix differs from transformers' (relative error {err:.2e})")
-            def fn():
-                return self.project(self.forward(plan, ids_buf, pix_buf))
-            replay, out = self.capture(fn)
-        except (RuntimeError, ValueError) as e:      # this layout stays eager
-            self.failed.add(key)
-            warnings.warn(f"backbone prefix graph not used for this camera set-up: {e}", stacklevel=3)
-            return None
+        """Plan, check and capture one layout: compiled if asked (uncompiled if that fails), else None
+        and one warning (the layout then stays eager)."""
+        while True:
+            try:
+                entry, err = self._capture_layout(ids_host, grid, pix, am)
+                break
+            except Exception as e:  # noqa: BLE001 - a compiler's failure: the same layout, uncompiled
+                if self.compile:
+                    self.compile, self.compiled = False, None
+                    warnings.warn(f"backbone prefix compilation failed, capturing it uncompiled: {one_line(e)}",
+                                  stacklevel=3)
+                    continue
+                if not isinstance(e, (RuntimeError, ValueError)):
+                    raise
+                self.failed.add(key)                     # this layout stays eager
+                warnings.warn(f"backbone prefix graph not used for this camera set-up: {e}", stacklevel=3)
+                return None
         self.errors.append(err)
+        self.captured[key] = entry
+        return entry
+
+    def _capture_layout(self, ids_host, grid, pix, am):
+        bb = self.backbone
+        plan = _Plan(bb, ids_host, grid, pix)
+        ids_buf = ids_host.to(bb.device).clone()
+        pix_buf = pix.clone()
+        ref, _ = bb(ids_host, am, pix, grid)
+        mine = self.forward(plan, ids_buf, pix_buf)
+        err = float((mine.float() - ref.float()).norm() / ref.float().norm().clamp_min(1e-12))
+        tol = 1e-3 if bb.dtype == torch.float32 else 5e-2
+        if not err <= tol:
+            raise ValueError(f"the device-side prefix differs from transformers' (relative error {err:.2e})")
+
+        def fn():
+            return self.project(self.forward(plan, ids_buf, pix_buf))
+        replay, out = self.capture(fn)
         # the graph reads the plan's tensors (window order, masks, tables) at every replay but holds no
         # reference to them: the entry keeps them alive, or their memory would be handed out again
-        self.captured[key] = entry = (ids_buf, pix_buf, replay, out, (plan, fn))
-        return entry
+        return (ids_buf, pix_buf, replay, out, (plan, fn)), err

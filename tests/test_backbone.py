@@ -68,6 +68,31 @@ def test_tokenizer_round_trip_and_specials(tok):
     assert len(tok) <= 1024
 
 
+def test_a_lone_text_is_tokenized_once_and_each_call_gets_its_own_copy(bb, monkeypatch):
+    calls = []
+    real = type(bb.tokenizer).__call__
+    monkeypatch.setattr(type(bb.tokenizer), "__call__", lambda self, *a, **k: calls.append(a) or real(self, *a, **k))
+    monkeypatch.setattr(bb, "_token_cache", {})
+    first, mask = bb.tokenize(["push the red block"])
+    first[0, 0] = -7                                     # a caller that writes into its ids ...
+    again, _ = bb.tokenize(["push the red block"])
+    assert len(calls) == 1 and int(again[0, 0]) != -7    # ... does not change the next decision's
+    assert torch.equal(again, bb.tokenizer(["push the red block"], return_tensors="pt")["input_ids"])
+    bb.tokenize(["push the red block", "a batch of two"])   # batches are not kept
+    assert len(bb._token_cache) == 1
+    for i in range(40):
+        bb.tokenize([f"text {i}"])
+    assert len(bb._token_cache) == 32                    # bounded: the oldest go first
+
+
+def test_mlp_widths_round_up_to_the_multiple_asked(tok):
+    cfg = tiny_config(tok, hidden=64, vision_hidden=64, vision_heads=4, mlp_ratio=5.8, multiple_of=64)
+    assert cfg.text_config.intermediate_size == 384 and cfg.vision_config.intermediate_size == 384
+    assert tiny_config(tok, hidden=64, mlp_ratio=5.8).text_config.intermediate_size == 371   # as before
+    with pytest.raises(ValueError, match="multiple_of"):
+        tiny_config(tok, multiple_of=0)
+
+
 # -- images ------------------------------------------------------------------------------------
 
 def test_patchify_matches_pil_processor(bb):

@@ -6,7 +6,10 @@ same output tensor (as a graph replay rewrites it), so the static buffers, the p
 comparison run for real on the CPU."""
 from __future__ import annotations
 
+import shutil
+import sysconfig
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -62,6 +65,12 @@ def test_the_device_side_prefix_equals_transformers(tok, layers, layer, vision_l
         assert float((ctx - 2 * ref).norm() / ref.norm()) < 1e-5
         assert float((again - 2 * ref2).norm() / ref2.norm()) < 1e-5
         assert len(graphed.captured) == 1
+        plan = next(iter(graphed.captured.values()))[4][0]
+        splits = {type(s) for s in plan.block_masks}
+        # 224 px: 2x2 windows of 64 patches per image, 84 px: one window per image (equal segments, a
+        # batch without a mask); 168 px: windows cut by the image's edge (unequal: the mask)
+        assert splits == ({torch.Tensor, int} if side == 168 else {int}), (side, splits)
+        assert plan.causal is None
 
 
 def test_a_layout_it_cannot_reproduce_runs_eagerly_with_a_warning(tok, monkeypatch):
@@ -102,3 +111,71 @@ def test_a_policys_decisions_are_the_same_with_the_prefix_replayed():
             b = graphed.predict_chunk(obs, instruction)
             assert np.allclose(a, b, atol=1e-5), (seed, np.abs(a - b).max())
         assert len(graphed.prefix.captured) == 2 and not graphed.prefix.failed
+
+
+def _two_layouts(tok):
+    torch.manual_seed(0)
+    return Backbone.build(tok, tiny_config(tok, layers=3, vision_layers=4), layer=2, image_size=(224, 224))
+
+
+def test_the_compiled_blocks_run_inside_the_graph_and_a_failing_compiler_falls_back(tok, monkeypatch):
+    """``compile``: every vision block and text layer runs the compiler's function (a wrapper that
+    counts calls here; inductor in the slow test below); a compiler that fails when first run (as
+    inductor does, lazily) is said once and the layout is captured uncompiled, equal either way."""
+    calls = []
+
+    def counting(fn):
+        return lambda *a, **k: calls.append(fn.__name__) or fn(*a, **k)
+
+    def broken(fn):
+        def run(*a, **k):
+            raise RuntimeError("InductorError: no working C compiler\n(traceback)")
+        return run
+
+    monkeypatch.delenv(prefix_graph.PREFIX_COMPILE_ENV, raising=False)
+    bb = _two_layouts(tok)
+    assert GraphedPrefix(bb, lambda x: x).compile is False            # off unless asked
+    monkeypatch.setenv(prefix_graph.PREFIX_COMPILE_ENV, "1")
+    assert GraphedPrefix(bb, lambda x: x).compile is True
+    batch = batch_of(bb, 3, 224)
+    with torch.inference_mode():
+        ref, _ = bb(**batch)
+    for compiler, compiled in ((counting, True), (broken, False)):
+        graphed = GraphedPrefix(bb, lambda x: x, capture=eager_capture, devices=("cpu",), compiler=compiler)
+        with warnings.catch_warnings(record=True) as said, torch.inference_mode():
+            warnings.simplefilter("always")
+            ctx, _ = graphed(batch)
+            graphed(batch)
+        lines = [str(w.message) for w in said]
+        assert float((ctx - ref).norm() / ref.norm()) < 1e-5
+        assert graphed.compile is compiled and len(graphed.captured) == 1 and not graphed.failed
+        if compiled:        # (the check, the capture, two replays) x (4 vision blocks, 2 text layers read)
+            assert not lines and sorted(set(calls)) == ["text_layer", "vision_block"]
+            assert calls.count("vision_block") == 4 * 4 and calls.count("text_layer") == 4 * 2
+        else:
+            assert lines == ["backbone prefix compilation failed, capturing it uncompiled: "
+                             "RuntimeError: InductorError: no working C compiler"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None or not Path(sysconfig.get_paths()["include"], "Python.h").exists(),
+                    reason="inductor's CPU backend needs a C++ compiler and Python's headers")
+def test_torch_compile_of_the_prefix_matches_transformers_with_one_compile_per_kind(tok):
+    """The real compiler (inductor's CPU backend; seconds): one compilation per block kind and segment
+    length serves every block, and the compiled prefix gives transformers' hidden states."""
+    from torch._dynamo.utils import counters
+    bb = _two_layouts(tok)
+    batch = batch_of(bb, 3, 224)
+    torch._dynamo.reset()
+    counters.clear()
+    graphed = GraphedPrefix(bb, lambda x: x, capture=eager_capture, devices=("cpu",), compile=True)
+    with warnings.catch_warnings(record=True) as said, torch.inference_mode():
+        warnings.simplefilter("always")
+        ref, _ = bb(**batch)
+        ctx, _ = graphed(batch)
+        again, _ = graphed(batch)
+    assert not [w for w in said if "backbone prefix" in str(w.message)]
+    assert graphed.compile and len(graphed.captured) == 1
+    # vision: windows of 64 and whole images of 256 (two segment lengths), text: one
+    assert counters["stats"]["unique_graphs"] == 3
+    assert float((ctx - ref).norm() / ref.norm()) < 1e-4 and torch.equal(ctx, again)
