@@ -12,6 +12,8 @@
 #                                           # 1 and 3 cameras), then the sampler's and the prefix's blocks compiled
 #                                           # beside the uncompiled graphs (SmolVLA- and pi0-sized, 3 cameras,
 #                                           # synced parts), then tiny on the host CPU (< 7 min)
+#   bash benchmarks/gpu_checks.sh compiled  # gpu_latency.py --compile: SmolVLA- and pi0-sized, bf16, 1 and 3 cameras,
+#                                           # the blocks compiled inside the graphs (< 4 min)
 #   bash benchmarks/gpu_checks.sh install   # only the wheels (when the two phases' wheels cannot travel together)
 #
 # Wheels the machine lacks travel in .whl-latency/ and .whl-mt10/ (`pip download --no-deps
@@ -61,6 +63,12 @@ targets)
   grep -E "^(smolvla|pi0) |Warning|Error" "$OUT/targets_compiled.txt" | cut -c1-700
   timeout 40 python3 benchmarks/gpu_latency.py --torch-device cpu --sizes tiny --dtypes float32 > "$OUT/targets_cpu.json"
   echo "cpu rc=$?"; python3 benchmarks/gpu_summary.py "$OUT/targets_cpu.json"
+  ;;
+compiled)
+  timeout 230 python3 benchmarks/gpu_latency.py --torch-device cuda --compile --sizes smolvla,pi0 --dtypes bfloat16 \
+      --repeats 30 > "$OUT/compiled_cuda.json" 2> "$OUT/compiled_cuda.log"
+  echo "compiled rc=$?"; grep -E "Warning|Error" "$OUT/compiled_cuda.log" | sort | uniq -c | cut -c1-300
+  python3 benchmarks/gpu_summary.py "$OUT/compiled_cuda.json"
   ;;
 latency)
   timeout 330 python3 benchmarks/gpu_latency.py --torch-device cuda --repeats 30 > "$OUT/gpu_latency_cuda.json"

@@ -2,6 +2,7 @@
 
     python benchmarks/gpu_latency.py                          # CUDA when present (all sizes), else CPU (tiny)
     python benchmarks/gpu_latency.py --torch-device cpu --sizes tiny --repeats 20
+    python benchmarks/gpu_latency.py --compile --sizes smolvla,pi0 --dtypes bfloat16   # blocks compiled
 
 Every model is built from a config with random weights (nothing is downloaded): a Qwen2.5-VL
 backbone read at its middle layer and the DiT head, as issue 38's table sizes them
@@ -19,7 +20,8 @@ blank observation with 1 and 3 cameras, in float32 and bfloat16, eager and with 
 backbone prefix, `policies/prefix_graph.py`, and the whole sampler, `action_heads/graphs.py`'s
 `GraphedSampler`, whose row says how many whole graphs it captured and whether any shape fell back to
 the per-step graphs; CUDA only: on other devices that row says why it did not run). ``--dtypes`` and
-``--cameras`` pick rows (the GPU checks' short phases). Reported: p50/p90 of the decision and
+``--cameras`` pick rows (the GPU checks' short phases); ``--compile`` compiles the blocks inside the graphs
+(the sampler's DiT blocks, the prefix's vision blocks and text layers: inductor, at load). Reported: p50/p90 of the decision and
 of its parts (host preparation, backbone prefix including it, sampler); each row is also printed
 to stderr as it finishes. Then a training-step row: embodia-tiny's head step at batch 64 (context
 cached, as `embodia train` runs after freezing the backbone) on this device and on this host's CPU.
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -37,10 +40,12 @@ import numpy as np
 import torch
 
 from embodia.action_heads import QuantileNormalizer, flow_loss
+from embodia.action_heads.graphs import COMPILE_ENV
 from embodia.devices import Observation
 from embodia.devices.embodiment import Camera, Channel, Embodiment
 from embodia.policies.backbone import Backbone, tiny_config, train_tokenizer
 from embodia.policies.placement import Placement
+from embodia.policies.prefix_graph import PREFIX_COMPILE_ENV
 from embodia.policies.robot.vla import VLAConfig, VLAModel, VLAPolicy
 
 # name -> backbone (tiny_config arguments), head, horizon, camera side
@@ -125,10 +130,15 @@ def decision_rows(size: str, device: str, repeats: int, dtypes=("float32", "bflo
                     if policy.prefix is not None:       # did the backbone prefix replay, and how close was it
                         row["prefix_graph"] = {"captured": len(policy.prefix.captured),
                                                "rel_err": [round(e, 5) for e in policy.prefix.errors]}
+                        if policy.prefix.compile:       # $EMBODIA_COMPILE_PREFIX=1: checked block by block
+                            row["prefix_graph"] |= {
+                                "compiled": True, "block_rel_err_max": round(max(policy.prefix.block_errors), 5),
+                                "compiled_rel_err": [round(e, 5) for e in policy.prefix.compiled_errors]}
                     if policy.graphs is not None:       # the whole sampler as one graph, or its per-step fallback
                         row["sampler_graph"] = {"whole": len(policy.graphs.captured),
                                                 "failed": len(policy.graphs.failed),
-                                                "per_step": len(policy.graphs.per_step.captured)}
+                                                "per_step": len(policy.graphs.per_step.captured),
+                                                "compiled": policy.graphs.compile}
                     rows.append(row | decisions(policy, emb, repeats))
                     del policy
                 except Exception as e:  # noqa: BLE001 - one failing row must not lose the others
@@ -176,7 +186,12 @@ def main():
     ap.add_argument("--dtypes", default="float32,bfloat16", help="comma-separated: the rows' dtypes")
     ap.add_argument("--cameras", default="1,3", help="comma-separated of 1,3: the rows' camera counts")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (the runtime's default in the loop)")
+    ap.add_argument("--compile", action="store_true",
+                    help="graph rows with the sampler's and the prefix's blocks torch.compile'd inside the graphs "
+                         "($EMBODIA_COMPILE_SAMPLER=1 and $EMBODIA_COMPILE_PREFIX=1: inductor, seconds at load)")
     args = ap.parse_args()
+    if args.compile:
+        os.environ[COMPILE_ENV] = os.environ[PREFIX_COMPILE_ENV] = "1"
     torch.set_num_threads(args.threads)
     device = str(Placement.resolve(args.torch_device).device)
     cuda = device.startswith("cuda")
@@ -194,7 +209,7 @@ def main():
     if device != "cpu":
         train += [train_step_ms(device, d, args.train_steps) for d in ("float32", "bfloat16")]
         train.append({"speedup_p50_vs_cpu": round(train[0]["p50"] / min(r["p50"] for r in train[1:]), 2)})
-    print(json.dumps({"benchmark": "gpu_latency", "torch_device": device,
+    print(json.dumps({"benchmark": "gpu_latency", "torch_device": device, "compile": args.compile,
                       "card": torch.cuda.get_device_name(torch.device(device)) if cuda else platform.processor()
                       or platform.machine(), "torch": torch.__version__, "threads": args.threads,
                       "steps": 10, "repeats": repeats, "decisions": rows, "train_step": train,

@@ -133,7 +133,9 @@ def profile_size(size: str, args, samplers: list[str]) -> dict:
                     "step_graphs": len(policy.graphs.per_step.captured), "compiled": policy.graphs.compile}
         if policy.prefix is not None:                        # and the backbone prefix
             row |= {"prefix_graphs": len(policy.prefix.captured), "prefix_compiled": policy.prefix.compile,
-                    "prefix_rel_err": [round(e, 5) for e in policy.prefix.errors]}
+                    "prefix_rel_err": [round(e, 5) for e in policy.prefix.errors],
+                    "prefix_block_rel_err_max": round(max(policy.prefix.block_errors, default=0.0), 5),
+                    "prefix_compiled_rel_err": [round(e, 5) for e in policy.prefix.compiled_errors]}
         if args.agree:
             got = chunks(policy, obs)
             first = first or got

@@ -140,7 +140,10 @@ def test_the_compiled_blocks_run_inside_the_graph_and_a_failing_compiler_falls_b
     batch = batch_of(bb, 3, 224)
     with torch.inference_mode():
         ref, _ = bb(**batch)
-    for compiler, compiled in ((counting, True), (broken, False)):
+    def wrong(fn):          # compiles, but its blocks do not compute what the model's do
+        return lambda *a: fn(*a) * 1.1
+
+    for compiler, compiled in ((counting, True), (broken, False), (wrong, False)):
         graphed = GraphedPrefix(bb, lambda x: x, capture=eager_capture, devices=("cpu",), compiler=compiler)
         with warnings.catch_warnings(record=True) as said, torch.inference_mode():
             warnings.simplefilter("always")
@@ -149,12 +152,18 @@ def test_the_compiled_blocks_run_inside_the_graph_and_a_failing_compiler_falls_b
         lines = [str(w.message) for w in said]
         assert float((ctx - ref).norm() / ref.norm()) < 1e-5
         assert graphed.compile is compiled and len(graphed.captured) == 1 and not graphed.failed
-        if compiled:        # (the check, the capture, two replays) x (4 vision blocks, 2 text layers read)
+        if compiled:        # (block by block, end to end, the capture, two replays) x (4 vision blocks, 2 layers)
             assert not lines and sorted(set(calls)) == ["text_layer", "vision_block"]
-            assert calls.count("vision_block") == 4 * 4 and calls.count("text_layer") == 4 * 2
-        else:
-            assert lines == ["backbone prefix compilation failed, capturing it uncompiled: "
+            assert calls.count("vision_block") == 5 * 4 and calls.count("text_layer") == 5 * 2
+            assert len(graphed.block_errors) == 6 and max(graphed.block_errors) < 1e-6
+            assert graphed.compiled_errors[0] < 1e-5
+        elif compiler is broken:
+            assert lines == ["backbone prefix: compiled blocks not used, capturing it uncompiled: "
                              "RuntimeError: InductorError: no working C compiler"]
+        else:
+            assert len(lines) == 1 and lines[0].startswith(
+                "backbone prefix: compiled blocks not used, capturing it uncompiled: ValueError: a compiled block "
+                "differs from the uncompiled one (relative error 1.00e-01)")
 
 
 @pytest.mark.slow
