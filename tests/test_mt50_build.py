@@ -1,0 +1,83 @@
+"""`python -m embodia.agent.training.mt50`: demos recorded in worker processes (--jobs) are the demos
+one process records, a failing worker fails the build in one line, and the training half trains
+where --torch-device / --dtype say."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("metaworld")
+
+from embodia.agent.recording.dataset import LocalDataset  # noqa: E402
+from embodia.agent.training import mt50  # noqa: E402
+
+TASKS = ["reach-v3", "button-press-v3", "drawer-close-v3"]
+
+
+def _datasets(root: Path) -> dict:
+    """Per task: every episode's seed, success and length, and its state and action arrays."""
+    out = {}
+    for task in TASKS:
+        ds = LocalDataset(root / task)
+        eps = [(e["seed"], e["success"], e["length"]) for e in ds.episodes]
+        arrays = [ds.episode(i) for i in range(len(ds.episodes))]
+        out[task] = (eps, [(a["state"].tolist(), a["action"].tolist()) for a in arrays])
+    return out
+
+
+def _row(out: Path) -> dict:
+    return json.loads(out.with_name(out.name + ".sessions.jsonl").read_text().splitlines()[-1])
+
+
+def test_jobs_record_the_datasets_one_process_records_then_train_where_asked(tmp_path, capsys):
+    one, two = tmp_path / "one", tmp_path / "two"
+    common = ["--episodes", "2", "--tasks", ",".join(TASKS), "--record-only"]
+    mt50.main(["--data", str(one / "d"), "--out", str(one / "ckpt"), "--jobs", "1", *common])
+    mt50.main(["--data", str(two / "d"), "--out", str(two / "ckpt"), "--jobs", "2", *common])
+    printed = capsys.readouterr().out
+    assert all(f"{t}: 2 demos (" in printed for t in TASKS), printed     # a line per task from the workers too
+    serial, parallel = _datasets(one / "d"), _datasets(two / "d")
+    assert [s for s, _, _ in serial["reach-v3"][0]] == [1000, 1001]
+    assert parallel == serial
+    rows = _row(one / "ckpt"), _row(two / "ckpt")
+    assert [r["jobs"] for r in rows] == [1, 2] and all(r["finished"] and "record_s" in r for r in rows)
+    assert rows[0]["demos"] == rows[1]["demos"] == 6 and rows[0]["recorded"] == rows[1]["recorded"]
+
+    # the training half on those demos (the recording resumes: nothing new), where --torch-device says
+    mt50.main(["--data", str(two / "d"), "--out", str(two / "ckpt"), "--episodes", "2", "--tasks", ",".join(TASKS),
+               "--steps", "2", "--save-every", "2", "--freeze-after", "0", "--torch-device", "cpu",
+               "--dtype", "bfloat16", "--bundle", str(two / "bundle")])
+    row = _row(two / "ckpt")
+    assert row["torch"] == "cpu bfloat16" and row["finished"] and row["saved_step"] == 2 and "train_s" in row
+    trained = json.loads((two / "bundle" / "config.json").read_text())["train_config"]
+    assert (trained["torch_device"], trained["dtype"], trained["batch_size"]) == ("cpu", "bfloat16", 64)
+    assert sorted(Path(d).name for d in trained["data"]) == sorted(TASKS)
+
+
+def test_a_failing_worker_fails_the_build_in_one_line_and_keeps_the_row(tmp_path):
+    data, out = tmp_path / "d", tmp_path / "ckpt"
+    (data / "reach-v3" / "meta").mkdir(parents=True)
+    (data / "reach-v3" / "meta" / "info.json").write_text("{not json")    # a damaged earlier recording
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MUJOCO_GL": "egl"}
+    res = subprocess.run([sys.executable, "-m", "embodia.agent.training.mt50", "--data", str(data), "--out", str(out),
+                          "--episodes", "1", "--tasks", "button-press-v3,reach-v3", "--jobs", "2", "--record-only"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 1, res.stderr
+    err = res.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert err[0].startswith("error: recording reach-v3 failed in a worker process: DatasetError"), err
+    row = _row(out)
+    assert row["finished"] is False and row["stopped"].startswith("recording reach-v3 failed") and "wall_s" in row
+
+
+def test_bad_options_are_refused_in_one_line_before_any_recording(tmp_path, capsys):
+    for argv, says in ((["--jobs", "0"], "--jobs: expected a whole number >= 1"),
+                       (["--tasks", "reach-v3,nope-v3"], "not MT50 tasks: nope-v3"),
+                       (["--torch-device", "tpu"], "--torch-device 'tpu'")):
+        with pytest.raises(SystemExit) as e:
+            mt50.main(["--data", str(tmp_path / "d"), "--out", str(tmp_path / "o"), *argv])
+        assert e.value.code == 2 and says in capsys.readouterr().err
+    assert not (tmp_path / "d").exists() and not (tmp_path / "o.sessions.jsonl").exists()
