@@ -81,3 +81,29 @@ def test_bad_options_are_refused_in_one_line_before_any_recording(tmp_path, caps
             mt50.main(["--data", str(tmp_path / "d"), "--out", str(tmp_path / "o"), *argv])
         assert e.value.code == 2 and says in capsys.readouterr().err
     assert not (tmp_path / "d").exists() and not (tmp_path / "o.sessions.jsonl").exists()
+
+
+def test_the_rebuild_summary_times_each_part_from_the_stamped_log(tmp_path):
+    import bench_module
+    summary = bench_module.load("rebuild_summary")
+    log = tmp_path / "train.log"
+    log.write_text("\n".join([
+        "100.0 train: reach-v3,push-v3, 2000 steps, 150 s left",
+        "101.0 reach-v3: 50 demos (50 recorded, 50 from before)",
+        "110.0 /tmp/mt50/reach-v3: sawyer, 50 episodes, 1000 frames",
+        "112.0 /tmp/mt50/push-v3: sawyer, 50 episodes, 2000 frames",      # 1 ms a frame after the first
+        "not a stamped line",
+        "120.0 step 250: loss 0.5 (mean since the last checkpoint), saved /tmp/ckpt",
+        "127.5 step 1000: loss 0.3 (mean since the last checkpoint), saved /tmp/ckpt",   # 10 ms a step
+        "129.0 cached backbone context for sawyer: (1000, 223, 64)",
+        "130.5 cached backbone context for sawyer: (2000, 223, 64)",
+        "133.0 step 1250: loss 0.2 (mean since the last checkpoint), saved /tmp/ckpt",
+        "137.0 step 2000: loss 0.1 (mean since the last checkpoint), saved /tmp/ckpt"]) + "\n")   # 5.33 ms a step
+    parts = summary.train_parts(summary.stamped(log))
+    assert parts == {"frames_loaded": 3000, "load_s": 12.0, "load_ms_per_frame": 1.0, "step_ms_end_to_end": 10.0,
+                     "cache_s": 3.0, "step_ms_head_only": 5.33, "last_saved_step": 2000}
+    full = summary.projection(90, parts, frames=30000, loaded=3000)
+    # loading 12 s + 27,000 more frames at 1 ms; the cache scaled by frames; 1,000 x 10 ms + 4,000 x 5.33 ms
+    assert full == {"record_s": 90, "load_s": 39, "cache_s": 30, "steps_s": 31, "total_s": 190, "measured": False}
+    cut = summary.train_parts(summary.stamped(log)[:4])       # stopped while loading: nothing to project from
+    assert cut["step_ms_end_to_end"] is None and summary.projection(90, cut, frames=30000, loaded=3000) is None
