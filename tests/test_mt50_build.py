@@ -107,3 +107,26 @@ def test_the_rebuild_summary_times_each_part_from_the_stamped_log(tmp_path):
     assert full == {"record_s": 90, "load_s": 39, "cache_s": 30, "steps_s": 31, "total_s": 190, "measured": False}
     cut = summary.train_parts(summary.stamped(log)[:4])       # stopped while loading: nothing to project from
     assert cut["step_ms_end_to_end"] is None and summary.projection(90, cut, frames=30000, loaded=3000) is None
+
+
+def test_the_faster_video_decode_gives_pyavs_own_frames(tmp_path):
+    """decode_video converts every frame of a file with one scaler (what the trainer's loading spends
+    its time on); the pixels are PyAV's per-frame `to_ndarray(format="rgb24")`, to the byte."""
+    import av
+    import numpy as np
+
+    from embodia.agent.recording.dataset import decode_video
+    path, rng = tmp_path / "v.mp4", np.random.default_rng(0)
+    with av.open(str(path), "w", format="mp4") as out:
+        stream = out.add_stream("libx264", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 96, 96, "yuv420p"
+        for i in range(12):
+            img = rng.integers(0, 256, (96, 96, 3), dtype=np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    with av.open(str(path)) as c:
+        expected = np.stack([f.to_ndarray(format="rgb24") for f in c.decode(c.streams.video[0])])
+    assert np.array_equal(decode_video(path, fps=10), expected)
+    assert np.array_equal(decode_video(path, start=0.5, count=4, fps=10), expected[5:9])
