@@ -40,8 +40,9 @@ def rate(points: list[tuple[float, int]]) -> float | None:
 
 
 def train_parts(lines: list[tuple[float, str]]) -> dict:
-    """The trainer's parts from its log: loading (seconds a frame, from the second dataset on), the
-    step times before and after the freeze (from save to save), and the context cache."""
+    """The trainer's parts from its log: loading (from the log's first line, the command's start, to
+    the last dataset's line: the datasets load in threads, so their lines come together at the end),
+    the step times before and after the freeze (from save to save), and the context cache."""
     start = lines[0][0] if lines else None
     loads, saves, cached = [], [], []
     for t, text in lines:
@@ -55,10 +56,10 @@ def train_parts(lines: list[tuple[float, str]]) -> dict:
     live = [p for p in saves if freeze is None or p[0] < freeze]
     head = [p for p in saves if freeze is not None and p[0] > cached[-1]]
     before_cache = max((t for t, _ in live), default=None)
-    per_frame = rate(loads)
+    load_s = loads[-1][0] - start if loads else None
     return {"frames_loaded": loads[-1][1] if loads else 0,
-            "load_s": round(loads[-1][0] - start, 1) if loads else None,
-            "load_ms_per_frame": round(1000 * per_frame, 3) if per_frame else None,
+            "load_s": round(load_s, 1) if loads else None,
+            "load_ms_per_frame": round(1000 * load_s / loads[-1][1], 3) if loads else None,
             "step_ms_end_to_end": round(1000 * rate(live), 2) if rate(live) else None,
             "cache_s": round(cached[-1] - before_cache, 1) if cached and before_cache else None,
             "step_ms_head_only": round(1000 * rate(head), 2) if rate(head) else None,
@@ -73,11 +74,12 @@ def demo_frames(data: Path) -> int:
 
 
 def projection(record_s: float | None, parts: dict, frames: int, loaded: int) -> dict | None:
-    """A whole rebuild's seconds from the measured parts; None where a part was not measured."""
+    """A whole rebuild's seconds from the measured parts, each scaled by frames or steps (a subset's
+    loading ran on fewer threads: scaled, it is an upper figure); None where a part was not measured."""
     need = ("load_ms_per_frame", "step_ms_end_to_end", "step_ms_head_only", "cache_s")
     if record_s is None or not loaded or any(parts.get(k) is None for k in need):
         return None
-    load = parts["load_s"] + parts["load_ms_per_frame"] / 1000 * (frames - loaded)
+    load = parts["load_ms_per_frame"] / 1000 * frames      # the measured time itself when all were loaded
     cache = parts["cache_s"] * frames / loaded
     steps = (FREEZE_AFTER * parts["step_ms_end_to_end"] + (STEPS - FREEZE_AFTER) * parts["step_ms_head_only"]) / 1000
     return {"record_s": record_s, "load_s": round(load), "cache_s": round(cache), "steps_s": round(steps),

@@ -32,7 +32,7 @@ def _row(out: Path) -> dict:
     return json.loads(out.with_name(out.name + ".sessions.jsonl").read_text().splitlines()[-1])
 
 
-def test_jobs_record_the_datasets_one_process_records_then_train_where_asked(tmp_path, capsys):
+def test_jobs_record_the_datasets_one_process_records_then_train_where_asked(tmp_path, capsys, monkeypatch):
     one, two = tmp_path / "one", tmp_path / "two"
     common = ["--episodes", "2", "--tasks", ",".join(TASKS), "--record-only"]
     mt50.main(["--data", str(one / "d"), "--out", str(one / "ckpt"), "--jobs", "1", *common])
@@ -55,6 +55,19 @@ def test_jobs_record_the_datasets_one_process_records_then_train_where_asked(tmp
     trained = json.loads((two / "bundle" / "config.json").read_text())["train_config"]
     assert (trained["torch_device"], trained["dtype"], trained["batch_size"]) == ("cpu", "bfloat16", 64)
     assert sorted(Path(d).name for d in trained["data"]) == sorted(TASKS)
+
+    # the trainer loads the datasets in threads: the frames of one thread, in the same order
+    from embodia.agent.training import train as train_mod
+    from embodia.policies.robot.vla import load_checkpoint
+    backbone = load_checkpoint(two / "bundle")[0].backbone
+    datasets, chosen = [LocalDataset(two / "d" / t) for t in TASKS], [[1, 0]] * len(TASKS)
+    threaded = train_mod.load_frames(datasets, chosen, backbone)
+    monkeypatch.setattr(train_mod.os, "cpu_count", lambda: 1)
+    one = train_mod.load_frames(datasets, chosen, backbone)
+    shapes = [[[tuple(c.shape) for c in ep] for ep in ds] for ds in one]
+    assert shapes == [[[tuple(c.shape) for c in ep] for ep in ds] for ds in threaded]
+    assert all(a.equal(b) for x, y in zip(one, threaded) for p, q in zip(x, y) for a, b in zip(p, q))
+    assert shapes[0][0][0][0] == datasets[0].episodes[1]["length"]      # episode 1 first, as asked
 
 
 def test_a_failing_worker_fails_the_build_in_one_line_and_keeps_the_row(tmp_path):
@@ -90,8 +103,8 @@ def test_the_rebuild_summary_times_each_part_from_the_stamped_log(tmp_path):
     log.write_text("\n".join([
         "100.0 train: reach-v3,push-v3, 2000 steps, 150 s left",
         "101.0 reach-v3: 50 demos (50 recorded, 50 from before)",
-        "110.0 /tmp/mt50/reach-v3: sawyer, 50 episodes, 1000 frames",
-        "112.0 /tmp/mt50/push-v3: sawyer, 50 episodes, 2000 frames",      # 1 ms a frame after the first
+        "111.9 /tmp/mt50/reach-v3: sawyer, 50 episodes, 1000 frames",
+        "112.0 /tmp/mt50/push-v3: sawyer, 50 episodes, 2000 frames",      # 12 s from the start: 4 ms a frame
         "not a stamped line",
         "120.0 step 250: loss 0.5 (mean since the last checkpoint), saved /tmp/ckpt",
         "127.5 step 1000: loss 0.3 (mean since the last checkpoint), saved /tmp/ckpt",   # 10 ms a step
@@ -100,11 +113,12 @@ def test_the_rebuild_summary_times_each_part_from_the_stamped_log(tmp_path):
         "133.0 step 1250: loss 0.2 (mean since the last checkpoint), saved /tmp/ckpt",
         "137.0 step 2000: loss 0.1 (mean since the last checkpoint), saved /tmp/ckpt"]) + "\n")   # 5.33 ms a step
     parts = summary.train_parts(summary.stamped(log))
-    assert parts == {"frames_loaded": 3000, "load_s": 12.0, "load_ms_per_frame": 1.0, "step_ms_end_to_end": 10.0,
+    assert parts == {"frames_loaded": 3000, "load_s": 12.0, "load_ms_per_frame": 4.0, "step_ms_end_to_end": 10.0,
                      "cache_s": 3.0, "step_ms_head_only": 5.33, "last_saved_step": 2000}
     full = summary.projection(90, parts, frames=30000, loaded=3000)
-    # loading 12 s + 27,000 more frames at 1 ms; the cache scaled by frames; 1,000 x 10 ms + 4,000 x 5.33 ms
-    assert full == {"record_s": 90, "load_s": 39, "cache_s": 30, "steps_s": 31, "total_s": 190, "measured": False}
+    # loading and the cache scaled by frames (x10); 1,000 x 10 ms + 4,000 x 5.33 ms
+    assert full == {"record_s": 90, "load_s": 120, "cache_s": 30, "steps_s": 31, "total_s": 271, "measured": False}
+    assert summary.projection(90, parts, frames=3000, loaded=3000)["load_s"] == 12     # all loaded: as measured
     cut = summary.train_parts(summary.stamped(log)[:4])       # stopped while loading: nothing to project from
     assert cut["step_ms_end_to_end"] is None and summary.projection(90, cut, frames=30000, loaded=3000) is None
 
