@@ -8,13 +8,13 @@
 #                                           # pi0-sized, bf16, 3 cameras (< 2.5 min): synced parts, kernels per
 #                                           # decision, the chunks' agreement (plain, steered, inpainted);
 #                                           # COMPILE=1 adds the torch.compile'd network inside the graph
+#   bash benchmarks/gpu_checks.sh install   # only the wheels (when the two phases' wheels cannot travel together)
 #   bash benchmarks/gpu_checks.sh rebuild   # rebuilding embodia-mt50 within 250 s: all 2,500 demos recorded by
 #                                           # `python -m embodia.agent.training.mt50 --jobs 14` (EGL on the GPU),
 #                                           # then --steps 5000 on CUDA until the time is up, each part timed, the
 #                                           # whole rebuild's time projected from them if cut (rebuild.json), then
 #                                           # the bundle on MT10 if time is left; TRAIN_TASKS=reach-v3,push-v3
 #                                           # TRAIN_STEPS=2000 times the training half on a subset instead
-#   bash benchmarks/gpu_checks.sh install   # only the wheels (when the two phases' wheels cannot travel together)
 #
 # Wheels the machine lacks travel in .whl-latency/ and .whl-mt10/ (`pip download --no-deps
 # --python-version 3.12 ...` of transformers, diffusers, faiss-cpu, importlib_metadata; metaworld,
