@@ -15,6 +15,12 @@
 #   bash benchmarks/gpu_checks.sh compiled  # gpu_latency.py --compile: SmolVLA- and pi0-sized, bf16, 1 and 3 cameras,
 #                                           # the blocks compiled inside the graphs (< 4 min)
 #   bash benchmarks/gpu_checks.sh install   # only the wheels (when the two phases' wheels cannot travel together)
+#   bash benchmarks/gpu_checks.sh rebuild   # rebuilding embodia-mt50 within 250 s: all 2,500 demos recorded by
+#                                           # `python -m embodia.agent.training.mt50 --jobs 14` (EGL on the GPU),
+#                                           # then --steps 5000 on CUDA until the time is up, each part timed, the
+#                                           # whole rebuild's time projected from them if cut (rebuild.json), then
+#                                           # the bundle on MT10 if time is left; TRAIN_TASKS=reach-v3,push-v3
+#                                           # TRAIN_STEPS=2000 times the training half on a subset instead
 #
 # Wheels the machine lacks travel in .whl-latency/ and .whl-mt10/ (`pip download --no-deps
 # --python-version 3.12 ...` of transformers, diffusers, faiss-cpu, importlib_metadata; metaworld,
@@ -22,7 +28,7 @@
 # second phase reuses. embodia itself is imported from the checkout through a package of links.
 # Results go to $OUT (or ./gpu-out).
 set -u
-phase=${1:?latency, mt10, profile, sampler or install}
+phase=${1:?latency, mt10, profile, sampler, rebuild or install}
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 MUJOCO_GL=egl PYTHONPATH=/tmp/site:/tmp/pkg
@@ -35,6 +41,14 @@ done
 mkdir -p /tmp/pkg/embodia && cp -r embodia/. /tmp/pkg/embodia/
 for d in action_heads agent devices memory policies sim; do ln -sfn "$PWD/$d" /tmp/pkg/embodia/$d; done
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+
+egl() {   # MuJoCo's EGL needs the GL vendor-neutral loaders: .gl/ holds Debian's libegl1, libglvnd0, ... (.deb)
+  for f in .gl/*.deb; do [ -e "$f" ] && dpkg -x "$f" /; done; ldconfig
+  vendor=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+  [ -e $vendor ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$vendor
+  python3 -c "import mujoco; m = mujoco.MjModel.from_xml_string('<mujoco/>'); r = mujoco.Renderer(m, 8, 8); print('mujoco egl ok')" || exit 4
+}
+stamp() { while IFS= read -r l; do printf '%s %s\n' "${EPOCHREALTIME:-$(date +%s.%N)}" "$l"; done; }
 
 case $phase in
 install) ;;
@@ -79,14 +93,44 @@ latency)
   ;;
 mt10)
   test -d /tmp/site/transformers || { echo "the latency phase's wheels are not here (a fresh machine)"; exit 3; }
-  # MuJoCo's EGL needs the GL vendor-neutral loaders: .gl/ holds Debian's libegl1, libglvnd0, ... (.deb)
-  for f in .gl/*.deb; do [ -e "$f" ] && dpkg -x "$f" /; done; ldconfig
-  vendor=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-  [ -e $vendor ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$vendor
-  python3 -c "import mujoco; m = mujoco.MjModel.from_xml_string('<mujoco/>'); r = mujoco.Renderer(m, 8, 8); print('mujoco egl ok')" || exit 4
+  egl
   /usr/bin/time -v timeout 420 python3 -m embodia eval -d sim:metaworld/mt10 -p embodia-mt50 -n 10 \
       --torch-device cuda --jobs 10 --json "$OUT/mt10_cuda.json" > "$OUT/mt10_cuda.log" 2> "$OUT/mt10_cuda.err"
   echo "mt10 rc=$?"
   tail -25 "$OUT/mt10_cuda.log"; grep -E "Elapsed|Maximum resident" "$OUT/mt10_cuda.err"; tail -5 "$OUT/mt10_cuda.err"
+  ;;
+rebuild)
+  # Everything within BUDGET seconds of this phase's start (250) and DEADLINE of the script's (258, under
+  # the caller's 270 s limit); a part cut by its timeout writes its sessions row (finished: false, stopped).
+  test -d /tmp/site/transformers || { echo "the latency phase's wheels are not here (a fresh machine)"; exit 3; }
+  egl
+  export OMP_NUM_THREADS=1    # the record workers: one thread each (the trainer sets its own, --threads)
+  end=$((SECONDS + ${BUDGET:-250})); cap=${DEADLINE:-258}; [ $end -gt $cap ] && end=$cap
+  left() { local l=$((end - SECONDS)); [ $l -lt 1 ] && l=1; echo $l; }    # (timeout 0 would mean none)
+  rm -rf /tmp/mt50 /tmp/ckpt /tmp/bundle     # a measurement, not a resume of an earlier call
+  echo "record: all 50 tasks, --jobs ${JOBS:-14}, $(left) s left"
+  /usr/bin/time -v timeout $(left) python3 -m embodia.agent.training.mt50 --data /tmp/mt50 --out /tmp/ckpt/embodia-mt50 \
+      --jobs ${JOBS:-14} --torch-device cuda --record-only > "$OUT/rebuild_record.log" 2> "$OUT/rebuild_record.err"
+  echo "record rc=$?"; tail -1 "$OUT/rebuild_record.log"
+  grep -E "Elapsed|Maximum resident|Percent of CPU|^error|stopped by" "$OUT/rebuild_record.err"
+  # the bundled schedule (5,000 steps, the backbone frozen after 1,000) on all 50 tasks; a subset, if asked,
+  # times the loading and both kinds of step in less time
+  tasks=${TRAIN_TASKS:-all}; steps=${TRAIN_STEPS:-5000}
+  [ "$tasks" = all ] && tasks=
+  echo "train: ${tasks:-all 50 tasks}, $steps steps, $(left) s left" | stamp | tee "$OUT/rebuild_train.log"
+  timeout $(left) python3 -m embodia.agent.training.mt50 --data /tmp/mt50 --out /tmp/ckpt/embodia-mt50 \
+      ${tasks:+--tasks $tasks} --steps $steps --save-every 250 --threads 4 --torch-device cuda --bundle /tmp/bundle \
+      2>&1 | stamp >> "$OUT/rebuild_train.log"
+  echo "train rc=${PIPESTATUS[0]}"
+  python3 benchmarks/rebuild_summary.py --train-log "$OUT/rebuild_train.log" --data /tmp/mt50 \
+      --sessions /tmp/ckpt/embodia-mt50.sessions.jsonl --card "$(cat "$OUT/card.txt")" > "$OUT/rebuild.json"
+  cat "$OUT/rebuild.json"; grep -E "step [0-9]+:|cached|episodes, [0-9]+ frames" "$OUT/rebuild_train.log" | tail -12 | cut -c1-200
+  if [ -z "$tasks" ] && [ -f /tmp/bundle/model.safetensors ] && [ "$(left)" -gt 20 ]; then
+    timeout $(left) python3 -m embodia eval -d sim:metaworld/mt10 -p /tmp/bundle -n 3 --torch-device cuda --jobs 14 \
+        --json "$OUT/rebuild_mt10.json" > "$OUT/rebuild_eval.log" 2>&1
+    echo "eval rc=$?"; grep -E "overall" "$OUT/rebuild_eval.log"; tail -1 "$OUT/rebuild_eval.log"
+  else
+    echo "eval skipped: $([ -n "$tasks" ] && echo "trained on a subset" || echo "no finished bundle"), $(left) s left"
+  fi
   ;;
 esac

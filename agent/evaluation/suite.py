@@ -26,6 +26,7 @@ import datetime as _dt
 import json
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -310,18 +311,55 @@ class TaskRunner:
 
 
 def _run_parallel(names, q, policy_spec, episodes, seed, jobs, on_task, prefix=PREFIX) -> dict:
+    calls = [(t, task_uri(t, q, prefix), policy_spec, episodes, seed) for t in names]
+    rows = in_processes(_worker_task, calls, jobs, on_task, "evaluating")
+    return {t: rows[t] for t in names}
+
+
+class TaskFailed(RuntimeError):
+    """A task failed in a worker process: one line naming the task and the worker's error."""
+
+
+def in_processes(fn, calls: list[tuple], jobs: int, on_task, doing: str) -> dict:
+    """``fn(*call)`` for every call in ``jobs`` spawned worker processes; each call's first item is
+    its task, each returns ``(task, row)``; ``on_task(task, row)`` as each finishes. The first failure
+    stops the run: tasks not started are cancelled, and TaskFailed names the task (a worker's error
+    never leaves a task silently missing)."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
     done: dict[str, dict] = {}
     # spawn: a fresh interpreter per worker (no GL context or torch pool inherited through fork)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
-        futures = [ex.submit(_worker_task, t, task_uri(t, q, prefix), policy_spec, episodes, seed) for t in names]
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex, _one_thread_children():
+        futures = {ex.submit(fn, *call): call[0] for call in calls}
         for fut in as_completed(futures):
-            task, row = fut.result()
+            try:
+                task, row = fut.result()
+            except BrokenProcessPool:
+                ex.shutdown(wait=False, cancel_futures=True)
+                raise TaskFailed(f"{doing} {futures[fut]}: a worker process died (killed, or out of memory)") from None
+            except Exception as e:  # noqa: BLE001 - any worker error ends the run, named in one line
+                ex.shutdown(wait=False, cancel_futures=True)
+                msg = " ".join(str(e).split()) or type(e).__name__
+                raise TaskFailed(f"{doing} {futures[fut]} failed in a worker process: {type(e).__name__}: {msg}") from e
             done[task] = row
             if on_task:
                 on_task(task, row)
-    return {t: done[t] for t in names}
+    return done
+
+
+@contextmanager
+def _one_thread_children():
+    """While workers start, ``OMP_NUM_THREADS=1`` (unless set) in the environment they inherit: N
+    workers on N cores, each with a core-sized OpenMP/torch pool, oversubscribe the machine."""
+    import os
+    before = os.environ.get("OMP_NUM_THREADS")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
 
 
 def _run_task(task, uri, policies, episodes, seed, on_episode) -> dict:
@@ -342,51 +380,78 @@ def _run_task(task, uri, policies, episodes, seed, on_episode) -> dict:
 
 
 def record_suite(suite: str, policy_spec: str, out, *, episodes: int, seed: int = 0, only_success: bool = False,
-                 query: dict | None = None, on_task=None, tasks: list[str] | None = None) -> dict:
+                 query: dict | None = None, on_task=None, tasks: list[str] | None = None, jobs: int = 1) -> dict:
     """Record ``episodes`` per task of ``suite`` into ``out/<task>/``, one LeRobotDataset per task
     (Meta-World's state bounds differ from task to task, so each task describes its own body). The
     device renders as a lone task does (a dataset wants the images whoever acts). Episode i of every
     task uses seed ``seed + i``; with ``only_success`` each task records until ``episodes`` succeeded
-    (at most 10x as many tries; failures are recorded too, marked as such). Returns per-task counts.
+    (at most 10x as many tries; failures are recorded too, marked as such). ``jobs`` > 1 records
+    tasks in that many worker processes, one task per worker at a time (each task owns its dataset,
+    so the datasets are the ones one process writes; ``on_task`` then runs as tasks finish). Returns
+    per-task counts, tasks in suite order.
 
     >>> rep = record_suite("mt50", "expert", "/tmp/demos", episodes=50, seed=1000)   # doctest: +SKIP
     """
-    from embodia.agent.recording.recorder import open_recorder
     names = list(tasks) if tasks else list(suite_tasks(suite))
     fam = family(suite)
     names = [t for t in names if t not in not_run(suite, policy_spec)]
     q = {**({"max_steps": str(fam.max_steps)} if fam.max_steps else {}), **(query or {})}
-    policies = _Policies(policy_spec, None)
-    rows = {}
-    for task in names:
-        uri = task_uri(task, q, fam.prefix)
-        done = _recorded(Path(out) / task)
-        todo, first_seed = _still_to_record(done, episodes, seed, only_success)
-        if todo <= 0:   # a stopped run already finished this task: resume after it
-            rows[task] = _suite_row(task, fam, done, resumed=len(done))
+    plan = RecordPlan(policy_spec, str(out), episodes, seed, only_success, q)
+    if jobs > 1:
+        rows = in_processes(_worker_record, [(t, plan, fam.prefix) for t in names], jobs, on_task, "recording")
+    else:
+        policies, rows = _Policies(policy_spec, None), {}
+        for task in names:
+            rows[task] = _record_task(task, plan, fam.prefix, policies)
             if on_task:
                 on_task(task, rows[task])
-            continue
-        dev = make_device(uri)
-        try:
-            pol = policies.for_device(dev, uri)
-            writer = open_recorder(Path(out) / task, dev.embodiment)
-            try:
-                results = run_episodes(dev, pol, episodes=todo, seed=first_seed, recorder=writer,
-                                       until_successes=episodes - _successes(done) if only_success else None,
-                                       episode_meta={"device": uri, "shift": q.get("shift"), "size": q.get("size"),
-                                                     "policy": policy_spec})
-            finally:
-                writer.close()
-        finally:
-            dev.close()
-        rows[task] = _suite_row(task, fam, done + [{"success": r.success, "steps": r.steps} for r in results],
-                                resumed=len(done))
-        if on_task:
-            on_task(task, rows[task])
+    rows = {t: rows[t] for t in names}
     return {"suite": suite, "policy": policy_spec, "out": str(out), "seed": seed, "tasks": rows,
             "recorded": sum(r["recorded"] for r in rows.values()),
             "successes": sum(r["successes"] for r in rows.values())}
+
+
+@dataclass(frozen=True)
+class RecordPlan:
+    """What every task of a suite recording shares (it travels to worker processes whole)."""
+    policy: str
+    out: str
+    episodes: int
+    seed: int
+    only_success: bool
+    query: dict
+
+
+def _record_task(task: str, plan: RecordPlan, prefix: str, policies: "_Policies") -> dict:
+    """Record one task into ``plan.out/<task>/``, going on after what a stopped run left there."""
+    from embodia.agent.recording.recorder import open_recorder
+    uri, root = task_uri(task, plan.query, prefix), Path(plan.out) / task
+    done = _recorded(root)
+    todo, first_seed = _still_to_record(done, plan.episodes, plan.seed, plan.only_success)
+    if todo <= 0:   # a stopped run already finished this task: resume after it
+        return _suite_row(task, _family_of_uri(uri), done, resumed=len(done))
+    dev = make_device(uri)
+    try:
+        pol = policies.for_device(dev, uri)
+        writer = open_recorder(root, dev.embodiment)
+        try:
+            results = run_episodes(dev, pol, episodes=todo, seed=first_seed, recorder=writer,
+                                   until_successes=plan.episodes - _successes(done) if plan.only_success else None,
+                                   episode_meta={"device": uri, "shift": plan.query.get("shift"),
+                                                 "size": plan.query.get("size"), "policy": plan.policy})
+        finally:
+            writer.close()
+    finally:
+        dev.close()
+    return _suite_row(task, _family_of_uri(uri), done + [{"success": r.success, "steps": r.steps} for r in results],
+                      resumed=len(done))
+
+
+def _worker_record(task: str, plan: RecordPlan, prefix: str) -> tuple[str, dict]:
+    key = ("record", plan.policy)
+    if key not in _WORKER:
+        _WORKER[key] = _Policies(plan.policy, 1)
+    return task, _record_task(task, plan, prefix, _WORKER[key])
 
 
 def _recorded(root) -> list[dict]:

@@ -3,12 +3,15 @@
     python -m embodia.agent.training.mt50 --data data/mt50 --out ckpt/embodia-mt50
     python -m embodia.agent.training.mt50 --data data/mt50 --out ckpt/embodia-mt50 --steps 40000   # train longer
     python -m embodia.agent.training.mt50 --steps 5000 --bundle policies/checkpoints/embodia-mt50   # the bundled one
+    python -m embodia.agent.training.mt50 --steps 5000 --jobs 14 --torch-device cuda --bundle /tmp/bundle  # on a GPU host
     python -m embodia.agent.training.mt50 --obs lerobot --data data/mt50-lerobot --out ckpt/mt50-lerobot \
         --shift 4 --freeze-after 6000 --steps 12000          # from LeRobot's view: corner2 pixels + agent_pos
 
 Both halves resume: run the same command again after a stop (or in the next session) and the
 recording goes on from the task and seed where it stopped (`record_suite`), the training from its
-last save (`train --resume`). ``--bundle DIR`` then copies what inference reads (no training state)
+last save (`train --resume`). ``--jobs N`` records N tasks at a time in worker processes (the
+same datasets as one process writes); ``--torch-device`` / ``--dtype`` say where the training runs,
+as for `embodia train`. ``--bundle DIR`` then copies what inference reads (no training state)
 into DIR (with MEMORY_SETTINGS as its memory.json): the bundled ``embodia-mt50`` is that copy at step 5,000. Demos use seeds 1000.. (evaluation uses 0..), Meta-World's own
 scripted policies, successes only (LeRobot's MT50 dataset also holds 50 per task). Wall time of each
 session is appended to ``<out>.sessions.jsonl``, so the total over sessions can be reported.
@@ -31,15 +34,25 @@ DEMO_SEED = 1000
 MEMORY_SETTINGS = {"sigma": 0.1, "replay": True}
 
 
-def main(argv=None) -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description="record MT50 demos and train a checkpoint on them (both resumable)")
     ap.add_argument("--data", type=Path, default=Path("data/mt50"))
     ap.add_argument("--out", type=Path, default=Path("ckpt/embodia-mt50"))
     ap.add_argument("--episodes", type=int, default=DEMOS_PER_TASK, help="successful demos per task")
+    ap.add_argument("--tasks", type=_task_list, default=None,
+                    help="record and train on these MT50 tasks only (comma-separated; default: all 50)")
+    ap.add_argument("--jobs", type=_positive, default=1,
+                    help="record the demos in this many worker processes, one task each at a time (the datasets "
+                         "are those of --jobs 1; one OpenMP/torch thread per worker)")
     ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--save-every", type=int, default=500)
     ap.add_argument("--record-only", action="store_true")
+    ap.add_argument("--torch-device", default=None,
+                    help="where the training runs: auto (CUDA when present) | cpu | cuda[:N] | mps; "
+                         "default: $EMBODIA_TORCH_DEVICE, else auto (as `embodia train --torch-device`)")
+    ap.add_argument("--dtype", default=None,
+                    help="autocast precision: auto (bfloat16 on CUDA, float32 elsewhere) | float32 | bfloat16")
     ap.add_argument("--obs", choices=("state", "lerobot"), default="state",
                     help="what the demos (and so the checkpoint) read: Meta-World's 39-number state with a "
                          "corner image, or LeRobot's view (the corner2 image and the 4-number agent_pos)")
@@ -54,31 +67,63 @@ def main(argv=None) -> None:
     ap.add_argument("--hidden", type=int, default=64, help="backbone width of a fresh model")
     ap.add_argument("--bundle", type=Path, default=None,
                     help="after training, copy the inference files (no training state) into this folder")
+    return ap
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def _task_list(text: str) -> list[str]:
+    from embodia.sim.metaworld import suite_tasks
+    names, known = [t.strip() for t in text.split(",") if t.strip()], set(suite_tasks("mt50"))
+    unknown = [t for t in names if t not in known]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"not MT50 tasks: {', '.join(unknown) or repr(text)} "
+                                         f"(e.g. reach-v3,push-v3)")
+    return names
+
+
+def main(argv=None) -> None:
+    ap = _parser()
     args = ap.parse_args(argv)
+    from embodia.policies.placement import PlacementError, choose
+    try:    # checked before any recording (a GPU that is not there fails now, not after an hour of demos)
+        placement = choose(args.torch_device, args.dtype)
+    except PlacementError as e:
+        ap.error(str(e))
 
     from embodia.agent.evaluation.suite import record_suite
     from embodia.agent.training.train import TRAIN_STATE, TrainConfig, expand_data, train
     t0 = time.perf_counter()
     state = args.out / TRAIN_STATE / "state.json"       # the training's last save: resume from it
-    row = {"date": time.strftime("%Y-%m-%d %H:%M"), "steps": args.steps, "finished": False}
+    row = {"date": time.strftime("%Y-%m-%d %H:%M"), "steps": args.steps, "finished": False, "jobs": args.jobs,
+           "torch": placement.describe()}
     before = signal.signal(signal.SIGTERM, _stopped)     # `kill` stops it as Ctrl-C does: the row is written
     try:
         query = {**({"size": args.size} if args.size else {}), **({"obs": "lerobot"} if args.obs == "lerobot" else {})}
         rep = record_suite("mt50", "expert", args.data, episodes=args.episodes, seed=DEMO_SEED, only_success=True,
-                           query=query,
+                           query=query, tasks=args.tasks, jobs=args.jobs,
                            on_task=lambda t, r: print(f"{t}: {r['successes']} demos ({r['recorded']} recorded, "
                                                       f"{r['resumed_from']} from before)", flush=True))
         row.update(demos=rep["successes"], recorded=rep["recorded"], record_s=round(time.perf_counter() - t0))
         t1 = time.perf_counter()
         if not args.record_only:
-            train(TrainConfig(data=expand_data([args.data]), out=str(args.out), steps=args.steps,
-                              threads=args.threads, save_every=args.save_every, shift=args.shift,
+            data = [str(args.data / t) for t in args.tasks] if args.tasks else expand_data([args.data])
+            train(TrainConfig(data=data, out=str(args.out), steps=args.steps, threads=args.threads,
+                              save_every=args.save_every, shift=args.shift,
                               freeze_backbone_after=args.freeze_after or None, vision_layers=args.vision_layers,
-                              hidden=args.hidden), resume=state.exists())
+                              hidden=args.hidden, torch_device=args.torch_device, dtype=args.dtype),
+                  resume=state.exists())
             row["train_s"] = round(time.perf_counter() - t1)
         if args.bundle is not None:
             bundle(args.out, args.bundle)
         row["finished"] = True
+    except BaseException as e:     # the row says why this session ended early (a stop, a failed task)
+        row["stopped"] = " ".join(str(e).split()) or type(e).__name__
+        raise
     finally:
         signal.signal(signal.SIGTERM, before)
         # a stopped session (Ctrl-C, kill, an error) is written too, with the step its last save reached,
@@ -126,3 +171,6 @@ if __name__ == "__main__":
         main()
     except KeyboardInterrupt as e:      # Ctrl-C or `kill`: the session row is written; say how to go on
         raise SystemExit(f"{e or 'stopped by Ctrl-C'}; run the same command again to go on from the last save") from None
+    except (RuntimeError, ValueError, OSError) as e:   # a failed task (TaskFailed), a bad dataset: one line
+        msg = " ".join(str(e).split()) or type(e).__name__
+        raise SystemExit(f"error: {msg}; finished tasks and saves are kept: the same command goes on from them") from None
