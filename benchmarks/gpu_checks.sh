@@ -22,10 +22,14 @@
 #                                           # the bundle on MT10 if time is left; TRAIN_TASKS=reach-v3,push-v3
 #                                           # TRAIN_STEPS=2000 times the training half on a subset instead
 #
-# Wheels the machine lacks travel in .whl-latency/ and .whl-mt10/ (`pip download --no-deps
+# Wheels the machine lacks travel in .whl-latency/, .whl-mt10/ and .whl-av/ (`pip download --no-deps
 # --python-version 3.12 ...` of transformers, diffusers, faiss-cpu, importlib_metadata; metaworld,
-# mujoco, gymnasium, farama-notifications, pyopengl, glfw); they install into /tmp/site, which the
-# second phase reuses. embodia itself is imported from the checkout through a package of links.
+# mujoco, gymnasium, farama-notifications, pyopengl, glfw; av, which recording and training need); they
+# install into /tmp/site, which later calls on the same warm machine reuse. No two of the three folders
+# fit in one call's 64 MiB with the checkout, so the rebuild takes three calls in a row (each within the
+# machine's 30 s of warmth after the last): `install` carrying .whl-latency, `install` carrying .whl-av,
+# then `rebuild` carrying .whl-mt10 and .gl. embodia itself is imported from the checkout through a
+# package of links.
 # Results go to $OUT (or ./gpu-out).
 set -u
 phase=${1:?latency, mt10, profile, sampler, rebuild or install}
@@ -33,7 +37,7 @@ OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 MUJOCO_GL=egl PYTHONPATH=/tmp/site:/tmp/pkg
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/card.txt"
-for d in .whl-latency .whl-mt10; do
+for d in .whl-latency .whl-mt10 .whl-av; do
   if ls $d/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $d/*.whl || exit 1
   fi
@@ -103,6 +107,7 @@ rebuild)
   # Everything within BUDGET seconds of this phase's start (250) and DEADLINE of the script's (258, under
   # the caller's 270 s limit); a part cut by its timeout writes its sessions row (finished: false, stopped).
   test -d /tmp/site/transformers || { echo "the latency phase's wheels are not here (a fresh machine)"; exit 3; }
+  test -d /tmp/site/av || { echo "PyAV is not here: run install carrying .whl-av first"; exit 3; }
   egl
   export OMP_NUM_THREADS=1    # the record workers: one thread each (the trainer sets its own, --threads)
   end=$((SECONDS + ${BUDGET:-250})); cap=${DEADLINE:-258}; [ $end -gt $cap ] && end=$cap
