@@ -92,6 +92,6 @@ def _progress(log, total: int, t0: float):
 
     def line(root: str, frames: list[list[np.ndarray]]) -> None:
         done[0] += 1
-        log(f"{root}: frames loaded ({done[0]}/{total} datasets, {_count(frames)} frames, "
-            f"{time.perf_counter() - t0:.1f} s)")
+        # short: `embodia train` prints through a console that wraps at 80 columns off a terminal
+        log(f"{root}: frames loaded ({done[0]}/{total}, {_count(frames)} frames, {time.perf_counter() - t0:.1f} s)")
     return line
