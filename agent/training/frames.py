@@ -2,11 +2,12 @@
 
 On a GPU host the 2,500 MT50 demonstrations (190,174 frames) took 105-130 s to load in 16 threads
 (0.55-0.70 ms a frame, against ~0.97 on one thread): decoding, colour conversion and resizing run
-in C, but every frame also passes through Python, and the threads queued on the GIL. Several
-datasets on several cores therefore load in spawned worker processes, one dataset per task, one
-decoder thread each (`embodia.agent.evaluation.suite.in_processes`, whose `TaskFailed` names the
-dataset of a failed worker in one line); one dataset, or one core, loads in this process as before.
-Both paths run the same code per dataset (`dataset_frames`), so their frames are the same bytes.
+in C, but Python runs between those calls for every frame, and threads share one interpreter lock
+for it. Several datasets of PROCESS_MIN_FRAMES frames or more, on several cores, therefore load in
+spawned worker processes, one dataset per task, one decoder thread each
+(`embodia.agent.evaluation.suite.in_processes`, whose `TaskFailed` names the dataset of a failed
+worker in one line). One dataset, one core, or a small set loads in this process. Both paths run
+the same code per dataset (`dataset_frames`), so their frames are the same bytes.
 
 Worker processes import numpy, PyAV and PIL, not torch: the backbone's resize travels as a
 `FrameResize` value with its target sizes already computed.
