@@ -9,6 +9,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from embodia.policies.frame_resize import FrameResize
+
 DEFAULT_MIN_PIXELS = 56 * 56
 DEFAULT_MAX_PIXELS = 128 * 128       # 96x96 -> 84x84 (9 tokens); 128x128 -> 112x112 (16); 480x640 -> 84x140 (15)
 
@@ -51,8 +53,7 @@ class _ImageInput:
         from PIL import Image
 
         out = []
-        resample = getattr(self.image_processor, "resample", None)
-        resample = Image.Resampling.BICUBIC if resample is None else int(resample)
+        resample = self._resample()
         for i, img in enumerate(images):
             a = img.numpy() if isinstance(img, torch.Tensor) else np.asarray(img)
             if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] != 3:
@@ -64,6 +65,18 @@ class _ImageInput:
         if out and all(t.shape == out[0].shape for t in out):
             return torch.stack(out)
         return out
+
+    def _resample(self) -> int:
+        """The PIL filter of the image processor (bicubic when it names none)."""
+        from PIL import Image
+        resample = getattr(self.image_processor, "resample", None)
+        return int(Image.Resampling.BICUBIC if resample is None else resample)
+
+    def frame_resize(self, sizes) -> FrameResize:
+        """`preprocess_images` for whole episodes of frames of the given (height, width) sizes, as a
+        value a worker process can run without this backbone (`FrameResize`)."""
+        targets = tuple(((int(h), int(w)), tuple(self.target_size(int(h), int(w)))) for h, w in dict.fromkeys(sizes))
+        return FrameResize(targets=targets, resample=self._resample())
 
     def _make_lut(self) -> torch.Tensor:
         """[3, 256] float32: the processor's rescale (float64, then float32) and normalize (float32)."""

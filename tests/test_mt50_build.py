@@ -32,7 +32,7 @@ def _row(out: Path) -> dict:
     return json.loads(out.with_name(out.name + ".sessions.jsonl").read_text().splitlines()[-1])
 
 
-def test_jobs_record_the_datasets_one_process_records_then_train_where_asked(tmp_path, capsys, monkeypatch):
+def test_jobs_record_the_datasets_one_process_records_then_train_where_asked(tmp_path, capsys):
     one, two = tmp_path / "one", tmp_path / "two"
     common = ["--episodes", "2", "--tasks", ",".join(TASKS), "--record-only"]
     mt50.main(["--data", str(one / "d"), "--out", str(one / "ckpt"), "--jobs", "1", *common])
@@ -56,17 +56,18 @@ def test_jobs_record_the_datasets_one_process_records_then_train_where_asked(tmp
     assert (trained["torch_device"], trained["dtype"], trained["batch_size"]) == ("cpu", "bfloat16", 64)
     assert sorted(Path(d).name for d in trained["data"]) == sorted(TASKS)
 
-    # the trainer loads the datasets in threads: the frames of one thread, in the same order
-    from embodia.agent.training import train as train_mod
+    # the trainer loads the datasets in worker processes: the frames of this process, in the same order
+    import numpy as np
+
+    from embodia.agent.training.frames import load_frames
     from embodia.policies.robot.vla import load_checkpoint
     backbone = load_checkpoint(two / "bundle")[0].backbone
     datasets, chosen = [LocalDataset(two / "d" / t) for t in TASKS], [[1, 0]] * len(TASKS)
-    threaded = train_mod.load_frames(datasets, chosen, backbone)
-    monkeypatch.setattr(train_mod.os, "cpu_count", lambda: 1)
-    one = train_mod.load_frames(datasets, chosen, backbone)
+    workers = load_frames(datasets, chosen, backbone, jobs=2)
+    one = load_frames(datasets, chosen, backbone, jobs=1)
     shapes = [[[tuple(c.shape) for c in ep] for ep in ds] for ds in one]
-    assert shapes == [[[tuple(c.shape) for c in ep] for ep in ds] for ds in threaded]
-    assert all(a.equal(b) for x, y in zip(one, threaded) for p, q in zip(x, y) for a, b in zip(p, q))
+    assert shapes == [[[tuple(c.shape) for c in ep] for ep in ds] for ds in workers]
+    assert all(np.array_equal(a, b) for x, y in zip(one, workers) for p, q in zip(x, y) for a, b in zip(p, q))
     assert shapes[0][0][0][0] == datasets[0].episodes[1]["length"]      # episode 1 first, as asked
 
 

@@ -42,6 +42,7 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
     if success_head:
         return _train_success_head(data, out, steps or 300, seed)
     steps = steps or 10000
+    from embodia.agent.evaluation.suite import TaskFailed
     from embodia.agent.training.train import TrainConfig, expand_data
     from embodia.agent.training.train import train as run_training
     cfg = TrainConfig(data=expand_data(data), out=str(out), steps=steps, batch_size=batch_size, lr=lr,
@@ -51,8 +52,8 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
                       freeze_backbone_after=freeze_after or None)
     try:
         run_training(cfg, resume=resume, log=console.print)
-    except (ValueError, FileNotFoundError) as e:     # DatasetError, a bad mapping file, no episodes to train on
-        fail(str(e))
+    except (ValueError, FileNotFoundError, TaskFailed) as e:   # DatasetError, a bad mapping file, no episodes to
+        fail(str(e))                                             # train on, a dataset a frame-loading worker failed on
     console.print(f"checkpoint written to {out}; use it with --policy {out}")
 
 

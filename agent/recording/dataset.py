@@ -163,6 +163,7 @@ class LocalDataset:
         """``modality``: a mapping file naming the state/action entries and cameras (see
         `embodia.agent.recording.modality`); without it, the dataset's own meta/modality.json if any."""
         self.root = Path(root)
+        self.modality = str(modality) if modality else None     # a worker process reopens it the same way
         if not self.root.is_dir():
             raise DatasetError(f"{self.root}: no such dataset directory")
         where = self.root / INFO_PATH
@@ -184,6 +185,9 @@ class LocalDataset:
         self._tasks: list[str] | None = None
         self._stats: dict | None = None
         self._table_cache: tuple[Path, Any] | None = None
+        # each episode's video paths, checked once as the episodes load: `frames` reuses them (the
+        # check resolves every folder of the path, about a millisecond an episode and camera)
+        self._videos: dict[tuple[int, str], Path] = {}
         self._committed_rows()      # counts, paths, step logs and stats checked now, before a verb works
         self._pending = self.pending
         if (self.root / TASKS_PATH).exists():
@@ -284,7 +288,7 @@ class LocalDataset:
             r["interrupted"] = bool(r.get(f"{EMBODIA}/interrupted")) or r["info"].get("interrupted") is True
             self.data_file(r)
             for key in self.video_keys:
-                self.video_file(r, key)
+                self._videos[r["episode_index"], key] = self.video_file(r, key)
                 self._video_start(r, key)
         return rows
 
@@ -394,8 +398,9 @@ class LocalDataset:
                            f"{[k[len(IMAGES) + 1:] for k in self.image_keys]}")
         return key
 
-    def frames(self, i: int, camera: str) -> np.ndarray:
-        """The episode's frames of one camera as uint8[T, H, W, 3] (decoded with PyAV)."""
+    def frames(self, i: int, camera: str, *, threads: int = 0) -> np.ndarray:
+        """The episode's frames of one camera as uint8[T, H, W, 3] (decoded with PyAV; ``threads``:
+        the decoder's, 0 for FFmpeg's choice, 1 where each process decodes on one core)."""
         i = self._check_index(i)
         key = self._camera_key(camera)
         row = self.episodes[i]
@@ -413,9 +418,16 @@ class LocalDataset:
                 if img is None:
                     raise DatasetError(f"{path}: episode {i} frame {j} of {key}: undecodable image")
                 out.append(cv2.cvtColor(img, cv2.COLOR_BGR2RGB))
-            return np.stack(out) if out else np.zeros((0, *self.features[key]["shape"]), np.uint8)
-        path = self.video_file(row, key)
-        frames = decode_video(path, start=self._video_start(row, key), count=length, fps=self.fps)
+            if not out:
+                return np.zeros((0, *self.features[key]["shape"]), np.uint8)
+            return self._sized(path, key, np.stack(out))
+        path = self._videos.get((i, key)) or self.video_file(row, key)
+        frames = decode_video(path, start=self._video_start(row, key), count=length, fps=self.fps, threads=threads)
+        return self._sized(path, key, frames)
+
+    def _sized(self, path: Path, key: str, frames: np.ndarray) -> np.ndarray:
+        """``frames`` when their size is the one info.json gives the camera (a trainer sizes the model's
+        image tokens by it), else DatasetError naming ``path``."""
         if frames.shape[1:3] != image_size(self.features[key]):
             raise DatasetError(f"{path}: frames of {frames.shape[2]}x{frames.shape[1]}, info.json's "
                                f"features.{key}.shape says {self.features[key]['shape']}")
@@ -429,8 +441,11 @@ class LocalDataset:
                 f"episodes={self.num_episodes}, frames={self.num_frames})")
 
 
-def decode_video(path: Path, *, start: float = 0.0, count: int | None = None, fps: float) -> np.ndarray:
-    """Frames of an mp4 from timestamp `start` on (`count` of them, or to the end) as uint8[T,H,W,3]."""
+def decode_video(path: Path, *, start: float = 0.0, count: int | None = None, fps: float,
+                 threads: int = 0) -> np.ndarray:
+    """Frames of an mp4 from timestamp `start` on (`count` of them, or to the end) as uint8[T,H,W,3];
+    ``threads``: the decoder's (0: FFmpeg's choice, a pool of about one per core for every file opened;
+    1 where the caller runs one process per core)."""
     import av
     path = Path(path)
     if not path.is_file():
@@ -444,6 +459,7 @@ def decode_video(path: Path, *, start: float = 0.0, count: int | None = None, fp
     try:
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
+            stream.codec_context.thread_count = threads
             if start > half:
                 container.seek(int(start / stream.time_base), stream=stream, backward=True, any_frame=False)
             for frame in container.decode(stream):

@@ -24,6 +24,7 @@ from safetensors.torch import load_file, save_file
 from embodia.action_heads import QuantileNormalizer, flow_loss
 from embodia.agent.recording.dataset import LocalDataset
 from embodia.agent.recording.dataset_checks import DatasetError, json_safe
+from embodia.agent.training.frames import load_frames
 from embodia.policies.backbone import Backbone, tiny_config, train_tokenizer
 from embodia.policies.placement import to_device
 from embodia.policies.robot.vla import VLAConfig, VLAModel, load_checkpoint, save_checkpoint
@@ -125,24 +126,6 @@ def training_episodes(ds: LocalDataset, only_success: bool = True, log=print) ->
     return eps
 
 
-def load_frames(datasets: list[LocalDataset], chosen: list[list[int]], backbone: Backbone) -> list[list[list]]:
-    """Per dataset, per chosen episode, per camera: its frames resized for ``backbone`` (uint8
-    [T, h, w, 3]). Datasets load in threads, one dataset per thread at a time (no dataset object is
-    shared between threads): decoding and resizing run outside the GIL, and on one thread loading
-    the 2,500 MT50 demonstrations took longer than training on them on a GPU."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def one(k: int) -> list[list]:
-        ds = datasets[k]
-        return [[backbone.preprocess_images(list(ds.frames(i, c.name))) for c in ds.embodiment.cameras]
-                for i in chosen[k]]
-    threads = min(len(datasets), os.cpu_count() or 1, 16)
-    if threads <= 1:
-        return [one(k) for k in range(len(datasets))]
-    with ThreadPoolExecutor(threads) as ex:
-        return list(ex.map(one, range(len(datasets))))
-
-
 class Samples:
     """Every frame of every (successful) episode, ready to batch: resized images, normalized
     state, action chunks with horizon masks, and the token ids of its prompt text."""
@@ -161,7 +144,7 @@ class Samples:
         for ds in datasets:     # before the frames load (minutes for a large set)
             if ds.embodiment.name not in cfg.embodiments:
                 raise ValueError(f"{ds.root}: embodiment {ds.embodiment.name!r} is not in the model's registry")
-        frames = load_frames(datasets, chosen, backbone)
+        frames = load_frames(datasets, chosen, backbone, log=log)
         for k, (ds, eps) in enumerate(zip(datasets, chosen)):
             emb, ds_frames, frames[k] = ds.embodiment, frames[k], None    # each dataset's frames freed once copied
             states, actions, starts, ends, text_ids, images = [], [], [], [], [], []
@@ -179,7 +162,7 @@ class Samples:
                 if text not in texts:
                     texts.append(text)
                 text_ids.append(np.full(T, texts.index(text)))
-                images.append(torch.stack(cams, 1) if cams else torch.zeros(T, 0, 1, 1, 3, dtype=torch.uint8))
+                images.append(torch.from_numpy(np.stack(cams, 1)) if cams else torch.zeros(T, 0, 1, 1, 3, dtype=torch.uint8))
                 n += T
             state, action = np.concatenate(states), np.concatenate(actions)
             sn = QuantileNormalizer.from_dict(self.norms[emb.name]["state"])
