@@ -129,7 +129,7 @@ rebuild)
   echo "train rc=${PIPESTATUS[0]}"
   python3 benchmarks/rebuild_summary.py --train-log "$OUT/rebuild_train.log" --data /tmp/mt50 \
       --sessions /tmp/ckpt/embodia-mt50.sessions.jsonl --card "$(cat "$OUT/card.txt")" > "$OUT/rebuild.json"
-  cat "$OUT/rebuild.json"; grep -E "step [0-9]+:|cached|episodes, [0-9]+ frames" "$OUT/rebuild_train.log" | tail -12 | cut -c1-200
+  cat "$OUT/rebuild.json"; grep -E "step [0-9]+:|cached|episodes, [0-9]+ frames|^[0-9.]+ loaded " "$OUT/rebuild_train.log" | tail -12 | cut -c1-200
   if [ -z "$tasks" ] && [ -f /tmp/bundle/model.safetensors ] && [ "$(left)" -gt 20 ]; then
     timeout $(left) python3 -m embodia eval -d sim:metaworld/mt10 -p /tmp/bundle -n 3 --torch-device cuda --jobs 14 \
         --json "$OUT/rebuild_mt10.json" > "$OUT/rebuild_eval.log" 2>&1
