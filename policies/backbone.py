@@ -522,10 +522,8 @@ class Backbone(_ImageInput, nn.Module):
         if flat:
             resized = self.preprocess_images(flat)
             pixel_values, grid = self.patchify(resized)
-            # from the shapes on the host: reading the grid back would wait for the device
-            sizes = [tuple(resized.shape[1:3])] * len(resized) if isinstance(resized, torch.Tensor) \
-                else [tuple(t.shape[-3:-1]) for t in resized]
-            counts = [(h // self.patch_size) * (w // self.patch_size) // self.merge_size ** 2 for h, w in sizes]
+            # from the cameras' sizes on the host: reading the grid back would wait for the device
+            counts = [self.image_tokens(*img.shape[:2]) for img in flat]
         full, k = [], 0
         for imgs, text in zip(images_per_sample, texts):
             n = len(imgs)

@@ -251,28 +251,20 @@ class GraphedPrefix:
         return ctx, torch.ones(ctx.shape[:2], dtype=torch.bool, device=ctx.device)
 
     def _build(self, key, ids_host, grid, pix, am):
-        """Plan, check and capture one layout: compiled if asked (uncompiled if that fails), else None
-        and one warning (the layout then stays eager)."""
-        while True:
-            try:
-                entry, err = self._capture_layout(ids_host, grid, pix, am)
-                break
-            except Exception as e:  # noqa: BLE001 - a compiler's failure: the same layout, uncompiled
-                if self.compile:
-                    self.compile, self.compiled = False, None
-                    warnings.warn(f"backbone prefix: compiled blocks not used, capturing it uncompiled: {one_line(e)}",
-                                  stacklevel=3)
-                    continue
-                if not isinstance(e, (RuntimeError, ValueError)):
-                    raise
-                self.failed.add(key)                     # this layout stays eager
-                warnings.warn(f"backbone prefix graph not used for this camera set-up: {e}", stacklevel=3)
-                return None
+        """Plan, check and capture one layout, else None and one warning (the layout then stays eager)."""
+        try:
+            entry, err = self._capture_layout(ids_host, grid, pix, am)
+        except (RuntimeError, ValueError) as e:      # this layout stays eager
+            self.failed.add(key)
+            warnings.warn(f"backbone prefix graph not used for this camera set-up: {e}", stacklevel=3)
+            return None
         self.errors.append(err)
         self.captured[key] = entry
         return entry
 
     def _capture_layout(self, ids_host, grid, pix, am):
+        """The layout checked against transformers, then captured: with the compiled blocks when asked
+        and they pass their check, else (said once, compiling off from then on) uncompiled."""
         bb = self.backbone
         plan = _Plan(bb, ids_host, grid, pix)
         ids_buf = ids_host.to(bb.device).clone()
@@ -283,18 +275,29 @@ class GraphedPrefix:
         if not err <= tol:
             raise ValueError(f"the device-side prefix differs from transformers' (relative error {err:.2e})")
         if self.compile:
-            # block by block against the uncompiled blocks: fused kernels round differently, and a deep
-            # network in half precision grows that end to end (see the module's docstring)
-            probe: list[float] = []
-            self.forward(plan, ids_buf, pix_buf, probe=probe)
-            if not max(probe) <= tol:
-                raise ValueError(f"a compiled block differs from the uncompiled one (relative error {max(probe):.2e})")
-            self.block_errors = probe
-            self.compiled_errors.append(_relative_error(self.forward(plan, ids_buf, pix_buf), ref))
+            try:
+                self._check_compiled(plan, ids_buf, pix_buf, ref, tol)
+                return self._capture(plan, ids_buf, pix_buf), err
+            except Exception as e:  # noqa: BLE001 - a compiler's failure or a block that differs: uncompiled
+                self.compile, self.compiled = False, None
+                warnings.warn(f"backbone prefix: compiled blocks not used, capturing it uncompiled: {one_line(e)}",
+                              stacklevel=4)
+        return self._capture(plan, ids_buf, pix_buf), err
 
+    def _check_compiled(self, plan: _Plan, ids_buf, pix_buf, ref: torch.Tensor, tol: float) -> None:
+        """Block by block against the uncompiled blocks: fused kernels round differently, and a deep
+        network in half precision grows that end to end (see the module's docstring)."""
+        probe: list[float] = []
+        self.forward(plan, ids_buf, pix_buf, probe=probe)
+        if not max(probe) <= tol:
+            raise ValueError(f"a compiled block differs from the uncompiled one (relative error {max(probe):.2e})")
+        self.block_errors = probe
+        self.compiled_errors.append(_relative_error(self.forward(plan, ids_buf, pix_buf), ref))
+
+    def _capture(self, plan: _Plan, ids_buf, pix_buf) -> tuple:
         def fn():
             return self.project(self.forward(plan, ids_buf, pix_buf))
         replay, out = self.capture(fn)
         # the graph reads the plan's tensors (window order, masks, tables) at every replay but holds no
         # reference to them: the entry keeps them alive, or their memory would be handed out again
-        return (ids_buf, pix_buf, replay, out, (plan, fn)), err
+        return ids_buf, pix_buf, replay, out, (plan, fn)
