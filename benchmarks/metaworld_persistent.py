@@ -284,7 +284,8 @@ def main(argv=None) -> None:
     ev.add_argument("--severity", default="", help="axis=severity,... (default 1 each)")
     ev.add_argument("--drift", type=int, default=0, help="grow each shift over the first N episodes of a stream")
     ev.add_argument("--arms", default="off,online,replay")
-    ev.add_argument("--memory-settings", default=None, help="JSON: the memory settings under test (memory.json)")
+    ev.add_argument("--memory-settings", default=None, help="the memory settings under test: a JSON object (a memory.json) or the name of "
+                    "one of the checkpoint's memory profiles")
     ev.add_argument("--clean-memory", action=argparse.BooleanOptionalAction, default=True,
                     help="run the memory arms on the clean cells too (do no harm where nothing is shifted)")
     ev.add_argument("--workdir", default="runs/persistent")
@@ -313,14 +314,15 @@ def main(argv=None) -> None:
 
 
 def run_eval(args, tasks: list[str], progress) -> dict:
-    from embodia.agent.evaluation.suite_memory import with_memory_settings
+    from embodia.agent.evaluation.suite_memory import memory_settings_for, with_memory_settings
     axes, arms = args.axes.split(","), args.arms.split(",")
     if "off" not in arms:
         arms = ["off", *arms]
     severity = parse_severity(args.severity)
-    policy = args.policy
+    policy, settings = args.policy, None
     if args.memory_settings:
-        policy = with_memory_settings(policy, json.loads(args.memory_settings), Path(args.workdir) / "policy")
+        settings = memory_settings_for(policy, args.memory_settings)
+        policy = with_memory_settings(policy, settings, Path(args.workdir) / "policy")
 
     ledger = CostLedger(Path(args.workdir) / "cost.jsonl", jobs=args.jobs)
 
@@ -337,7 +339,7 @@ def run_eval(args, tasks: list[str], progress) -> dict:
         Path(args.plot_dir).mkdir(parents=True, exist_ok=True)
         for axis in axes:
             curves_png(cells, tasks, axis, arms, args.streams, args.episodes, Path(args.plot_dir) / f"{axis}.png")
-    return {"policy": args.policy, "memory_settings": json.loads(args.memory_settings or "null"),
+    return {"policy": args.policy, "memory_settings": settings,
             "jitter": args.jitter, "axes": axes, "severity": {a: severity.get(a, 1.0) for a in axes},
             "drift": args.drift, "arms": arms, **summary, "cost": ledger.total()}
 

@@ -47,7 +47,8 @@ def main():
                     "command after a stop goes on from it (removed once the run is reported)")
     ap.add_argument("--memory-settings", default=None, help="with --workdir: run a copy of the checkpoint (in "
                     "WORKDIR/policy) whose memory.json is this JSON object, e.g. "
-                    "'{\"key\": \"offsets\", \"sigma\": 1.0}'")
+                    "'{\"key\": \"offsets\", \"sigma\": 1.0}', or one of its memory.json's profiles by name "
+                    "(fixed-setup, ...)")
     args = parse_args(ap)      # with --torch-device / --dtype (embodia.policies.placement)
     if args.memory_streams and not args.workdir:
         ap.error("--memory-streams needs --workdir")
@@ -56,8 +57,7 @@ def main():
             ap.error("--memory-settings needs --workdir (the checkpoint copy goes there)")
         from embodia.agent.evaluation.suite_memory import with_memory_settings
         try:
-            settings = json.loads(args.memory_settings)
-            args.policy = with_memory_settings(args.policy, settings, Path(args.workdir) / "policy")
+            args.policy = with_memory_settings(args.policy, args.memory_settings, Path(args.workdir) / "policy")
         except ValueError as e:          # bad JSON, not a checkpoint, or settings the loader refuses
             ap.error(f"--memory-settings: {e}")
     parsed = parse_suite(f"{PREFIX}{args.suite}?{args.query}")    # read as `embodia eval` reads the URI

@@ -1,6 +1,7 @@
 """Meta-World evaluation suites: task groups, rendering only what the policy reads, the report, the CLI."""
 import json
 import os
+import re
 import shutil
 import signal
 from pathlib import Path
@@ -221,6 +222,55 @@ def test_memory_on_vs_off_over_a_suite_pairs_the_seeds_and_compares(tmp_path):
     assert c["gain"]["clustered95"][0] <= 0.5 <= c["gain"]["clustered95"][1]         # one cluster per task
 
 
+def test_the_bundled_memory_settings_serve_persistent_deployment_and_name_the_others(tmp_path, monkeypatch):
+    from embodia.agent.evaluation.suite_memory import memory_settings_for, with_memory_settings
+    from embodia.agent.loop.factory import BUNDLED
+    from embodia.agent.training.mt50 import MEMORY_SETTINGS
+    from embodia.policies.robot.vla import CheckpointError, read_memory_profiles, read_memory_settings
+    for name in ("embodia-mt50", "embodia-mt50-pixels"):
+        assert json.loads((BUNDLED[name] / "memory.json").read_text()) == MEMORY_SETTINGS
+    # the defaults: seed recall without steering; replay only as a named profile
+    assert read_memory_settings(BUNDLED["embodia-mt50"]) == {"recall_seed": True, "fixed_confidence": 0.0}
+    assert read_memory_profiles(BUNDLED["embodia-mt50"]) == {"steering": {}, "fixed-setup": {"sigma": 0.1,
+                                                                                            "replay": True}}
+    assert memory_settings_for("embodia-mt50", "fixed-setup") == {"sigma": 0.1, "replay": True}
+    assert memory_settings_for("embodia-mt50", ' {"sigma": 2.0}') == {"sigma": 2.0}
+    with pytest.raises(ValueError, match="no memory profile 'replay' .*profiles: steering, fixed-setup"):
+        memory_settings_for("embodia-mt50", "replay")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        memory_settings_for("embodia-mt50", "{sigma: 2}")
+    path = with_memory_settings("embodia-mt50", "fixed-setup", tmp_path / "policy")
+    assert read_memory_settings(path) == {"sigma": 0.1, "replay": True} and read_memory_profiles(path) == {}
+    # a profile is checked like the defaults, and may not hold profiles of its own
+    ck = tmp_path / "ck"
+    shutil.copytree(BUNDLED["embodia-mt50"], ck)
+    for bad, says in (({"profiles": {"x": {"sigmaa": 1}}}, "profile 'x': unknown memory settings ['sigmaa']"),
+                      ({"profiles": {"x": {"profiles": {}}}}, "profile 'x': unknown memory settings ['profiles']"),
+                      ({"profiles": [1]}, "profiles must map names")):
+        (ck / "memory.json").write_text(json.dumps(bad))
+        with pytest.raises(CheckpointError, match=re.escape(says)):
+            read_memory_settings(ck)
+    # the CLI: a fresh memory starts with the settings named; the copy is kept in the user's cache
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cmd = ["run", "--device", "sim:metaworld/reach-v3", "--policy", "embodia-mt50", "-n", "1", "--max-steps", "16",
+           "--no-record"]
+    configs = {}
+    for settings in (None, "steering", '{"sigma": 0.3}'):
+        mem = tmp_path / f"mem-{len(configs)}"
+        res = CliRunner().invoke(app, cmd + ["--memory", str(mem)] + (["--memory-settings", settings] if settings
+                                                                       else []), catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        configs[settings] = json.loads((mem / "meta.json").read_text())["config"]
+    assert configs[None]["recall_seed"] and configs[None]["fixed_confidence"] == 0.0
+    assert not configs["steering"]["recall_seed"] and configs["steering"]["fixed_confidence"] is None
+    assert configs['{"sigma": 0.3}']["sigma"] == 0.3 and not configs['{"sigma": 0.3}']["recall_seed"]
+    assert len(list((tmp_path / "cache" / "embodia" / "memory-settings").iterdir())) == 2
+    for args, says in ((["--memory-settings", "steering"], "use it with --memory"),
+                       (["--memory", str(tmp_path / "m"), "--memory-settings", "nope"], "no memory profile 'nope'")):
+        res = CliRunner().invoke(app, cmd + args)
+        assert res.exit_code == 2 and says in res.output, res.output
+
+
 def test_a_checkpoint_copy_carries_other_memory_settings_and_steers_with_them(tmp_path):
     from embodia.agent.evaluation.suite_memory import with_memory_settings
     from embodia.policies.robot.steered import OFFSETS_ENCODER, memory_for
@@ -235,7 +285,7 @@ def test_a_checkpoint_copy_carries_other_memory_settings_and_steers_with_them(tm
     finally:
         dev.close()
     mem = memory_for(pol)
-    assert mem.encoder_id == OFFSETS_ENCODER and mem.config.sigma == 1.0     # the bundle's own: state key, 0.1
+    assert mem.encoder_id == OFFSETS_ENCODER and mem.config.sigma == 1.0     # the bundle's own: state key
     assert with_memory_settings("embodia-mt50", offsets, tmp_path / "policy") == path    # the same copy again
     with pytest.raises(ValueError, match="use a fresh folder"):
         with_memory_settings("embodia-mt50", {"sigma": 0.5}, tmp_path / "policy")

@@ -447,3 +447,21 @@ def test_a_memory_that_recalls_seeds_starts_episodes_from_the_noise_of_a_success
     meta_path.write_text(json.dumps(meta))
     with pytest.raises(MemoryFileError, match=r"seeds\['ns'\]\[0\].successes = 4: expected a whole number 0..3"):
         SuccessMemory.load(tmp_path / "m", encoder_id=KEY_ENCODER, normalizer_hash=normalizer_hash(pol))
+
+
+def test_each_memory_arm_differs_from_the_checkpoints_settings_in_what_it_names():
+    from embodia.agent.evaluation.memory_eval import ARMS, arm_factory
+    from embodia.agent.loop.factory import make_policy
+    with open_device("sim:twogap-push") as dev:
+        pol = make_policy("embodia-tiny", dev, threads=1)
+        make = arm_factory(pol, "ns")
+        assert make("off") is pol
+        configs = {arm: make(arm).memory.config for arm in ("online", "seed-recall", "seed-recall-only", "replay")}
+    assert configs["online"] == MemoryConfig(**pol.memory_settings)
+    # seed recall with the steering on, and without it (a confidence held at 0 never steers)
+    assert configs["seed-recall"] == MemoryConfig(recall_seed=True)
+    assert configs["seed-recall-only"] == MemoryConfig(recall_seed=True, fixed_confidence=0.0)
+    assert configs["replay"] == MemoryConfig(replay=True)
+    with pytest.raises(ValueError, match="unknown arm 'seed'; known: off, online"):
+        make("seed")
+    assert {"seed-recall", "seed-recall-only"} <= set(ARMS)

@@ -61,6 +61,10 @@ TorchDeviceOpt = typer.Option(None, "--torch-device", help="where models run (no
                               "default: $EMBODIA_TORCH_DEVICE, else auto")
 DtypeOpt = typer.Option(None, "--dtype", help="the models' precision: auto (bfloat16 on CUDA, float32 elsewhere) | "
                         "float32 | bfloat16 | float16; default: $EMBODIA_DTYPE, else auto")
+MemorySettingsOpt = typer.Option(None, "--memory-settings", help="settings of a fresh success memory for a "
+                                 "checkpoint: a profile of its memory.json by name (embodia-mt50: "
+                                 "fixed-setup, steering) or a JSON object of MemoryConfig fields; "
+                                 "default: the memory.json's own")
 RayAddressOpt = typer.Option(None, "--ray-address", help="with --workers: join this Ray cluster (default: start "
                              "a local one with N CPUs)")
 
@@ -70,6 +74,22 @@ def fail(msg: str, code: int = 2):
     (a name with a newline in it) cannot break it."""
     console.print(f"[red]error:[/red] {escape(printable(msg))}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
+
+
+def memory_settings_policy(policy: str, settings: Optional[str], memory) -> str:
+    """``--memory-settings``: the policy to load, a copy of the checkpoint whose memory.json holds the
+    settings named (kept under the user's cache, `suite_memory.cached_copy`); ``policy`` unchanged
+    without them. Settings without a memory to use them, or that the checkpoint refuses: exit 2."""
+    if settings is None:
+        return policy
+    if memory in (None, "off"):
+        fail("--memory-settings sets up a success memory: use it with --memory")
+    from embodia.agent.evaluation.suite_memory import cached_copy
+    from embodia.policies.robot.vla import CheckpointError
+    try:
+        return cached_copy(policy, settings)
+    except (ValueError, CheckpointError) as e:
+        fail(f"--memory-settings: {e}")
 
 
 def check_inputs(opts: dict) -> None:

@@ -13,6 +13,7 @@ from embodia.agent.cli.app import (
     CoordsOpt,
     DeviceOpt,
     DtypeOpt,
+    MemorySettingsOpt,
     PolicyOpt,
     RayAddressOpt,
     SamplesOpt,
@@ -28,6 +29,7 @@ from embodia.agent.cli.app import (
     console,
     fail,
     lost_exit,
+    memory_settings_policy,
     policy_options,
     print_report,
     print_unit,
@@ -56,9 +58,11 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
           record: Optional[Path] = typer.Option(None, "--record", help="also record to this dataset"),
           memory: str = typer.Option("off", "--memory", help="off | online (a fresh memory per stream, "
                                      "compared with off on paired seeds) | PATH (a persistent memory file)"),
+          memory_settings: Optional[str] = MemorySettingsOpt,
           streams: int = typer.Option(1, "--streams", min=1, help="independent streams with --memory online"),
           ablations: str = typer.Option("", "--ablations", help="extra memory arms, comma-separated: "
-                                        "no-filter,no-mode-selection,fixed-confidence,replay (robots); no-values (screens)"),
+                                        "no-filter,no-mode-selection,fixed-confidence,replay,seed-recall-only,seed-recall (robots); "
+                                        "no-values (screens)"),
           plot: Optional[Path] = typer.Option(None, "--plot", help="learning-curve PNG (--memory online)"),
           jobs: int = typer.Option(1, "--jobs", min=1, help="worker processes for --memory online (streams "
                                    "run in parallel, one torch thread each; same results as one process) "
@@ -80,6 +84,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
         fail("--success labels episodes in this process; it does not combine with --memory online or --workers")
     opts = policy_options(base_url, api_key_env, coords, samples, select)
     header = dict(device=device, policy=policy, shift=shift)
+    policy = memory_settings_policy(policy, memory_settings, memory)
     from embodia.agent.evaluation.suite import parse_suite
     suite = parse_suite(device)
     if suite:   # sim:metaworld/mt50, sim:miniwob/experts and friends: every task of the suite
@@ -112,6 +117,8 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
             rep = _eval_here(dev, pol, header, size=size, episodes=episodes, seed=seed, memory=memory, record=record,
                              success=success, base_url=base_url, api_key_env=api_key_env, async_exec=async_exec,
                              smooth=smooth)
+    if memory_settings is not None:
+        rep["memory_settings"] = memory_settings
     if json_out:
         write_json(rep, json_out)
         console.print(f"report written to {json_out}")

@@ -17,6 +17,7 @@ from embodia.agent.cli.app import (
     CoordsOpt,
     DeviceOpt,
     DtypeOpt,
+    MemorySettingsOpt,
     PolicyOpt,
     RayAddressOpt,
     SamplesOpt,
@@ -33,6 +34,7 @@ from embodia.agent.cli.app import (
     fail,
     gate,
     lost_exit,
+    memory_settings_policy,
     policy_options,
     print_unit,
     progress,
@@ -196,6 +198,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1), size: Optional[str] = SizeOpt,
         memory: Optional[str] = typer.Option(None, "--memory", help="success memory directory: steer with it "
                                              "and add every verified success (saved at the end)"),
+        memory_settings: Optional[str] = MemorySettingsOpt,
         allow: Optional[list[str]] = AllowOpt, base_url: Optional[str] = BaseUrlOpt,
         api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt, samples: int = SamplesOpt,
         select: str = SelectOpt, async_exec: bool = AsyncOpt, smooth: str = SmoothOpt,
@@ -207,7 +210,8 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
     step log + screenshots + JSON actions)."""
     check_inputs(locals())
     out = None if no_record else (record or Path("runs") / slug(device))
-    with memory_held(memory), session(device, policy, shift, size, **policy_options(base_url, api_key_env, coords,
+    spec = memory_settings_policy(policy, memory_settings, memory)
+    with memory_held(memory), session(device, spec, shift, size, **policy_options(base_url, api_key_env, coords,
                                                                                     samples, select)) as (dev, pol):
         writer = recorder(out, dev)
         labeler = labeler_for(success, dev, base_url, api_key_env)

@@ -30,6 +30,8 @@ ARMS = {
     # the noise of a stored success, no steering: what seed recall alone buys (a confidence held at
     # 0, below any confidence floor, never steers)
     "seed-recall-only": {"recall_seed": True, "fixed_confidence": 0.0},
+    # the same recalled noise with the steering on top: what steering adds to a recalled seed
+    "seed-recall": {"recall_seed": True},
     "noisy-labels": {},      # 10% of episodes falsely reported successful: failure credit must clean up
     # the same false labels with failure credit switched off: what the credit itself buys
     "noisy-no-credit": NO_CREDIT,

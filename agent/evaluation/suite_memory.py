@@ -88,35 +88,85 @@ def suite_memory_gain(suite: str, policy_spec: str, *, episodes: int, streams: i
     return compare(arms["on"], arms["off"])
 
 
-def with_memory_settings(policy_spec: str, settings: dict, folder) -> str:
+def with_memory_settings(policy_spec: str, settings, folder) -> str:
     """A copy of the checkpoint ``policy_spec`` (a bundled name or a folder) in ``folder`` whose
     ``memory.json`` holds ``settings`` (checked as the checkpoint loader checks it); returns the
     copy's path, to pass as the policy. The weights are the same; only what a fresh memory steering
-    it starts with changes (e.g. ``{"key": "offsets", "sigma": 1.0}``). A copy already there with
-    other settings is refused, so two runs never share a name for two set-ups.
+    it starts with changes (e.g. ``{"key": "offsets", "sigma": 1.0}``). ``settings`` may also be a
+    string: a JSON object, or the name of one of the checkpoint's profiles (`memory_settings_for`).
+    A copy already there with other settings is refused, so two runs never share a name for two set-ups.
 
     >>> with_memory_settings("embodia-mt50", {"key": "offsets", "sigma": 1.0}, "/tmp/w/policy")  # doctest: +SKIP
     '/tmp/w/policy'
     """
+    import os
     import shutil
 
-    from embodia.agent.loop.factory import BUNDLED
     from embodia.policies.robot.vla import MEMORY, check_memory_settings, read_memory_settings
-    src, dst = Path(BUNDLED.get(policy_spec) or Path(policy_spec).expanduser()), Path(folder)
-    if not (src / "config.json").is_file():
-        raise ValueError(f"{policy_spec}: not a checkpoint folder (no config.json); memory settings apply to one")
-    check_memory_settings(settings, f"memory settings {json.dumps(settings)}")    # before anything is copied
+    src, dst = _checkpoint_folder(policy_spec), Path(folder)
+    if isinstance(settings, str):
+        settings = memory_settings_for(policy_spec, settings)
+    check_memory_settings(settings, f"memory settings {json.dumps(settings)}", profiles=False)    # before anything is copied
     if dst.exists():
         there = read_memory_settings(dst)
         if there != settings:
             raise ValueError(f"{dst} holds a copy with memory settings {there}, not {settings}; use a fresh folder")
         return str(dst)
-    tmp = dst.with_name(dst.name + ".tmp")
+    tmp = dst.with_name(f"{dst.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("train_state", MEMORY))
+    shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("train_state", MEMORY, "*.tmp*"))
     (tmp / MEMORY).write_text(json.dumps(settings, indent=1) + "\n")
-    tmp.rename(dst)
+    try:
+        tmp.rename(dst)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not dst.exists():
+            raise
+        return with_memory_settings(policy_spec, settings, dst)     # another process made it first
     return str(dst)
+
+
+def cached_copy(policy_spec: str, text: str) -> str:
+    """`with_memory_settings` for the CLI's ``--memory-settings``: the copy lives under
+    ``$XDG_CACHE_HOME/embodia/memory-settings`` (default ``~/.cache``), named by the checkpoint, its
+    weights (size and time) and the settings, so the same command finds it again and a retrained
+    checkpoint gets a fresh copy."""
+    import os
+
+    from embodia.memory.store import stable_hash
+    settings = memory_settings_for(policy_spec, text)
+    src = _checkpoint_folder(policy_spec)
+    w = (src / "model.safetensors").stat()
+    tag = stable_hash({"src": str(src.resolve()), "weights": [w.st_size, w.st_mtime_ns], "settings": settings})
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "embodia" / "memory-settings"
+    return with_memory_settings(policy_spec, settings, root / f"{src.name}-{tag[:12]}")
+
+
+def memory_settings_for(policy_spec: str, text: str) -> dict:
+    """What ``--memory-settings`` names: a JSON object of MemoryConfig fields (and ``"key"``), or
+    the name of a profile in the checkpoint's ``memory.json`` (``fixed-setup``, ...). ValueError,
+    listing the profiles there, for anything else."""
+    from embodia.policies.robot.vla import read_memory_profiles
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"memory settings {text!r}: not valid JSON ({e})") from None
+    profiles = read_memory_profiles(_checkpoint_folder(policy_spec))
+    if text not in profiles:
+        known = ", ".join(profiles) or "none"
+        raise ValueError(f"{policy_spec} has no memory profile {text!r} (its memory.json's profiles: {known}); "
+                         f"or pass a JSON object of memory settings")
+    return dict(profiles[text])
+
+
+def _checkpoint_folder(policy_spec: str) -> Path:
+    from embodia.agent.loop.factory import BUNDLED
+    src = Path(BUNDLED.get(policy_spec) or Path(policy_spec).expanduser())
+    if not (src / "config.json").is_file():
+        raise ValueError(f"{policy_spec}: not a checkpoint folder (no config.json); memory settings apply to one")
+    return src
 
 
 def compare(on: list[dict], off: list[dict]) -> dict:

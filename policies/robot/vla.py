@@ -295,33 +295,49 @@ def save_checkpoint(model: VLAModel, norms: dict, path, *, extra: dict | None = 
 
 
 MEMORY_KEYS = ("state", "offsets")     # what memory.json's "key" may name (encoders in steered.KEYS)
+PROFILES = "profiles"                 # memory.json's named alternatives to its defaults
 
 
 def read_memory_settings(path) -> dict:
     """The checkpoint's ``memory.json`` (MemoryConfig fields a fresh success memory steering it starts
     with, and optionally ``"key"``: ``"state"`` or ``"offsets"``, the key it is queried with), or {}
-    when it has none. Unknown fields or invalid values: CheckpointError."""
+    when it has none; its ``"profiles"`` (named alternatives, `read_memory_profiles`) are left out.
+    Unknown fields or invalid values: CheckpointError."""
     f = Path(path) / MEMORY
     if not f.is_file():
         return {}
-    return check_memory_settings(_read_json(f), str(f))
+    d = check_memory_settings(_read_json(f), str(f))
+    return {k: v for k, v in d.items() if k != PROFILES}
 
 
-def check_memory_settings(d, where: str) -> dict:
+def read_memory_profiles(path) -> dict[str, dict]:
+    """The named memory settings a checkpoint's ``memory.json`` offers beside its defaults
+    (``"profiles": {"fixed-setup": {"sigma": 0.1, "replay": true}, ...}``); {} without any."""
+    f = Path(path) / MEMORY
+    return dict(check_memory_settings(_read_json(f), str(f)).get(PROFILES, {})) if f.is_file() else {}
+
+
+def check_memory_settings(d, where: str, *, profiles: bool = True) -> dict:
     """``d`` if it is memory settings a checkpoint may carry (see read_memory_settings), else
-    CheckpointError, its message starting with ``where`` (the file, or what the settings came from)."""
+    CheckpointError, its message starting with ``where`` (the file, or what the settings came from).
+    ``profiles``: whether ``d`` may name profiles (a profile itself may not)."""
     from embodia.memory import MemoryConfig
     if not isinstance(d, dict):
         raise CheckpointError(f"{where}: expected a JSON object of memory settings")
-    unknown = sorted(set(d) - set(MemoryConfig.__dataclass_fields__) - {"key"})
+    unknown = sorted(set(d) - set(MemoryConfig.__dataclass_fields__) - {"key", *([PROFILES] if profiles else [])})
     if unknown:
         raise CheckpointError(f"{where}: unknown memory settings {unknown}")
     if d.get("key", "state") not in MEMORY_KEYS:
         raise CheckpointError(f"{where}: key must be one of {list(MEMORY_KEYS)}, not {d['key']!r}")
     try:
-        MemoryConfig(**{k: v for k, v in d.items() if k != "key"})
+        MemoryConfig(**{k: v for k, v in d.items() if k not in ("key", PROFILES)})
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{where}: {e}") from None
+    named = d.get(PROFILES, {})
+    if not isinstance(named, dict):
+        raise CheckpointError(f"{where}: {PROFILES} must map names to memory settings")
+    for name, settings in named.items():
+        check_memory_settings(settings, f"{where}: profile {name!r}", profiles=False)
     return d
 
 
