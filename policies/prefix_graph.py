@@ -119,8 +119,6 @@ class _Plan:
         positions = backbone.mrope_positions(ids, torch.ones_like(ids), grid)
         probe = torch.zeros(1, ids.shape[1], backbone.hidden_size, device=dev, dtype=backbone.dtype)
         self.text_rope = tuple(t.clone() for t in lm.rotary_emb(probe, positions))
-        # no mask: one unpadded sample is plain causal attention, which SDPA's flash kernels take as a flag
-        self.causal = None
         self.image_pos = (ids[0] == backbone.image_token_id).nonzero()[:, 0]
         self.depth = min(backbone.layer, backbone.num_layers)
 
