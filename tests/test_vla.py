@@ -187,3 +187,19 @@ def test_shift_augments_the_live_images_and_nothing_else(demos):
     for key in ("state", "action", "input_ids", "image_grid_thw"):
         assert torch.equal(plain[key], moved[key]), key
     assert not torch.equal(plain["pixel_values"], moved["pixel_values"])
+
+
+def test_the_ema_moves_every_float_tensor_as_one_lerp_would_and_copies_the_rest():
+    from embodia.agent.training.train import ema_update
+    g = torch.Generator().manual_seed(0)
+    current = {"w": torch.randn(3, 4, generator=g), "b": torch.randn(4, generator=g), "n": torch.tensor([7])}
+    ema = {"w": torch.zeros(3, 4), "b": torch.ones(4), "n": torch.tensor([1])}
+    expected = {k: v.clone() for k, v in ema.items()}
+    ema_update(ema, current.items(), step=5, cap=0.999)
+    decay = 6 / 15                    # the warm-up: (1 + step) / (10 + step), under the cap
+    for k in ("w", "b"):
+        assert torch.allclose(ema[k], expected[k] + (1 - decay) * (current[k] - expected[k]))
+    assert ema["n"].item() == 7
+    before = ema["b"].clone()
+    ema_update(ema, current.items(), step=10 ** 6, cap=0.5)       # the cap wins late
+    assert torch.allclose(ema["b"], (before + current["b"]) / 2)

@@ -332,11 +332,15 @@ def ema_update(ema: dict, current, step: int, cap: float) -> None:
     0.999 would keep 37% of the random init after 1k steps. Non-float tensors are copied."""
     decay = min(cap, (1 + step) / (10 + step))
     with torch.no_grad():
+        moving, toward = [], []
         for k, v in current:
             if v.dtype.is_floating_point:
-                ema[k].lerp_(v.detach(), 1 - decay)
+                moving.append(ema[k])
+                toward.append(v.detach())
             else:
                 ema[k].copy_(v)
+        if moving:       # one fused update (a handful of kernels on a GPU, not one per tensor)
+            torch._foreach_lerp_(moving, toward, 1 - decay)
 
 
 def build_model(cfg: TrainConfig, datasets: list[LocalDataset]) -> VLAModel:
@@ -480,7 +484,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=
     bar = Progress(TextColumn("[bold]train"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                    TextColumn("{task.fields[status]}"), TimeRemainingColumn(), disable=not progress)
     model.train()
-    losses, t0, first = [], time.perf_counter(), step
+    losses, pending, t0, first = [], [], time.perf_counter(), step
     with bar:
         task = bar.add_task("train", total=cfg.steps, completed=step, status="")
         frozen = False
@@ -500,7 +504,10 @@ def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=
             opt.step()
             ema_update(ema, model.named_parameters(), step, cfg.ema)
             step += 1
-            losses.append(loss.item())
+            pending.append(loss.detach())     # read back every 20 steps: no device sync per step
+            if step % 20 == 0 or step == cfg.steps or step % cfg.save_every == 0:
+                losses.extend(torch.stack(pending).float().cpu().tolist())
+                pending.clear()
             if step % 20 == 0 or step == cfg.steps:
                 bar.update(task, completed=step,
                            status=f"loss {np.mean(losses[-50:]):.4f}, {(step - first) / (time.perf_counter() - t0):.1f} it/s")
