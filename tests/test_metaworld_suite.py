@@ -124,9 +124,11 @@ def test_record_a_suite_one_dataset_per_task(tmp_path):
     from embodia.agent.recording.dataset import LocalDataset
     out = tmp_path / "demos"
     res = CliRunner().invoke(app, ["record", "--device", "sim:metaworld/mt10?max_steps=4", "--policy", "random",
-                                   "-n", "1", "--seed", "1000", "--out", str(out)], catch_exceptions=False)
+                                   "-n", "1", "--seed", "1000", "--out", str(out), "--jobs", "2"],
+                             catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in out.iterdir()) == sorted(SUITES["mt10"])
+    assert res.output.count("recorded 1 episodes (0 successful) to") == 10      # a line per task, from 2 workers
     ds = LocalDataset(out / "push-v3")
     assert len(ds.episodes) == 1 and ds.episodes[0]["success"] is False and ds.episodes[0]["length"] == 4
     ep = ds.episode(0)
@@ -134,6 +136,9 @@ def test_record_a_suite_one_dataset_per_task(tmp_path):
     assert len(list(ds.frames(0, "corner"))) == 4          # a dataset keeps the images
     from embodia.agent.training.train import expand_data
     assert expand_data([out]) == [str(out / t) for t in sorted(SUITES["mt10"])]   # train --data <suite folder>
+    res = CliRunner().invoke(app, ["record", "--device", "sim:metaworld/push-v3", "--policy", "random", "-n", "1",
+                                   "--out", str(tmp_path / "one"), "--jobs", "2"])
+    assert res.exit_code == 2 and "for one task use --workers" in res.output, res.output
 
 
 def test_a_stopped_suite_recording_resumes_where_it_stopped(tmp_path):

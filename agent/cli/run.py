@@ -279,6 +279,8 @@ def record(out: Path = typer.Option(..., "--out", "-o", help="dataset directory 
                                              "recorded too, marked as such)"),
            size: Optional[str] = SizeOpt, workers: Optional[int] = WorkersOpt,
            ray_address: Optional[str] = RayAddressOpt, success: Optional[str] = SuccessOpt,
+           jobs: int = typer.Option(1, "--jobs", min=1, help="a suite: record N tasks at a time in worker "
+                                    "processes (the datasets are those of one process)"),
            torch_device: Optional[str] = TorchDeviceOpt, dtype: Optional[str] = DtypeOpt):
     """Record episodes into a LeRobotDataset v3 directory."""
     check_inputs(locals())
@@ -286,8 +288,10 @@ def record(out: Path = typer.Option(..., "--out", "-o", help="dataset directory 
     from embodia.agent.evaluation.suite import parse_suite
     if parse_suite(device):   # sim:metaworld/mt50 and friends: one dataset per task under --out
         if workers:
-            fail(f"{device} is a suite: --workers applies to one task for now")
-        return record_suite_cli(out, device, policy, shift, size, episodes, seed, only_success)
+            fail(f"{device} is a suite: --workers applies to one task for now (--jobs records tasks in parallel)")
+        return record_suite_cli(out, device, policy, shift, size, episodes, seed, only_success, jobs)
+    if jobs > 1:
+        fail("--jobs records the tasks of a suite in parallel; for one task use --workers")
     fleet = None
     if only_success and workers:
         fail("--only-success records in this process; it does not combine with --workers")
@@ -313,7 +317,7 @@ def record(out: Path = typer.Option(..., "--out", "-o", help="dataset directory 
     lost_exit({"fleet": fleet})
 
 
-def record_suite_cli(out, device, policy, shift, size, episodes, seed, only_success) -> None:
+def record_suite_cli(out, device, policy, shift, size, episodes, seed, only_success, jobs: int = 1) -> None:
     """`embodia record` on a suite: every task into ``out/<task>/``, a line per task."""
     from embodia.agent.evaluation.suite import parse_suite, record_suite
     name, query = parse_suite(device)
@@ -325,7 +329,7 @@ def record_suite_cli(out, device, policy, shift, size, episodes, seed, only_succ
                       f"to {out / task}")
     try:
         rep = record_suite(name, policy, out, episodes=episodes, seed=seed, only_success=only_success,
-                           query=query, on_task=on_task)
+                           query=query, on_task=on_task, jobs=jobs)
     except (ValueError, ImportError, FileNotFoundError, OSError) as e:
         fail(str(e))
     console.print(f"recorded {rep['recorded']} episodes ({rep['successes']} successful) of "
