@@ -170,3 +170,47 @@ def test_experts_that_read_the_page_as_it_changes(task):
         for seed in (1000, 1001):
             r = run_episode(dev, dev.expert(), seed=seed)
             assert r.success and dev.info()["raw_reward"] > 0, (task, seed, r.steps, dev.info())
+
+
+def test_a_stop_from_kill_ends_the_run_as_ctrl_c_does_and_takes_the_browser_with_it(tmp_path):
+    """SIGTERM (`kill`, `timeout`, a service manager) to `embodia run`: the run ends as an interrupt
+    does, with what it recorded kept, and no Chromium process outlives it (the browser runs in its
+    own session, so without the handler it would stay behind)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+    import shutil
+    import tempfile
+    # a short folder: Chromium puts sockets there, and a socket's path may not exceed 107 bytes
+    scratch, rec = Path(tempfile.mkdtemp(prefix="ebt-", dir="/tmp")), tmp_path / "rec"
+    env = {**os.environ, "TMPDIR": str(scratch), "HF_HUB_OFFLINE": "1"}    # the browser's profile goes there
+    proc = subprocess.Popen([sys.executable, "-c", "from embodia.agent.cli import main; main()", "run", "-d",
+                             "sim:miniwob/click-button", "-p", "expert", "-n", "500", "--record", str(rec)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=(tmp_path / "err.txt").open("w"))
+
+    def browsers() -> int:
+        out = subprocess.run(["pgrep", "-f", str(scratch)], capture_output=True, text=True).stdout
+        return len(out.split())
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(list((rec / "episodes").glob("*"))) < 2:
+            assert proc.poll() is None, (tmp_path / "err.txt").read_text()
+            time.sleep(0.5)
+        assert browsers() > 0, "no browser seen while the run went on"
+        proc.send_signal(signal.SIGTERM)
+        # as Ctrl-C ends it: mid-episode the loop ends the episode as interrupted and the run closes (0);
+        # between episodes the interrupt ends the command (130)
+        assert proc.wait(60) in (0, 130)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    time.sleep(1)
+    left = browsers(), list(scratch.glob("embodia-chromium-*"))
+    subprocess.run(["pkill", "-KILL", "-f", str(scratch)])
+    shutil.rmtree(scratch, ignore_errors=True)
+    assert left == (0, [])
+    done = [json.loads(Path(p, "steps.jsonl").read_text().splitlines()[-1]) for p in (rec / "episodes").iterdir()]
+    assert len(done) >= 2 and all(e["type"] == "end" for e in done[:-1])

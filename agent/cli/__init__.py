@@ -10,6 +10,10 @@ from embodia.agent.cli.app import app
 
 
 def main():
+    import signal
+    # a stop from `kill`, `timeout` or a service manager ends as Ctrl-C does: the episode in flight is
+    # saved as interrupted and every device closes (a browser or an Xvfb it started goes with it)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     app()
 
 
