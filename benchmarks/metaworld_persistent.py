@@ -234,16 +234,20 @@ def _pool(halves: list[np.ndarray]) -> dict:
 
 def curves_png(cells: dict, tasks: list[str], axis: str, arms: list[str], streams: int, episodes: int,
                path: Path) -> None:
-    """The learning curve of every arm on one axis (mean over tasks and streams, windows of 5)."""
+    """The learning curve of every arm on one axis: success by episode of the stream (windows of
+    ``episodes // 10``), the mean over tasks and streams, with the clean cells' policy beside them."""
     from embodia.agent.evaluation.memory_eval import learning_curve_png
-    window = 5
+    window = max(1, episodes // 10)
     rep = {"arms": {}}
-    for arm in arms:
-        o = np.concatenate([np.array([cells[t, axis][arm, s]["outcomes"] for s in range(streams)], float)
+    curves = [(arm, axis, arm) for arm in arms]
+    if all((t, None) in cells and ("off", 0) in cells[t, None] for t in tasks):
+        curves.append(("clean (off)", None, "off"))
+    for name, ax, arm in curves:
+        o = np.concatenate([np.array([cells[t, ax][arm, s]["outcomes"] for s in range(streams)], float)
                             for t in tasks])
-        rep["arms"][arm] = {"success_rate": float(o.mean()),
-                            "learning_curve": [float(o[:, w * window:(w + 1) * window].mean())
-                                               for w in range(max(1, episodes // window))]}
+        rep["arms"][name] = {"success_rate": float(o.mean()),
+                             "learning_curve": [float(o[:, w * window:(w + 1) * window].mean())
+                                                for w in range(max(1, episodes // window))]}
     learning_curve_png(rep, path, title=f"Meta-World persistent deployment, shift {axis}")
 
 
