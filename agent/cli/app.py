@@ -85,10 +85,9 @@ def memory_settings_policy(policy: str, settings: Optional[str], memory) -> str:
     if memory in (None, "off"):
         fail("--memory-settings sets up a success memory: use it with --memory")
     from embodia.agent.evaluation.suite_memory import cached_copy
-    from embodia.policies.robot.vla import CheckpointError
     try:
         return cached_copy(policy, settings)
-    except (ValueError, CheckpointError) as e:
+    except ValueError as e:          # not a checkpoint, an unknown profile, settings the loader refuses
         fail(f"--memory-settings: {e}")
 
 

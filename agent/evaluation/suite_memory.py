@@ -114,7 +114,7 @@ def with_memory_settings(policy_spec: str, settings, folder) -> str:
         return str(dst)
     tmp = dst.with_name(f"{dst.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("train_state", MEMORY, "*.tmp*"))
+    shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("train_state", MEMORY))
     (tmp / MEMORY).write_text(json.dumps(settings, indent=1) + "\n")
     try:
         tmp.rename(dst)

@@ -504,14 +504,15 @@ def train(cfg: TrainConfig, *, resume: bool = False, progress: bool = True, log=
             opt.step()
             ema_update(ema, model.named_parameters(), step, cfg.ema)
             step += 1
-            pending.append(loss.detach())     # read back every 20 steps: no device sync per step
-            if step % 20 == 0 or step == cfg.steps or step % cfg.save_every == 0:
+            pending.append(loss.detach())     # read back only where it is shown: no device sync per step
+            report, save = step % 20 == 0 or step == cfg.steps, step % cfg.save_every == 0 or step == cfg.steps
+            if report or save:
                 losses.extend(torch.stack(pending).float().cpu().tolist())
                 pending.clear()
-            if step % 20 == 0 or step == cfg.steps:
+            if report:
                 bar.update(task, completed=step,
                            status=f"loss {np.mean(losses[-50:]):.4f}, {(step - first) / (time.perf_counter() - t0):.1f} it/s")
-            if step % cfg.save_every == 0 or step == cfg.steps:
+            if save:
                 checkpoint(step)
                 log(f"step {step}: loss {np.mean(losses[-cfg.save_every:]):.4f} (mean since the last "
                     f"checkpoint), saved {out}")

@@ -303,18 +303,19 @@ def read_memory_settings(path) -> dict:
     with, and optionally ``"key"``: ``"state"`` or ``"offsets"``, the key it is queried with), or {}
     when it has none; its ``"profiles"`` (named alternatives, `read_memory_profiles`) are left out.
     Unknown fields or invalid values: CheckpointError."""
-    f = Path(path) / MEMORY
-    if not f.is_file():
-        return {}
-    d = check_memory_settings(_read_json(f), str(f))
-    return {k: v for k, v in d.items() if k != PROFILES}
+    return {k: v for k, v in _memory_json(path).items() if k != PROFILES}
 
 
 def read_memory_profiles(path) -> dict[str, dict]:
     """The named memory settings a checkpoint's ``memory.json`` offers beside its defaults
     (``"profiles": {"fixed-setup": {"sigma": 0.1, "replay": true}, ...}``); {} without any."""
+    return dict(_memory_json(path).get(PROFILES, {}))
+
+
+def _memory_json(path) -> dict:
+    """The checkpoint's ``memory.json``, checked (`check_memory_settings`); {} when it has none."""
     f = Path(path) / MEMORY
-    return dict(check_memory_settings(_read_json(f), str(f)).get(PROFILES, {})) if f.is_file() else {}
+    return check_memory_settings(_read_json(f), str(f)) if f.is_file() else {}
 
 
 def check_memory_settings(d, where: str, *, profiles: bool = True) -> dict:
