@@ -23,7 +23,8 @@ unless `--no-clean-memory`, so that do-no-harm is measured there too), and
 per axis every arm (`off`, `online` = the memory with the checkpoint's settings, or
 `--memory-settings` on top; `replay` = the same memory executing the stored chunks, no generative
 refinement; `seed-recall-only`; `no-filter`; ...; see memory_eval.ARMS). Each finished stream is
-kept in `--workdir`, so a stopped run goes on where it stopped. The report: per axis and per group,
+kept in `--workdir`, so a stopped run goes on where it stopped (the workdir may be moved or copied
+first: its streams name the policy copy inside it by its place there). The report: per axis and per group,
 clean vs shifted success (what the axis costs), each arm against off and online against replay
 with the paired Newcombe interval, the recovery (on - off) / (clean - off), and per cell the paired
 interval of on - off (a cell whose interval lies wholly below 0 is harmed), and the cost: episodes

@@ -465,3 +465,32 @@ def test_each_memory_arm_differs_from_the_checkpoints_settings_in_what_it_names(
     with pytest.raises(ValueError, match="unknown arm 'seed'; known: off, online"):
         make("seed")
     assert {"seed-recall", "seed-recall-only"} <= set(ARMS)
+
+
+def test_a_workdir_moved_elsewhere_reads_its_streams_back(tmp_path):
+    """A stream's file names the workdir's own policy copy by its place in the workdir, not by its
+    absolute path: the folder copied elsewhere reads every stream back (no worker starts: none is
+    left to run), and a file kept under the old absolute-path name is read back and renamed."""
+    import shutil
+    from embodia.agent.evaluation.memory_eval import run_cells_parallel
+
+    def cells(w):
+        return [dict(device_uri="sim:twogap-push", policy_spec=str(w / "policy"), arms=["off", "online"],
+                     streams=1, episodes=2, seed=0)]
+    w = tmp_path / "w"
+    (w / "policy").mkdir(parents=True)
+    (w / "streams").mkdir()
+    kept = {"off": {"outcomes": [True, False]}, "online": {"outcomes": [True, True]}}
+    old_tag = f"sim:twogap-push|None|None|{w / 'policy'}|seed0|ep2".replace("/", "_")
+    for arm, res in kept.items():      # as an earlier version named them: the policy's absolute path
+        (w / "streams" / f"{old_tag}|{arm}|0.json".replace("|", "__").replace(":", "-")).write_text(json.dumps(res))
+    got = run_cells_parallel(cells(w), jobs=2, cache_dir=w / "streams")
+    assert got == [{("off", 0): kept["off"], ("online", 0): kept["online"]}]
+    names = sorted(p.name for p in (w / "streams").iterdir())
+    assert len(names) == 2 and all("workdir-policy" in n and str(tmp_path).replace("/", "_") not in n for n in names)
+    shutil.copytree(w, tmp_path / "moved")
+    shutil.rmtree(w)
+    seen = []
+    again = run_cells_parallel(cells(tmp_path / "moved"), jobs=2, cache_dir=tmp_path / "moved" / "streams",
+                               on_stream=lambda i, a, s, r, cached: seen.append(cached))
+    assert again == got and seen == [True, True]

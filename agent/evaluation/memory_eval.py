@@ -451,15 +451,22 @@ def run_cells_parallel(cells: list[dict], *, jobs: int = 2, threads: int = 1, ca
     out: list[dict] = [{} for _ in cells]
     inits, tags, todo = [], [], []
 
-    def cache_file(i, arm, s):
-        return cache / f"{tags[i]}|{arm}|{s}.json".replace("|", "__").replace(":", "-")
+    def cache_file(i, arm, s, tag=None):
+        return cache / f"{tag or tags[i]}|{arm}|{s}.json".replace("|", "__").replace(":", "-")
+
+    def cell_tag(c, policy):
+        shift, size, drift, blind = c.get("shift"), c.get("size"), c.get("drift"), c.get("blind", False)
+        tag = f"{c['device_uri']}|{shift}|{size}|{policy}|seed{c['seed']}|ep{c['episodes']}".replace("/", "_")
+        return tag + (f"|then-{drift[1]}-at{drift[0]}" if drift is not None else "") + ("|blind" if blind else "")
     for i, c in enumerate(cells):
         shift, size, drift, blind = c.get("shift"), c.get("size"), c.get("drift"), c.get("blind", False)
-        tag = f"{c['device_uri']}|{shift}|{size}|{c['policy_spec']}|seed{c['seed']}|ep{c['episodes']}".replace("/", "_")
-        tags.append(tag + (f"|then-{drift[1]}-at{drift[0]}" if drift is not None else "") + ("|blind" if blind else ""))
+        tags.append(cell_tag(c, _policy_key(c["policy_spec"], cache)))
         inits.append((c["device_uri"], shift, size, c["policy_spec"], threads, drift, blind))
         for s in range(c["streams"]):           # stream-major: early streams of every arm finish first
             for arm in c["arms"]:
+                legacy = cache_file(i, arm, s, cell_tag(c, c["policy_spec"])) if cache is not None else None
+                if legacy is not None and legacy != cache_file(i, arm, s) and legacy.exists():
+                    legacy.replace(cache_file(i, arm, s))     # a stream kept under the absolute path
                 if cache is not None and cache_file(i, arm, s).exists():
                     out[i][arm, s] = json.loads(cache_file(i, arm, s).read_text())
                     if on_stream:
@@ -492,6 +499,19 @@ def run_cells_parallel(cells: list[dict], *, jobs: int = 2, threads: int = 1, ca
         if jobs > 1:
             pool.shutdown(cancel_futures=True)
     return out
+
+
+def _policy_key(policy_spec: str, cache) -> str:
+    """How a stream's file names its policy: a checkpoint inside the cache's parent folder (the
+    workdir's own copy) by its place there, so a workdir moved or copied elsewhere reads its streams
+    back; anything else (a bundled name, a path outside) as given."""
+    from pathlib import Path
+    if cache is None or not Path(policy_spec).is_dir():
+        return policy_spec
+    try:
+        return "workdir:" + Path(policy_spec).resolve().relative_to(Path(cache).resolve().parent).as_posix()
+    except ValueError:
+        return policy_spec
 
 
 def _streams_here(init: tuple, todo: list, episodes: int, seed: int):
