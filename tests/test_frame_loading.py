@@ -110,7 +110,7 @@ def test_a_dataset_a_worker_cannot_read_ends_the_load_in_one_line_naming_it(reco
     bad = tmp_path / "broken"
     video = _corrupt_copy(recorded[1], bad)
     datasets = [LocalDataset(recorded[0]), LocalDataset(bad), LocalDataset(recorded[2])]
-    from embodia.agent.evaluation.suite import TaskFailed
+    from embodia.agent.evaluation.workers import TaskFailed
     with pytest.raises(TaskFailed) as e:
         load_frames(datasets, [[0, 1]] * 3, backbone, jobs=2, log=lambda *_: None)
     msg = str(e.value)

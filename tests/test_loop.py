@@ -265,3 +265,58 @@ def test_every_frame_is_rendered_when_something_reads_the_steps_between_decision
     assert r.steps == 20 and dev.renders == 21
     if reader == "after_step":
         assert pol.seen == list(range(20))
+
+
+def test_a_kill_reaches_the_worker_processes_as_ctrl_c():
+    """`stop_as_ctrl_c` (SIGTERM's handler in `embodia` and the MT50 build): the command ends as an
+    interrupt does, and its ``--jobs`` workers (spawned processes) get Ctrl-C's interrupt too, so
+    each closes its devices; a plain `kill` reaches the parent alone, and without the forwarding the
+    worker below would sleep on for a minute."""
+    import multiprocessing as mp
+    import time
+    from embodia.agent.loop.core import stop_as_ctrl_c
+    worker = mp.get_context("spawn").Process(target=time.sleep, args=(60,))
+    worker.start()
+    try:
+        time.sleep(3)          # up and sleeping (a spawned interpreter starts in about a second)
+        with pytest.raises(KeyboardInterrupt, match="signal 15"):
+            stop_as_ctrl_c(15, None)
+        worker.join(20)
+        assert worker.exitcode == 1        # KeyboardInterrupt in the worker, not a kill (-15) or a timeout
+    finally:
+        if worker.is_alive():
+            worker.kill()
+
+
+def test_a_kill_during_a_parallel_run_ends_the_calls_in_flight_and_starts_no_more(tmp_path):
+    """`in_processes` (suites, recording, frame loading with --jobs) stopped by a `kill` while both
+    workers run: the command's interrupt reaches them, each call in flight ends, and none of the
+    calls still queued starts (a call already handed to a worker included), where the pool would
+    otherwise run every one of them before the command could end."""
+    import os
+    import signal
+    import subprocess
+    import threading
+    import time
+    from embodia.agent.evaluation.workers import in_processes
+    from embodia.agent.loop.core import stop_as_ctrl_c
+    started, finished = tmp_path / "started", tmp_path / "finished"
+    calls = [(f"echo {i} >> {started}; sleep 4; echo {i} >> {finished}",) for i in range(6)]
+
+    def lines(p):
+        return p.read_text().split() if p.exists() else []
+
+    def stop_when_both_run():
+        deadline = time.monotonic() + 120
+        while len(lines(started)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGTERM)
+    before = signal.signal(signal.SIGTERM, stop_as_ctrl_c)
+    try:
+        threading.Thread(target=stop_when_both_run, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            in_processes(subprocess.getstatusoutput, calls, 2, None, "running")
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    time.sleep(5)            # what a call left running would write by now
+    assert len(lines(started)) == 2 and lines(finished) == []

@@ -11,9 +11,11 @@ from embodia.agent.cli.app import app
 
 def main():
     import signal
+
+    from embodia.agent.loop.core import stop_as_ctrl_c
     # a stop from `kill`, `timeout` or a service manager ends as Ctrl-C does: the episode in flight is
     # saved as interrupted and every device closes (a browser or an Xvfb it started goes with it)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, stop_as_ctrl_c)
     app()
 
 

@@ -42,7 +42,7 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
     if success_head:
         return _train_success_head(data, out, steps or 300, seed)
     steps = steps or 10000
-    from embodia.agent.evaluation.suite import TaskFailed
+    from embodia.agent.evaluation.workers import TaskFailed
     from embodia.agent.training.train import TrainConfig, expand_data
     from embodia.agent.training.train import train as run_training
     cfg = TrainConfig(data=expand_data(data), out=str(out), steps=steps, batch_size=batch_size, lr=lr,

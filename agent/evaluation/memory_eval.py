@@ -482,9 +482,11 @@ def run_cells_parallel(cells: list[dict], *, jobs: int = 2, threads: int = 1, ca
         results = ((i, *r) for i, streams in left.items()     # cells read back whole open nothing
                    for r in _streams_here(inits[i], streams, cells[i]["episodes"], cells[i]["seed"]))
     else:
-        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"))
-        futures = {pool.submit(_worker_run_cell, inits[i], arm, s, cells[i]["episodes"], cells[i]["seed"]): i
-                   for i, arm, s in todo}
+        from embodia.agent.evaluation.workers import idle_workers_ignore_ctrl_c, interruptible
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
+                                   initializer=idle_workers_ignore_ctrl_c)
+        futures = {pool.submit(interruptible, _worker_run_cell, inits[i], arm, s, cells[i]["episodes"],
+                               cells[i]["seed"]): i for i, arm, s in todo}
         results = ((futures[f], *f.result()) for f in as_completed(futures))
     try:
         for i, arm, s, res in results:

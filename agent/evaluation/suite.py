@@ -26,13 +26,13 @@ import datetime as _dt
 import json
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from embodia.agent.evaluation.evaluate import machine, run_episodes
 from embodia.agent.evaluation.stats import mean_of_rates, wilson
 from embodia.agent.evaluation.suite_resume import PartialRun, run_identity
+from embodia.agent.evaluation.workers import TaskFailed, in_processes
 from embodia.agent.loop.factory import BUNDLED, device_namespace, make_device, make_policy, with_memory
 from embodia.sim import miniwob
 from embodia.sim.metaworld import AGENT_POS, GROUPS, SUITE_MAX_STEPS, SUITES, group_of, state_channels
@@ -314,52 +314,6 @@ def _run_parallel(names, q, policy_spec, episodes, seed, jobs, on_task, prefix=P
     calls = [(t, task_uri(t, q, prefix), policy_spec, episodes, seed) for t in names]
     rows = in_processes(_worker_task, calls, jobs, on_task, "evaluating")
     return {t: rows[t] for t in names}
-
-
-class TaskFailed(RuntimeError):
-    """A task failed in a worker process: one line naming the task and the worker's error."""
-
-
-def in_processes(fn, calls: list[tuple], jobs: int, on_task, doing: str) -> dict:
-    """``fn(*call)`` for every call in ``jobs`` spawned worker processes; each call's first item is
-    its task, each returns ``(task, row)``; ``on_task(task, row)`` as each finishes. The first failure
-    stops the run: tasks not started are cancelled, and TaskFailed names the task (a worker's error
-    never leaves a task silently missing)."""
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from concurrent.futures.process import BrokenProcessPool
-    done: dict[str, dict] = {}
-    # spawn: a fresh interpreter per worker (no GL context or torch pool inherited through fork)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex, _one_thread_children():
-        futures = {ex.submit(fn, *call): call[0] for call in calls}
-        for fut in as_completed(futures):
-            try:
-                task, row = fut.result()
-            except BrokenProcessPool:
-                ex.shutdown(wait=False, cancel_futures=True)
-                raise TaskFailed(f"{doing} {futures[fut]}: a worker process died (killed, or out of memory)") from None
-            except Exception as e:  # noqa: BLE001 - any worker error ends the run, named in one line
-                ex.shutdown(wait=False, cancel_futures=True)
-                msg = " ".join(str(e).split()) or type(e).__name__
-                raise TaskFailed(f"{doing} {futures[fut]} failed in a worker process: {type(e).__name__}: {msg}") from e
-            done[task] = row
-            if on_task:
-                on_task(task, row)
-    return done
-
-
-@contextmanager
-def _one_thread_children():
-    """While workers start, ``OMP_NUM_THREADS=1`` (unless set) in the environment they inherit: N
-    workers on N cores, each with a core-sized OpenMP/torch pool, oversubscribe the machine."""
-    import os
-    before = os.environ.get("OMP_NUM_THREADS")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("OMP_NUM_THREADS", None)
 
 
 def _run_task(task, uri, policies, episodes, seed, on_episode) -> dict:

@@ -259,3 +259,18 @@ class EpisodeRun:
             if said is not None:
                 end_info["last_policy_record"] = said    # e.g. the replies that never parsed
         return self.recorder.end_episode(self.ep, success=result.success, info=end_info, final_obs=self.obs)
+
+
+def stop_as_ctrl_c(signum, frame):
+    """SIGTERM's handler: Ctrl-C's interrupt here and in the worker processes of ``--jobs`` (a
+    terminal's Ctrl-C reaches the whole process group, a ``kill`` only this process), so each worker
+    ends its episode and closes its devices, and the pool's shutdown has nothing long to wait for."""
+    import multiprocessing
+    import os
+    import signal
+    for child in multiprocessing.active_children():
+        try:
+            os.kill(child.pid, signal.SIGINT)
+        except (ProcessLookupError, TypeError):      # gone meanwhile, or not started (no pid yet)
+            pass
+    raise KeyboardInterrupt(f"stopped by signal {signum}")

@@ -5,7 +5,7 @@ On a GPU host the 2,500 MT50 demonstrations (190,174 frames) took 105-130 s to l
 in C, but Python runs between those calls for every frame, and threads share one interpreter lock
 for it. Several datasets of PROCESS_MIN_FRAMES frames or more, on several cores, therefore load in
 spawned worker processes, one dataset per task, one decoder thread each
-(`embodia.agent.evaluation.suite.in_processes`, whose `TaskFailed` names the dataset of a failed
+(`embodia.agent.evaluation.workers.in_processes`, whose `TaskFailed` names the dataset of a failed
 worker in one line). One dataset, one core, or a small set loads in this process. Both paths run
 the same code per dataset (`dataset_frames`), so their frames are the same bytes.
 
@@ -72,7 +72,7 @@ def load_frames(datasets: list[LocalDataset], chosen: list[list[int]], backbone,
             got[root] = dataset_frames(ds, eps, resize)
             progress(root, got[root])
     else:
-        from embodia.agent.evaluation.suite import in_processes
+        from embodia.agent.evaluation.workers import in_processes
         calls = [(root, ds.modality, eps, resize) for root, (ds, eps) in unique.items()]
         got = in_processes(_worker, calls, jobs, progress, LOADING)
     frames = sum(_count(f) for f in got.values())

@@ -109,7 +109,8 @@ def main(argv=None) -> None:
     state = args.out / TRAIN_STATE / "state.json"       # the training's last save: resume from it
     row = {"date": time.strftime("%Y-%m-%d %H:%M"), "steps": args.steps, "finished": False, "jobs": args.jobs,
            "torch": placement.describe()}
-    before = signal.signal(signal.SIGTERM, _stopped)     # `kill` stops it as Ctrl-C does: the row is written
+    from embodia.agent.loop.core import stop_as_ctrl_c
+    before = signal.signal(signal.SIGTERM, stop_as_ctrl_c)     # `kill` stops it as Ctrl-C does: the row is written
     try:
         query = {**({"size": args.size} if args.size else {}), **({"obs": "lerobot"} if args.obs == "lerobot" else {})}
         rep = record_suite("mt50", "expert", args.data, episodes=args.episodes, seed=DEMO_SEED, only_success=True,
@@ -143,10 +144,6 @@ def main(argv=None) -> None:
         with open(args.out.with_name(args.out.name + ".sessions.jsonl"), "a") as f:
             f.write(json.dumps(row) + "\n")
         print(json.dumps(row))
-
-
-def _stopped(signum, frame):
-    raise KeyboardInterrupt(f"stopped by signal {signum}")
 
 
 def bundle(checkpoint: Path, dest: Path) -> None:
