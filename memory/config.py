@@ -198,6 +198,11 @@ class MemoryConfig:
     """Direct-replay ablation: ``guidance`` returns tau0 = 1.0 with the prior wherever it would
     steer, i.e. the caller executes the prior (action_heads.sample with tau0=1 returns x0 = prior
     untouched, 0 network evaluations). Isolates the value of the policy's refinement."""
+    select: int = 0
+    """Retrieve-then-select (the spec's ``select-N`` arm, a BID-like competitor to steering): where
+    the memory would steer, the policy samples this many chunks from its own noise instead and the
+    one nearest the prior (L2, normalized units) is executed; every candidate is the policy's own,
+    the memory only chooses. 0: steer."""
 
     def __post_init__(self):
         if self.metric not in ("l2", "cosine"):
@@ -218,6 +223,10 @@ class MemoryConfig:
                      "sigma_min"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0")
+        if self.select < 0 or self.select == 1:
+            raise ValueError(f"select must be 0 (steer) or the number of chunks to choose from (>= 2), not {self.select}")
+        if self.select and self.replay:
+            raise ValueError("select and replay are two different uses of the prior: choose one")
         if self.stride is not None and self.stride < 1:
             raise ValueError("stride must be >= 1")
 

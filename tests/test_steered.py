@@ -90,6 +90,45 @@ def test_a_confident_memory_steers_the_decoder_toward_its_prior(ckpt):
         assert np.abs(chunk - prior).mean() < np.abs(free - prior).mean()
 
 
+def test_select_executes_the_policys_own_chunk_nearest_the_prior(ckpt):
+    """`select=N` (retrieve-then-select): where the memory would steer, the executed chunk is one of
+    N chunks the policy samples from its own noise, the one nearest the prior; without a confident
+    memory the policy's plain chunk runs. A bad setting is refused with its name."""
+    with open_device("sim:twogap-push") as dev:
+        base = VLAPolicy.from_pretrained(ckpt).bind(dev.embodiment)
+        anorm = base.norms["planar_pusher"]["action"]
+        obs = dev.reset(10)
+        base.reset(0)
+        cands = base.predict_candidates(obs, dev.instruction, 6)
+        assert cands.shape == (6, base.cfg.horizon, 2) and len({c.tobytes() for c in cands}) == 6
+        mem = memory_for(base, MemoryConfig(fixed_confidence=1.0, select=6))
+        steered = SteeredPolicy(base, mem, namespace="ns", learn=False)
+        base.reset(0)
+        steered.reset(0)
+        assert np.array_equal(steered.act(obs, dev.instruction), base.reset(0) or base.act(obs, dev.instruction))
+        for seed in (10, 11, 12):
+            steered.remember(*expert_episode(dev, seed))
+        seen = []
+        real = base.predict_candidates
+        base.predict_candidates = lambda *a: seen.append(real(*a)) or seen[-1]
+        picked = []
+        for seed in range(4):
+            obs = dev.reset(10 + seed)
+            steered.reset(seed)
+            chunk = steered.act(obs, dev.instruction)
+            prior = mem.query("ns", steered.key(obs.state), np.zeros((0, 2), np.float32), t=0).prior
+            dist = [np.square(anorm.normalize(c) - prior).sum() for c in seen[-1]]
+            i = next(i for i, c in enumerate(seen[-1]) if np.array_equal(c, chunk))
+            assert dist[i] == min(dist)
+            picked.append(i)
+        assert len(seen) == 4 and len(set(picked)) > 1      # it chose, each time (and not "the first")
+    for bad in (1, -2):
+        with pytest.raises(ValueError, match="select"):
+            MemoryConfig(select=bad)
+    with pytest.raises(ValueError, match="select and replay"):
+        MemoryConfig(select=8, replay=True)
+
+
 def test_the_loop_stores_verified_successes_and_not_failures(ckpt):
     with open_device("sim:twogap-push") as dev:
         base = VLAPolicy.from_pretrained(ckpt).bind(dev.embodiment)

@@ -27,6 +27,8 @@ ARMS = {
     "no-mode-selection": {"mode_selection": False},
     "fixed-confidence": {"fixed_confidence": 1.0},
     "replay": {"replay": True},
+    # retrieve-then-select: the policy's own chunk nearest the prior, of 8 (the spec's select-N)
+    "select": {"select": 8},
     # the noise of a stored success, no steering: what seed recall alone buys (a confidence held at
     # 0, below any confidence floor, never steers)
     "seed-recall-only": {"recall_seed": True, "fixed_confidence": 0.0},

@@ -148,6 +148,10 @@ class SteeredPolicy(Policy):
         self.tau0s.append(float(tau0))
         if self.learn:
             self.memory.record_use(self.namespace, r)
+        if self.memory.config.select:       # retrieve-then-select: the policy's own chunk nearest the prior
+            chunks = pol.predict_candidates(obs, instruction, self.memory.config.select)
+            gap = np.asarray(self._anorm.normalize(chunks), np.float32) - np.asarray(prior, np.float32)[None]
+            return chunks[int(np.argmin(np.square(gap).sum(axis=(1, 2))))]
         # the memory (faiss, numpy) stays on the host; its prior moves to the model's device here
         _, _, amask, _ = pol.inputs(emb, obs.state)
         prior_pad = torch.zeros(1, cfg.horizon, cfg.action_dim, device=amask.device, dtype=amask.dtype)

@@ -215,6 +215,25 @@ class VLAPolicy(Policy):
                             "sample_ms": (t2 - t1) * 1e3}
         return np.asarray(chunk, dtype=np.float32)
 
+    def predict_candidates(self, obs: Observation, instruction: str, n: int) -> np.ndarray:
+        """``n`` chunks for one decision, each from its own noise (one backbone pass, the sampler on
+        a batch of ``n``): float32[n, H, D] in the embodiment's units, for a caller that chooses."""
+        emb = self.embodiment
+        if emb is None:
+            raise CheckpointError("call bind(embodiment) before act()")
+        obs.validate(emb)
+        state, smask, amask, eid = self.inputs(emb, obs.state)
+        batch = self.model.backbone.prepare([[obs.images[c.name] for c in emb.cameras]],
+                                            [self.prompt_override or emb.prompt()], [instruction])
+        ctx, ctx_mask = self.model.context(**batch)
+
+        def rows(t):
+            return None if t is None else t.expand(n, *t.shape[1:])
+        x = sample(self.model.head, rows(ctx), rows(state), rows(smask), rows(eid), rows(amask), steps=self.steps,
+                   generator=self.generator, ctx_mask=rows(ctx_mask))
+        x = x[:, :, :emb.action_dim].float().cpu().numpy()
+        return np.asarray(self.norms[emb.name]["action"].unnormalize(x), dtype=np.float32)
+
     def _inpaint(self, eps: torch.Tensor, prefix, weights) -> PrefixPin:
         """The sampler's guidance hook that pins the chunk's first positions to ``prefix``
         (`PrefixPin`: the Euler step lands on ``(1 - w) * (x + dt * v) + w * target``, with target
