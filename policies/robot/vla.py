@@ -184,13 +184,8 @@ class VLAPolicy(Policy):
         with weight 1 the chunk starts with the prefix itself. Without a prefix the output is the
         plain sampler's.
         """
-        emb = self.embodiment
-        if emb is None:
-            raise CheckpointError("call bind(embodiment) before act()")
-        obs.validate(emb)
         t0 = time.perf_counter()
-        # the host-to-device copies first: each waits for the device's queue, which the backbone fills
-        state, smask, amask, eid = self.inputs(emb, obs.state)
+        emb, (state, smask, amask, eid), batch = self._decision_inputs(obs, instruction)
         guidance = None
         if prefix is not None:
             if x0 is not None or tau0 != 0.0:
@@ -198,8 +193,6 @@ class VLAPolicy(Policy):
             x0 = torch.randn(amask.shape, generator=self.generator, device=self.device,
                              dtype=amask.dtype) * amask   # the draw sample() would make
             guidance = self._inpaint(x0, prefix, prefix_weights)
-        batch = self.model.backbone.prepare([[obs.images[c.name] for c in emb.cameras]],
-                                            [self.prompt_override or emb.prompt()], [instruction])
         t_prep = time.perf_counter()
         graphed = self.prefix(batch) if self.prefix is not None else None    # None: this layout runs eagerly
         ctx, ctx_mask = graphed if graphed is not None else self.model.context(**batch)
@@ -218,13 +211,7 @@ class VLAPolicy(Policy):
     def predict_candidates(self, obs: Observation, instruction: str, n: int) -> np.ndarray:
         """``n`` chunks for one decision, each from its own noise (one backbone pass, the sampler on
         a batch of ``n``): float32[n, H, D] in the embodiment's units, for a caller that chooses."""
-        emb = self.embodiment
-        if emb is None:
-            raise CheckpointError("call bind(embodiment) before act()")
-        obs.validate(emb)
-        state, smask, amask, eid = self.inputs(emb, obs.state)
-        batch = self.model.backbone.prepare([[obs.images[c.name] for c in emb.cameras]],
-                                            [self.prompt_override or emb.prompt()], [instruction])
+        emb, (state, smask, amask, eid), batch = self._decision_inputs(obs, instruction)
         ctx, ctx_mask = self.model.context(**batch)
 
         def rows(t):
@@ -233,6 +220,18 @@ class VLAPolicy(Policy):
                    generator=self.generator, ctx_mask=rows(ctx_mask))
         x = x[:, :, :emb.action_dim].float().cpu().numpy()
         return np.asarray(self.norms[emb.name]["action"].unnormalize(x), dtype=np.float32)
+
+    def _decision_inputs(self, obs: Observation, instruction: str):
+        """(embodiment, `inputs` of its state, the backbone's prepared batch) for one decision; the
+        host-to-device copies first: each waits for the device's queue, which the backbone fills."""
+        emb = self.embodiment
+        if emb is None:
+            raise CheckpointError("call bind(embodiment) before act()")
+        obs.validate(emb)
+        tensors = self.inputs(emb, obs.state)
+        batch = self.model.backbone.prepare([[obs.images[c.name] for c in emb.cameras]],
+                                            [self.prompt_override or emb.prompt()], [instruction])
+        return emb, tensors, batch
 
     def _inpaint(self, eps: torch.Tensor, prefix, weights) -> PrefixPin:
         """The sampler's guidance hook that pins the chunk's first positions to ``prefix``
