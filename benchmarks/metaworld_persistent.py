@@ -253,10 +253,12 @@ def curves_png(cells: dict, tasks: list[str], axis: str, arms: list[str], stream
 
 
 def print_table(summary: dict, arms: list[str]) -> None:
-    print(f"{'axis':10s} {'clean':>7s} " + " ".join(f"{a:>9s}" for a in arms) + "  online-off [paired 95%]",
-          file=sys.stderr)
+    """Success per axis and arm, and the first memory arm against off with its paired interval."""
+    first = next((a for a in arms if a != "off"), None)
+    print(f"{'axis':10s} {'clean':>7s} " + " ".join(f"{a:>9s}" for a in arms)
+          + (f"  {first}-off [paired 95%]" if first else ""), file=sys.stderr)
     for axis, row in summary["axes"].items():
-        c = row["comparisons"].get("online - off")
+        c = row["comparisons"].get(f"{first} - off")
         tail = f"  {c['diff']:+.3f} [{c['newcombe_paired95'][0]:+.3f}, {c['newcombe_paired95'][1]:+.3f}]" if c else ""
         print(f"{axis:10s} {row['clean']['success_rate']:7.3f} "
               + " ".join(f"{row[a]['success_rate']:9.3f}" for a in arms) + tail, file=sys.stderr)
