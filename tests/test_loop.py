@@ -273,10 +273,18 @@ def test_a_kill_reaches_the_worker_processes_as_ctrl_c():
     each closes its devices; a plain `kill` reaches the parent alone, and without the forwarding the
     worker below would sleep on for a minute."""
     import multiprocessing as mp
+    import signal
     import time
     from embodia.agent.loop.core import stop_as_ctrl_c
-    worker = mp.get_context("spawn").Process(target=time.sleep, args=(60,))
-    worker.start()
+    # a shell without job control starts background commands with Ctrl-C ignored, and an ignored
+    # signal stays ignored through exec: the child below then takes Python's own handler only if
+    # this process handles it (a pool's workers install theirs: `idle_workers_ignore_ctrl_c`)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        worker = mp.get_context("spawn").Process(target=time.sleep, args=(60,))
+        worker.start()
+    finally:
+        signal.signal(signal.SIGINT, before)
     try:
         time.sleep(3)          # up and sleeping (a spawned interpreter starts in about a second)
         with pytest.raises(KeyboardInterrupt, match="signal 15"):
