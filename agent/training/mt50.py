@@ -30,7 +30,8 @@ DEMO_SEED = 1000
 # in one place under a local shift (persistent deployment, BENCHMARKS.md "Persistent deployment on
 # Meta-World"): seed recall without steering (each episode starts the sampler from the noise seed of
 # a stored success), the one arm that was above memory-off on every axis of two test-seed sets and
-# harmed no cell; with the steering on as well it gained less (development seeds 5000+). The
+# harmed no cell there (on the medium group +0.043 pooled, one cell of 44 below off at the edge of its
+# interval); with the steering on as well it gained less (development seeds 5000+). The
 # profiles, picked with --memory-settings NAME:
 #   "steering": the memory's own defaults (calibrated similarity scale, steering the sampler): no
 #     cell harmed on the test seeds, no gain shown;
