@@ -24,12 +24,13 @@ per axis every arm (`off`, `online` = the memory with the checkpoint's settings,
 `--memory-settings` on top; `replay` = the same memory executing the stored chunks, no generative
 refinement; `seed-recall-only`; `no-filter`; ...; see memory_eval.ARMS). Each finished stream is
 kept in `--workdir`, so a stopped run goes on where it stopped (the workdir may be moved or copied
-first: its streams name the policy copy inside it by its place there). The report: per axis and per group,
-clean vs shifted success (what the axis costs), each arm against off and online against replay
-with the paired Newcombe interval, the recovery (on - off) / (clean - off), and per cell the paired
-interval of on - off (a cell whose interval lies wholly below 0 is harmed), and the cost: episodes
-run, wall time and episodes per second with the worker counts, summed over every invocation that
-ran streams in the workdir (its `cost.jsonl`), so a run split over sessions reports its whole cost.
+first: its streams name the policy copy inside it by its place there). The report: per axis and per
+group, clean vs shifted success (what the axis costs), each arm against off and online against
+replay with the paired Newcombe interval, the recovery (on - off) / (clean - off), per cell the
+paired interval of each arm - off (``harmed_arms``: those whose interval lies wholly below 0), and
+the cost: episodes run, wall time and episodes per second with the worker counts, summed over every
+invocation that ran streams in the workdir (its `cost.jsonl`), so a run split over sessions reports
+its whole cost.
 """
 from __future__ import annotations
 
@@ -219,12 +220,15 @@ def _vs_off(half, tasks: list[str], axis, arms: list[str]) -> dict:
 
 
 def _cell(half, task: str, axis, arms: list[str]) -> dict:
-    """One task x axis cell: each arm's rate, and online against off with ``harmed`` (the paired
-    interval lies wholly below 0)."""
+    """One task x axis cell: each arm's rate; every memory arm against off, ``harmed_arms`` those
+    whose paired interval lies wholly below 0, and ``harmed`` whether online is one of them."""
     cell = {a: _pool([half(task, axis, a)]) for a in arms}
+    if "off" in arms:
+        for arm in (a for a in arms if a != "off"):
+            cell[f"{arm} - off"] = paired(half(task, axis, arm), half(task, axis, "off"))
+        cell["harmed_arms"] = [a for a in arms if a != "off" and cell[f"{a} - off"]["newcombe_paired95"][1] < 0]
     if "online" in arms:
-        cell["online - off"] = paired(half(task, axis, "online"), half(task, axis, "off"))
-        cell["harmed"] = cell["online - off"]["newcombe_paired95"][1] < 0
+        cell["harmed"] = "online" in cell["harmed_arms"]
     return cell
 
 

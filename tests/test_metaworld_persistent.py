@@ -60,7 +60,10 @@ def test_eval_on_a_small_cell_pairs_arms_and_resumes(tmp_path, capsys):
         on, off = row["online"]["successes"], row["off"]["successes"]
         assert c["online - off"]["a_only"] - c["online - off"]["b_only"] == on - off   # paired counts add up
         assert (tmp_path / "plots" / f"{axis}.png").stat().st_size > 1000
-        assert isinstance(rep["cells"][f"reach-v3|{axis}"]["harmed"], bool)
+        cell = rep["cells"][f"reach-v3|{axis}"]
+        assert isinstance(cell["harmed"], bool) and set(cell["harmed_arms"]) <= {"online", "replay"}
+        assert cell["harmed"] == ("online" in cell["harmed_arms"]) and "replay - off" in cell
+        assert ("replay" in cell["harmed_arms"]) == (cell["replay - off"]["newcombe_paired95"][1] < 0)
     streams = list((tmp_path / "w" / "streams").iterdir())
     assert len(streams) == 2 * (3 + 3 * 3)               # clean + 3 axes, 3 arms each, 2 streams each
     clean = rep["clean"]                                  # do-no-harm on the clean cell too
