@@ -464,11 +464,11 @@ def run_cells_parallel(cells: list[dict], *, jobs: int = 2, threads: int = 1, ca
         shift, size, drift, blind = c.get("shift"), c.get("size"), c.get("drift"), c.get("blind", False)
         tags.append(cell_tag(c, _policy_key(c["policy_spec"], cache)))
         inits.append((c["device_uri"], shift, size, c["policy_spec"], threads, drift, blind))
+        legacy = cell_tag(c, c["policy_spec"]) if cache is not None else tags[i]   # the absolute path's name
         for s in range(c["streams"]):           # stream-major: early streams of every arm finish first
             for arm in c["arms"]:
-                legacy = cache_file(i, arm, s, cell_tag(c, c["policy_spec"])) if cache is not None else None
-                if legacy is not None and legacy != cache_file(i, arm, s) and legacy.exists():
-                    legacy.replace(cache_file(i, arm, s))     # a stream kept under the absolute path
+                if legacy != tags[i] and cache_file(i, arm, s, legacy).exists():
+                    cache_file(i, arm, s, legacy).replace(cache_file(i, arm, s))     # kept under the old name
                 if cache is not None and cache_file(i, arm, s).exists():
                     out[i][arm, s] = json.loads(cache_file(i, arm, s).read_text())
                     if on_stream:
