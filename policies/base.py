@@ -39,6 +39,8 @@ class Policy:
     Capabilities and facts the runtime asks about: ``ensemble`` (not None: the policy blends its own
     chunks into single actions, which asynchronous execution must not do again), ``accepts_prefix``,
     ``proposes``, ``horizon`` (the length of the chunks it returns; None: the embodiment's chunk),
+    ``exec_horizon`` (how many actions of each chunk run before it decides again; None: the
+    embodiment's ``exec_horizon``, see `exec_steps`),
     ``embodiment`` (the body it was built for; None: not bound to one), ``memory`` (the success or
     screen memory it steers with, which the runtime saves and reports; None: none) and
     ``step_images`` (whether ``after_step`` reads ``obs.images``; None: assumed of a policy with an
@@ -57,6 +59,7 @@ class Policy:
     accepts_prefix: bool = False
     proposes: bool = False
     horizon: int | None = None
+    exec_horizon: int | None = None
     embodiment: Embodiment | None = None
     memory = None
     step_images: bool | None = None
@@ -118,6 +121,7 @@ class _Adapted(Policy):
         self.ensemble = getattr(inner, "ensemble", None)
         self.accepts_prefix = bool(getattr(inner, "accepts_prefix", False))
         self.horizon = getattr(inner, "horizon", None)
+        self.exec_horizon = getattr(inner, "exec_horizon", None)
         self.proposes = callable(getattr(inner, "propose", None))
         self.embodiment = getattr(inner, "embodiment", None)
         self.memory = getattr(inner, "memory", None)
@@ -135,6 +139,13 @@ def as_policy(obj) -> Policy:
     if not callable(getattr(obj, "act", None)):
         raise TypeError(f"{type(obj).__name__} is not a policy: it has no act(obs, instruction)")
     return _Adapted(obj)
+
+
+def exec_steps(policy: Policy, embodiment: Embodiment, asked: int | None = None) -> int:
+    """How many actions of each chunk the loop runs before the next decision: what the caller
+    ``asked`` (e.g. ``run_episode(exec_horizon=...)``), else the policy's own ``exec_horizon`` (a
+    checkpoint may decide more often than its body's default), else the embodiment's."""
+    return int(asked or policy.exec_horizon or embodiment.exec_horizon)
 
 
 def reads_step_images(policy: Policy) -> bool:

@@ -109,6 +109,12 @@ class WebsocketPolicy(Policy):
         self.metadata: dict = self._connect()
         self.reset(None)
 
+    @property
+    def exec_horizon(self) -> int | None:
+        """The served policy's decision rate: the server takes that many actions of each chunk as run."""
+        h = getattr(self, "metadata", {}).get("exec_horizon")
+        return h if isinstance(h, int) and not isinstance(h, bool) and h > 0 else None
+
     def bind(self, embodiment: Embodiment) -> "WebsocketPolicy":
         """Drive ``embodiment``; the server must serve the same body."""
         served = self.metadata.get("embodiment")

@@ -49,12 +49,14 @@ def test_jobs_record_the_datasets_one_process_records_then_train_where_asked(tmp
     # the training half on those demos (the recording resumes: nothing new), where --torch-device says
     mt50.main(["--data", str(two / "d"), "--out", str(two / "ckpt"), "--episodes", "2", "--tasks", ",".join(TASKS),
                "--steps", "2", "--save-every", "2", "--freeze-after", "0", "--torch-device", "cpu",
-               "--dtype", "bfloat16", "--bundle", str(two / "bundle")])
+               "--dtype", "bfloat16", "--bundle", str(two / "bundle"), "--exec-horizon", "2"])
     row = _row(two / "ckpt")
     assert row["torch"] == "cpu bfloat16" and row["finished"] and row["saved_step"] == 2 and "train_s" in row
     trained = json.loads((two / "bundle" / "config.json").read_text())["train_config"]
     assert (trained["torch_device"], trained["dtype"], trained["batch_size"]) == ("cpu", "bfloat16", 64)
     assert sorted(Path(d).name for d in trained["data"]) == sorted(TASKS)
+    from embodia.policies.robot.vla import VLAPolicy
+    assert VLAPolicy.from_pretrained(two / "bundle").exec_horizon == 2      # decides every 2 actions, not 8
 
     # the trainer loads the datasets in worker processes: the frames of this process, in the same order
     import numpy as np

@@ -88,6 +88,20 @@ def test_remote_eval_reproduces_the_in_process_outcomes_and_lengths(tiny, body, 
     assert remote["per_episode"][0]["info"]["policy"]["server_infer_ms"] > 0
 
 
+def test_a_checkpoint_deciding_every_k_steps_is_served_and_driven_at_that_rate(tiny, body):
+    every4 = copy.copy(tiny)            # the checkpoint's config.json "exec_horizon": 4
+    every4.exec_horizon = 4
+    with PolicyServer(every4, body.embodiment, spec="embodia-tiny").running() as u:
+        with raw(u) as (_, meta):
+            assert meta["exec_horizon"] == 4 and body.embodiment.exec_horizon == 1
+        remote = make_policy(f"remote:{u}", body)
+        calls, act = [], remote.act
+        remote.act = lambda obs, instruction: calls.append(1) or act(obs, instruction)
+        r = run_episode(body, remote, seed=0, max_steps=12)
+        remote.close()
+    assert remote.exec_horizon == 4 and r.steps > 4 and len(calls) == -(-r.steps // 4)
+
+
 @pytest.mark.parametrize("case", ["not msgpack", "text frame", "not a map", "wrong state shape", "nan state",
                                   "missing image", "object dtype", "short array data", "bool seed", "bad success",
                                   "oversized"])

@@ -142,6 +142,41 @@ def test_temporal_ensembling_returns_one_blended_action_per_step(ckpt):
         assert np.allclose(second[0], (w[0] * c0[1] + w[1] * c1[0]) / w.sum(), atol=1e-6)
 
 
+def test_a_checkpoint_that_decides_every_k_steps_runs_k_actions_a_decision(ckpt, tmp_path):
+    import shutil
+    from embodia.policies.robot.steered import SteeredPolicy, memory_for
+    every3 = tmp_path / "every3"
+    shutil.copytree(ckpt, every3)
+    cfg = json.loads((every3 / "config.json").read_text())
+    (every3 / "config.json").write_text(json.dumps({**cfg, "exec_horizon": 3}))
+
+    def decisions(policy, dev, **kw):
+        calls, act = [], policy.act
+        policy.act = lambda obs, instruction: calls.append(1) or act(obs, instruction)
+        r = run_episode(dev, policy, seed=0, max_steps=12, **kw)
+        return len(calls), r.steps
+
+    with open_device("sim:twogap-push") as dev:        # the body decides after every action
+        assert dev.embodiment.exec_horizon == 1
+        plain = VLAPolicy.from_pretrained(ckpt).bind(dev.embodiment)
+        fast = VLAPolicy.from_pretrained(every3).bind(dev.embodiment)
+        assert plain.exec_horizon is None and fast.exec_horizon == 3
+        n, steps = decisions(plain, dev)
+        assert n == steps
+        n, steps = decisions(fast, dev)
+        assert steps > 3 and n == -(-steps // 3)
+        n, steps = decisions(fast, dev, exec_horizon=2)     # the caller's choice wins
+        assert n == -(-steps // 2)
+        steered = SteeredPolicy(fast, memory_for(fast), namespace="t")     # steering keeps the rate
+        assert steered.exec_horizon == 3
+        n, steps = decisions(steered, dev)
+        assert n == -(-steps // 3)
+    for bad in (0, 17, 2.5, "2", True):
+        (every3 / "config.json").write_text(json.dumps({**cfg, "exec_horizon": bad}))
+        with pytest.raises(CheckpointError, match="exec_horizon"):
+            VLAPolicy.from_pretrained(every3)
+
+
 def test_two_bodies_train_together_through_the_frozen_phase(demos, tmp_path):
     """One checkpoint, two embodiments of different D, prompt lengths and state sizes."""
     from embodia.agent.recording.writer import DatasetWriter

@@ -40,7 +40,7 @@ import numpy as np
 
 from embodia.agent.loop.core import EpisodeResult, EpisodeRun, latency_summary, lost_at_reset
 from embodia.devices import DeviceLost
-from embodia.policies.base import as_policy
+from embodia.policies.base import as_policy, exec_steps
 
 SMOOTHING = ("none", "inpaint", "ensemble")
 ENSEMBLE_DECAY = 0.5          # weight exp(-0.5 * age) per newer chunk that also covers the step
@@ -294,7 +294,7 @@ def run_async(device, policy, *, seed: int | None = None, instruction: str | Non
     except DeviceLost as e:
         return lost_at_reset(seed, instruction, e)
     old_threads = _limit_torch_threads()
-    loop = _AsyncRun(run, smooth, exec_horizon or device.embodiment.exec_horizon)
+    loop = _AsyncRun(run, smooth, exec_steps(run.policy, device.embodiment, exec_horizon))
     try:
         with run.guarded():
             loop.steps()

@@ -22,6 +22,7 @@ from embodia.agent.loop.asynchronous import run_async
 from embodia.agent.loop.core import EpisodeResult, EpisodeRun, lost_at_reset
 from embodia.agent.loop.safety import RiskRefused, default_gate
 from embodia.devices import DeviceLost, GuiAction, as_device
+from embodia.policies.base import exec_steps
 
 __all__ = ["EpisodeResult", "run_episode"]
 
@@ -69,7 +70,7 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
         if takeover is not None:
             takeover.attach()
         try:
-            _steps(run, exec_horizon or device.embodiment.exec_horizon, gate, takeover)
+            _steps(run, exec_steps(run.policy, device.embodiment, exec_horizon), gate, takeover)
         finally:
             if takeover is not None:
                 takeover.detach()

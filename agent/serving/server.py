@@ -94,7 +94,7 @@ from embodia.agent.serving.connections import ClientBody, ConnectionSession, Fai
 from embodia.agent.serving.messages import Limits, read_observation, read_steps
 from embodia.devices import Embodiment
 from embodia.devices.observation import ACTION, STATE, image_key
-from embodia.policies.base import as_policy
+from embodia.policies.base import as_policy, exec_steps
 from embodia.policies.ws_policy import MEMORY_TOKEN_ENV, packb, unpackb
 
 log = logging.getLogger("embodia.serve")
@@ -116,6 +116,7 @@ class PolicyServer:
         if memory is not None and (memory_path is None or namespace is None):
             raise ValueError("a served memory needs memory_path and namespace")
         self.policy, self.embodiment = policy, embodiment
+        self.exec_horizon = exec_steps(as_policy(policy), embodiment)   # the checkpoint's decision rate, else the body's
         self.memory, self.memory_path, self.namespace = memory, memory_path, namespace
         self.api_key = api_key or None
         self.memory_token = memory_token or None      # None: memory writes from clients are off
@@ -147,7 +148,7 @@ class PolicyServer:
         self.metadata = {"server": "embodia", "policy": spec, "embodiment": embodiment.name,
                          "embodiment_prompt": embodiment.prompt(), "state_dim": embodiment.state_dim,
                          "action_dim": embodiment.action_dim, "action_horizon": horizon,
-                         "exec_horizon": embodiment.exec_horizon, "hz": embodiment.hz,
+                         "exec_horizon": self.exec_horizon, "hz": embodiment.hz,
                          "observation": observation, "memory": memory is not None,
                          "memory_writes": "token" if memory is not None and self.memory_token else "off",
                          "labels": "server" if labeler is not None else "client",

@@ -76,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--hidden", type=int, default=64, help="backbone width of a fresh model")
     ap.add_argument("--bundle", type=Path, default=None,
                     help="after training, copy the inference files (no training state) into this folder")
+    ap.add_argument("--exec-horizon", type=_positive, default=None,
+                    help="with --bundle: the bundle runs this many actions of each chunk before it decides again "
+                         "(its config.json's exec_horizon; default: the body's, 8 for Meta-World)")
     return ap
 
 
@@ -129,7 +132,7 @@ def main(argv=None) -> None:
                   resume=state.exists())
             row["train_s"] = round(time.perf_counter() - t1)
         if args.bundle is not None:
-            bundle(args.out, args.bundle)
+            bundle(args.out, args.bundle, exec_horizon=args.exec_horizon)
         row["finished"] = True
     except BaseException as e:     # the row says why this session ended early (a stop, a failed task)
         row["stopped"] = " ".join(str(e).split()) or type(e).__name__
@@ -147,10 +150,11 @@ def main(argv=None) -> None:
         print(json.dumps(row))
 
 
-def bundle(checkpoint: Path, dest: Path) -> None:
+def bundle(checkpoint: Path, dest: Path, exec_horizon: int | None = None) -> None:
     """Copy what `from_pretrained` reads (config, weights, normalizer, backbone) into ``dest``,
     replacing it, and write MEMORY_SETTINGS as its memory.json: the optimizer and EMA state under
-    train_state/ stay behind (ten times the size)."""
+    train_state/ stay behind (ten times the size). ``exec_horizon``: the bundle decides after that
+    many actions of each chunk (its config's ``exec_horizon``; None: the body's)."""
     import shutil
     checkpoint, dest = Path(checkpoint), Path(dest)
     if not (checkpoint / "model.safetensors").is_file():
@@ -166,6 +170,8 @@ def bundle(checkpoint: Path, dest: Path) -> None:
         cfg["train_config"]["data"] = [f"data/{Path(d).parent.name}/{Path(d).name}" for d in data]
     if "out" in cfg.get("train_config", {}):
         cfg["train_config"]["out"] = f"ckpt/{Path(cfg['train_config']['out']).name}"
+    if exec_horizon is not None:
+        cfg["exec_horizon"] = int(exec_horizon)
     cfg_path.write_text(json.dumps(cfg, indent=1) + "\n")
     (tmp / "memory.json").write_text(json.dumps(MEMORY_SETTINGS, indent=1) + "\n")
     shutil.rmtree(dest, ignore_errors=True)

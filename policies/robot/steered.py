@@ -117,6 +117,10 @@ class SteeredPolicy(Policy):
     def embodiment(self):
         return self.policy.embodiment
 
+    @property
+    def exec_horizon(self):      # the checkpoint's own decision rate, which steering keeps
+        return self.policy.exec_horizon
+
     def reset(self, seed: int | None = None) -> None:
         """Start an episode. With ``recall_seed`` in the memory's config the policy's noise starts
         from a stored success's seed in this namespace (`SuccessMemory.recall_seed`), else from

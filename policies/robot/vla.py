@@ -53,6 +53,7 @@ class VLAConfig:
     action_dim: int = 8       # D_max: actions of every embodiment are padded to this
     state_dim: int = 48       # S_max
     steps: int = 10           # Euler steps at inference
+    exec_horizon: int | None = None   # actions of each chunk run before the next decision (None: the body's)
     head: dict = field(default_factory=dict)          # ActionDiT config overrides (dim, depth, heads, ...)
     embodiments: dict = field(default_factory=dict)   # name -> {"id": int, "embodiment": dict}
 
@@ -104,13 +105,16 @@ class VLAPolicy(Policy):
         return self.cfg.horizon
 
     def __init__(self, model: VLAModel, norms: dict[str, dict], *, embodiment: Embodiment | None = None,
-                 steps: int | None = None, ensemble: float | None = None, threads: int | None = None,
-                 torch_device: str | None = None, dtype: str | None = None, graphs: bool | None = None):
+                 steps: int | None = None, ensemble: float | None = None, exec_horizon: int | None = None,
+                 threads: int | None = None, torch_device: str | None = None, dtype: str | None = None,
+                 graphs: bool | None = None):
         """``torch_device`` / ``dtype``: where the model runs (`embodia.policies.placement`: the
         explicit choice, else ``$EMBODIA_TORCH_DEVICE`` / ``$EMBODIA_DTYPE``, else CUDA in bfloat16
         when present, the CPU in float32 otherwise). ``graphs``: replay the backbone prefix
         (`embodia.policies.prefix_graph`) and the whole sampler (`embodia.action_heads.graphs`) as
-        CUDA graphs (default: on CUDA; ignored elsewhere)."""
+        CUDA graphs (default: on CUDA; ignored elsewhere). ``exec_horizon``: how many actions of each
+        chunk the loop runs before this policy decides again (default: the checkpoint's config, else
+        the body's `Embodiment.exec_horizon`; see `embodia.policies.base.exec_steps`)."""
         self.placement = Placement.resolve(torch_device, dtype)
         self.model = model.to(device=self.placement.device, dtype=self.placement.dtype).eval()
         use_graphs = self.placement.is_cuda if graphs is None else graphs and self.placement.is_cuda
@@ -120,6 +124,11 @@ class VLAPolicy(Policy):
         self.norms = {name: {k: QuantileNormalizer.from_dict(v) for k, v in d.items()}
                       for name, d in norms.items()}
         self.steps = steps or self.cfg.steps
+        self.exec_horizon = exec_horizon or self.cfg.exec_horizon
+        h = self.exec_horizon
+        if h is not None and not (isinstance(h, int) and not isinstance(h, bool) and 1 <= h <= self.cfg.horizon):
+            raise CheckpointError(f"exec_horizon must be a whole number of actions from 1 to the chunk's "
+                                  f"{self.cfg.horizon}, not {self.exec_horizon!r}")
         self.ensemble = ensemble          # ACT-style temporal ensembling weight decay (None: off)
         self.memory_settings: dict = {}   # MemoryConfig fields from the checkpoint's memory.json (from_pretrained)
         self.embodiment = embodiment
