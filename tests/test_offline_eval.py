@@ -80,6 +80,9 @@ def test_chunk_error_grows_with_a_lag(pusher):
     assert 0 < rep["overall"]["first"]["nmae_mean"] < score_robot(
         ds, RecordedPolicy(ds.embodiment, shuffle=True), stride=4)["overall"]["first"]["nmae_mean"]
     assert len(rep["overall"]["chunk_nmae_by_offset"]) == ds.embodiment.chunk
+    late = Late(ds.embodiment)
+    late.exec_horizon = 3           # a checkpoint deciding every 3 steps is asked every 3 steps
+    assert score_robot(ds, late)["stride"] == 3 != ds.embodiment.exec_horizon
 
 
 def test_gui_recording_scored_against_itself_is_perfect_and_shuffled_is_not(phone):

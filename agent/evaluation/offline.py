@@ -56,7 +56,7 @@ from embodia.agent.evaluation.offline_gui import (  # noqa: F401 (importable her
 )
 from embodia.agent.recording.dataset_checks import DatasetError
 from embodia.devices import Device, Observation
-from embodia.policies.base import as_policy
+from embodia.policies.base import as_policy, exec_steps
 
 
 # -- policies that need no model: the scorer's own sanity checks --------------------------------------
@@ -135,15 +135,15 @@ def score_robot(ds, policy, *, episodes: list[int] | None = None, stride: int | 
                 progress: Callable[[int, int], None] | None = None) -> dict:
     """Score ``policy`` on the recorded episodes of a `LocalDataset` (see the module doc).
 
-    ``stride``: score every stride-th step (default: the embodiment's exec_horizon, the steps at
-    which a loop asks for a new chunk). ``plot_dir``: PNGs of predicted against recorded actions per
+    ``stride``: score every stride-th step (default: the steps at which a loop asks this policy for
+    a new chunk, `exec_steps`: its own exec_horizon, else the embodiment's). ``plot_dir``: PNGs of predicted against recorded actions per
     channel for the first ``plot_episodes`` episodes. ``progress(done, total)``: after each episode.
     """
     emb = ds.embodiment
     if emb.action_dim == 0:
         raise ValueError(f"{ds.root}: no action feature to score against")
     names = [c.name for c in emb.actions]
-    stride = max(1, int(stride or emb.exec_horizon or 1))
+    stride = max(1, exec_steps(as_policy(policy), emb, stride))
     scoreable(ds)
     eps = list(range(ds.num_episodes)) if episodes is None else _check_episodes(episodes, ds.num_episodes, ds.root)
     scale = action_scale(ds)
