@@ -136,8 +136,8 @@ def score_robot(ds, policy, *, episodes: list[int] | None = None, stride: int | 
     """Score ``policy`` on the recorded episodes of a `LocalDataset` (see the module doc).
 
     ``stride``: score every stride-th step (default: the steps at which a loop asks this policy for
-    a new chunk, `exec_steps`: its own exec_horizon, else the embodiment's). ``plot_dir``: PNGs of predicted against recorded actions per
-    channel for the first ``plot_episodes`` episodes. ``progress(done, total)``: after each episode.
+    a new chunk, `exec_steps`). ``plot_dir``: PNGs of predicted against recorded actions per channel
+    for the first ``plot_episodes`` episodes. ``progress(done, total)``: after each episode.
     """
     emb = ds.embodiment
     if emb.action_dim == 0:

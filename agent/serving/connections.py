@@ -88,8 +88,8 @@ class ConnectionSession:
             self.episode["last"], self.episode["t"] = obs, self.episode["t"] + 1
         with self._credit():
             chunk = np.atleast_2d(np.asarray(self.policy.act(obs, prompt), np.float32))
-        for a in chunk[:self.server.exec_horizon]:    # assumed executed; episode_end may
-            self.policy.after_step(obs, a)                          # send what really ran
+        for a in chunk[:self.server.exec_horizon]:      # assumed executed; episode_end may
+            self.policy.after_step(obs, a)                # send what really ran
         return chunk
 
     def end(self, success: bool | None, steps, label: dict | None = None) -> tuple[int | None, dict | None]:

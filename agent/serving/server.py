@@ -116,7 +116,7 @@ class PolicyServer:
         if memory is not None and (memory_path is None or namespace is None):
             raise ValueError("a served memory needs memory_path and namespace")
         self.policy, self.embodiment = policy, embodiment
-        self.exec_horizon = exec_steps(as_policy(policy), embodiment)   # the checkpoint's decision rate, else the body's
+        self.exec_horizon = exec_steps(as_policy(policy), embodiment)   # actions a client runs per chunk
         self.memory, self.memory_path, self.namespace = memory, memory_path, namespace
         self.api_key = api_key or None
         self.memory_token = memory_token or None      # None: memory writes from clients are off
