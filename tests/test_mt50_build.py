@@ -49,7 +49,7 @@ def test_jobs_record_the_datasets_one_process_records_then_train_where_asked(tmp
     # the training half on those demos (the recording resumes: nothing new), where --torch-device says
     mt50.main(["--data", str(two / "d"), "--out", str(two / "ckpt"), "--episodes", "2", "--tasks", ",".join(TASKS),
                "--steps", "2", "--save-every", "2", "--freeze-after", "0", "--torch-device", "cpu",
-               "--dtype", "bfloat16", "--bundle", str(two / "bundle"), "--exec-horizon", "2"])
+               "--dtype", "bfloat16", "--bundle", str(two / "bundle"), "--exec-horizon", "2", "--patch-size", "8"])
     row = _row(two / "ckpt")
     assert row["torch"] == "cpu bfloat16" and row["finished"] and row["saved_step"] == 2 and "train_s" in row
     trained = json.loads((two / "bundle" / "config.json").read_text())["train_config"]
@@ -64,6 +64,9 @@ def test_jobs_record_the_datasets_one_process_records_then_train_where_asked(tmp
     from embodia.agent.training.frames import load_frames
     from embodia.policies.robot.vla import load_checkpoint
     backbone = load_checkpoint(two / "bundle")[0].backbone
+    # --patch-size 8: the 96x96 demo image is read whole (not resized to 84x84), as 6x6 = 36 image tokens
+    assert (backbone.patch_size, backbone.model.config.vision_config.patch_size) == (8, 8)
+    assert backbone.factor == 16 and trained["patch_size"] == 8
     datasets, chosen = [LocalDataset(two / "d" / t) for t in TASKS], [[1, 0]] * len(TASKS)
     workers = load_frames(datasets, chosen, backbone, jobs=2)
     one = load_frames(datasets, chosen, backbone, jobs=1)
@@ -92,6 +95,7 @@ def test_a_failing_worker_fails_the_build_in_one_line_and_keeps_the_row(tmp_path
 def test_bad_options_are_refused_in_one_line_before_any_recording(tmp_path, capsys):
     for argv, says in ((["--jobs", "0"], "--jobs: expected a whole number >= 1"),
                        (["--tasks", "reach-v3,nope-v3"], "not MT50 tasks: nope-v3"),
+                       (["--patch-size", "0"], "--patch-size: expected a whole number >= 1"),
                        (["--torch-device", "tpu"], "--torch-device 'tpu'")):
         with pytest.raises(SystemExit) as e:
             mt50.main(["--data", str(tmp_path / "d"), "--out", str(tmp_path / "o"), *argv])

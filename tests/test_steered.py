@@ -12,6 +12,7 @@ from embodia.agent.training.train import TrainConfig, train
 from embodia.devices import open_device
 from embodia.memory import MemoryConfig
 from embodia.policies import Policy
+from embodia.policies.base import as_policy
 from embodia.policies.robot.steered import SteeredPolicy, memory_for
 from embodia.policies.robot.vla import VLAPolicy
 
@@ -88,6 +89,33 @@ def test_a_confident_memory_steers_the_decoder_toward_its_prior(ckpt):
         prior = anorm.unnormalize(r.prior)
         assert steered.steered == 1 and steered.tau0s == [pytest.approx(0.6)]
         assert np.abs(chunk - prior).mean() < np.abs(free - prior).mean()
+
+
+def test_a_steered_checkpoint_that_ensembles_still_returns_one_blended_action(ckpt):
+    """Temporal ensembling holds for steered decisions too: a steered step returns one action, the
+    blend of the steered chunk with the earlier chunks' predictions for that step, and the wrapper
+    declares the checkpoint's ``ensemble`` (so the asynchronous loop can refuse it)."""
+    with open_device("sim:twogap-push") as dev:
+        base = VLAPolicy.from_pretrained(ckpt, ensemble=0.1).bind(dev.embodiment)
+        mem = memory_for(base, MemoryConfig(fixed_confidence=1.0))
+        steered = SteeredPolicy(base, mem, namespace="ns", learn=False)
+        assert steered.ensemble == 0.1 and as_policy(steered).ensemble == 0.1
+        for seed in (10, 11, 12):
+            steered.remember(*expert_episode(dev, seed))
+        obs = dev.reset(10)
+        steered.reset(0)
+        first, second = steered.act(obs, dev.instruction), steered.act(obs, dev.instruction)
+        assert steered.steered == 2 and first.shape == second.shape == (1, 2)
+        # the same two steered chunks without ensembling, from the same noise
+        plain = VLAPolicy.from_pretrained(ckpt).bind(dev.embodiment)
+        ref = SteeredPolicy(plain, memory_for(plain, MemoryConfig(fixed_confidence=1.0)), namespace="ns", learn=False)
+        for seed in (10, 11, 12):
+            ref.remember(*expert_episode(dev, seed))
+        ref.reset(0)
+        c0, c1 = ref.act(obs, dev.instruction), ref.act(obs, dev.instruction)
+        assert c0.shape == (16, 2) and np.allclose(first[0], c0[0], atol=1e-6)
+        w = np.exp(-0.1 * np.array([1, 0]))
+        assert np.allclose(second[0], (w[0] * c0[1] + w[1] * c1[0]) / w.sum(), atol=1e-6)
 
 
 def test_select_executes_the_policys_own_chunk_nearest_the_prior(ckpt):

@@ -74,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
                          "alone (a policy that reads pixels needs its vision tower trained longer); 0: never freeze")
     ap.add_argument("--vision-layers", type=int, default=2, help="vision tower layers of a fresh model")
     ap.add_argument("--hidden", type=int, default=64, help="backbone width of a fresh model")
+    ap.add_argument("--patch-size", type=_positive, default=14,
+                    help="the vision tower's patch of a fresh model, in pixels; 2x2 patches make one image token "
+                         "(14: a 96x96 image is resized to 84x84 and read as 9 tokens; 8: 96x96 as 36)")
     ap.add_argument("--bundle", type=Path, default=None,
                     help="after training, copy the inference files (no training state) into this folder")
     ap.add_argument("--exec-horizon", type=_positive, default=None,
@@ -128,7 +131,7 @@ def main(argv=None) -> None:
             train(TrainConfig(data=data, out=str(args.out), steps=args.steps, threads=args.threads,
                               save_every=args.save_every, shift=args.shift,
                               freeze_backbone_after=args.freeze_after or None, vision_layers=args.vision_layers,
-                              hidden=args.hidden, torch_device=args.torch_device, dtype=args.dtype),
+                              hidden=args.hidden, patch_size=args.patch_size, torch_device=args.torch_device, dtype=args.dtype),
                   resume=state.exists())
             row["train_s"] = round(time.perf_counter() - t1)
         if args.bundle is not None:

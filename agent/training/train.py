@@ -68,6 +68,7 @@ class TrainConfig:
     hidden: int = 64
     layers: int = 2
     vision_layers: int = 2
+    patch_size: int = 14              # the vision tower's patch (pixels); 2x2 patches make one image token
     heads: int = 4
     vocab_size: int = 1024
     horizon: int = 16
@@ -352,7 +353,8 @@ def build_model(cfg: TrainConfig, datasets: list[LocalDataset]) -> VLAModel:
     tok = train_tokenizer(corpus, vocab_size=cfg.vocab_size)
     torch.manual_seed(cfg.seed)
     backbone = Backbone.build(tok, tiny_config(tok, hidden=cfg.hidden, layers=cfg.layers,
-                                               vision_layers=cfg.vision_layers, heads=cfg.heads))
+                                               vision_layers=cfg.vision_layers, heads=cfg.heads,
+                                               patch_size=cfg.patch_size))
     registry = {}
     for ds in datasets:
         registry.setdefault(ds.embodiment.name, {"id": len(registry), "embodiment": ds.embodiment.to_dict()})

@@ -121,6 +121,10 @@ class SteeredPolicy(Policy):
     def exec_horizon(self):      # the checkpoint's own decision rate, which steering keeps
         return self.policy.exec_horizon
 
+    @property
+    def ensemble(self):          # the checkpoint's temporal ensembling, which steered chunks go through too
+        return self.policy.ensemble
+
     def reset(self, seed: int | None = None) -> None:
         """Start an episode. With ``recall_seed`` in the memory's config the policy's noise starts
         from a stored success's seed in this namespace (`SuccessMemory.recall_seed`), else from
@@ -155,14 +159,14 @@ class SteeredPolicy(Policy):
         if self.memory.config.select:       # retrieve-then-select: the policy's own chunk nearest the prior
             chunks = pol.predict_candidates(obs, instruction, self.memory.config.select)
             gap = np.asarray(self._anorm.normalize(chunks), np.float32) - np.asarray(prior, np.float32)[None]
-            return chunks[int(np.argmin(np.square(gap).sum(axis=(1, 2))))]
+            return pol.blend(chunks[int(np.argmin(np.square(gap).sum(axis=(1, 2))))])
         # the memory (faiss, numpy) stays on the host; its prior moves to the model's device here
         _, _, amask, _ = pol.inputs(emb, obs.state)
         prior_pad = torch.zeros(1, cfg.horizon, cfg.action_dim, device=amask.device, dtype=amask.dtype)
         prior_pad[0, :, :emb.action_dim] = torch.from_numpy(np.asarray(prior, np.float32)).to(amask)
         eps = torch.randn(prior_pad.shape, generator=pol.generator, device=amask.device, dtype=amask.dtype) * amask
         x0 = (1 - tau0) * eps + tau0 * prior_pad       # tau0 = 1 (replay ablation): the prior itself
-        return pol.predict_chunk(obs, instruction, x0=x0, tau0=tau0)
+        return pol.blend(pol.predict_chunk(obs, instruction, x0=x0, tau0=tau0))
 
     # -- keys and chunks: the one encoding used to store and to query ------------------------------
     def key(self, state) -> np.ndarray:

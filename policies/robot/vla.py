@@ -283,7 +283,12 @@ class VLAPolicy(Policy):
         return len(self.model.backbone.tokenizer(instruction, add_special_tokens=False)["input_ids"])
 
     def act(self, obs: Observation, instruction: str) -> np.ndarray:
-        chunk = self.predict_chunk(obs, instruction)
+        return self.blend(self.predict_chunk(obs, instruction))
+
+    def blend(self, chunk: np.ndarray) -> np.ndarray:
+        """What a decision that predicted ``chunk`` returns: the chunk itself, or with ``ensemble`` set
+        the one action to run now (a wrapper that makes its own chunks, such as the steered memory,
+        passes them through here so that ensembling holds for every decision)."""
         if self.ensemble is None:
             return chunk
         # Temporal ensembling: replan every step; average the predictions every earlier chunk made
