@@ -529,6 +529,11 @@ def test_the_bundled_pixel_checkpoint_reads_only_lerobots_view_and_solves_easy_t
     body = json.loads((path / "config.json").read_text())["embodiments"]["sawyer"]["embodiment"]
     assert [c["name"] for c in body["state"]] == ["hand_x", "hand_y", "hand_z", "gripper_open"]
     assert policy_reads("embodia-mt50-pixels") == {"obs": "lerobot", "camera": "corner2", "size": "96x96"}
+    # one task opened with the full 39-number state: refused before any episode, saying how to open it
+    res = CliRunner().invoke(app, ["eval", "--device", "sim:metaworld/reach-v3", "--policy", "embodia-mt50-pixels",
+                                   "-n", "1"])
+    assert res.exit_code != 0 and "reads the state of 'sawyer' as 4 numbers" in " ".join(res.output.split())
+    assert "?obs=lerobot" in res.output and "episode 0" not in res.output and "Traceback" not in res.output
     rep = run_suite("mt50", "embodia-mt50-pixels", episodes=2, seed=0,
                     tasks=["button-press-wall-v3", "door-close-v3"])
     assert rep["protocol"]["device_query"]["obs"] == "lerobot"

@@ -153,6 +153,13 @@ class VLAPolicy(Policy):
                                   f"not {embodiment.name!r}")
         if embodiment.action_dim > self.cfg.action_dim or embodiment.state_dim > self.cfg.state_dim:
             raise CheckpointError(f"embodiment {embodiment.name!r} exceeds the padded dims of the checkpoint")
+        trained = [c["name"] for c in self.cfg.embodiments[embodiment.name]["embodiment"].get("state", [])]
+        if len(trained) != embodiment.state_dim:      # its normalizer would fail on the first decision
+            raise CheckpointError(
+                f"this checkpoint reads the state of {embodiment.name!r} as {len(trained)} numbers "
+                f"({', '.join(trained[:6])}{', ...' if len(trained) > 6 else ''}); the device gives "
+                f"{embodiment.state_dim}: open the device as the checkpoint was trained (a Meta-World checkpoint "
+                f"trained on LeRobot's view reads sim:metaworld/<task>?obs=lerobot)")
         self.embodiment = embodiment
         if self.graphs is not None:
             self.warm_up()
