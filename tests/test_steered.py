@@ -100,8 +100,9 @@ def test_a_steered_checkpoint_that_ensembles_still_returns_one_blended_action(ck
         mem = memory_for(base, MemoryConfig(fixed_confidence=1.0))
         steered = SteeredPolicy(base, mem, namespace="ns", learn=False)
         assert steered.ensemble == 0.1 and as_policy(steered).ensemble == 0.1
-        for seed in (10, 11, 12):
-            steered.remember(*expert_episode(dev, seed))
+        demos = [expert_episode(dev, seed) for seed in (10, 11, 12)]
+        for demo in demos:
+            steered.remember(*demo)
         obs = dev.reset(10)
         steered.reset(0)
         first, second = steered.act(obs, dev.instruction), steered.act(obs, dev.instruction)
@@ -109,8 +110,8 @@ def test_a_steered_checkpoint_that_ensembles_still_returns_one_blended_action(ck
         # the same two steered chunks without ensembling, from the same noise
         plain = VLAPolicy.from_pretrained(ckpt).bind(dev.embodiment)
         ref = SteeredPolicy(plain, memory_for(plain, MemoryConfig(fixed_confidence=1.0)), namespace="ns", learn=False)
-        for seed in (10, 11, 12):
-            ref.remember(*expert_episode(dev, seed))
+        for demo in demos:
+            ref.remember(*demo)
         ref.reset(0)
         c0, c1 = ref.act(obs, dev.instruction), ref.act(obs, dev.instruction)
         assert c0.shape == (16, 2) and np.allclose(first[0], c0[0], atol=1e-6)

@@ -131,7 +131,8 @@ def main(argv=None) -> None:
             train(TrainConfig(data=data, out=str(args.out), steps=args.steps, threads=args.threads,
                               save_every=args.save_every, shift=args.shift,
                               freeze_backbone_after=args.freeze_after or None, vision_layers=args.vision_layers,
-                              hidden=args.hidden, patch_size=args.patch_size, torch_device=args.torch_device, dtype=args.dtype),
+                              hidden=args.hidden, patch_size=args.patch_size, torch_device=args.torch_device,
+                              dtype=args.dtype),
                   resume=state.exists())
             row["train_s"] = round(time.perf_counter() - t1)
         if args.bundle is not None:
