@@ -6,6 +6,7 @@ without a display the EGL backend (no extra packages) is chosen before anything 
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import sys
 import weakref
@@ -13,6 +14,22 @@ import weakref
 MUJOCO_IMPORTED_WITH = os.environ.get("MUJOCO_GL", "<unset>") if "mujoco" in sys.modules else None
 if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY") and sys.platform.startswith("linux"):
     os.environ["MUJOCO_GL"] = "egl"
+
+
+def route_mujoco_warnings() -> None:
+    """Send MuJoCo's warnings ("Nan, Inf or huge value in QACC ...") to the `embodia.mujoco` logger.
+
+    Left alone, MuJoCo prints them on stdout, where they land before a benchmark's JSON line, and
+    appends them to a MUJOCO_LOG.TXT in the working directory. Through `logging` they reach stderr
+    (or wherever the application sends its logs). A handler set before embodia's is kept.
+    """
+    import mujoco
+    if mujoco.get_mju_user_warning() is None:
+        mujoco.set_mju_user_warning(_log_mujoco_warning)
+
+
+def _log_mujoco_warning(message: str) -> None:
+    logging.getLogger("embodia.mujoco").warning("MuJoCo: %s", message)
 
 
 class CameraRenderer:

@@ -85,3 +85,25 @@ def test_sensors_become_state_channels_and_missing_files_are_clear(tmp_path):
         open_device(f"mujoco:{xml}", cameras="side")
     with pytest.raises(ValueError, match="no named shifts"):
         open_device(f"mujoco:{xml}", shift="heavy")
+
+
+UNSTABLE = """
+import mujoco, numpy as np
+import embodia.devices.mujoco
+m = mujoco.MjModel.from_xml_string('<mujoco><worldbody><body><joint/><geom size=".1"/></body></worldbody></mujoco>')
+d = mujoco.MjData(m)
+d.qvel[:] = np.inf
+mujoco.mj_step(m, d)
+print('{"json": "line"}')
+"""
+
+
+def test_mujoco_warnings_go_to_the_log_not_stdout_or_a_file(tmp_path):
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", UNSTABLE], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == '{"json": "line"}\n'            # a benchmark's JSON line is all there is on stdout
+    assert "MuJoCo: Nan, Inf or huge value in QVEL" in out.stderr
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
