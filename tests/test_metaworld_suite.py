@@ -85,11 +85,23 @@ def test_a_checkpoint_is_loaded_once_and_sees_the_camera_it_reads():
 
 
 def test_single_task_eval_renders_nothing_for_state_only_policies():
-    from embodia.agent.evaluation.suite import lean_uri
-    assert lean_uri("sim:metaworld/reach-v3", "expert") == "sim:metaworld/reach-v3?render=0"
-    assert lean_uri("sim:metaworld/reach-v3?render=1", "expert") == "sim:metaworld/reach-v3?render=1"
-    assert lean_uri("sim:metaworld/reach-v3", "embodia-tiny") == "sim:metaworld/reach-v3"
-    assert lean_uri("gui-sim:settings", "expert") == "gui-sim:settings"
+    from embodia.agent.evaluation.suite import policy_uri
+    assert policy_uri("sim:metaworld/reach-v3", "expert") == "sim:metaworld/reach-v3?render=0"
+    assert policy_uri("sim:metaworld/reach-v3", "expert", record=True) == "sim:metaworld/reach-v3"
+    assert policy_uri("sim:metaworld/reach-v3?render=1", "expert") == "sim:metaworld/reach-v3?render=1"
+    assert policy_uri("sim:metaworld/reach-v3", "embodia-tiny") == "sim:metaworld/reach-v3"
+    assert policy_uri("gui-sim:settings", "expert") == "gui-sim:settings"
+
+
+def test_a_single_task_opens_as_a_lerobot_checkpoint_reads_it_unless_the_uri_says_otherwise():
+    from embodia.agent.evaluation.suite import policy_uri
+    pixels = "embodia-mt50-pixels"
+    assert policy_uri("sim:metaworld/reach-v3", pixels) == "sim:metaworld/reach-v3?obs=lerobot"
+    assert policy_uri("sim:metaworld/reach-v3?shift=dim", pixels, record=True) == \
+        "sim:metaworld/reach-v3?shift=dim&obs=lerobot"
+    assert policy_uri("sim:metaworld/reach-v3?obs=state", pixels) == "sim:metaworld/reach-v3?obs=state"
+    assert policy_uri("sim:metaworld/mt10", pixels) == "sim:metaworld/mt10"      # a suite does it task by task
+    assert policy_uri("sim:metaworld/reach-v3", "embodia-mt50") == "sim:metaworld/reach-v3"
 
 
 def test_jobs_run_tasks_in_processes_with_the_serial_outcomes():
@@ -517,7 +529,7 @@ def test_a_given_off_report_is_kept_in_the_workdir_so_the_comparison_can_be_redo
     assert not (tmp_path / "w2" / "stream0-off.json").exists()
 
 
-def test_the_bundled_pixel_checkpoint_reads_only_lerobots_view_and_solves_easy_tasks():
+def test_the_bundled_pixel_checkpoint_reads_only_lerobots_view_and_solves_easy_tasks(tmp_path):
     """embodia-mt50-pixels (issue 36: trained on the corner2 image and agent_pos) is opened under
     obs=lerobot by itself, its body is the hand and gripper (4 numbers), and it presses the buttons
     from pixels on seeds no demo used; the bundle is small and names no folder of this machine."""
@@ -529,11 +541,17 @@ def test_the_bundled_pixel_checkpoint_reads_only_lerobots_view_and_solves_easy_t
     body = json.loads((path / "config.json").read_text())["embodiments"]["sawyer"]["embodiment"]
     assert [c["name"] for c in body["state"]] == ["hand_x", "hand_y", "hand_z", "gripper_open"]
     assert policy_reads("embodia-mt50-pixels") == {"obs": "lerobot", "camera": "corner2", "size": "96x96"}
-    # one task opened with the full 39-number state: refused before any episode, saying how to open it
-    res = CliRunner().invoke(app, ["eval", "--device", "sim:metaworld/reach-v3", "--policy", "embodia-mt50-pixels",
-                                   "-n", "1"])
+    # one task asked for with the full 39-number state: refused before any episode, saying how to open it
+    res = CliRunner().invoke(app, ["eval", "--device", "sim:metaworld/reach-v3?obs=state", "--policy",
+                                   "embodia-mt50-pixels", "-n", "1"])
     assert res.exit_code != 0 and "reads the state of 'sawyer' as 4 numbers" in " ".join(res.output.split())
     assert "?obs=lerobot" in res.output and "episode 0" not in res.output and "Traceback" not in res.output
+    # one task named plainly: opened in LeRobot's view, saying so, and the episode runs
+    res = CliRunner().invoke(app, ["eval", "--device", "sim:metaworld/button-press-wall-v3", "--policy",
+                                   "embodia-mt50-pixels", "-n", "1", "--seed", "3", "--json", str(tmp_path / "r.json")])
+    assert res.exit_code == 0, res.output
+    assert "opening sim:metaworld/button-press-wall-v3?obs=lerobot" in " ".join(res.output.split())
+    assert json.loads((tmp_path / "r.json").read_text())["successes"] == 1
     rep = run_suite("mt50", "embodia-mt50-pixels", episodes=2, seed=0,
                     tasks=["button-press-wall-v3", "door-close-v3"])
     assert rep["protocol"]["device_query"]["obs"] == "lerobot"

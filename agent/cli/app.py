@@ -157,6 +157,15 @@ def gate(allow: Optional[list[str]], device=None):
         fail(str(e))
 
 
+def opened_as(device: str, policy: str, record: bool) -> str:
+    """The device URI as `policy` reads it (`policy_uri`), saying so when that changes what it observes."""
+    from embodia.agent.evaluation.suite import policy_uri
+    uri = policy_uri(device, policy, record=record)
+    if "obs=" in uri and "obs=" not in device:
+        console.print(f"{escape(policy)} reads LeRobot's view: opening {escape(uri)}", soft_wrap=True)
+    return uri
+
+
 def run_meta(device, shift, size, policy) -> dict:
     """What each recorded episode says about how it was made (replay reopens the device from it)."""
     return {"device": device, "shift": shift, "size": size, "policy": policy}

@@ -30,6 +30,7 @@ from embodia.agent.cli.app import (
     fail,
     lost_exit,
     memory_settings_policy,
+    opened_as,
     policy_options,
     print_report,
     print_unit,
@@ -96,12 +97,11 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
         _eval_suite(device, policy, shift=shift, size=size, episodes=episodes, seed=seed, jobs=jobs,
                     memory=memory, workers=workers, ray_address=ray_address, json_out=json_out)
         return
-    from embodia.agent.evaluation.suite import lean_uri
-    uri = device if record else lean_uri(device, policy)   # render only what the policy reads
+    uri = opened_as(device, policy, record=bool(record))   # rendered and observed as the policy reads it
     with session(uri, policy, shift, size, **opts) as (dev, pol):
         say_threads(pol)
         if memory == "online":
-            rep = memory_report(dev, pol, device, ablations=[a for a in ablations.split(",") if a], plot=plot,
+            rep = memory_report(dev, pol, uri, ablations=[a for a in ablations.split(",") if a], plot=plot,
                                 episodes=episodes, seed=seed, streams=streams, jobs=jobs, policy_spec=policy,
                                 shift=shift, size=size, workers=workers, ray_address=ray_address)
             rep.update(header)
@@ -109,13 +109,13 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
             from embodia.agent.fleet.runner import WorkerSpec, fleet_summary
             results, fleet = fleet_with_progress(
                 dev, pol, WorkerSpec(uri, policy, shift, size, opts), episodes=episodes, seed=seed,
-                writer=recorder(record, dev), meta=run_meta(device, shift, size, policy), label="eval",
+                writer=recorder(record, dev), meta=run_meta(uri, shift, size, policy), label="eval",
                 workers=workers, address=ray_address, memory=None if memory == "off" else memory)
             rep = fleet_summary(results, fleet, seed=seed, embodiment=dev.embodiment.name, **header)
             print_report(rep)
         else:
-            rep = _eval_here(dev, pol, header, size=size, episodes=episodes, seed=seed, memory=memory, record=record,
-                             success=success, base_url=base_url, api_key_env=api_key_env, async_exec=async_exec,
+            rep = _eval_here(dev, pol, header, uri, size=size, episodes=episodes, seed=seed, memory=memory,
+                             record=record, success=success, base_url=base_url, api_key_env=api_key_env, async_exec=async_exec,
                              smooth=smooth)
     if memory_settings is not None:
         rep["memory_settings"] = memory_settings
@@ -139,9 +139,10 @@ def _eval_suite(device: str, policy: str, *, shift, size, episodes: int, seed: i
         console.print(f"report written to {json_out}")
 
 
-def _eval_here(dev, pol, header: dict, *, size, episodes: int, seed: int, memory: str, record, success,
+def _eval_here(dev, pol, header: dict, uri: str, *, size, episodes: int, seed: int, memory: str, record, success,
                base_url, api_key_env: str, async_exec: bool, smooth: str) -> dict:
-    """Episodes in this process (labelled by ``--success``, steered by a memory PATH); the report."""
+    """Episodes in this process (labelled by ``--success``, steered by a memory PATH); the report.
+    ``uri`` is the device as opened, what a recorded episode keeps for replay."""
     from embodia.agent.evaluation.evaluate import async_summary, summarize
     device, shift, policy = header["device"], header["shift"], header["policy"]
     labeler = labeler_for(success, dev, base_url, api_key_env)
@@ -150,7 +151,7 @@ def _eval_here(dev, pol, header: dict, *, size, episodes: int, seed: int, memory
         results = episodes_with_progress(dev, steered, episodes=episodes, seed=seed, label="eval",
                                          labeler=labeler,
                                          writer=recorder(record, dev), async_exec=async_exec, smooth=smooth,
-                                         episode_meta=run_meta(device, shift, size, policy))
+                                         episode_meta=run_meta(uri, shift, size, policy))
     finally:
         if steered is not pol:
             steered.memory.save(memory)

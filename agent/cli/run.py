@@ -35,6 +35,7 @@ from embodia.agent.cli.app import (
     gate,
     lost_exit,
     memory_settings_policy,
+    opened_as,
     policy_options,
     print_unit,
     progress,
@@ -211,7 +212,8 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
     check_inputs(locals())
     out = None if no_record else (record or Path("runs") / slug(device))
     spec = memory_settings_policy(policy, memory_settings, memory)
-    with memory_held(memory), session(device, spec, shift, size, **policy_options(base_url, api_key_env, coords,
+    uri = opened_as(device, policy, record=True)
+    with memory_held(memory), session(uri, spec, shift, size, **policy_options(base_url, api_key_env, coords,
                                                                                     samples, select)) as (dev, pol):
         writer = recorder(out, dev)
         labeler = labeler_for(success, dev, base_url, api_key_env)
@@ -220,7 +222,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         try:
             results = episodes_with_progress(
                 dev, steered, episodes=episodes, seed=seed, label="run", writer=writer, labeler=labeler,
-                episode_meta=run_meta(device, shift, size, policy), max_steps=max_steps, instruction=instruction,
+                episode_meta=run_meta(uri, shift, size, policy), max_steps=max_steps, instruction=instruction,
                 async_exec=async_exec, smooth=smooth, gate=gate(allow, dev) if dev.embodiment.is_gui else None,
                 **({"takeover": person} if person is not None else {}))
         finally:

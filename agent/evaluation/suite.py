@@ -136,18 +136,26 @@ def policy_reads(policy_spec: str) -> dict[str, str]:
 LEAN_DEVICES = ("sim:twogap-push", PREFIX)   # simulators whose URI takes render=0
 
 
-def lean_uri(uri: str, policy_spec: str) -> str:
-    """`uri` with ``render=0`` when the policy reads no image and the device is a simulator that can
-    skip rendering; unchanged otherwise (also when the URI already says ``render=``). Not for
-    recording: a dataset wants the images whoever acts.
+def policy_uri(uri: str, policy_spec: str, record: bool = False) -> str:
+    """`uri` opened the way `policy_spec` reads it, where the URI leaves it open: a single Meta-World
+    task gets ``obs=lerobot`` for a checkpoint trained on LeRobot's view (its body is the hand and
+    gripper), and a simulator that can skip rendering gets ``render=0`` for a policy that reads no
+    image (not when recording: a dataset wants the images whoever acts). What the URI says is kept.
 
-    >>> lean_uri("sim:twogap-push?shift=heavy", "expert"), lean_uri("sim:twogap-push", "embodia-tiny")
+    >>> policy_uri("sim:twogap-push?shift=heavy", "expert"), policy_uri("sim:twogap-push", "embodia-tiny")
     ('sim:twogap-push?shift=heavy&render=0', 'sim:twogap-push')
+    >>> policy_uri("sim:metaworld/reach-v3", "embodia-mt50-pixels")
+    'sim:metaworld/reach-v3?obs=lerobot'
     """
+    add = {}
+    if uri.startswith(PREFIX) and parse_suite(uri) is None and "obs=" not in uri:
+        add.update({k: v for k, v in policy_reads(policy_spec).items() if k == "obs"})
     state_only = policy_spec in STATE_ONLY or policy_spec.startswith("replay:")
-    if not state_only or not uri.startswith(LEAN_DEVICES) or "render=" in uri:
+    if state_only and not record and uri.startswith(LEAN_DEVICES) and "render=" not in uri:
+        add["render"] = "0"
+    if not add:
         return uri
-    return uri + ("&" if "?" in uri else "?") + "render=0"
+    return uri + ("&" if "?" in uri else "?") + "&".join(f"{k}={v}" for k, v in add.items())
 
 
 def task_uri(task: str, query: dict, prefix: str = PREFIX) -> str:
