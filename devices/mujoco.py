@@ -18,12 +18,12 @@ from embodia.devices.embodiment import Camera, Channel, Embodiment
 from embodia.devices.gl import CameraRenderer, route_mujoco_warnings
 from embodia.devices.observation import Observation
 
+route_mujoco_warnings()      # every MuJoCo device imports this module: its warnings go to a logger, not stdout
+
 
 def _name(model, objtype, i, prefix):
     return mujoco.mj_id2name(model, objtype, i) or f"{prefix}{i}"
 
-
-route_mujoco_warnings()
 
 MAX_SIZE = 4096          # px per side: a 99999x99999 camera would ask for 28 GB a frame
 MAX_HZ = 1000.0
