@@ -288,6 +288,41 @@ def test_the_bundled_memory_settings_serve_persistent_deployment_and_name_the_ot
         assert res.exit_code == 2 and says in res.output, res.output
 
 
+def test_exec_horizon_runs_a_cached_copy_that_decides_that_often(tmp_path, monkeypatch):
+    """--exec-horizon N: eval and run load a copy of the checkpoint that decides every N actions
+    (its memory.json kept); the loop then asks it for a chunk every N steps; a rate the chunk cannot
+    give, or a policy that is not a checkpoint, exits 2 before any episode."""
+    from embodia.agent.evaluation.suite_memory import cached_copy
+    from embodia.agent.loop.episode import run_episode
+    from embodia.agent.loop.factory import BUNDLED
+    from embodia.policies.robot.vla import VLAPolicy, read_memory_profiles, read_memory_settings
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = cached_copy("embodia-mt50", None, 2)
+    assert cached_copy("embodia-mt50", None, 2) == path and cached_copy("embodia-mt50", None, 4) != path
+    assert read_memory_settings(path) == read_memory_settings(BUNDLED["embodia-mt50"])
+    assert read_memory_profiles(path) == read_memory_profiles(BUNDLED["embodia-mt50"])
+    dev = open_device("sim:metaworld/reach-v3?max_steps=16")
+    try:
+        for ckpt, decisions in ((BUNDLED["embodia-mt50"], 2), (path, 8)):
+            pol = VLAPolicy.from_pretrained(ckpt, threads=1).bind(dev.embodiment)
+            calls = []
+            act = pol.act
+            pol.act = lambda obs, instruction: calls.append(1) or act(obs, instruction)
+            run_episode(dev, pol, seed=0)
+            assert len(calls) == decisions, (ckpt, len(calls))
+    finally:
+        dev.close()
+    cmd = ["eval", "--device", "sim:metaworld/reach-v3?max_steps=8", "-n", "1"]
+    res = CliRunner().invoke(app, cmd + ["--policy", "embodia-mt50", "--exec-horizon", "4", "--json",
+                                         str(tmp_path / "r.json")], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "r.json").read_text())["exec_horizon"] == 4
+    for policy, n, says in (("embodia-mt50", "17", "decides every 1 to 16 actions"),
+                            ("expert", "2", "not a checkpoint folder")):
+        res = CliRunner().invoke(app, cmd + ["--policy", policy, "--exec-horizon", n])
+        assert res.exit_code == 2 and says in " ".join(res.output.split()) and "episode 0" not in res.output, res.output
+
+
 def test_a_checkpoint_copy_carries_other_memory_settings_and_steers_with_them(tmp_path):
     from embodia.agent.evaluation.suite_memory import with_memory_settings
     from embodia.policies.robot.steered import OFFSETS_ENCODER, memory_for
@@ -551,7 +586,10 @@ def test_the_bundled_pixel_checkpoint_reads_only_lerobots_view_and_solves_easy_t
                                    "embodia-mt50-pixels", "-n", "1", "--seed", "3", "--json", str(tmp_path / "r.json")])
     assert res.exit_code == 0, res.output
     assert "opening sim:metaworld/button-press-wall-v3?obs=lerobot" in " ".join(res.output.split())
-    assert json.loads((tmp_path / "r.json").read_text())["successes"] == 1
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["successes"] == 1      # and the report names what ran, beside what was typed
+    assert (report["device"], report["device_typed"]) == ("sim:metaworld/button-press-wall-v3?obs=lerobot",
+                                                          "sim:metaworld/button-press-wall-v3")
     rep = run_suite("mt50", "embodia-mt50-pixels", episodes=2, seed=0,
                     tasks=["button-press-wall-v3", "door-close-v3"])
     assert rep["protocol"]["device_query"]["obs"] == "lerobot"

@@ -65,6 +65,8 @@ MemorySettingsOpt = typer.Option(None, "--memory-settings", help="settings of a 
                                  "checkpoint: a profile of its memory.json by name (embodia-mt50: "
                                  "fixed-setup, steering) or a JSON object of MemoryConfig fields; "
                                  "default: the memory.json's own")
+ExecHorizonOpt = typer.Option(None, "--exec-horizon", min=1, help="a checkpoint decides every N actions of its "
+                              "chunk (1 to the chunk's length) instead of its config's rate; runs a cached copy")
 RayAddressOpt = typer.Option(None, "--ray-address", help="with --workers: join this Ray cluster (default: start "
                              "a local one with N CPUs)")
 
@@ -76,19 +78,20 @@ def fail(msg: str, code: int = 2):
     raise typer.Exit(code)
 
 
-def memory_settings_policy(policy: str, settings: Optional[str], memory) -> str:
-    """``--memory-settings``: the policy to load, a copy of the checkpoint whose memory.json holds the
-    settings named (kept under the user's cache, `suite_memory.cached_copy`); ``policy`` unchanged
-    without them. Settings without a memory to use them, or that the checkpoint refuses: exit 2."""
-    if settings is None:
+def memory_settings_policy(policy: str, settings: Optional[str], memory, exec_horizon: Optional[int] = None) -> str:
+    """``--memory-settings`` / ``--exec-horizon``: the policy to load, a copy of the checkpoint whose
+    memory.json holds the settings named and whose config.json decides every ``exec_horizon``
+    actions (kept under the user's cache, `suite_memory.cached_copy`); ``policy`` unchanged without
+    them. Settings without a memory to use them, or what the checkpoint refuses: exit 2."""
+    if settings is None and exec_horizon is None:
         return policy
-    if memory in (None, "off"):
+    if settings is not None and memory in (None, "off"):
         fail("--memory-settings sets up a success memory: use it with --memory")
     from embodia.agent.evaluation.suite_memory import cached_copy
     try:
-        return cached_copy(policy, settings)
+        return cached_copy(policy, settings, exec_horizon)
     except ValueError as e:          # not a checkpoint, an unknown profile, settings the loader refuses
-        fail(f"--memory-settings: {e}")
+        fail(f"--{'memory-settings' if settings is not None else 'exec-horizon'}: {e}")
 
 
 def check_inputs(opts: dict) -> None:

@@ -13,6 +13,7 @@ from embodia.agent.cli.app import (
     CoordsOpt,
     DeviceOpt,
     DtypeOpt,
+    ExecHorizonOpt,
     MemorySettingsOpt,
     PolicyOpt,
     RayAddressOpt,
@@ -60,6 +61,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
           memory: str = typer.Option("off", "--memory", help="off | online (a fresh memory per stream, "
                                      "compared with off on paired seeds) | PATH (a persistent memory file)"),
           memory_settings: Optional[str] = MemorySettingsOpt,
+          exec_horizon: Optional[int] = ExecHorizonOpt,
           streams: int = typer.Option(1, "--streams", min=1, help="independent streams with --memory online"),
           ablations: str = typer.Option("", "--ablations", help="extra memory arms, comma-separated: "
                                         "no-filter,no-mode-selection,fixed-confidence,replay,seed-recall-only,seed-recall (robots); "
@@ -85,7 +87,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
         fail("--success labels episodes in this process; it does not combine with --memory online or --workers")
     opts = policy_options(base_url, api_key_env, coords, samples, select)
     header = dict(device=device, policy=policy, shift=shift)
-    policy = memory_settings_policy(policy, memory_settings, memory)
+    policy = memory_settings_policy(policy, memory_settings, memory, exec_horizon)
     from embodia.agent.evaluation.suite import parse_suite
     suite = parse_suite(device)
     if suite:   # sim:metaworld/mt50, sim:miniwob/experts and friends: every task of the suite
@@ -98,6 +100,8 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
                     memory=memory, workers=workers, ray_address=ray_address, json_out=json_out)
         return
     uri = opened_as(device, policy, record=bool(record))   # rendered and observed as the policy reads it
+    if uri != device:     # the report names what ran, so its URI reopens the same cell; and what was typed
+        header.update(device=uri, device_typed=device)
     with session(uri, policy, shift, size, **opts) as (dev, pol):
         say_threads(pol)
         if memory == "online":
@@ -119,6 +123,8 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
                              smooth=smooth)
     if memory_settings is not None:
         rep["memory_settings"] = memory_settings
+    if exec_horizon is not None:
+        rep["exec_horizon"] = exec_horizon
     if json_out:
         write_json(rep, json_out)
         console.print(f"report written to {json_out}")

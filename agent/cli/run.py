@@ -17,6 +17,7 @@ from embodia.agent.cli.app import (
     CoordsOpt,
     DeviceOpt,
     DtypeOpt,
+    ExecHorizonOpt,
     MemorySettingsOpt,
     PolicyOpt,
     RayAddressOpt,
@@ -199,7 +200,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
         max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1), size: Optional[str] = SizeOpt,
         memory: Optional[str] = typer.Option(None, "--memory", help="success memory directory: steer with it "
                                              "and add every verified success (saved at the end)"),
-        memory_settings: Optional[str] = MemorySettingsOpt,
+        memory_settings: Optional[str] = MemorySettingsOpt, exec_horizon: Optional[int] = ExecHorizonOpt,
         allow: Optional[list[str]] = AllowOpt, base_url: Optional[str] = BaseUrlOpt,
         api_key_env: str = ApiKeyEnvOpt, coords: str = CoordsOpt, samples: int = SamplesOpt,
         select: str = SelectOpt, async_exec: bool = AsyncOpt, smooth: str = SmoothOpt,
@@ -211,7 +212,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
     step log + screenshots + JSON actions)."""
     check_inputs(locals())
     out = None if no_record else (record or Path("runs") / slug(device))
-    spec = memory_settings_policy(policy, memory_settings, memory)
+    spec = memory_settings_policy(policy, memory_settings, memory, exec_horizon)
     uri = opened_as(device, policy, record=True)
     with memory_held(memory), session(uri, spec, shift, size, **policy_options(base_url, api_key_env, coords,
                                                                                     samples, select)) as (dev, pol):

@@ -88,13 +88,15 @@ def suite_memory_gain(suite: str, policy_spec: str, *, episodes: int, streams: i
     return compare(arms["on"], arms["off"])
 
 
-def with_memory_settings(policy_spec: str, settings, folder) -> str:
+def with_memory_settings(policy_spec: str, settings, folder, *, exec_horizon: int | None = None) -> str:
     """A copy of the checkpoint ``policy_spec`` (a bundled name or a folder) in ``folder`` whose
     ``memory.json`` holds ``settings`` (checked as the checkpoint loader checks it); returns the
     copy's path, to pass as the policy. The weights are the same; only what a fresh memory steering
     it starts with changes (e.g. ``{"key": "offsets", "sigma": 1.0}``). ``settings`` may also be a
-    string: a JSON object, or the name of one of the checkpoint's profiles (`memory_settings_for`).
-    A copy already there with other settings is refused, so two runs never share a name for two set-ups.
+    string: a JSON object, or the name of one of the checkpoint's profiles (`memory_settings_for`);
+    ``None`` keeps the checkpoint's own. ``exec_horizon``: the copy decides every that many actions
+    (its ``config.json``'s ``exec_horizon``, 1 to the chunk's length). A copy already there made
+    otherwise is refused, so two runs never share a name for two set-ups.
 
     >>> with_memory_settings("embodia-mt50", {"key": "offsets", "sigma": 1.0}, "/tmp/w/policy")  # doctest: +SKIP
     '/tmp/w/policy'
@@ -106,40 +108,55 @@ def with_memory_settings(policy_spec: str, settings, folder) -> str:
     src, dst = _checkpoint_folder(policy_spec), Path(folder)
     if isinstance(settings, str):
         settings = memory_settings_for(policy_spec, settings)
-    check_memory_settings(settings, f"memory settings {json.dumps(settings)}", profiles=False)    # before anything is copied
+    if settings is not None:
+        check_memory_settings(settings, f"memory settings {json.dumps(settings)}", profiles=False)    # before anything is copied
+    config = json.loads((src / "config.json").read_text())
+    if exec_horizon is not None:
+        horizon = int(config.get("horizon", 16))
+        if isinstance(exec_horizon, bool) or not isinstance(exec_horizon, int) or not 1 <= exec_horizon <= horizon:
+            raise ValueError(f"exec_horizon {exec_horizon!r}: {policy_spec} makes chunks of {horizon} actions, "
+                             f"so it decides every 1 to {horizon} actions")
+        config["exec_horizon"] = exec_horizon
     if dst.exists():
-        there = read_memory_settings(dst)
-        if there != settings:
-            raise ValueError(f"{dst} holds a copy with memory settings {there}, not {settings}; use a fresh folder")
+        there = (read_memory_settings(dst), json.loads((dst / "config.json").read_text()).get("exec_horizon"))
+        wanted = (read_memory_settings(src) if settings is None else settings, config.get("exec_horizon"))
+        if there != wanted:
+            raise ValueError(f"{dst} holds a copy with memory settings {there[0]} and exec_horizon {there[1]}, "
+                             f"not {wanted[0]} and {wanted[1]}; use a fresh folder")
         return str(dst)
     tmp = dst.with_name(f"{dst.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("train_state", MEMORY))
-    (tmp / MEMORY).write_text(json.dumps(settings, indent=1) + "\n")
+    shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("train_state", *([MEMORY] if settings is not None else [])))
+    if settings is not None:
+        (tmp / MEMORY).write_text(json.dumps(settings, indent=1) + "\n")
+    (tmp / "config.json").write_text(json.dumps(config, indent=1) + "\n")
     try:
         tmp.rename(dst)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
         if not dst.exists():
             raise
-        return with_memory_settings(policy_spec, settings, dst)     # another process made it first
+        return with_memory_settings(policy_spec, settings, dst, exec_horizon=exec_horizon)   # another process made it first
     return str(dst)
 
 
-def cached_copy(policy_spec: str, text: str) -> str:
-    """`with_memory_settings` for the CLI's ``--memory-settings``: the copy lives under
-    ``$XDG_CACHE_HOME/embodia/memory-settings`` (default ``~/.cache``), named by the checkpoint, its
-    weights (size and time) and the settings, so the same command finds it again and a retrained
-    checkpoint gets a fresh copy."""
+def cached_copy(policy_spec: str, text: str | None, exec_horizon: int | None = None) -> str:
+    """`with_memory_settings` for the CLI's ``--memory-settings`` and ``--exec-horizon``: the copy
+    lives under ``$XDG_CACHE_HOME/embodia/memory-settings`` (default ``~/.cache``), named by the
+    checkpoint, its weights (size and time) and what changes, so the same command finds it again and
+    a retrained checkpoint gets a fresh copy."""
     import os
 
     from embodia.memory.store import stable_hash
-    settings = memory_settings_for(policy_spec, text)
+    settings = None if text is None else memory_settings_for(policy_spec, text)
     src = _checkpoint_folder(policy_spec)
     w = (src / "model.safetensors").stat()
-    tag = stable_hash({"src": str(src.resolve()), "weights": [w.st_size, w.st_mtime_ns], "settings": settings})
+    what = {"src": str(src.resolve()), "weights": [w.st_size, w.st_mtime_ns], "settings": settings}
+    if exec_horizon is not None:
+        what["exec_horizon"] = exec_horizon
+    tag = stable_hash(what)
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "embodia" / "memory-settings"
-    return with_memory_settings(policy_spec, settings, root / f"{src.name}-{tag[:12]}")
+    return with_memory_settings(policy_spec, settings, root / f"{src.name}-{tag[:12]}", exec_horizon=exec_horizon)
 
 
 def memory_settings_for(policy_spec: str, text: str) -> dict:
