@@ -203,6 +203,14 @@ class MemoryConfig:
     the memory would steer, the policy samples this many chunks from its own noise instead and the
     one nearest the prior (L2, normalized units) is executed; every candidate is the policy's own,
     the memory only chooses. 0: steer."""
+    recall_noise: bool = False
+    """Retrieve the noise, not the chunk (development arm ``noise-recall``): where the memory would
+    steer, the policy samples its whole flow, under the current observation, from the noise that
+    produced the best-weighted elite's chunk in its successful episode, in place of its own draw; no
+    prior is injected. Seed recall's decision-level, state-matched form: the noise that worked at
+    this state, not at this decision's index. The noises live with the steering policy
+    (`SteeredPolicy`), not in the memory's files: a reopened memory has none and steers nothing
+    this way."""
 
     def __post_init__(self):
         if self.metric not in ("l2", "cosine"):
@@ -227,6 +235,8 @@ class MemoryConfig:
             raise ValueError(f"select must be 0 (steer) or the number of chunks to choose from (>= 2), not {self.select}")
         if self.select and self.replay:
             raise ValueError("select and replay are two different uses of the prior: choose one")
+        if self.recall_noise and (self.select or self.replay):
+            raise ValueError("recall_noise replaces the prior by a stored noise: it combines with neither select nor replay")
         if self.stride is not None and self.stride < 1:
             raise ValueError("stride must be >= 1")
 

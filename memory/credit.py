@@ -155,6 +155,15 @@ class CreditMixin:
         ns.deleted_episodes += len(gone)
         return n
 
+    def origins(self, namespace: str, ids) -> list:
+        """(source episode id, step) of each entry id (None for one that is gone): where in which
+        stored success a retrieved chunk began."""
+        ns = self._ns.get(namespace)
+        if ns is None:
+            return [None] * len(ids)
+        rows = ns.rows_of(np.asarray(ids, np.int64))
+        return [None if r < 0 else (int(ns.cols["episode_id"][r]), int(ns.cols["step"][r])) for r in rows.tolist()]
+
     def drop_namespace(self, namespace: str) -> bool:
         seeds = self.seeds.pop(namespace, None)
         return self._ns.pop(namespace, None) is not None or bool(seeds)

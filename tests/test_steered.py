@@ -158,6 +158,40 @@ def test_select_executes_the_policys_own_chunk_nearest_the_prior(ckpt):
         MemoryConfig(select=8, replay=True)
 
 
+def test_noise_recall_samples_from_the_noise_that_began_a_stored_success(ckpt):
+    """`recall_noise`: with nothing stored the policy runs bit-identically; after a success, a
+    decision at a state that success passed runs the policy's whole flow from the noise that began
+    that success's chunk there: the same observation and noise give the same chunk, whatever the
+    episode's own seed. The bank is the steering policy's, so a fresh one recalls nothing."""
+    with open_device("sim:twogap-push") as dev:
+        base = VLAPolicy.from_pretrained(ckpt).bind(dev.embodiment)
+        plain = Recorder(base)
+        run_episode(dev, plain, seed=3, max_steps=24)
+        steered = SteeredPolicy(base, memory_for(base, MemoryConfig(recall_noise=True, fixed_confidence=1.0)),
+                                namespace="ns")
+        wrapped = Recorder(steered)
+        run_episode(dev, wrapped, seed=3, max_steps=24)
+        assert steered.steered == 0 and all(np.array_equal(a, b) for a, b in zip(plain.executed, wrapped.executed))
+        # one episode from seed 3, reported a success: its decisions' noises go to the bank
+        obs = dev.reset(5)
+        steered.reset(3)
+        first = steered.act(obs, dev.instruction)
+        steered.after_step(obs, first[0])
+        steered.end_episode(True)
+        assert set(steered.noise_bank) == {(steered.episodes, 0)} and len(steered.memory) == 1
+        # the same start from another seed: the recalled noise gives back the stored success's chunk
+        steered.reset(99)
+        again = steered.act(dev.reset(5), dev.instruction)
+        base.reset(99)
+        own = base.act(dev.reset(5), dev.instruction)
+        assert steered.steered == 1 and np.array_equal(again, first) and not np.array_equal(own, first)
+        fresh = SteeredPolicy(base, steered.memory, namespace="ns", learn=False)
+        fresh.reset(99)
+        assert np.array_equal(fresh.act(dev.reset(5), dev.instruction), own) and fresh.steered == 0
+    with pytest.raises(ValueError, match="recall_noise"):
+        MemoryConfig(recall_noise=True, replay=True)
+
+
 def test_the_loop_stores_verified_successes_and_not_failures(ckpt):
     with open_device("sim:twogap-push") as dev:
         base = VLAPolicy.from_pretrained(ckpt).bind(dev.embodiment)

@@ -64,7 +64,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
           exec_horizon: Optional[int] = ExecHorizonOpt,
           streams: int = typer.Option(1, "--streams", min=1, help="independent streams with --memory online"),
           ablations: str = typer.Option("", "--ablations", help="extra memory arms, comma-separated: "
-                                        "no-filter,no-mode-selection,fixed-confidence,replay,seed-recall-only,seed-recall (robots); "
+                                        "no-filter,no-mode-selection,fixed-confidence,replay,seed-recall-only,seed-recall,noise-recall (robots); "
                                         "no-values (screens)"),
           plot: Optional[Path] = typer.Option(None, "--plot", help="learning-curve PNG (--memory online)"),
           jobs: int = typer.Option(1, "--jobs", min=1, help="worker processes for --memory online (streams "

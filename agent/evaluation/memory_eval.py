@@ -34,6 +34,8 @@ ARMS = {
     "seed-recall-only": {"recall_seed": True, "fixed_confidence": 0.0},
     # the same recalled noise with the steering on top: what steering adds to a recalled seed
     "seed-recall": {"recall_seed": True},
+    # the noise that began a retrieved success's chunk, the policy's whole flow from it (no prior)
+    "noise-recall": {"recall_noise": True},
     "noisy-labels": {},      # 10% of episodes falsely reported successful: failure credit must clean up
     # the same false labels with failure credit switched off: what the credit itself buys
     "noisy-no-credit": NO_CREDIT,

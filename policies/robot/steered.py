@@ -111,6 +111,7 @@ class SteeredPolicy(Policy):
             raise ValueError(f"a memory keyed by {encoder!r}; this policy makes {sorted(KEYS.values())}")
         self._offsets = OffsetKey(emb, self._snorm) if encoder == OFFSETS_ENCODER else None
         self.episodes = memory.last_episode_id()   # a reopened memory: new episodes number on after it
+        self.noise_bank: dict = {}   # (episode id, step) -> noise of a stored success's decision (recall_noise)
         self.reset(None)
 
     @property
@@ -137,6 +138,7 @@ class SteeredPolicy(Policy):
         self.actions: list[np.ndarray] = []
         self.steered = 0
         self.decisions = 0
+        self.noises: list = []       # (step, the noise this decision's flow started from), for recall_noise
         self.tau0s: list[float] = []
         self.instruction = ""
 
@@ -149,6 +151,8 @@ class SteeredPolicy(Policy):
         guide = self.memory.guidance(r, steps=pol.steps)
         self.decisions += 1
         self.instruction = instruction
+        if self.memory.config.recall_noise:
+            return self._act_from_noise(obs, instruction, r, guide)
         if guide is None:
             return pol.act(obs, instruction)
         tau0, prior = guide
@@ -167,6 +171,27 @@ class SteeredPolicy(Policy):
         eps = torch.randn(prior_pad.shape, generator=pol.generator, device=amask.device, dtype=amask.dtype) * amask
         x0 = (1 - tau0) * eps + tau0 * prior_pad       # tau0 = 1 (replay ablation): the prior itself
         return pol.blend(pol.predict_chunk(obs, instruction, x0=x0, tau0=tau0))
+
+    def _act_from_noise(self, obs, instruction: str, r, guide) -> np.ndarray:
+        """``recall_noise``: the policy's own draw (the one plain sampling makes, so an unsteered
+        decision is bit-identical), replaced where the memory would steer by the noise that began the
+        best-weighted elite's chunk in its successful episode; the whole flow runs either way."""
+        pol = self.policy
+        _, _, amask, _ = pol.inputs(pol.embodiment, obs.state)
+        gen = pol.generator
+        eps = torch.randn(amask.shape, generator=gen, device=gen.device, dtype=amask.dtype).to(amask.device)
+        self.noises.append((len(self.actions), eps))
+        x0 = eps
+        if guide is not None:
+            origin = self.memory.origins(self.namespace, [r.elite_ids[int(np.argmax(r.weights))]])[0]
+            stored = self.noise_bank.get(origin)
+            if stored is not None:
+                x0 = stored.to(eps)
+                self.steered += 1
+                self.tau0s.append(0.0)
+                if self.learn:
+                    self.memory.record_use(self.namespace, r)
+        return pol.blend(pol.predict_chunk(obs, instruction, x0=x0, tau0=0.0))
 
     # -- keys and chunks: the one encoding used to store and to query ------------------------------
     def key(self, state) -> np.ndarray:
@@ -198,6 +223,8 @@ class SteeredPolicy(Policy):
             self.memory.credit_seed(self.namespace, 0 if self.noise_seed is None else self.noise_seed, success)
         if success and self.actions:
             self.remember(np.stack(self.states), np.stack(self.actions), self.episodes)
+            if self.memory.config.recall_noise:
+                self.noise_bank.update({(self.episodes, t): eps for t, eps in self.noises})
         if self.autosave is not None:
             self.memory.save(self.autosave)
 
