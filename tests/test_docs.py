@@ -141,7 +141,7 @@ def test_every_docs_page_is_linked_and_every_link_resolves():
 
 
 # programs the docs show that are not ours: named here, so that a new kind of command is a decision
-_OTHERS = {"pip", "python3", ".", "galculator", "vllm", "Xvfb", "rerun", "kill", "dbus-run-session", "adb", "cd"}
+_OTHERS = {"pip", "python3", ".", "galculator", "vllm", "Xvfb", "rerun", "kill", "dbus-run-session", "adb", "cd", "ray"}
 _OPS = {"&&", "||", "|", ";", "&"}
 
 

@@ -257,3 +257,52 @@ def test_a_joined_cluster_gets_the_model_placement_this_process_chose(monkeypatc
     with runner.ray_session(2, address="10.0.0.5:6379"):
         assert seen["address"] == "10.0.0.5:6379"
         assert seen["runtime_env"] == {"env_vars": {"EMBODIA_TORCH_DEVICE": "cpu", "EMBODIA_DTYPE": "bfloat16"}}
+
+
+@pytest.mark.slow
+def test_eval_joins_a_running_ray_cluster_by_its_address(tmp_path):
+    """--ray-address against a real Ray head started with `ray start` (token authentication, as Ray
+    starts one now): a client without the cluster's auth mode is refused in one line that says what
+    to set; with it, the cluster's workers run every episode, with the outcomes of one process."""
+    import secrets
+    import shutil
+    import socket
+    import time
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RAY_AUTH_TOKEN": secrets.token_hex(16), "RAY_AUTH_MODE": "token"}
+    temp = Path("/tmp") / f"rh-{port}"          # Ray's socket paths must stay short
+    ray_cli = Path(sys.executable).with_name("ray")
+    head = subprocess.Popen([str(ray_cli), "start", "--head", "--block", "--port", str(port), "--num-cpus", "2",
+                             "--include-dashboard=false", "--temp-dir", str(temp)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    embodia = [sys.executable, "-m", "embodia", "eval", "--device", "sim:twogap-push", "--policy", "expert", "-n", "4",
+               "--seed", "7", "--workers", "2", "--ray-address", f"127.0.0.1:{port}"]
+    try:
+        for _ in range(120):                    # the head answers within seconds
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert head.poll() is None, "ray start --head exited"
+                time.sleep(0.5)
+        no_mode = {k: v for k, v in env.items() if k != "RAY_AUTH_MODE"}
+        res = subprocess.run(embodia, env=no_mode, capture_output=True, text=True, timeout=300)
+        said = " ".join((res.stdout + res.stderr).split())
+        assert res.returncode == 2 and "error: cannot connect to the Ray cluster" in said, said[-2000:]
+        assert "set RAY_AUTH_MODE=token" in said and "Traceback" not in said
+        out = tmp_path / "rep.json"
+        res = subprocess.run(embodia + ["--json", str(out)], env=env, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        head.wait(timeout=60)
+        shutil.rmtree(temp, ignore_errors=True)
+    rep = json.loads(out.read_text())
+    assert rep["fleet"]["address"] == f"127.0.0.1:{port}" and rep["fleet"]["lost"] == []
+    serial = CliRunner().invoke(app, ["eval", "--device", "sim:twogap-push", "--policy", "expert", "-n", "4", "--seed",
+                                      "7", "--json", str(tmp_path / "serial.json")], catch_exceptions=False)
+    assert serial.exit_code == 0
+    one = json.loads((tmp_path / "serial.json").read_text())
+    assert [(r["seed"], r["success"]) for r in rep["per_episode"]] == [(r["seed"], r["success"]) for r in one["per_episode"]]

@@ -138,7 +138,10 @@ def ray_session(num_cpus: int, address: Optional[str] = None):
             # a cluster's workers do not inherit this shell: what --torch-device / --dtype chose goes along
             ray.init(address=address, runtime_env={"env_vars": placement_env()}, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as e:
-            raise FleetError(f"cannot connect to the Ray cluster at {address}: {e}") from None
+            hint = ("; it answers, so if it was started with token authentication, set RAY_AUTH_MODE=token and "
+                    "its token in RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) here"
+                    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token" else "")
+            raise FleetError(f"cannot connect to the Ray cluster at {address}: {e}{hint}") from None
         try:
             yield ray, address
         finally:
