@@ -293,6 +293,8 @@ def main(argv=None) -> None:
     ev.add_argument("--policy", default="embodia-mt50")
     ev.add_argument("--axes", default="gain,delay,pose")
     ev.add_argument("--severity", default="", help="axis=severity,... (default 1 each)")
+    ev.add_argument("--exec-horizon", type=int, default=None,
+                    help="the checkpoint decides every N actions (a copy in the workdir; default: its own rate)")
     ev.add_argument("--drift", type=int, default=0, help="grow each shift over the first N episodes of a stream")
     ev.add_argument("--arms", default="off,online,replay")
     ev.add_argument("--memory-settings", default=None, help="the memory settings under test: a JSON object (a memory.json) or the name of "
@@ -331,9 +333,9 @@ def run_eval(args, tasks: list[str], progress) -> dict:
         arms = ["off", *arms]
     severity = parse_severity(args.severity)
     policy, settings = args.policy, None
-    if args.memory_settings:
-        settings = memory_settings_for(policy, args.memory_settings)
-        policy = with_memory_settings(policy, settings, Path(args.workdir) / "policy")
+    if args.memory_settings or args.exec_horizon:      # a copy of the checkpoint in the workdir, made once
+        settings = memory_settings_for(policy, args.memory_settings) if args.memory_settings else None
+        policy = with_memory_settings(policy, settings, Path(args.workdir) / "policy", exec_horizon=args.exec_horizon)
 
     ledger = CostLedger(Path(args.workdir) / "cost.jsonl", jobs=args.jobs)
 
@@ -350,7 +352,7 @@ def run_eval(args, tasks: list[str], progress) -> dict:
         Path(args.plot_dir).mkdir(parents=True, exist_ok=True)
         for axis in axes:
             curves_png(cells, tasks, axis, arms, args.streams, args.episodes, Path(args.plot_dir) / f"{axis}.png")
-    return {"policy": args.policy, "memory_settings": settings,
+    return {"policy": args.policy, "memory_settings": settings, "exec_horizon": args.exec_horizon,
             "jitter": args.jitter, "axes": axes, "severity": {a: severity.get(a, 1.0) for a in axes},
             "drift": args.drift, "arms": arms, **summary, "cost": ledger.total()}
 

@@ -41,6 +41,20 @@ def test_replay_check_exact_set_ups_replay_and_jittered_ones_need_not():
     assert row["replay"]["episodes"] == 3 and row["replay"]["successes"] == 3
 
 
+def test_eval_runs_a_copy_that_decides_as_often_as_asked_and_keeps_to_it(tmp_path, capsys):
+    """--exec-horizon N: the workdir's copy of the checkpoint decides every N actions, the report says
+    so, and the same workdir refuses another rate (its kept streams ran at the first)."""
+    argv = ["eval", "--policy", "embodia-mt50", "--tasks", "reach-v3", "--axes", "delay", "--arms", "off",
+            "--streams", "1", "--episodes", "2", "--seed", "0", "--max-steps", "16", "--jobs", "1",
+            "--workdir", str(tmp_path / "w")]
+    bench.main(argv + ["--exec-horizon", "2"])
+    rep = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert rep["exec_horizon"] == 2 and rep["memory_settings"] is None
+    assert json.loads((tmp_path / "w" / "policy" / "config.json").read_text())["exec_horizon"] == 2
+    with pytest.raises(ValueError, match="exec_horizon 2, not .* and 4"):
+        bench.main(argv + ["--exec-horizon", "4"])
+
+
 @pytest.mark.slow
 def test_eval_on_a_small_cell_pairs_arms_and_resumes(tmp_path, capsys):
     argv = ["eval", "--policy", "embodia-mt50", "--tasks", "reach-v3", "--axes", "gain,delay,pose",
