@@ -314,7 +314,9 @@ class ActionDiT(ModelMixin, ConfigMixin):
 
 
 # ---------------------------------------------------------------------- training
-def _randn(shape, generator: Optional[torch.Generator], device, dtype) -> torch.Tensor:
+def draw_noise(shape, generator: Optional[torch.Generator], device, dtype) -> torch.Tensor:
+    """The Gaussian draw training and `sample` make (from ``generator`` where it lives, then moved to
+    ``device``): a caller that hands `sample` its own ``x0`` draws it here to stay bit-identical."""
     gdev = generator.device if generator is not None else device
     return torch.randn(shape, generator=generator, device=gdev, dtype=dtype).to(device)
 
@@ -350,7 +352,7 @@ def flow_loss(model: ActionDiT, actions, action_mask, ctx, state, state_mask, em
     a = actions * am
     n = a.shape[0]
     tau = sample_tau(n, generator, device=a.device, dtype=a.dtype)
-    eps = _randn(a.shape, generator, a.device, a.dtype) * am
+    eps = draw_noise(a.shape, generator, a.device, a.dtype) * am
     t = tau[:, None, None]
     x = (1.0 - t) * eps + t * a
     v = model.forward_prepared(x, tau, am, prep)
@@ -457,7 +459,7 @@ def sample(model: ActionDiT, ctx, state, state_mask, emb_id, action_mask, steps:
         p = next(model.parameters())
         am = action_mask.to(device=p.device, dtype=p.dtype)
         if x0 is None:
-            x = _randn(am.shape, generator, p.device, p.dtype) * am
+            x = draw_noise(am.shape, generator, p.device, p.dtype) * am
         else:
             x = x0.to(device=p.device, dtype=p.dtype) * am
         k0, k1 = grid_index(tau0, steps), grid_index(tau1, steps)

@@ -317,7 +317,7 @@ def test_exec_horizon_runs_a_cached_copy_that_decides_that_often(tmp_path, monke
                                          str(tmp_path / "r.json")], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "r.json").read_text())["exec_horizon"] == 4
-    for policy, n, says in (("embodia-mt50", "17", "decides every 1 to 16 actions"),
+    for policy, n, says in (("embodia-mt50", "17", "--exec-horizon: exec_horizon must be a whole number of actions from 1 to the chunk's 16, not 17"),
                             ("expert", "2", "not a checkpoint folder")):
         res = CliRunner().invoke(app, cmd + ["--policy", policy, "--exec-horizon", n])
         assert res.exit_code == 2 and says in " ".join(res.output.split()) and "episode 0" not in res.output, res.output

@@ -104,7 +104,7 @@ def with_memory_settings(policy_spec: str, settings, folder, *, exec_horizon: in
     import os
     import shutil
 
-    from embodia.policies.robot.vla import MEMORY, check_memory_settings, read_memory_settings
+    from embodia.policies.robot.vla import MEMORY, check_exec_horizon, check_memory_settings, read_memory_settings
     src, dst = _checkpoint_folder(policy_spec), Path(folder)
     if isinstance(settings, str):
         settings = memory_settings_for(policy_spec, settings)
@@ -112,10 +112,7 @@ def with_memory_settings(policy_spec: str, settings, folder, *, exec_horizon: in
         check_memory_settings(settings, f"memory settings {json.dumps(settings)}", profiles=False)    # before anything is copied
     config = json.loads((src / "config.json").read_text())
     if exec_horizon is not None:
-        horizon = int(config.get("horizon", 16))
-        if isinstance(exec_horizon, bool) or not isinstance(exec_horizon, int) or not 1 <= exec_horizon <= horizon:
-            raise ValueError(f"exec_horizon {exec_horizon!r}: {policy_spec} makes chunks of {horizon} actions, "
-                             f"so it decides every 1 to {horizon} actions")
+        check_exec_horizon(exec_horizon, int(config.get("horizon", 16)))      # before anything is copied
         config["exec_horizon"] = exec_horizon
     if dst.exists():
         there = (read_memory_settings(dst), json.loads((dst / "config.json").read_text()).get("exec_horizon"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from embodia.action_heads.dit import draw_noise
 from embodia.memory import MemoryConfig, SuccessMemory, stable_hash
 from embodia.policies.base import Policy
 from embodia.policies.robot.vla import MEMORY_KEYS, VLAPolicy
@@ -178,8 +179,7 @@ class SteeredPolicy(Policy):
         best-weighted elite's chunk in its successful episode; the whole flow runs either way."""
         pol = self.policy
         _, _, amask, _ = pol.inputs(pol.embodiment, obs.state)
-        gen = pol.generator
-        eps = torch.randn(amask.shape, generator=gen, device=gen.device, dtype=amask.dtype).to(amask.device)
+        eps = draw_noise(amask.shape, pol.generator, amask.device, amask.dtype)
         self.noises.append((len(self.actions), eps))
         x0 = eps
         if guide is not None:

@@ -27,6 +27,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from embodia.action_heads import ActionDiT, QuantileNormalizer, sample
+from embodia.action_heads.dit import draw_noise
 from embodia.action_heads.dit import PrefixPin
 from embodia.action_heads.graphs import GraphedSampler, pad_context
 from embodia.policies.prefix_graph import GraphedPrefix
@@ -45,6 +46,13 @@ FORMAT = "embodia-vla/1"
 
 class CheckpointError(ValueError):
     """A checkpoint directory that is missing, incomplete or corrupt; the message names the file."""
+
+
+def check_exec_horizon(h, horizon: int) -> None:
+    """CheckpointError unless ``h`` actions of a ``horizon``-action chunk can run per decision."""
+    if not (isinstance(h, int) and not isinstance(h, bool) and 1 <= h <= horizon):
+        raise CheckpointError(f"exec_horizon must be a whole number of actions from 1 to the chunk's {horizon}, "
+                              f"not {h!r}")
 
 
 @dataclass
@@ -125,10 +133,8 @@ class VLAPolicy(Policy):
                       for name, d in norms.items()}
         self.steps = steps or self.cfg.steps
         self.exec_horizon = exec_horizon or self.cfg.exec_horizon
-        h = self.exec_horizon
-        if h is not None and not (isinstance(h, int) and not isinstance(h, bool) and 1 <= h <= self.cfg.horizon):
-            raise CheckpointError(f"exec_horizon must be a whole number of actions from 1 to the chunk's "
-                                  f"{self.cfg.horizon}, not {self.exec_horizon!r}")
+        if self.exec_horizon is not None:
+            check_exec_horizon(self.exec_horizon, self.cfg.horizon)
         self.ensemble = ensemble          # ACT-style temporal ensembling weight decay (None: off)
         self.memory_settings: dict = {}   # MemoryConfig fields from the checkpoint's memory.json (from_pretrained)
         self.embodiment = embodiment
@@ -206,8 +212,7 @@ class VLAPolicy(Policy):
         if prefix is not None:
             if x0 is not None or tau0 != 0.0:
                 raise ValueError("prefix inpainting starts from noise: it cannot be combined with x0/tau0")
-            x0 = torch.randn(amask.shape, generator=self.generator, device=self.device,
-                             dtype=amask.dtype) * amask   # the draw sample() would make
+            x0 = draw_noise(amask.shape, self.generator, self.device, amask.dtype) * amask   # sample()'s own
             guidance = self._inpaint(x0, prefix, prefix_weights)
         t_prep = time.perf_counter()
         graphed = self.prefix(batch) if self.prefix is not None else None    # None: this layout runs eagerly
