@@ -333,7 +333,7 @@ def run_eval(args, tasks: list[str], progress) -> dict:
         arms = ["off", *arms]
     severity = parse_severity(args.severity)
     policy, settings = args.policy, None
-    if args.memory_settings or args.exec_horizon:      # a copy of the checkpoint in the workdir, made once
+    if args.memory_settings or args.exec_horizon is not None:      # a copy of the checkpoint in the workdir, made once
         settings = memory_settings_for(policy, args.memory_settings) if args.memory_settings else None
         policy = with_memory_settings(policy, settings, Path(args.workdir) / "policy", exec_horizon=args.exec_horizon)
 

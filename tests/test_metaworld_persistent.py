@@ -53,6 +53,8 @@ def test_eval_runs_a_copy_that_decides_as_often_as_asked_and_keeps_to_it(tmp_pat
     assert json.loads((tmp_path / "w" / "policy" / "config.json").read_text())["exec_horizon"] == 2
     with pytest.raises(ValueError, match="exec_horizon 2, not .* and 4"):
         bench.main(argv + ["--exec-horizon", "4"])
+    with pytest.raises(ValueError, match="from 1 to the chunk's 16, not 0"):      # refused, not ignored
+        bench.main(argv[:-1] + [str(tmp_path / "w0"), "--exec-horizon", "0"])
 
 
 @pytest.mark.slow

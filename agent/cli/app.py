@@ -91,7 +91,8 @@ def memory_settings_policy(policy: str, settings: Optional[str], memory, exec_ho
     try:
         return cached_copy(policy, settings, exec_horizon)
     except ValueError as e:          # not a checkpoint, an unknown profile, settings the loader refuses
-        fail(f"--{'memory-settings' if settings is not None else 'exec-horizon'}: {e}")
+        given = [name for name, v in (("--memory-settings", settings), ("--exec-horizon", exec_horizon)) if v is not None]
+        fail(f"{' / '.join(given)}: {e}")
 
 
 def check_inputs(opts: dict) -> None:
