@@ -42,7 +42,7 @@ from embodia.agent.evaluation.memory_eval import device_namespace
 from embodia.agent.loop.factory import make_device, make_policy
 from embodia.agent.serving.server import Limits, PolicyServer
 from embodia.policies.robot.steered import memory_for
-from embodia.policies.ws_policy import packb, unpackb
+from embodia.policies.wire import packb, unpackb
 
 PROMPT = "push the puck onto the goal"
 

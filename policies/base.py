@@ -35,9 +35,16 @@ class Policy:
       ``proposes``; a screen memory re-ranks them).
     - ``prompt_tokens(instruction)``: the prompt's length in its own tokenizer's tokens (None: it
       has none), what a policy server bounds a client's prompt by.
+    - ``steer_chunk(obs, instruction, prior, tau0)`` and ``body_norms()`` (only with ``steerable``):
+      a chunk whose flow starts at ``tau0`` from ``(1 - tau0) * noise + tau0 * prior`` (``prior``:
+      float[H, D] normalized by ``body_norms()["action"]``), and the state and action normalizers the
+      success memory keys and stores by (`embodia.policies.robot.steered`).
 
     Capabilities and facts the runtime asks about: ``ensemble`` (not None: the policy blends its own
     chunks into single actions, which asynchronous execution must not do again), ``accepts_prefix``,
+    ``steerable`` (a flow policy the success memory can steer: ``steer_chunk``, ``body_norms``, ``steps``),
+    ``steer_local`` (its sampler runs in this process, which the memory's select and noise-recall
+    ablations reach into: ``predict_candidates``, ``generator``),
     ``proposes``, ``horizon`` (the length of the chunks it returns; None: the embodiment's chunk),
     ``exec_horizon`` (how many actions of each chunk run before it decides again; None: the
     embodiment's ``exec_horizon``, see `exec_steps`),
@@ -57,6 +64,8 @@ class Policy:
 
     ensemble: float | None = None
     accepts_prefix: bool = False
+    steerable: bool = False
+    steer_local: bool = False
     proposes: bool = False
     horizon: int | None = None
     exec_horizon: int | None = None
@@ -94,6 +103,12 @@ class Policy:
     def predict_chunk(self, obs: Observation, instruction: str, *, prefix=None, prefix_weights=None):
         raise NotImplementedError(f"{type(self).__name__} does not continue a prefix (accepts_prefix is False)")
 
+    def steer_chunk(self, obs: Observation, instruction: str, prior, tau0: float) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} cannot be steered (steerable is False)")
+
+    def body_norms(self) -> dict:
+        raise NotImplementedError(f"{type(self).__name__} cannot be steered (steerable is False)")
+
     def propose(self, obs: Observation, instruction: str, n: int | None = None) -> list:
         raise NotImplementedError(f"{type(self).__name__} proposes no candidates (proposes is False)")
 
@@ -106,7 +121,7 @@ class _Adapted(Policy):
     the hooks it defines are used, the others keep the defaults."""
 
     _HOOKS = ("reset", "instruct", "after_step", "step_record", "end_episode", "hold_episode", "info", "close",
-              "predict_chunk", "propose", "prompt_tokens")
+              "predict_chunk", "propose", "prompt_tokens", "steer_chunk", "body_norms")
 
     def __init__(self, inner):
         if callable(getattr(inner, "observe", None)) and not callable(getattr(inner, "after_step", None)):

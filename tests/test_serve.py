@@ -26,7 +26,8 @@ from embodia.agent.serving.server import PolicyServer
 from embodia.devices import Observation
 from embodia.memory import SuccessMemory
 from embodia.policies.robot.steered import KEY_ENCODER, memory_for, normalizer_hash
-from embodia.policies.ws_policy import PolicyServerError, WebsocketPolicy, packb, unpackb
+from embodia.policies.wire import packb, unpackb
+from embodia.policies.ws_policy import PolicyServerError, WebsocketPolicy
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPT = "push the puck onto the goal"

@@ -12,7 +12,7 @@ from websockets.sync.client import connect
 
 from embodia.agent.loop.factory import make_device, make_policy
 from embodia.agent.serving.server import Limits, PolicyServer
-from embodia.policies.ws_policy import packb, unpackb
+from embodia.policies.wire import packb, unpackb
 
 
 def _bench():

@@ -18,7 +18,7 @@ from embodia.agent.serving.connections import server_labeler
 from embodia.agent.serving.server import PolicyServer
 from embodia.memory import SuccessMemory, pending
 from embodia.policies.robot.steered import KEY_ENCODER, memory_for, normalizer_hash
-from embodia.policies.ws_policy import packb, unpackb
+from embodia.policies.wire import packb, unpackb
 
 pytest_plugins = ("fake_openai",)
 REPO = Path(__file__).resolve().parents[1]

@@ -305,7 +305,7 @@ def test_cli_memory_streams_report_and_plot(ckpt, tmp_path):
     assert len(cmp["newcombe95"]) == 2 and len(cmp["per_stream_diff"]) == 2
     assert png.stat().st_size > 1000
     bad = CliRunner().invoke(app, ["eval", "--policy", "expert", "--memory", "online", "--episodes", "1"])
-    assert bad.exit_code == 2 and "VLA policy" in bad.output
+    assert bad.exit_code == 2 and "a flow policy the memory can steer" in bad.output
 
 
 def test_corrupt_memory_file_is_refused_with_its_name(ckpt, tmp_path):

@@ -20,6 +20,7 @@ from embodia.agent.evaluation.memory_eval import (
 )
 from embodia.agent.fleet.runner import Fleet, WorkerSpec, check_device, complete_streams, memory_load_args
 from embodia.agent.loop.factory import device_namespace, with_memory
+from embodia.policies.base import as_policy
 
 
 def check_execution(*, async_exec: bool = False, memory_online: bool = False, workers: Optional[int] = None,
@@ -60,7 +61,6 @@ def fleet_episodes(device, policy, spec: WorkerSpec, *, episodes: int, seed: int
 
 def memory_arms(device, policy, ablations: list[str], *, jobs: int = 1, workers: Optional[int] = None) -> list[str]:
     """The arms of a memory evaluation ("off", "online" and the known ablations), or ValueError."""
-    from embodia.policies.robot.vla import VLAPolicy
     gui = device.embodiment.is_gui
     known = SCREEN_ARMS if gui else ARMS
     unknown = [a for a in ablations if a not in known or known[a] is None]
@@ -69,8 +69,9 @@ def memory_arms(device, policy, ablations: list[str], *, jobs: int = 1, workers:
     if gui and (workers or jobs > 1):
         raise ValueError("--memory online on a GUI device runs its streams in this process (no --jobs or "
                          "--workers yet)")
-    if not gui and not isinstance(policy, VLAPolicy):
-        raise ValueError("--memory online needs a VLA policy (embodia-tiny or a checkpoint)")
+    if not gui and not as_policy(policy).steerable:
+        raise ValueError("--memory online needs a flow policy the memory can steer (embodia-tiny, a checkpoint, "
+                         "lerobot:<dir>, or a remote: server that announces steering)")
     return ["off", "online"] + [a for a in ablations if a not in ("off", "online")]
 
 

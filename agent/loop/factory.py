@@ -213,9 +213,9 @@ def with_memory(policy, path: str, device_uri: str, device=None):
         return steered
     from embodia.memory import SuccessMemory
     from embodia.policies.robot.steered import SteeredPolicy, memory_for, normalizer_hash
-    from embodia.policies.robot.vla import VLAPolicy
-    if not isinstance(policy, VLAPolicy):
-        raise PolicyError("--memory needs a VLA policy (embodia-tiny or a checkpoint)")
+    if not as_policy(policy).steerable:
+        raise PolicyError("--memory needs a flow policy the memory can steer (embodia-tiny, a checkpoint, "
+                          "lerobot:<dir>, or a remote: server that announces steering)")
     fresh = memory_for(policy)      # with the checkpoint's own memory settings (memory.json), if it has them
     stored = (Path(path) / META).is_file()     # a memory already on disk keeps the settings it was made with
     try:

@@ -95,7 +95,8 @@ from embodia.agent.serving.messages import Limits, read_observation, read_steps
 from embodia.devices import Embodiment
 from embodia.devices.observation import ACTION, STATE, image_key
 from embodia.policies.base import as_policy, exec_steps
-from embodia.policies.ws_policy import MEMORY_TOKEN_ENV, packb, unpackb
+from embodia.policies.wire import packb, unpackb
+from embodia.policies.ws_policy import MEMORY_TOKEN_ENV
 
 log = logging.getLogger("embodia.serve")
 MAX_MESSAGE_MB = 16.0

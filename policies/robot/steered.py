@@ -8,17 +8,22 @@ finishes the path. Below the confidence floor, or with an empty memory, the poli
 the verified outcome: successes are stored, failures are credited to the entries that steered.
 Opt-in (``recall_seed``), an episode starts its noise from a stored success's seed (`reset`).
 
+Any ``steerable`` policy can be steered (`embodia.policies.base.Policy`): embodia's own checkpoints
+(`VLAPolicy`) and a flow policy served from another environment that announces steering
+(`embodia.policies.ws_policy.WebsocketPolicy`, e.g. the LeRobot side). It gives ``steer_chunk``,
+``body_norms()``, ``horizon``, ``steps``, ``blend`` and ``memory_settings``; the ``select`` and
+``noise-recall`` ablations also need the checkpoint in this process.
+
 >>> steered = SteeredPolicy(VLAPolicy.from_pretrained(path).bind(emb), memory, namespace="pusher/twogap")  # doctest: +SKIP
 """
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from embodia.action_heads.dit import draw_noise
 from embodia.memory import MemoryConfig, SuccessMemory, stable_hash
 from embodia.policies.base import Policy
-from embodia.policies.robot.vla import MEMORY_KEYS, VLAPolicy
+from embodia.policies.robot.vla import MEMORY_KEYS
 
 KEY_ENCODER = "normalized-state/v1"       # the default key: the normalized state
 OFFSETS_ENCODER = "point-offsets/v1"      # opt-in (memory.json "key": "offsets"): see OffsetKey
@@ -77,7 +82,7 @@ class OffsetKey:
         return np.concatenate(feats, axis=-1).astype(np.float32)
 
 
-def memory_for(policy: VLAPolicy, config=None) -> SuccessMemory:
+def memory_for(policy: Policy, config=None) -> SuccessMemory:
     """An empty memory whose keys and chunks match this policy's embodiment. Without ``config`` it
     takes the checkpoint's own memory settings (``memory.json`` beside its weights), else the
     defaults; the key is the checkpoint's (``"key"`` there: ``state``, the default, or ``offsets``)."""
@@ -87,26 +92,32 @@ def memory_for(policy: VLAPolicy, config=None) -> SuccessMemory:
     if config is None:
         config = MemoryConfig(**settings)
     dim = OffsetKey(emb, None).dim if kind == "offsets" else emb.state_dim
-    return SuccessMemory(config, key_dim=dim, horizon=policy.cfg.horizon,
+    return SuccessMemory(config, key_dim=dim, horizon=policy.horizon,
                          action_dim=emb.action_dim, hist_len=emb.exec_horizon,
                          encoder_id=KEYS[kind], normalizer_hash=normalizer_hash(policy))
 
 
-def normalizer_hash(policy: VLAPolicy) -> str:
-    n = policy.norms[policy.embodiment.name]
+def normalizer_hash(policy: Policy) -> str:
+    n = policy.body_norms()
     return stable_hash({"state": n["state"].to_dict(), "action": n["action"].to_dict()})
 
 
 class SteeredPolicy(Policy):
     step_images = False     # after_step keeps the state and the action; decisions read their own frames
 
-    def __init__(self, policy: VLAPolicy, memory: SuccessMemory, *, namespace: str, learn: bool = True):
+    def __init__(self, policy: Policy, memory: SuccessMemory, *, namespace: str, learn: bool = True):
+        if not policy.steerable:
+            raise ValueError(f"{type(policy).__name__} cannot be steered by a success memory (a flow policy "
+                             f"that announces steering can: embodia's checkpoints, lerobot:, remote: servers)")
+        if not policy.steer_local and (memory.config.select or memory.config.recall_noise):
+            raise ValueError("the select and noise-recall ablations need the checkpoint in this process; "
+                             "a served policy is steered by seed recall and steering")
         self.policy, self.memory, self.namespace = policy, memory, namespace
         self.learn = learn        # store successes and credit failures (off: a frozen memory)
         self.autosave = None      # a folder: save the memory there after every episode (a kill loses one)
         emb = policy.embodiment
-        self._snorm = policy.norms[emb.name]["state"]
-        self._anorm = policy.norms[emb.name]["action"]
+        norms = policy.body_norms()
+        self._snorm, self._anorm = norms["state"], norms["action"]
         encoder = memory.encoder_id
         if encoder not in KEYS.values():
             raise ValueError(f"a memory keyed by {encoder!r}; this policy makes {sorted(KEYS.values())}")
@@ -144,7 +155,7 @@ class SteeredPolicy(Policy):
         self.instruction = ""
 
     def act(self, obs, instruction: str) -> np.ndarray:
-        pol, cfg, emb = self.policy, self.policy.cfg, self.policy.embodiment
+        pol, emb = self.policy, self.policy.embodiment
         key = self.key(obs.state)
         hist = (np.asarray(self._anorm.normalize(np.stack(self.actions[-emb.exec_horizon:])), np.float32)
                 if self.actions else np.zeros((0, emb.action_dim), np.float32))
@@ -165,13 +176,8 @@ class SteeredPolicy(Policy):
             chunks = pol.predict_candidates(obs, instruction, self.memory.config.select)
             gap = np.asarray(self._anorm.normalize(chunks), np.float32) - np.asarray(prior, np.float32)[None]
             return pol.blend(chunks[int(np.argmin(np.square(gap).sum(axis=(1, 2))))])
-        # the memory (faiss, numpy) stays on the host; its prior moves to the model's device here
-        _, _, amask, _ = pol.inputs(emb, obs.state)
-        prior_pad = torch.zeros(1, cfg.horizon, cfg.action_dim, device=amask.device, dtype=amask.dtype)
-        prior_pad[0, :, :emb.action_dim] = torch.from_numpy(np.asarray(prior, np.float32)).to(amask)
-        eps = torch.randn(prior_pad.shape, generator=pol.generator, device=amask.device, dtype=amask.dtype) * amask
-        x0 = (1 - tau0) * eps + tau0 * prior_pad       # tau0 = 1 (replay ablation): the prior itself
-        return pol.blend(pol.predict_chunk(obs, instruction, x0=x0, tau0=tau0))
+        # the memory (faiss, numpy) stays here; the policy moves the prior to its model (or its wire)
+        return pol.blend(pol.steer_chunk(obs, instruction, prior, tau0))
 
     def _act_from_noise(self, obs, instruction: str, r, guide) -> np.ndarray:
         """``recall_noise``: the policy's own draw (the one plain sampling makes, so an unsteered

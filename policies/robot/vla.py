@@ -107,6 +107,8 @@ class VLAPolicy(Policy):
     """Policy protocol over a VLAModel: validates observations, normalizes, samples, unnormalizes."""
 
     accepts_prefix = True      # predict_chunk(prefix=...) continues an unexecuted plan (--smooth inpaint)
+    steerable = True           # steer_chunk: the success memory sets where the flow starts
+    steer_local = True         # and its sampler is here, for the select and noise-recall ablations
 
     @property
     def horizon(self) -> int:
@@ -228,6 +230,21 @@ class VLAPolicy(Policy):
         self.last_timing = {"prepare_ms": (t_prep - t0) * 1e3, "backbone_ms": (t1 - t0) * 1e3,
                             "sample_ms": (t2 - t1) * 1e3}
         return np.asarray(chunk, dtype=np.float32)
+
+    def steer_chunk(self, obs: Observation, instruction: str, prior, tau0: float) -> np.ndarray:
+        """One decision whose flow starts at ``tau0`` from ``(1 - tau0) * eps + tau0 * prior`` (``prior``:
+        float[H, D], normalized by ``body_norms()["action"]``; ``eps``: this episode's next noise draw,
+        the one plain sampling makes). tau0 = 1 gives the prior itself (the replay ablation)."""
+        emb, cfg = self.embodiment, self.cfg
+        _, _, amask, _ = self.inputs(emb, obs.state)
+        prior_pad = torch.zeros(1, cfg.horizon, cfg.action_dim, device=amask.device, dtype=amask.dtype)
+        prior_pad[0, :, :emb.action_dim] = torch.from_numpy(np.asarray(prior, np.float32)).to(amask)
+        eps = draw_noise(prior_pad.shape, self.generator, amask.device, amask.dtype) * amask
+        return self.predict_chunk(obs, instruction, x0=(1 - tau0) * eps + tau0 * prior_pad, tau0=tau0)
+
+    def body_norms(self) -> dict:
+        """The bound body's normalizers: ``{"state": QuantileNormalizer, "action": QuantileNormalizer}``."""
+        return self.norms[self.embodiment.name]
 
     def predict_candidates(self, obs: Observation, instruction: str, n: int) -> np.ndarray:
         """``n`` chunks for one decision, each from its own noise (one backbone pass, the sampler on
