@@ -52,8 +52,30 @@ class WebsocketPolicy(Policy):
         self.timeout_s, self.connect_timeout_s = timeout_s, connect_timeout_s
         self.embodiment = embodiment
         self._ws = None
+        self._norms = None
+        self.last_noise = None
+        self.process = None        # a server this policy started (the LeRobot side), stopped by close()
         self.metadata: dict = self._connect()
         self.reset(None)
+
+    @property
+    def steerable(self) -> bool:
+        """The server announces steering (the LeRobot side does): the success memory can set where
+        its flow starts (`steer_chunk`)."""
+        return isinstance(getattr(self, "metadata", {}).get("steering"), dict)
+
+    @property
+    def horizon(self) -> int | None:
+        h = getattr(self, "metadata", {}).get("action_horizon")
+        return h if isinstance(h, int) and not isinstance(h, bool) and h > 0 else None
+
+    @property
+    def steps(self) -> int | None:
+        """The served flow's Euler steps (where it announces steering)."""
+        return self.metadata["steering"].get("steps") if self.steerable else None
+
+    memory_settings: dict = {}      # a served policy brings no memory.json: the memory's defaults
+    origin: str | None = None       # how it was reached, where that is worth saying (lerobot:)
 
     @property
     def exec_horizon(self) -> int | None:
@@ -64,9 +86,14 @@ class WebsocketPolicy(Policy):
     def bind(self, embodiment: Embodiment) -> "WebsocketPolicy":
         """Drive ``embodiment``; the server must serve the same body."""
         served = self.metadata.get("embodiment")
-        if served != embodiment.name:
+        if served is not None and served != embodiment.name:
             self.close()
             raise PolicyServerError(f"{self.url} serves embodiment {served!r}, not {embodiment.name!r}")
+        dims = (self.metadata.get("state_dim"), self.metadata.get("action_dim"))
+        if served is None and dims != (embodiment.state_dim, embodiment.action_dim):    # a body it was not told
+            self.close()
+            raise PolicyServerError(f"{self.url} serves state {dims[0]} / action {dims[1]} numbers; "
+                                    f"{embodiment.name!r} has {embodiment.state_dim} / {embodiment.action_dim}")
         self.embodiment = embodiment
         return self
 
@@ -79,7 +106,35 @@ class WebsocketPolicy(Policy):
         self._info: dict = {}
 
     def act(self, obs: Observation, instruction: str) -> np.ndarray:
-        reply = self._call({**obs.features(), "prompt": instruction, **self._begin})
+        return self._decide({**obs.features(), "prompt": instruction})
+
+    def steer_chunk(self, obs: Observation, instruction: str, prior, tau0: float) -> np.ndarray:
+        """A chunk whose flow starts at ``tau0`` (embodia's time: 0 noise, 1 data) from the noise and
+        ``prior`` (normalized by `body_norms`): sent as the prior in the body's units with the
+        server's ``t0 = 1 - tau0`` (LeRobot's and openpi's time: 1 noise, 0 data)."""
+        if not self.steerable:
+            raise PolicyServerError(f"{self.url} does not announce steering")
+        units = np.asarray(self.body_norms()["action"].unnormalize(np.asarray(prior, np.float64)), np.float32)
+        return self._decide({**obs.features(), "prompt": instruction, "prior": units, "t0": float(1.0 - tau0)})
+
+    def body_norms(self) -> dict:
+        """The normalizers the server announces for its memory keys and chunks (its own statistics)."""
+        from embodia.action_heads.normalize import QuantileNormalizer
+        if not self.steerable:
+            raise PolicyServerError(f"{self.url} does not announce steering")
+        if self._norms is None:
+            norm = self.metadata["steering"].get("normalization") or {}
+            try:
+                self._norms = {k: QuantileNormalizer.from_dict(norm[k]) for k in ("state", "action")}
+            except (KeyError, TypeError, ValueError) as e:
+                raise PolicyServerError(f"{self.url} announces steering without usable normalization ({e})") from None
+        return self._norms
+
+    def blend(self, chunk: np.ndarray) -> np.ndarray:
+        return chunk
+
+    def _decide(self, request: dict) -> np.ndarray:
+        reply = self._call({**request, **self._begin})
         self._begin = {}
         actions = reply.get("actions")
         d = self.embodiment.action_dim if self.embodiment else None
@@ -88,6 +143,8 @@ class WebsocketPolicy(Policy):
                                     f"{getattr(actions, 'shape', type(actions).__name__)}, expected [H, {d}]")
         self._timing.append(reply.get("server_timing") or {})
         self._info = reply.get("policy_info") or {}
+        noise = reply.get("noise")
+        self.last_noise = noise if isinstance(noise, np.ndarray) else None     # what the flow started from
         return actions.astype(np.float32, copy=False)
 
     def after_step(self, obs: Observation, action) -> None:
@@ -116,8 +173,13 @@ class WebsocketPolicy(Policy):
 
     def close(self) -> None:
         ws, self._ws = self._ws, None
-        if ws is not None:
-            ws.close()
+        try:
+            if ws is not None:
+                ws.close()
+        finally:
+            process, self.process = self.process, None
+            if process is not None:
+                process.stop(keep_log=False)
 
     # -- the connection -----------------------------------------------------------------------------
     def _connect(self) -> dict:

@@ -34,6 +34,8 @@ POLICY_SPECS = {
     "openai:<model>": "a VLM behind an OpenAI-compatible chat endpoint (--base-url or $OPENAI_BASE_URL; GUI devices)",
     "hf:<path>": "a transformers VLM folder (save_pretrained) run in this process (GUI devices; --coords)",
     "remote:ws://<host>:<port>": "a robot policy behind `embodia serve` (key: --api-key-env, default $EMBODIA_API_KEY)",
+    "lerobot:<dir>": "a policy LeRobot saved (SmolVLA), run in LeRobot's own environment and steerable by "
+                     "--memory (docs/lerobot.md); lerobot:ws://<host>:<port> connects to one already running",
 }
 
 
@@ -106,11 +108,17 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
         return LocalVLMPolicy(spec[len("hf:"):], embodiment=device.embodiment, coords=coords or "norm1000",
                               threads=threads, supported=device.supported, device=torch_device,
                               dtype=dtype, **tts)
+    if spec.startswith(("remote:", "lerobot:")) and device.embodiment.is_gui:
+        raise PolicyError(f"{spec}: remote policies drive robots for now, not GUI bodies like "
+                          f"{device.embodiment.name!r}")
+    if spec.startswith("lerobot:"):
+        from embodia.policies.robot.lerobot import open_lerobot
+        from embodia.policies.ws_policy import DEFAULT_KEY_ENV
+        key_env = DEFAULT_KEY_ENV if api_key_env in (None, "OPENAI_API_KEY") else api_key_env
+        return open_lerobot(spec[len("lerobot:"):], device.embodiment, api_key_env=key_env,
+                            threads=policy_threads(threads)[0])
     if spec.startswith("remote:"):
         from embodia.policies.ws_policy import DEFAULT_KEY_ENV, WebsocketPolicy
-        if device.embodiment.is_gui:
-            raise PolicyError(f"{spec}: remote policies drive robots for now, not GUI bodies like "
-                              f"{device.embodiment.name!r}")
         # The CLI's default names the OpenAI key: never send that one to a policy server.
         key_env = DEFAULT_KEY_ENV if api_key_env in (None, "OPENAI_API_KEY") else api_key_env
         return WebsocketPolicy(spec[len("remote:"):], api_key_env=key_env).bind(device.embodiment)
