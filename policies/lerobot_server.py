@@ -225,17 +225,23 @@ class Served:
         torch = self.torch
         noise = (torch.from_numpy(req["noise"])[None] if req["noise"] is not None else
                  torch.randn((1, self.chunk, self.max_action_dim), generator=generator, dtype=torch.float32))
-        batch = {"observation.state": torch.from_numpy(req["state"]), "task": req["prompt"],
-                 **{k: torch.from_numpy(np.ascontiguousarray(v.transpose(2, 0, 1))).float() / 255.0
-                    for k, v in req["images"].items()}}
         with torch.inference_mode():
-            batch = self.pre(batch)
+            batch = self.pre(self.batch(req))
             if req["prior"] is None:       # LeRobot's own method, for this observation and noise
                 actions, t0 = self.policy.predict_action_chunk(batch, noise=noise.clone()), 1.0
             else:
                 actions, t0 = self.steered(batch, noise, req["prior"], req["t0"])
             actions = self.post(actions)
         return {"actions": np.asarray(actions[0].float().numpy(), np.float32), "noise": noise[0].numpy(), "t0": t0}
+
+    def batch(self, req: dict) -> dict:
+        """The request as LeRobot's evaluation hands an observation to the preprocessor: its own
+        ``preprocess_observation`` of an environment's ``pixels`` and ``agent_pos``, and the task."""
+        from lerobot.envs.utils import preprocess_observation
+        pixels = {k.removeprefix("observation.images."): v for k, v in req["images"].items()}
+        env_obs = {"pixels": pixels["observation.image"] if "observation.image" in pixels else pixels,
+                   "agent_pos": req["state"]}
+        return {**preprocess_observation(env_obs), "task": [req["prompt"]]}
 
     def steered(self, batch, noise, prior, t0: float):
         """LeRobot's sampler (``VLAFlowMatching.sample_actions``: the prefix cached once, then
