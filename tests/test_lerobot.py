@@ -350,3 +350,35 @@ def test_the_lerobot_side_exits_when_the_embodia_process_that_started_it_dies(sm
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_lerobot_directory_opens_meta_world_the_way_its_config_reads(tmp_path):
+    """No LeRobot environment needed: the suite and the persistent benchmark read the directory's
+    config.json (a 4-number state: LeRobot's view; its camera at its size)."""
+    from embodia.agent.evaluation.suite import policy_reads, policy_uri
+    d = tmp_path / "pol"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"type": "smolvla", "input_features": {
+        "observation.state": {"type": "STATE", "shape": [4]},
+        "observation.images.corner2": {"type": "VISUAL", "shape": [3, 96, 80]}}}))
+    assert policy_reads(f"lerobot:{d}") == {"obs": "lerobot", "camera": "corner2", "size": "80x96"}
+    assert policy_uri("sim:metaworld/push-v3", f"lerobot:{d}") == "sim:metaworld/push-v3?obs=lerobot"
+    assert policy_reads(f"lerobot:{tmp_path / 'missing'}") == {}
+
+
+def test_the_training_recipe_counts_the_episodes_each_task_already_has(tmp_path):
+    """`python -m embodia.agent.training.smolvla` records only what is missing after a stop."""
+    from embodia.agent.recording import DatasetWriter
+    from embodia.agent.training.smolvla import recorded
+    from embodia.devices import open_device as od
+    assert recorded(tmp_path / "none") == {}
+    with od("sim:twogap-push") as dev:
+        w = DatasetWriter(tmp_path / "d", dev.embodiment)
+        for task, n in (("push left", 2), ("push right", 1)):
+            for _ in range(n):
+                obs = dev.reset(0)
+                ep = w.begin_episode(task)
+                ep.add_step(obs, np.zeros(dev.embodiment.action_dim, np.float32))
+                w.end_episode(ep, success=True)
+        w.close()
+    assert recorded(tmp_path / "d") == {"push left": 2, "push right": 1}

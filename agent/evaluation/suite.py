@@ -118,6 +118,8 @@ def policy_reads(policy_spec: str) -> dict[str, str]:
     its config.json, no weights loaded); the device's default camera otherwise (a remote policy)."""
     if policy_spec in STATE_ONLY or policy_spec.startswith("replay:"):
         return {"render": "0"}
+    if policy_spec.startswith("lerobot:"):
+        return lerobot_reads(Path(policy_spec[len("lerobot:"):]).expanduser())
     path = BUNDLED.get(policy_spec) or Path(policy_spec).expanduser()
     cfg = path / "config.json"
     if cfg.is_file():
@@ -131,6 +133,22 @@ def policy_reads(policy_spec: str) -> dict[str, str]:
         return {**reads, "camera": ",".join(c["name"] for c in cams),
                 "size": f"{cams[0]['width']}x{cams[0]['height']}"}
     return {}
+
+
+def lerobot_reads(path: Path) -> dict[str, str]:
+    """What a LeRobot policy directory reads (its config.json's input features): LeRobot's view of
+    Meta-World (``obs=lerobot``) for a 4-number state, and its cameras at their size."""
+    cfg = path / "config.json"
+    if not cfg.is_file():
+        return {}
+    feats = json.loads(cfg.read_text()).get("input_features") or {}
+    state = (feats.get("observation.state") or {}).get("shape") or []
+    cams = [(k.removeprefix("observation.images."), f.get("shape") or []) for k, f in feats.items()
+            if k.startswith("observation.images.")]
+    reads = {"obs": "lerobot"} if state == [AGENT_POS] else {}
+    if cams and len(cams[0][1]) == 3:
+        reads |= {"camera": ",".join(c for c, _ in cams), "size": f"{cams[0][1][2]}x{cams[0][1][1]}"}
+    return reads
 
 
 LEAN_DEVICES = ("sim:twogap-push", PREFIX)   # simulators whose URI takes render=0

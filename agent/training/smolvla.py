@@ -1,0 +1,126 @@
+"""A SmolVLA trained by LeRobot's own trainer on demonstrations embodia records: one resumable command.
+
+    python -m embodia.agent.training.smolvla --tasks push-v3,reach-v3 --episodes 50 \\
+        --data data/lerobot-mt6 --out ckpt/smolvla-mt6 --steps 20000
+
+1. Records the scripted experts' successful episodes of each Meta-World task under LeRobot's view
+   (``sim:metaworld/<task>?obs=lerobot``) into one LeRobotDataset v3 (``--data``), counting what is
+   already there so a stopped run records only what is missing.
+2. Builds the starting SmolVLA with LeRobot's own ``save_pretrained`` (`embodia.policies.lerobot_build`,
+   in LeRobot's environment; the dataset's statistics go into its processors).
+3. Trains it with ``lerobot-train`` (LeRobot's trainer, in LeRobot's environment), every weight
+   trainable, on the CPU or ``--policy-device cuda``; run again after a stop and it resumes from
+   ``<out>/train/checkpoints/last``.
+
+The trained policy is ``<out>/train/checkpoints/last/pretrained_model``, a directory LeRobot saved:
+``embodia run --policy lerobot:<that dir>`` drives it (docs/lerobot.md).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from embodia.policies.robot.lerobot import SERVER, lerobot_python
+
+SEED = 1000     # demonstrations start at this seed (evaluations use others)
+
+
+def recorded(data: Path) -> dict[str, int]:
+    """Episodes per task string already in the dataset at ``data`` ({} when there is none)."""
+    counts: dict[str, int] = {}
+    for f in sorted((data / "meta" / "episodes").glob("*/*.parquet")):
+        for tasks in pq.read_table(f, columns=["tasks"]).column("tasks").to_pylist():
+            for t in tasks or []:
+                counts[t] = counts.get(t, 0) + 1
+    return counts
+
+
+def record(tasks: list[str], episodes: int, data: Path) -> None:
+    """Record what is missing, task by task (one writer: the tasks share the dataset)."""
+    from embodia.devices import open_device
+    for task in tasks:
+        uri = f"sim:metaworld/{task}?obs=lerobot"
+        with open_device(uri) as dev:
+            instruction = dev.instruction
+        have = recorded(data).get(instruction, 0)
+        if have >= episodes:
+            print(f"{task}: {have} episodes recorded already", flush=True)
+            continue
+        cmd = [sys.executable, "-m", "embodia", "record", "--device", uri, "--policy", "expert",
+               "--episodes", str(episodes - have), "--seed", str(SEED + 10 * have), "--only-success",
+               "--out", str(data)]
+        print(f"{task}: recording {episodes - have} more episodes", flush=True)
+        subprocess.run(cmd, check=True)
+
+
+def build(out: Path, data: Path, *, size: int, chunk: int, exec_horizon: int, hidden: int, layers: int) -> Path:
+    """The starting SmolVLA (random weights), once."""
+    init = out / "init"
+    if (init / "model.safetensors").is_file():
+        return init
+    stats = json.loads((data / "meta" / "stats.json").read_text())
+    keep = {k: {s: v for s, v in d.items() if s in ("mean", "std", "min", "max")} for k, d in stats.items()
+            if k in ("observation.state", "action", "observation.images.corner2")}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "stats.json").write_text(json.dumps(keep))
+    builder = Path(SERVER).with_name("lerobot_build.py")
+    subprocess.run([lerobot_python(), str(builder), "smolvla", str(init), "--size", str(size), "--chunk", str(chunk),
+                    "--n-action-steps", str(exec_horizon), "--hidden", str(hidden), "--layers", str(layers),
+                    "--stats", str(out / "stats.json")], check=True)
+    return init
+
+
+def train(out: Path, data: Path, init: Path, *, steps: int, batch_size: int, save_freq: int, device: str) -> Path:
+    """LeRobot's trainer from ``init``, or resumed from its last checkpoint."""
+    run = out / "train"
+    trainer = str(Path(lerobot_python()).with_name("lerobot-train"))
+    last = run / "checkpoints" / "last" / "pretrained_model"
+    if (last / "train_config.json").is_file():
+        cmd = [trainer, f"--config_path={last / 'train_config.json'}", "--resume=true", f"--steps={steps}"]
+    else:
+        cmd = [trainer, f"--policy.path={init}", "--dataset.repo_id=local/embodia", f"--dataset.root={data}",
+               "--dataset.video_backend=pyav", f"--output_dir={run}", f"--steps={steps}",
+               f"--batch_size={batch_size}", f"--save_freq={save_freq}", "--log_freq=100", "--num_workers=0",
+               f"--policy.device={device}", "--policy.push_to_hub=false", "--wandb.enable=false",
+               "--policy.train_expert_only=false", "--policy.freeze_vision_encoder=false"]
+    subprocess.run(cmd, check=True, env=None)
+    return last
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tasks", default="push-v3,reach-v3,drawer-open-v3,button-press-topdown-v3,door-open-v3,"
+                                       "window-open-v3", help="Meta-World tasks, comma-separated")
+    ap.add_argument("--episodes", type=int, default=50, help="successful demonstrations per task")
+    ap.add_argument("--data", type=Path, default=Path("data/lerobot-mt6"), help="the LeRobotDataset v3 to fill")
+    ap.add_argument("--out", type=Path, default=Path("ckpt/smolvla-mt6"), help="the starting policy and the run")
+    ap.add_argument("--steps", type=int, default=20000, help="trainer steps in all (a resumed run goes on to it)")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--save-freq", type=int, default=1000, help="a checkpoint every N steps (what a stop can lose)")
+    ap.add_argument("--size", type=int, default=96, help="the camera's side in pixels, as recorded")
+    ap.add_argument("--chunk", type=int, default=16, help="actions per chunk")
+    ap.add_argument("--exec-horizon", type=int, default=8, help="actions run per chunk (n_action_steps)")
+    ap.add_argument("--hidden", type=int, default=128, help="the VLM's hidden size")
+    ap.add_argument("--layers", type=int, default=4, help="the VLM's text layers")
+    ap.add_argument("--policy-device", default="cpu", help="cpu or cuda (a session lent a GPU)")
+    ap.add_argument("--record-only", action="store_true", help="stop after recording")
+    a = ap.parse_args(argv)
+    tasks = [t.strip() for t in a.tasks.split(",") if t.strip()]
+    record(tasks, a.episodes, a.data)
+    if a.record_only:
+        return 0
+    init = build(a.out, a.data, size=a.size, chunk=a.chunk, exec_horizon=a.exec_horizon, hidden=a.hidden,
+                 layers=a.layers)
+    last = train(a.out, a.data, init, steps=a.steps, batch_size=a.batch_size, save_freq=a.save_freq,
+                 device=a.policy_device)
+    print(f"trained: {last} (embodia run --policy lerobot:{last})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
