@@ -58,6 +58,7 @@ UNSUPPORTED_WHY = {
 API_KEY_ENV = "EMBODIA_API_KEY"
 MAX_PROMPT_CHARS = 2000
 MAX_PIXELS = 4096 * 4096
+MIN_KEY_CHARS = 16      # as embodia serve: a short key is guessed
 
 
 def _load_wire():
@@ -102,8 +103,9 @@ def read_type(path: Path) -> str:
 
 
 def load(path: Path):
-    """(policy, preprocessor, postprocessor) as LeRobot loads them, on the CPU. A SmolVLA whose VLM
-    folder moved with it (``<dir>/vlm``, as `lerobot_build` writes) is pointed there."""
+    """(policy, preprocessor, postprocessor) as LeRobot loads them, on the CPU. A SmolVLA that carries
+    its VLM folder (``<dir>/vlm``: `lerobot_build` writes one, a bundled copy keeps it) reads that one,
+    wherever its config.json says the folder was when it was saved."""
     read_type(path)
     from lerobot.configs.policies import PreTrainedConfig
     from lerobot.policies.factory import get_policy_class, make_pre_post_processors
@@ -112,7 +114,7 @@ def load(path: Path):
     cfg.device = "cpu"
     over = {"device_processor": {"device": "cpu"}}
     vlm = getattr(cfg, "vlm_model_name", None)
-    if vlm and not Path(vlm).is_dir() and (path / "vlm").is_dir():
+    if vlm and (path / "vlm").is_dir():
         cfg.vlm_model_name = str((path / "vlm").resolve())
         over["tokenizer_processor"] = {"tokenizer_name": cfg.vlm_model_name}
     policy = get_policy_class(cfg.type).from_pretrained(path, config=cfg)
@@ -392,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     key = os.environ.get(API_KEY_ENV) or None
+    if key is not None and len(key) < MIN_KEY_CHARS:
+        print(f"error: ${API_KEY_ENV} has {len(key)} characters; a key needs at least {MIN_KEY_CHARS}", file=sys.stderr)
+        return 2
     if not is_loopback(a.host) and key is None:
         print(f"error: --host {a.host} is not loopback: set ${API_KEY_ENV} so every client must send it",
               file=sys.stderr)

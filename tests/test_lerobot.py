@@ -234,16 +234,28 @@ def test_a_non_loopback_bind_needs_a_key_and_a_keyed_side_refuses_a_client_witho
     res = subprocess.run([python, server, "--policy", str(smolvla), "--host", "0.0.0.0"], capture_output=True,
                          text=True, timeout=120, env={k: v for k, v in os.environ.items() if k != "EMBODIA_API_KEY"})
     assert res.returncode == 2 and res.stderr.strip().startswith("error: --host 0.0.0.0 is not loopback")
+    monkeypatch.setenv("EMBODIA_API_KEY", "short")
+    res = subprocess.run([python, server, "--policy", str(smolvla)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and res.stderr.strip() == ("error: $EMBODIA_API_KEY has 5 characters; a key needs "
+                                                          "at least 16")
     monkeypatch.setenv("EMBODIA_API_KEY", "s3cret-key-for-the-test")
-    s = LeRobotSide(smolvla, device.embodiment)
+    s = subprocess.Popen([python, server, "--policy", str(smolvla), "--port", "0", "--exit-with-stdin"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
+        url = json.loads(s.stdout.readline())["ready"]
         monkeypatch.delenv("EMBODIA_API_KEY")
         with pytest.raises(PolicyServerError, match="HTTP 401"):
-            WebsocketPolicy(s.url)
+            WebsocketPolicy(url)
         monkeypatch.setenv("EMBODIA_API_KEY", "s3cret-key-for-the-test")
-        assert WebsocketPolicy(s.url).bind(device.embodiment).act(observation(8), PROMPT).shape == (16, 4)
+        assert WebsocketPolicy(url).bind(device.embodiment).act(observation(8), PROMPT).shape == (16, 4)
+        side = LeRobotSide(smolvla, device.embodiment)      # embodia's own child: loopback, no key asked
+        try:
+            assert WebsocketPolicy(side.url, api_key_env=None).bind(device.embodiment).horizon == 16
+        finally:
+            side.stop(keep_log=False)
     finally:
-        s.stop(keep_log=False)
+        s.terminate()
+        s.wait(30)
 
 
 @pytest.mark.parametrize("what, said", [

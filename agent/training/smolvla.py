@@ -92,6 +92,30 @@ def train(out: Path, data: Path, init: Path, *, steps: int, batch_size: int, sav
     return last
 
 
+BUNDLE_FILES = ("config.json", "model.safetensors", "policy_preprocessor.json", "policy_postprocessor.json")
+
+
+def bundle(last: Path, init: Path, dest: Path, command: list[str]) -> dict:
+    """A self-contained copy of the trained policy for the repository: LeRobot's files, the VLM folder
+    it reads (``vlm/``, which the LeRobot side prefers to the path in config.json) and ``bundle.json``
+    (the weights' sha256 and size, the trainer's step, the command that rebuilds it)."""
+    import hashlib
+    import shutil
+    dest.mkdir(parents=True, exist_ok=True)
+    names = [*BUNDLE_FILES, *sorted(p.name for p in last.glob("policy_*processor*.safetensors"))]
+    for name in names:
+        shutil.copy2(last / name, dest / name)
+    shutil.rmtree(dest / "vlm", ignore_errors=True)
+    shutil.copytree(init / "vlm", dest / "vlm")
+    weights = (dest / "model.safetensors").read_bytes()
+    state = json.loads((last.parent / "training_state" / "training_step.json").read_text()) \
+        if (last.parent / "training_state" / "training_step.json").is_file() else {}
+    facts = {"sha256": hashlib.sha256(weights).hexdigest(), "bytes": len(weights), "step": state.get("step"),
+             "rebuild": " ".join(command)}
+    (dest / "bundle.json").write_text(json.dumps(facts, indent=2) + "\n")
+    return facts
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", default="push-v3,reach-v3,drawer-open-v3,button-press-topdown-v3,door-open-v3,"
@@ -109,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", type=int, default=4, help="the VLM's text layers")
     ap.add_argument("--policy-device", default="cpu", help="cpu or cuda (a session lent a GPU)")
     ap.add_argument("--record-only", action="store_true", help="stop after recording")
+    ap.add_argument("--bundle", type=Path, default=None,
+                    help="copy the trained policy here, self-contained (e.g. policies/checkpoints/smolvla-mt6)")
     a = ap.parse_args(argv)
     tasks = [t.strip() for t in a.tasks.split(",") if t.strip()]
     record(tasks, a.episodes, a.data)
@@ -119,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     last = train(a.out, a.data, init, steps=a.steps, batch_size=a.batch_size, save_freq=a.save_freq,
                  device=a.policy_device)
     print(f"trained: {last} (embodia run --policy lerobot:{last})")
+    if a.bundle is not None:
+        facts = bundle(last, init, a.bundle, ["python", "-m", "embodia.agent.training.smolvla",
+                                               *(argv if argv is not None else sys.argv[1:])])
+        print(f"bundled to {a.bundle}: sha256 {facts['sha256']}, {facts['bytes']} bytes, step {facts['step']}")
     return 0
 
 

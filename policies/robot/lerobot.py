@@ -63,7 +63,9 @@ class LeRobotSide:
         self.log = tempfile.NamedTemporaryFile("w+b", prefix="embodia-lerobot-", suffix=".log", delete=False)
         cmd = [self.python, str(SERVER), "--policy", str(path.resolve()), "--port", "0", "--exit-with-stdin",
                "--threads", str(threads)] + (["--embodiment", embodiment.name] if embodiment else [])
-        env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
+        # its own child on loopback: no key (the parent's $EMBODIA_API_KEY is for servers it connects to)
+        env = {k: v for k, v in os.environ.items() if k != DEFAULT_KEY_ENV}
+        env["HF_HUB_OFFLINE"] = os.environ.get("HF_HUB_OFFLINE", "1")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env)
         self.url = self._ready(timeout_s)
 
