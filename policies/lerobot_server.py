@@ -29,23 +29,24 @@ process that started it died).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import hmac
 import importlib.util
-import ipaddress
 import json
-import logging
 import math
-import os
 import sys
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-log = logging.getLogger("embodia.lerobot")
+
+def _core():
+    """`flow_server.py` beside this file, loaded by its path: embodia is not installed here."""
+    spec = importlib.util.spec_from_file_location("_embodia_flow_server", Path(__file__).with_name("flow_server.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+core = _core()
 SUPPORTED = ("smolvla",)
 # why each LeRobot type that is not served cannot be tested on a machine with only the registries
 UNSUPPORTED_WHY = {
@@ -55,21 +56,8 @@ UNSUPPORTED_WHY = {
             "patched transformers, which no package registry serves)",
     "groot": "LeRobot's GR00T needs flash-attn, a GPU build",
 }
-API_KEY_ENV = "EMBODIA_API_KEY"
 MAX_PROMPT_CHARS = 2000
 MAX_PIXELS = 4096 * 4096
-MIN_KEY_CHARS = 16      # as embodia serve: a short key is guessed
-
-
-def _load_wire():
-    """`wire.py` beside this file, loaded by path: the embodia package is not installed here."""
-    spec = importlib.util.spec_from_file_location("_embodia_wire", Path(__file__).with_name("wire.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-wire = _load_wire()
 
 
 class NotAPolicy(ValueError):
@@ -167,7 +155,8 @@ class Served:
             "observation": {"observation.state": {"dtype": "float32", "shape": [self.state_dim]},
                             **{k: {"dtype": "uint8", "shape": [None, None, 3]} for k in self.images},
                             "prompt": {"dtype": "str", "shape": []}},
-            "steering": {"version": 1, "time": "t = 1 is noise, t = 0 is data", "steps": self.steps,
+            "steering": {"version": 1, "fields": ["noise", "prior", "t0"], "time": "t = 1 is noise, t = 0 is data",
+                         "steps": self.steps,
                          "noise_shape": [self.chunk, self.max_action_dim],
                          "normalization": {"state": ranges(self.pre, "observation.state", self.state_dim),
                                            "action": ranges(self.pre, "action", self.action_dim)}},
@@ -179,7 +168,7 @@ class Served:
         ValueError (one line) for anything malformed."""
         state = msg.get("observation.state")
         if not isinstance(state, np.ndarray) or state.shape != (self.state_dim,) or state.dtype.kind != "f":
-            raise ValueError(f"'observation.state' must be float [{self.state_dim}], got {_shape(state)}")
+            raise ValueError(f"'observation.state' must be float [{self.state_dim}], got {core.shape_of(state)}")
         if not np.all(np.isfinite(state)):
             raise ValueError("'observation.state' has NaN or inf")
         prompt = msg.get("prompt", msg.get("task", ""))
@@ -194,23 +183,19 @@ class Served:
             if img is None:
                 raise ValueError(f"the policy reads {self.images}; the request sent {sorted(sent) or 'no image'}")
             if not isinstance(img, np.ndarray) or img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
-                raise ValueError(f"{key!r} must be uint8 [H, W, 3], got {_shape(img)}")
+                raise ValueError(f"{key!r} must be uint8 [H, W, 3], got {core.shape_of(img)}")
             if img.shape[0] * img.shape[1] > MAX_PIXELS or 0 in img.shape:
                 raise ValueError(f"{key!r}: {img.shape[0]}x{img.shape[1]} pixels, at most {MAX_PIXELS} and not empty")
             images[key] = img
         return {"state": state.astype(np.float32), "images": images, "prompt": prompt, **self.read_steering(msg)}
 
     def read_steering(self, msg: dict) -> dict:
-        noise, prior, t0 = msg.get("noise"), msg.get("prior"), msg.get("t0")
-        shape = (self.chunk, self.max_action_dim)
-        if noise is not None and (not isinstance(noise, np.ndarray) or noise.shape != shape or noise.dtype.kind != "f"):
-            raise ValueError(f"'noise' must be float32 {list(shape)}, got {_shape(noise)}")
-        if noise is not None and not np.all(np.isfinite(noise)):
-            raise ValueError("'noise' has NaN or inf")
+        prior, t0 = msg.get("prior"), msg.get("t0")
+        noise = core.check_noise(msg.get("noise"), (self.chunk, self.max_action_dim))
         if prior is not None and (not isinstance(prior, np.ndarray) or prior.shape != (self.chunk, self.action_dim)
                                   or prior.dtype.kind != "f"):
             raise ValueError(f"'prior' must be float32 [{self.chunk}, {self.action_dim}] in the body's units, "
-                             f"got {_shape(prior)}")
+                             f"got {core.shape_of(prior)}")
         if prior is not None and not np.all(np.isfinite(prior)):
             raise ValueError("'prior' has NaN or inf")
         if t0 is not None:
@@ -220,9 +205,15 @@ class Served:
             t0 = float(t0)
         if (prior is None) != (t0 is None):
             raise ValueError("'prior' and 't0' go together: the flow starts at t0 * noise + (1 - t0) * prior")
-        return {"noise": None if noise is None else noise.astype(np.float32), "prior": prior, "t0": t0}
+        return {"noise": noise, "prior": prior, "t0": t0}
 
     # -- the chunk --------------------------------------------------------------------------------
+    def generator(self):
+        return self.torch.Generator().manual_seed(0)
+
+    def seed(self, generator, seed: int) -> None:
+        generator.manual_seed(seed)
+
     def decide(self, req: dict, generator) -> dict:
         torch = self.torch
         noise = (torch.from_numpy(req["noise"])[None] if req["noise"] is not None else
@@ -274,135 +265,16 @@ class Served:
         return x[:, :, :self.action_dim], (k - skip) / k
 
 
-def _shape(x) -> str:
-    return f"{x.dtype} {list(x.shape)}" if isinstance(x, np.ndarray) else type(x).__name__
-
-
-# -- the server -------------------------------------------------------------------------------------
-class LeRobotServer:
-    """The websocket side: one model worker, per-connection episodes, embodia serve's limits."""
-
-    def __init__(self, served: Served, *, api_key: str | None = None, max_message_bytes: int = 1 << 24,
-                 max_connections: int = 16, idle_s: float = 300.0):
-        self.served, self.api_key = served, api_key
-        self.max_message_bytes, self.max_connections, self.idle_s = max_message_bytes, max_connections, idle_s
-        self.metadata = {**served.metadata, "max_message_bytes": max_message_bytes}
-        self.worker = ThreadPoolExecutor(1, thread_name_prefix="lerobot-model")
-        self.open = 0
-        self.port = None
-
-    def check_handshake(self, connection, request):
-        from http import HTTPStatus
-        if request.path.split("?")[0] == "/healthz":
-            return connection.respond(HTTPStatus.OK, "OK\n")
-        if self.open >= self.max_connections:
-            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections; retry later\n")
-        if self.api_key is not None:
-            sent = request.headers.get("Authorization", "")
-            if not hmac.compare_digest(sent.encode(), f"Api-Key {self.api_key}".encode()):
-                return connection.respond(HTTPStatus.UNAUTHORIZED, "missing or wrong API key "
-                                                                   "(send 'Authorization: Api-Key <key>')\n")
-        return None
-
-    async def handle(self, ws) -> None:
-        import torch
-        from websockets.exceptions import ConnectionClosed
-        self.open += 1
-        generator = torch.Generator().manual_seed(0)
-        try:
-            await ws.send(wire.packb(self.metadata))
-            while True:
-                try:
-                    frame = await asyncio.wait_for(ws.recv(), self.idle_s)
-                except TimeoutError:
-                    await ws.close(1000, f"idle for {self.idle_s:g} s")
-                    return
-                reply = await self.answer(frame, generator)
-                await ws.send(wire.packb(reply))
-        except ConnectionClosed:
-            pass
-        finally:
-            self.open -= 1
-
-    async def answer(self, frame, generator) -> dict:
-        try:
-            if not isinstance(frame, bytes):
-                raise ValueError("expected a binary msgpack frame, got text")
-            msg = wire.unpackb(frame)
-            if not isinstance(msg, dict):
-                raise ValueError(f"expected a map (an observation or a control), got a {type(msg).__name__}")
-            if "__ctrl__" in msg:
-                kind = msg["__ctrl__"]
-                return {"__ack__": kind if kind in ("episode_start", "episode_end") else "ignored"}
-            req = self.served.read(msg)
-            seed = msg.get("seed")
-            if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 63):
-                raise ValueError(f"'seed' must be a whole number from 0 to 2**63 - 1, got {seed!r}")
-            t = time.perf_counter()
-            loop = asyncio.get_running_loop()
-            out = await loop.run_in_executor(self.worker, self._decide, req, generator, seed, msg.get("reset"))
-            return {**out, "server_timing": {"infer_ms": (time.perf_counter() - t) * 1e3}}
-        except ValueError as e:
-            return {"error": str(e).splitlines()[0] if str(e) else "malformed request"}
-        except Exception as e:      # noqa: BLE001 - a model error must not take the server down for every client
-            log.exception("request failed")
-            return {"error": f"internal error: {type(e).__name__}: {e}".splitlines()[0]}
-
-    def _decide(self, req, generator, seed, reset) -> dict:
-        if seed is not None:
-            generator.manual_seed(int(seed))
-        elif reset:
-            generator.manual_seed(0)
-        return self.served.decide(req, generator)
-
-    async def serve(self, host: str, port: int, on_ready) -> None:
-        from websockets.asyncio.server import serve
-        async with serve(self.handle, host, port, compression=None, max_size=self.max_message_bytes,
-                         process_request=self.check_handshake) as srv:
-            self.port = srv.sockets[0].getsockname()[1]
-            on_ready(self)
-            await asyncio.Future()
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _exit_with_stdin() -> None:
-    """Exit when standard input closes: the process that started this one is gone."""
-    def watch():
-        while sys.stdin.buffer.read(1 << 16):
-            pass
-        os._exit(0)
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Serve a LeRobot policy directory over embodia's websocket protocol.")
     ap.add_argument("--policy", type=Path, required=True, help="a directory LeRobot saved (save_pretrained)")
-    ap.add_argument("--host", default="127.0.0.1", help="the address to bind (not loopback: needs $EMBODIA_API_KEY)")
-    ap.add_argument("--port", type=int, default=8000, help="the port (0: any free one)")
     ap.add_argument("--embodiment", default=None, help="the embodia body name it serves (the client checks it)")
-    ap.add_argument("--max-message-bytes", type=int, default=1 << 24)
     ap.add_argument("--threads", type=int, default=1, help="torch threads for the model")
-    ap.add_argument("--exit-with-stdin", action="store_true", help="exit when standard input closes")
+    core.add_server_options(ap)
     a = ap.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-    key = os.environ.get(API_KEY_ENV) or None
-    if key is not None and len(key) < MIN_KEY_CHARS:
-        print(f"error: ${API_KEY_ENV} has {len(key)} characters; a key needs at least {MIN_KEY_CHARS}", file=sys.stderr)
-        return 2
-    if not is_loopback(a.host) and key is None:
-        print(f"error: --host {a.host} is not loopback: set ${API_KEY_ENV} so every client must send it",
-              file=sys.stderr)
-        return 2
+    key = core.check_key(a.host)
     if a.exit_with_stdin:
-        _exit_with_stdin()
+        core.exit_with_stdin()
     import torch
     torch.set_num_threads(max(1, a.threads))
     out, sys.stdout = sys.stdout, sys.stderr     # LeRobot prints as it loads; stdout carries the ready line only
@@ -411,19 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     except NotAPolicy as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    server = LeRobotServer(served, api_key=key, max_message_bytes=a.max_message_bytes)
-
-    def ready(s):
-        print(json.dumps({"ready": f"ws://{a.host}:{s.port}", "policy": served.kind, "pid": os.getpid()}),
-              file=out, flush=True)
-    try:
-        asyncio.run(server.serve(a.host, a.port, ready))
-    except KeyboardInterrupt:
-        return 0
-    except OSError as e:
-        print(f"error: cannot serve on {a.host}:{a.port}: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return core.run(served, a, key, ready_out=out)
 
 
 if __name__ == "__main__":

@@ -60,9 +60,10 @@ class WebsocketPolicy(Policy):
 
     @property
     def steerable(self) -> bool:
-        """The server announces steering (the LeRobot side does): the success memory can set where
-        its flow starts (`steer_chunk`)."""
-        return isinstance(getattr(self, "metadata", {}).get("steering"), dict)
+        """The server announces steering with a prior (the LeRobot side does): the success memory can
+        set where its flow starts (`steer_chunk`). A server that takes only the noise (openpi's) is not."""
+        steering = getattr(self, "metadata", {}).get("steering")
+        return isinstance(steering, dict) and "prior" in steering.get("fields", ["noise", "prior", "t0"])
 
     @property
     def horizon(self) -> int | None:

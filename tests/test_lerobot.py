@@ -323,7 +323,15 @@ def test_kill_9_of_the_lerobot_side_ends_the_run_in_one_line_with_the_record_kep
         while line and "started the LeRobot side" not in line:
             line = proc.stderr.readline()
         pid = int(re.search(r"pid (\d+)", line).group(1))
-        time.sleep(1.0)             # the first episode is under way
+        logs = tmp_path / "runs" / "metaworld-push-v3-obs-lerobot" / ".steplogs"
+        deadline, first = time.monotonic() + 120, None
+
+        def written() -> int:
+            return sum(f.stat().st_size for f in logs.glob("*") if f.is_file() and f.name != "writer.lock")
+        while first is None or written() <= first:      # the episode's header, then steps after it
+            assert time.monotonic() < deadline and proc.poll() is None, "the first episode did not start"
+            first = first if first is not None or not written() else written()
+            time.sleep(0.1)
         os.kill(pid, signal.SIGKILL)
         out, err = proc.communicate(timeout=180)
     finally:
@@ -394,3 +402,58 @@ def test_the_training_recipe_counts_the_episodes_each_task_already_has(tmp_path)
                 w.end_episode(ep, success=True)
         w.close()
     assert recorded(tmp_path / "d") == {"push left": 2, "push right": 1}
+
+
+OPENPI_STAND_IN = """
+import sys
+import numpy as np
+sys.path.insert(0, {policies!r})
+import openpi_server
+
+class StandIn:
+    '''openpi's Policy as far as a server sees it: infer(obs, *, noise=None) and metadata.'''
+    metadata = {{"policy": "stand-in"}}
+
+    def infer(self, obs, *, noise=None):
+        assert noise is not None and noise.shape == (10, 7), noise
+        s = float(np.asarray(obs["observation/state"]).sum())
+        return {{"actions": (noise * 0.5 + s).astype(np.float32)}}
+
+openpi_server.serve(StandIn(), action_horizon=10, action_dim=7, port=0)
+"""
+
+
+@pytest.fixture(scope="module")
+def openpi_side():
+    proc = subprocess.Popen([sys.executable, "-c", OPENPI_STAND_IN.format(policies=str(REPO / "policies"))],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield json.loads(proc.stdout.readline())["ready"]
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_the_openpi_wrapper_passes_the_seeded_or_given_noise_to_infer_and_returns_it(openpi_side):
+    obs = {"observation/state": np.ones(3, np.float32), "prompt": "x"}
+    a = raw(openpi_side, {**obs, "seed": 5})
+    b = raw(openpi_side, {**obs, "seed": 5})
+    c = raw(openpi_side, {**obs, "seed": 6})
+    assert np.array_equal(a["actions"], b["actions"]) and not np.array_equal(a["actions"], c["actions"])
+    assert np.allclose(a["actions"], a["noise"] * 0.5 + 3.0)            # infer got the noise it returned
+    given = np.full((10, 7), 0.25, np.float32)
+    d = raw(openpi_side, {**obs, "noise": given})
+    assert np.array_equal(d["noise"], given) and np.allclose(d["actions"], 3.125)
+    meta_then_err = raw(openpi_side, {**obs, "prior": np.zeros((10, 7), np.float32), "t0": 0.5})
+    assert "takes no prior or start time" in meta_then_err["error"] and "\n" not in meta_then_err["error"]
+    assert "'noise' must be float32 [10, 7]" in raw(openpi_side, {**obs, "noise": np.zeros(3, np.float32)})["error"]
+
+
+def test_a_noise_only_server_is_not_offered_to_the_memory(openpi_side):
+    pol = WebsocketPolicy(openpi_side)
+    try:
+        assert pol.metadata["steering"]["fields"] == ["noise"] and not pol.steerable
+        with pytest.raises(ValueError, match="cannot be steered"):
+            SteeredPolicy(pol, None, namespace="x")
+    finally:
+        pol.close()

@@ -75,11 +75,20 @@ def build(out: Path, data: Path, *, size: int, chunk: int, exec_horizon: int, hi
     return init
 
 
+def trained_step(last: Path) -> int:
+    """The trainer's step at its last checkpoint (0: none yet)."""
+    f = last.parent / "training_state" / "training_step.json"
+    return int(json.loads(f.read_text()).get("step", 0)) if f.is_file() else 0
+
+
 def train(out: Path, data: Path, init: Path, *, steps: int, batch_size: int, save_freq: int, device: str) -> Path:
     """LeRobot's trainer from ``init``, or resumed from its last checkpoint."""
     run = out / "train"
     trainer = str(Path(lerobot_python()).with_name("lerobot-train"))
     last = run / "checkpoints" / "last" / "pretrained_model"
+    if trained_step(last) >= steps:
+        print(f"trained to step {trained_step(last)} already: {last}", flush=True)
+        return last
     if (last / "train_config.json").is_file():
         cmd = [trainer, f"--config_path={last / 'train_config.json'}", "--resume=true", f"--steps={steps}"]
     else:
@@ -108,9 +117,7 @@ def bundle(last: Path, init: Path, dest: Path, command: list[str]) -> dict:
     shutil.rmtree(dest / "vlm", ignore_errors=True)
     shutil.copytree(init / "vlm", dest / "vlm")
     weights = (dest / "model.safetensors").read_bytes()
-    state = json.loads((last.parent / "training_state" / "training_step.json").read_text()) \
-        if (last.parent / "training_state" / "training_step.json").is_file() else {}
-    facts = {"sha256": hashlib.sha256(weights).hexdigest(), "bytes": len(weights), "step": state.get("step"),
+    facts = {"sha256": hashlib.sha256(weights).hexdigest(), "bytes": len(weights), "step": trained_step(last),
              "rebuild": " ".join(command)}
     (dest / "bundle.json").write_text(json.dumps(facts, indent=2) + "\n")
     return facts
