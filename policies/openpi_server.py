@@ -34,14 +34,10 @@ from pathlib import Path
 import numpy as np
 
 
-def _core():
-    spec = importlib.util.spec_from_file_location("_embodia_flow_server", Path(__file__).with_name("flow_server.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-core = _core()
+# the serving core beside this file, loaded by its path: embodia is not installed in this environment
+_spec = importlib.util.spec_from_file_location("_embodia_flow_server", Path(__file__).with_name("flow_server.py"))
+core = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(core)
 RESERVED = ("noise", "prior", "t0", "seed", "reset")     # ours: never handed to the policy's transforms
 
 

@@ -312,17 +312,25 @@ print(json.dumps({{"server": meta["server"], "actions": out["actions"].tolist(),
     assert np.array_equal(np.array(got["actions"], np.float32), remote.act(obs, PROMPT))
 
 
+def embodia_run(smolvla: Path, cwd: Path, *, episodes: int, stdout) -> tuple[subprocess.Popen, int]:
+    """A real `embodia run --policy lerobot:<dir>`, and the pid of the LeRobot side it started."""
+    proc = subprocess.Popen([sys.executable, "-m", "embodia", "run", "--device", DEVICE, "--policy",
+                             f"lerobot:{smolvla}", "--episodes", str(episodes)], cwd=cwd, text=True,
+                            stdout=stdout, stderr=subprocess.PIPE)
+    line = proc.stderr.readline()
+    while line and "started the LeRobot side" not in line:
+        line = proc.stderr.readline()
+    if not line:
+        proc.kill()
+        pytest.fail(f"embodia run did not start the LeRobot side: {proc.stderr.read()[-2000:]}")
+    return proc, int(re.search(r"pid (\d+)", line).group(1))
+
+
 @pytest.mark.slow
 def test_kill_9_of_the_lerobot_side_ends_the_run_in_one_line_with_the_record_kept(smolvla, tmp_path):
     """A real `embodia run --policy lerobot:<dir>`; its LeRobot side is SIGKILLed mid-episode."""
-    proc = subprocess.Popen([sys.executable, "-m", "embodia", "run", "--device", DEVICE, "--policy",
-                             f"lerobot:{smolvla}", "--episodes", "3"], cwd=tmp_path, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc, pid = embodia_run(smolvla, tmp_path, episodes=3, stdout=subprocess.PIPE)
     try:
-        line = proc.stderr.readline()
-        while line and "started the LeRobot side" not in line:
-            line = proc.stderr.readline()
-        pid = int(re.search(r"pid (\d+)", line).group(1))
         logs = tmp_path / "runs" / "metaworld-push-v3-obs-lerobot" / ".steplogs"
         deadline, first = time.monotonic() + 120, None
 
@@ -347,14 +355,8 @@ def test_kill_9_of_the_lerobot_side_ends_the_run_in_one_line_with_the_record_kep
 
 @pytest.mark.slow
 def test_the_lerobot_side_exits_when_the_embodia_process_that_started_it_dies(smolvla, tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "embodia", "run", "--device", DEVICE, "--policy",
-                             f"lerobot:{smolvla}", "--episodes", "20"], cwd=tmp_path, text=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc, pid = embodia_run(smolvla, tmp_path, episodes=20, stdout=subprocess.DEVNULL)
     try:
-        line = proc.stderr.readline()
-        while line and "started the LeRobot side" not in line:
-            line = proc.stderr.readline()
-        pid = int(re.search(r"pid (\d+)", line).group(1))
         proc.kill()
         proc.wait(30)
         deadline = time.monotonic() + 30
