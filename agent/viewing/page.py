@@ -254,6 +254,9 @@ def _episode_row(e: dict) -> str:
         bits.append(f'<span class="gate">{num(e["refused"])} refused by the gate</span>')
     if e.get("error"):
         bits.append(f'<span class="gate">{escape(str(e["error"]))}</span>')
+    if e.get("bad_values"):
+        bits.append(f'<span class="gate bad-value">{num(e["bad_values"])} values not numbers (NaN or infinite), '
+                    f'marked "(bad value)"</span>')
     inner = " ".join(bits)
     if not e.get("file"):
         return f'<div class="episode-row" id="ep-{index}">{inner}</div>'
@@ -271,6 +274,16 @@ def _skipped(view: dict) -> str:
             f'(outside it, or missing)</summary><ul>{shown}</ul></details>')
 
 
+def _bad(view: dict) -> str:
+    """Where the source held values that are not numbers (NaN, infinite): shown marked, listed here."""
+    places = view.get("bad") or []
+    if not places:
+        return ""
+    shown = "".join(f"<li>{escape(str(n))}</li>" for n in places[:20]) + ("<li>...</li>" if len(places) > 20 else "")
+    return (f'<details class="bad-value gate"><summary>the source holds values that are not numbers (NaN or '
+            f'infinite): they are shown as "nan (bad value)"</summary><ul>{shown}</ul></details>')
+
+
 def page_html(view: dict) -> str:
     data = script_json({"kind": view["kind"], "episodes": [{"index": e["index"], "file": e.get("file")}
                                                            for e in view["episodes"]]})
@@ -279,6 +292,6 @@ def page_html(view: dict) -> str:
     rows = "".join(_episode_row(e) for e in view["episodes"])
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>embodia view: {escape(view["title"])}</title>'
             f"<style>{CSS}</style></head><body><h1>{escape(view['title'])}</h1>"
-            f'<div class="src">{escape(view.get("source", ""))}</div>{_summary(view)}{_skipped(view)}'
+            f'<div class="src">{escape(view.get("source", ""))}</div>{_summary(view)}{_skipped(view)}{_bad(view)}'
             f'<div class="plots">{plots}</div><div class="episodes">{rows}</div>'
             f"<script>window.EMBODIA_VIEW = {data};</script><script>{JS}</script></body></html>")
