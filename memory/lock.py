@@ -215,7 +215,8 @@ def _read_only(e: OSError | None = None) -> str:
     if e is not None and e.errno == errno.EROFS:
         return "the memory folder is on a read-only file system: a writer cannot save into it"
     if e is None or e.errno in (errno.EPERM, errno.EACCES):
-        return "the memory folder is read-only here (no permission, or an immutable folder): a writer cannot save into it"
+        return ("the memory folder is read-only here (no permission, or an immutable folder): a writer cannot "
+                "save into it")
     return f"cannot write the memory folder: {e.strerror or e}"
 
 

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_mcp import _env, _free_port, _http
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("mcp")
 from mcp import Client  # noqa: E402
+from test_mcp import _json, _stdio  # noqa: E402
 
 from embodia.devices.cdp import find_chromium  # noqa: E402
-from test_mcp import _json, _stdio  # noqa: E402
 
 KEY = "s3cret-operator-key"
 

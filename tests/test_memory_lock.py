@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_lying_datasets import base  # noqa: E402,F401  (a module-scoped fixture: two expert episodes to ingest)
 from typer.testing import CliRunner
 
 from embodia.memory import MemoryConfig, SuccessMemory, lock
@@ -19,20 +20,6 @@ from embodia.memory import MemoryConfig, SuccessMemory, lock
 cli = importlib.import_module("embodia.agent.cli.app")
 KW = dict(encoder_id="enc", normalizer_hash="norm")
 PRECIOUS = "precious: not the lock's to overwrite\n"
-
-
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    """Two expert episodes of twogap-push, written by the project's recorder."""
-    from embodia.agent.evaluation.evaluate import evaluate
-    from embodia.agent.recording.writer import DatasetWriter
-    from embodia.devices import open_device
-    root = tmp_path_factory.mktemp("data") / "ds"
-    with open_device("sim:twogap-push") as dev:
-        w = DatasetWriter(root, dev.embodiment)
-        evaluate(dev, dev.expert(), episodes=2, seed=0, recorder=w, episode_meta={"device": "sim:twogap-push"})
-        w.close()
-    return root
 
 
 def saved(path: Path) -> Path:
@@ -83,7 +70,7 @@ BAD_LOCKS = {"symlink": (_symlink, "is a symbolic link"), "symlink to /dev/zero"
 
 
 @pytest.mark.parametrize("name", list(BAD_LOCKS))
-def test_a_writer_lock_that_is_not_a_regular_file_is_refused_in_one_line(tmp_path, dataset, name):
+def test_a_writer_lock_that_is_not_a_regular_file_is_refused_in_one_line(tmp_path, base, name):  # noqa: F811
     make, words = BAD_LOCKS[name]
     target = tmp_path / "notes.txt"
     target.write_text(PRECIOUS)
@@ -91,7 +78,7 @@ def test_a_writer_lock_that_is_not_a_regular_file_is_refused_in_one_line(tmp_pat
     fresh.mkdir()
     for mem in (fresh, old):
         make(mem / lock.LOCK, target)
-    assert_one_line(invoke("memory", "ingest", fresh, "--data", dataset), words)
+    assert_one_line(invoke("memory", "ingest", fresh, "--data", base), words)
     before = sorted(p.name for p in old.iterdir())
     assert_one_line(invoke("memory", "prune", old), words)
     assert target.read_text() == PRECIOUS                       # the file a link pointed to is untouched
@@ -110,16 +97,16 @@ def immutable(tmp_path):
         subprocess.run(["chattr", "-i", str(mem)], check=True)
 
 
-def test_a_read_only_memory_is_refused_in_one_line(immutable, dataset, tmp_path):
+def test_a_read_only_memory_is_refused_in_one_line(immutable, base, tmp_path):  # noqa: F811
     before = {p.name: p.read_bytes() for p in immutable.iterdir() if p.is_file()}
     assert_one_line(invoke("memory", "prune", immutable), "read-only")
-    assert_one_line(invoke("memory", "ingest", immutable, "--data", dataset, "--policy", "embodia-tiny"), "read-only")
+    assert_one_line(invoke("memory", "ingest", immutable, "--data", base, "--policy", "embodia-tiny"), "read-only")
     assert {p.name: p.read_bytes() for p in immutable.iterdir() if p.is_file()} == before
     # a new memory inside it cannot even be made
-    assert_one_line(invoke("memory", "ingest", immutable / "sub", "--data", dataset), "cannot create")
+    assert_one_line(invoke("memory", "ingest", immutable / "sub", "--data", base), "cannot create")
 
 
-def test_a_read_only_file_system_is_refused_in_one_line(tmp_path, dataset, monkeypatch):
+def test_a_read_only_file_system_is_refused_in_one_line(tmp_path, base, monkeypatch):  # noqa: F811
     """EROFS, as a read-only mount gives it (no test here may mount one): the lock's open fails so."""
     mem, real_open = saved(tmp_path / "mem"), os.open
 
@@ -129,4 +116,4 @@ def test_a_read_only_file_system_is_refused_in_one_line(tmp_path, dataset, monke
         return real_open(path, flags, *a, **kw)
     monkeypatch.setattr(lock.os, "open", read_only)
     assert_one_line(invoke("memory", "prune", mem), "read-only file system")
-    assert_one_line(invoke("memory", "ingest", tmp_path / "new", "--data", dataset), "read-only file system")
+    assert_one_line(invoke("memory", "ingest", tmp_path / "new", "--data", base), "read-only file system")

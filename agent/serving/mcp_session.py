@@ -1,8 +1,9 @@
 """The MCP server's device sessions (`embodia.agent.serving.mcp`): what a client may take
 (`McpLimits`; what it may name is `embodia.agent.serving.allowed`), one device opened for one
-client (`DeviceSession`, its episode the loop's own `EpisodeRun`), the sessions of all clients (`Hub`), and what crosses the wire about a device (an
-action validated as model replies are, an observation as MCP content). Nothing here knows the MCP
-tools; `embodia.agent.serving.mcp_tools` calls it."""
+client (`DeviceSession`, its episode the loop's own `EpisodeRun`), the sessions of all clients
+(`Hub`), and what crosses the wire about a device (an action validated as model replies are, an
+observation as MCP content). Nothing here knows the MCP tools; `embodia.agent.serving.mcp_tools`
+calls it."""
 
 import asyncio
 import json

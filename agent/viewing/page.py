@@ -264,24 +264,24 @@ def _episode_row(e: dict) -> str:
             f'<div class="body muted">opening...</div></details>')
 
 
-def _skipped(view: dict) -> str:
-    """The files the source named but the report did not copy (outside the source, or missing)."""
-    names = view.get("skipped") or []
+def _listed(names: list, cls: str, summary: str) -> str:
+    """A folded list on the page of what the report could not take as the source gave it."""
     if not names:
         return ""
     shown = "".join(f"<li>{escape(str(n))}</li>" for n in names[:20]) + ("<li>...</li>" if len(names) > 20 else "")
-    return (f'<details class="skipped gate"><summary>{len(names)} files named by the source were not copied '
-            f'(outside it, or missing)</summary><ul>{shown}</ul></details>')
+    return f'<details class="{cls} gate"><summary>{summary}</summary><ul>{shown}</ul></details>'
+
+
+def _skipped(view: dict) -> str:
+    """The files the source named but the report did not copy (outside the source, or missing)."""
+    names = view.get("skipped") or []
+    return _listed(names, "skipped", f"{len(names)} files named by the source were not copied (outside it, or missing)")
 
 
 def _bad(view: dict) -> str:
     """Where the source held values that are not numbers (NaN, infinite): shown marked, listed here."""
-    places = view.get("bad") or []
-    if not places:
-        return ""
-    shown = "".join(f"<li>{escape(str(n))}</li>" for n in places[:20]) + ("<li>...</li>" if len(places) > 20 else "")
-    return (f'<details class="bad-value gate"><summary>the source holds values that are not numbers (NaN or '
-            f'infinite): they are shown as "nan (bad value)"</summary><ul>{shown}</ul></details>')
+    return _listed(view.get("bad") or [], "bad-value", 'the source holds values that are not numbers (NaN or '
+                   'infinite): they are shown as "nan (bad value)"')
 
 
 def page_html(view: dict) -> str:
