@@ -142,3 +142,16 @@ def test_a_page_under_the_file_root_opens(tmp_path):
             _json(await c.call_tool("close_device", {}))
     anyio.run(main)
     assert Path(tmp_path / "rec").exists()
+
+
+def test_only_an_unnamed_policy_server_goes_without_the_operators_key():
+    """The key is withheld from a server only the bare ``remote:`` allows; ``openai:`` keeps its own
+    (the endpoint is the operator's $OPENAI_BASE_URL), and a named server gets it however it is written."""
+    from embodia.agent.serving.allowed import AccessError, Allowed
+    allowed = Allowed(("remote:ws://lab-pc:8000", "remote:", "openai:"))
+    assert allowed.policy("openai:qwen2.5-vl-7b") and allowed.policy("expert")
+    assert allowed.policy("remote:ws://LAB-PC:8000/") and not allowed.policy("remote:ws://lab-pc:8001")
+    with pytest.raises(AccessError, match="user-info"):
+        allowed.policy("remote:ws://lab-pc:8000@elsewhere:8000")
+    with pytest.raises(AccessError, match="not allowed"):
+        Allowed(("remote:ws://lab-pc:8000",)).policy("remote:ws://lab-pc:8001")

@@ -88,16 +88,17 @@ class Allowed:
             _parsed(lambda: origin(o), "--allow-page-origin")
 
     def policy(self, spec: str) -> bool:
-        """Raise AccessError unless a client may run ``spec``; True when the operator's credential
-        may go with it (a ``remote:`` server the operator named), False otherwise."""
+        """Raise AccessError unless a client may run ``spec``; whether the operator's credential may go
+        with it: False for a ``remote:`` server only ``remote:`` allows (one the operator did not name),
+        True otherwise (``openai:`` talks to the operator's own $OPENAI_BASE_URL)."""
         from embodia.agent.loop.factory import BUNDLED
         if spec.startswith("remote:"):
             return self._remote(spec)
         if spec in ("expert", "random") or spec in BUNDLED or spec in self.policies:
-            return False
+            return True
         scheme = spec.partition(":")[0] + ":"
         if ":" in spec and scheme in self.policies:
-            return False
+            return True
         if spec.startswith("openai:"):
             raise AccessError(f"policy {spec!r} is not allowed on this server (the operator allows more with "
                               f"--allow-policy)")
@@ -105,7 +106,7 @@ class Allowed:
         if resolved_inside(path, self.checkpoint_roots) is None:
             raise AccessError(f"policy {spec!r}: {path} is not under the server's --checkpoint-root folders "
                               f"({', '.join(self.checkpoint_roots) or 'none set'})")
-        return False
+        return True
 
     def _remote(self, spec: str) -> bool:
         try:

@@ -337,7 +337,8 @@ async def on_device(s: DeviceSession, fn):
 def run_task_episodes(s: DeviceSession, policy_spec, instruction, episodes, seed, max_steps, memory, gate, stop,
                       progress, credential: bool = True) -> dict:
     """Episodes of a policy on the session's device (the manual episode is saved first).
-    ``credential``: whether a ``remote:`` policy may send the operator's API key."""
+    ``credential``: whether the policy may send the operator's API key (False: a server the operator
+    did not name)."""
     from embodia.agent.loop.episode import run_episode
     from embodia.agent.loop.factory import make_policy, with_memory
     s.end_episode()
