@@ -155,3 +155,8 @@ def test_only_an_unnamed_policy_server_goes_without_the_operators_key():
         allowed.policy("remote:ws://lab-pc:8000@elsewhere:8000")
     with pytest.raises(AccessError, match="not allowed"):
         Allowed(("remote:ws://lab-pc:8000",)).policy("remote:ws://lab-pc:8001")
+    # any scheme naming a server by URL (e.g. lerobot:ws://...) is held to the same rules
+    other = Allowed(("lerobot:ws://lab-pc:8000", "lerobot:"))
+    assert other.policy("lerobot:ws://lab-pc:8000/") and not other.policy("lerobot:ws://elsewhere:8000")
+    with pytest.raises(AccessError, match="user-info"):
+        other.policy("lerobot:ws://lab-pc:8000@elsewhere:8000")

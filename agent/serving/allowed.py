@@ -67,13 +67,14 @@ class Allowed:
     """What a client may name beyond devices, as the operator set it.
 
     ``policies``: ``remote:ws://host:port[/path]`` (that server: the operator's $EMBODIA_API_KEY goes
-    to it), ``remote:`` (any server, sent without the key), ``openai:`` or another bare scheme (any
-    spec of it), or one exact spec. ``checkpoint_roots``: checkpoints and replays; ``memory_roots``:
-    memory folders; ``file_roots``: files a device opens (``browser:`` pages by path or file://,
-    ``mujoco:`` scenes); ``page_origins``: the http(s) origins ``browser:`` pages may come from.
-    Everything else a client names is refused: the server would otherwise connect to any address,
-    read any file or create folders anywhere it can write. Paths are compared resolved (``..`` and
-    symlinks followed). ValueError at construction for a ``remote:`` or origin entry that does not parse."""
+    to it; any other ``scheme:ws://...`` spec alike), ``remote:`` (any server, sent without the key),
+    ``openai:`` or another bare scheme (any spec of it), or one exact spec. ``checkpoint_roots``:
+    checkpoints and replays; ``memory_roots``: memory folders; ``file_roots``: files a device opens
+    (``browser:`` pages by path or file://, ``mujoco:`` scenes); ``page_origins``: the http(s) origins
+    ``browser:`` pages may come from. Everything else a client names is refused: the server would
+    otherwise connect to any address, read any file or create folders anywhere it can write. Paths
+    are compared resolved (``..`` and symlinks followed). ValueError at construction for a server or
+    origin entry that does not parse."""
     policies: tuple[str, ...] = ()
     checkpoint_roots: tuple[str, ...] = ()
     memory_roots: tuple[str, ...] = ()
@@ -82,8 +83,8 @@ class Allowed:
 
     def __post_init__(self):
         for p in self.policies:
-            if p.startswith("remote:") and p != "remote:":
-                _parsed(lambda: server_url(p[len("remote:"):]), "--allow-policy")
+            if _server(p) or p.startswith("remote:") and p != "remote:":
+                _parsed(lambda: server_url(p.partition(":")[2]), "--allow-policy")
         for o in self.page_origins:
             _parsed(lambda: origin(o), "--allow-page-origin")
 
@@ -92,7 +93,7 @@ class Allowed:
         with it: False for a ``remote:`` server only ``remote:`` allows (one the operator did not name),
         True otherwise (``openai:`` talks to the operator's own $OPENAI_BASE_URL)."""
         from embodia.agent.loop.factory import BUNDLED
-        if spec.startswith("remote:"):
+        if spec.startswith("remote:") or _server(spec):
             return self._remote(spec)
         if spec in ("expert", "random") or spec in BUNDLED or spec in self.policies:
             return True
@@ -109,13 +110,18 @@ class Allowed:
         return True
 
     def _remote(self, spec: str) -> bool:
+        """A policy server (``remote:<url>``, or any ``scheme:ws://...``): named by the operator (True:
+        the key goes to it), allowed by the bare scheme (False: sent no key), or refused."""
+        scheme, _, rest = spec.partition(":")
         try:
-            url = server_url(spec[len("remote:"):])
+            url = server_url(rest)
         except ValueError as e:
             raise AccessError(f"policy {spec!r}: {e}") from None
-        if url in {server_url(p[len("remote:"):]) for p in self.policies if p.startswith("remote:") and p != "remote:"}:
+        named = {server_url(p.partition(":")[2]) for p in self.policies
+                 if p.partition(":")[0] == scheme and p.partition(":")[2]}
+        if url in named:
             return True
-        if "remote:" in self.policies:
+        if f"{scheme}:" in self.policies:
             return False          # any server, but the operator's key only goes where it was meant to
         raise AccessError(f"policy {spec!r} is not allowed on this server (the operator allows more with "
                           f"--allow-policy)")
@@ -169,6 +175,11 @@ class Allowed:
                               f"(--allow-page-origin: {', '.join(self.page_origins) or 'none set'})")
         raise AccessError(f"page {target!r}: browser pages are about:blank, files under --file-root or "
                           f"http(s) pages of an --allow-page-origin")
+
+
+def _server(spec: str) -> bool:
+    """Whether a spec names a policy server by URL after its scheme (``lerobot:ws://...`` and the like)."""
+    return spec.partition(":")[2].lower().startswith(("ws://", "wss://"))
 
 
 def _parsed(parse, option: str):
