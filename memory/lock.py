@@ -35,6 +35,7 @@ import errno
 import json
 import os
 import socket
+import stat
 import sys
 import threading
 import time
@@ -44,6 +45,17 @@ from typing import Optional
 from embodia.memory.errors import MemoryStoreError
 
 LOCK = "writer.lock"
+
+
+class LockRefused(MemoryStoreError, ValueError):
+    """The folder's writer lock cannot be this process's own file: ``writer.lock`` is a symbolic link
+    (followed, it would truncate the file it points to), a FIFO, a device, a folder or a hard link,
+    or the folder cannot be written (a read-only file system, an immutable folder, no permission).
+    The message is one line."""
+
+    def __init__(self, path, reason: str):
+        self.path = str(path)
+        super().__init__(f"{path}: {reason}")
 
 
 class MemoryBusy(MemoryStoreError):
@@ -172,14 +184,17 @@ def hold(folder) -> WriterLock:
     live process holds it. Re-entrant: a folder this process holds counts up."""
     folder = Path(folder)
     created = tuple(p for p in (folder, *folder.parents) if not p.exists())
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise LockRefused(folder, f"cannot create the memory folder here ({e.strerror or e})") from None
     key = str(folder.resolve())
     with _GUARD:
         held = _HELD.get(key)
         if held is not None:
             held.count += 1
             return held
-        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(folder)
         try:
             old = _claim(folder, fd)
             _write(fd, _me())
@@ -188,6 +203,44 @@ def hold(folder) -> WriterLock:
             raise
         lock = _HELD[key] = WriterLock(Path(key), fd, old, tuple(p.resolve() for p in created))
         return lock
+
+
+# opened without following a symlink, and without waiting on a FIFO; never inherited by a child
+_FLAGS = (os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+          | getattr(os, "O_CLOEXEC", 0))
+
+
+def _read_only(e: OSError | None = None) -> str:
+    """Why a writer cannot write a memory folder, in words (``e``: the error that said so)."""
+    if e is not None and e.errno == errno.EROFS:
+        return "the memory folder is on a read-only file system: a writer cannot save into it"
+    if e is None or e.errno in (errno.EPERM, errno.EACCES):
+        return ("the memory folder is read-only here (no permission, or an immutable folder): a writer cannot "
+                "save into it")
+    return f"cannot write the memory folder: {e.strerror or e}"
+
+
+def _open_lock(folder: Path) -> int:
+    """The descriptor of ``folder/writer.lock``, created when absent; LockRefused (one line) for
+    anything but a regular file of its own (see `LockRefused`) or a folder this process cannot write."""
+    path = folder / LOCK
+    try:
+        fd = os.open(path, _FLAGS, 0o644)
+    except OSError as e:
+        what = {errno.ELOOP: "is a symbolic link", errno.EISDIR: "is a folder"}.get(e.errno)
+        if what is None:
+            raise LockRefused(folder, _read_only(e)) from None
+        raise LockRefused(path, f"{what}; a writer lock must be a regular file (move it away)") from None
+    st = os.fstat(fd)
+    problem = ("is not a regular file (a FIFO, a device or a socket)" if not stat.S_ISREG(st.st_mode) else
+               "has other hard links" if st.st_nlink > 1 else None)
+    if problem is None and not os.access(folder, os.W_OK | os.X_OK):
+        os.close(fd)
+        raise LockRefused(folder, _read_only())
+    if problem:
+        os.close(fd)
+        raise LockRefused(path, f"{problem}; a writer lock must be a regular file (move it away)")
+    return fd
 
 
 def _claim(folder: Path, fd: int) -> dict:

@@ -299,7 +299,8 @@ def test_mcp_client_drives_a_page_and_the_gate_refuses_delete_account(tmp_path):
     from mcp import Client, StdioServerParameters
     page = tmp_path / "form.html"
     page.write_text(FORM, encoding="utf-8")
-    server = StdioServerParameters(command=sys.executable, args=["-m", "embodia", "mcp", "--record", str(tmp_path / "rec")],
+    server = StdioServerParameters(command=sys.executable, args=["-m", "embodia", "mcp", "--record", str(tmp_path / "rec"),
+                                                                 "--file-root", str(tmp_path)],      # pages it may open
                                    env=dict(os.environ))
 
     async def main():

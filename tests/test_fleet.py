@@ -259,6 +259,32 @@ def test_a_joined_cluster_gets_the_model_placement_this_process_chose(monkeypatc
         assert seen["runtime_env"] == {"env_vars": {"EMBODIA_TORCH_DEVICE": "cpu", "EMBODIA_DTYPE": "bfloat16"}}
 
 
+def test_a_ray_address_where_a_plain_http_server_listens_fails_in_seconds(tmp_path):
+    """Before: ray.init retried against an HTTP server for over 3 minutes. Now the address is asked
+    to speak gRPC (HTTP/2) first, and anything else is one line naming what answered."""
+    import http.server
+    import threading
+    import time
+    web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    t0 = time.monotonic()
+    try:
+        res = subprocess.run([sys.executable, "-m", "embodia", "eval", "--device", "sim:twogap-push", "--policy",
+                              "expert", "-n", "2", "--workers", "2", "--ray-address",
+                              f"127.0.0.1:{web.server_address[1]}"], env=env, cwd=str(tmp_path), capture_output=True,
+                             text=True, timeout=90)
+    except subprocess.TimeoutExpired:
+        pytest.fail("--ray-address at an HTTP server still hangs")
+    finally:
+        web.shutdown()
+    said = res.stdout + res.stderr
+    errors = [ln for ln in said.splitlines() if "error:" in ln]      # beside the progress bar's line
+    assert res.returncode == 2 and len(errors) == 1 and "Traceback" not in said, said
+    assert "is not a Ray cluster" in " ".join(said.split()), said
+    assert time.monotonic() - t0 < 60
+
+
 @pytest.mark.slow
 def test_eval_joins_a_running_ray_cluster_by_its_address(tmp_path):
     """--ray-address against a real Ray head started with `ray start` (token authentication, as Ray

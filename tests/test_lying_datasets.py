@@ -201,6 +201,21 @@ def steplogs_out(root, outside):
     (root / ".steplogs").symlink_to(logs)
 
 
+def set_column(rel, column, values, type=None):
+    """A column of a parquet file rewritten: ``values`` maps its rows to the lie (``type``: the
+    column's new type, e.g. a success stored as text)."""
+    def lie(root, outside):
+        t = pq.read_table(root / rel)
+        arr = pa.array(values(t.column(column).to_pylist()), type=type or t.schema.field(column).type)
+        pq.write_table(t.set_column(t.schema.get_field_index(column), pa.field(column, arr.type), arr), root / rel)
+    return lie
+
+
+def at(k, value):
+    """Rows with row ``k`` replaced by ``value(rows)``."""
+    return lambda rows: rows[:k] + [value(rows)] + rows[k + 1:]
+
+
 def nan_stats(root, outside):
     stats = json.loads((root / "meta/stats.json").read_text())
     stats["action"]["mean"][0] = float("nan")
@@ -238,6 +253,18 @@ LIES = {
     "stats.json symlinked out": (symlink_out("meta/stats.json"), "outside the dataset"),
     "tasks.parquet symlinked out": (symlink_out("meta/tasks.parquet"), "outside the dataset"),
     "modality.json symlinked out": (modality_out, "outside the dataset"),
+    # issue 56: a success as text ("no" is true in Python), a repeated frame, time going backwards or
+    # NaN, actions stored as text (which numpy parses)
+    "success 'no'": (set_column(EPISODES0, "embodia/success", lambda rows: ["no"] * len(rows), pa.string()),
+                     "embodia/success 'no' is not true, false or null"),
+    "frame_index repeated": (set_column(DATA0, "frame_index", at(3, lambda rows: rows[2])),
+                             "frame_index does not rise at frame 3"),
+    "timestamp backwards": (set_column(DATA0, "timestamp", at(5, lambda rows: rows[4] - 1.0)),
+                            "timestamp does not rise at frame 5"),
+    "timestamp NaN": (set_column(DATA0, "timestamp", at(3, lambda rows: float("nan"))),
+                      "timestamp is not a finite number at frame 3"),
+    "actions as text": (set_column(DATA1, "action", lambda rows: [[str(x) for x in r] for r in rows],
+                                   pa.list_(pa.string())), "action: holds lists of string, not of numbers"),
     ".steplogs symlinked out": (steplogs_out, "outside the dataset"),
     "meta/episodes symlinked out (..)": (episodes_dir_out, "outside the dataset"),
 }
@@ -304,6 +331,15 @@ def test_train_refuses_a_lying_held_out_set_before_training(base, tmp_path, name
     r = invoke(["train", "--data", base, "--heldout", root, *VERBS["train"](root, tmp_path)[3:]])
     assert_refused(r, tmp_path, words)
     assert not (tmp_path / "ckpt").exists()
+
+
+@pytest.mark.parametrize("verb", ["eval-offline", "train"])
+def test_an_svg_in_place_of_a_video_is_refused_by_every_verb_that_decodes_it(base, tmp_path, verb):
+    """Before: an AttributeError traceback (FFmpeg reads the SVG as a stream it has no decoder for)."""
+    def svg(root, outside):
+        (root / VIDEO0).write_text('<svg xmlns="http://www.w3.org/2000/svg" width="96" height="96"></svg>')
+    root, _ = make(base, tmp_path, svg)
+    assert_refused(invoke(VERBS[verb](root, tmp_path)), tmp_path, "not a video this FFmpeg can decode")
 
 
 @pytest.mark.parametrize("verb", ["eval-offline", "replay", "view"])

@@ -287,3 +287,28 @@ def test_a_dataset_whose_video_path_points_outside_is_not_copied(tmp_path):
             not _outside_files_copied(tmp_path / f"view-{name}", secret)
         r = CliRunner().invoke(app, ["view", str(ds), "--out", str(tmp_path / f"cli-{name}")])
         assert r.exit_code == 2 and "Traceback" not in r.output, (name, r.output)
+
+
+@needs_chromium
+def test_a_nan_in_a_gui_recording_is_shown_marked_not_refused(gui_run, tmp_path):
+    """Before: one NaN (a step's timing) refused the whole report with "Out of range float values are
+    not JSON compliant". Now the report is written, every episode renders, and the value is marked."""
+    run = tmp_path / "run"
+    shutil.copytree(gui_run, run)
+    ep = list_gui_episodes(run)[1]
+    recs = [json.loads(line) for line in (ep / "steps.jsonl").read_text().splitlines()]
+    step = next(r for r in recs if r["type"] == "step")
+    step["timing"]["policy_ms"], step["action"]["point"] = float("nan"), [float("inf"), 500.0]
+    (ep / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))        # bare NaN, Infinity
+    result = CliRunner().invoke(app, ["view", str(run), "-o", str(tmp_path / "view")])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "not numbers (NaN or infinite)" in said and "episode 1 (2)" in said, said
+    dom = render(tmp_path / "view" / "index.html", "#open=all")
+    for i, p in enumerate(list_gui_episodes(run)):               # every episode rendered, the marked one too
+        cards = [a for _, a, _ in dom.find("figure", "step") if a.get("id", "").startswith(f"ep-{i}-s-")]
+        assert len(cards) == len(read_gui_episode(p)["steps"]) > 0, i
+    marks = dom.find("span", "bad-value")
+    assert len(marks) == 1 and "ep-1" in [a.get("id") for _, a in marks[0][2]], marks
+    assert dom.find("details", "bad-value") and "nan (bad value)" in (tmp_path / "view" / "episodes" /
+                                                                      "ep-000001.js").read_text()

@@ -26,17 +26,25 @@ def mcp(transport: str = typer.Option("stdio", "--transport", help="stdio | http
         allow_origin: Optional[list[str]] = typer.Option(None, "--allow-origin", help="http: a browser Origin "
                                                          "allowed to call the server (repeatable)"),
         allow_policy: Optional[list[str]] = typer.Option(None, "--allow-policy", help="policy specs clients may run "
-                                                         "beyond expert, random and the bundled ones: a prefix, e.g. "
-                                                         "remote:ws://10.0.0.5:8000 or openai: (repeatable)"),
+                                                         "beyond expert, random and the bundled ones: a server, e.g. "
+                                                         "remote:ws://10.0.0.5:8000 (it gets $EMBODIA_API_KEY), "
+                                                         "remote: (any server, sent no key), a scheme such as "
+                                                         "openai:, or one exact spec (repeatable)"),
         checkpoint_root: Optional[list[str]] = typer.Option(None, "--checkpoint-root", help="folder under which "
                                                             "clients may name checkpoints and replays (repeatable)"),
         memory_root: list[str] = typer.Option(["runs/memory"], "--memory-root", help="folder under which clients "
                                               "may name success memories (repeatable; --memory is always allowed)"),
+        file_root: Optional[list[str]] = typer.Option(None, "--file-root", help="folder under which clients may "
+                                                      "open files as devices: browser: pages (a path or file://) "
+                                                      "and mujoco: scenes (repeatable)"),
+        allow_page_origin: Optional[list[str]] = typer.Option(None, "--allow-page-origin", help="an http(s) origin "
+                                                              "(scheme://host[:port]) whose pages clients may open "
+                                                              "with browser: (repeatable)"),
         max_devices: int = typer.Option(8, "--max-devices", min=1, max=1024, help="devices open at once"),
         max_devices_per_client: int = typer.Option(2, "--max-devices-per-client", min=1, max=1024,
                                                    help="devices open at once per client address"),
         max_pixels: int = typer.Option(1024 * 1024, "--max-pixels", min=1, help="pixels per camera image a client "
-                                       "may ask for with open_device's size"),
+                                       "may ask for (open_device's size, a device URI's size=)"),
         max_steps: int = typer.Option(10_000, "--max-steps", min=1, help="the longest run_task episode a client "
                                       "may ask for"),
         idle_close: float = typer.Option(300.0, "--idle-close", min=1.0, help="seconds after which a device no "
@@ -45,7 +53,8 @@ def mcp(transport: str = typer.Option("stdio", "--transport", help="stdio | http
     """Serve devices and the agent as MCP tools (stdio for editors and chat apps; streamable HTTP)."""
     check_inputs(locals())
     from embodia.agent.serving.access import read_secret
-    from embodia.agent.serving.mcp import Allowed, McpLimits
+    from embodia.agent.serving.allowed import Allowed
+    from embodia.agent.serving.mcp import McpLimits
     from embodia.agent.serving.mcp import serve as serve_mcp
     try:
         token = read_secret(token_env, token_file) if transport == "http" else None
@@ -54,6 +63,7 @@ def mcp(transport: str = typer.Option("stdio", "--transport", help="stdio | http
                   limits=McpLimits(max_devices=max_devices,
                                    max_devices_per_client=min(max_devices_per_client, max_devices),
                                    max_pixels=max_pixels, max_steps=max_steps, idle_close_s=idle_close),
-                  allowed=Allowed(tuple(allow_policy or ()), tuple(checkpoint_root or ()), tuple(memory_root)))
+                  allowed=Allowed(tuple(allow_policy or ()), tuple(checkpoint_root or ()), tuple(memory_root),
+                                  tuple(file_root or ()), tuple(allow_page_origin or ())))
     except ValueError as e:
         fail(str(e))

@@ -251,10 +251,11 @@ def memory_held(memory: Optional[str]):
         yield
         return
     from embodia.memory import MemoryBusy
+    from embodia.memory.lock import LockRefused
     from embodia.memory.persist import writer
     try:
         w = writer(Path(memory))
-    except MemoryBusy as e:
+    except (MemoryBusy, LockRefused) as e:       # another writer; a lock that is no file of ours, a read-only folder
         fail(str(e))
     try:
         yield

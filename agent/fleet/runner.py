@@ -174,18 +174,50 @@ def placement_env() -> dict[str, str]:
     return {k: os.environ[k] for k in names if k in os.environ}
 
 
+# HTTP/2's client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS, a Ray Client
+# server) answers with a SETTINGS frame of its own (frame type 4, the 4th byte of a frame header)
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
-    """Fail in seconds on a HOST:PORT nobody listens on (ray.init would retry for minutes)."""
+    """Fail in seconds on a HOST:PORT nobody listens on, or where something other than a gRPC server
+    answers (a plain HTTP server held ray.init for over 3 minutes of retries). With RAY_USE_TLS the
+    handshake is TLS's, so only the connection is checked."""
     import socket
     host, _, port = address.split("://", 1)[-1].rpartition(":")
     if not host or not port.isdigit():
         return          # "auto" and the like: Ray resolves them
     try:
-        socket.create_connection((host, int(port)), timeout=timeout).close()
-    except OSError as e:
+        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+    except OSError as e:      # refused, unreachable, or no answer for `timeout` seconds
         raise FleetError(f"cannot reach the Ray cluster at {address}: {e}") from None
+    with sock:
+        if os.environ.get("RAY_USE_TLS", "").lower() in ("1", "true"):
+            return
+        head = _answer(sock, _H2_HELLO)
+    if len(head) < 9 or head[3] != 4:
+        said = " ".join(head.decode("ascii", "replace").split())[:60] if head else "nothing"
+        raise FleetError(f"{address} is not a Ray cluster: it answered {said!r}, not as a gRPC server (the Ray "
+                         f"head's GCS port, 6379 by default) does")
 
 
+def _answer(sock, hello: bytes) -> bytes:
+    """What a server says to ``hello`` within the socket's timeout: a frame header (9 bytes) and, when
+    it is not a SETTINGS frame, a little more to name it by; b"" or less when it says nothing."""
+    head = b""
+    try:
+        sock.sendall(hello)
+        while len(head) < 9:
+            chunk = sock.recv(9 - len(head))
+            if not chunk:
+                break
+            head += chunk
+        if len(head) == 9 and head[3] != 4:
+            sock.settimeout(0.5)
+            head += sock.recv(60)
+    except OSError:             # silent, or closed on us: what came so far is the answer
+        pass
+    return head
 
 
 # -- the worker actor -----------------------------------------------------------------------------------

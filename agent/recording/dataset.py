@@ -102,6 +102,10 @@ def list_column_to_numpy(col, dtype=np.float32) -> np.ndarray:
     if n == 0:
         width = col.type.list_size if pa.types.is_fixed_size_list(col.type) else 0
         return np.zeros((0, width), dtype)
+    if not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type) or pa.types.is_fixed_size_list(col.type)):
+        raise DatasetError(f"holds {col.type} values, not a list of numbers per frame")
+    if not (pa.types.is_integer(col.type.value_type) or pa.types.is_floating(col.type.value_type)):
+        raise DatasetError(f"holds lists of {col.type.value_type}, not of numbers")    # "0.5" would parse
     flat = pc.list_flatten(col).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
     if flat.size % n:
         raise DatasetError(f"list column has ragged rows ({flat.size} values over {n} rows)")
@@ -459,6 +463,8 @@ def decode_video(path: Path, *, start: float = 0.0, count: int | None = None, fp
     try:
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
+            if stream.codec_context is None:        # e.g. an SVG named .mp4: a stream FFmpeg cannot decode
+                raise DatasetError(f"{path}: not a video this FFmpeg can decode (a {container.format.name} file)")
             stream.codec_context.thread_count = threads
             if start > half:
                 container.seek(int(start / stream.time_base), stream=stream, backward=True, any_frame=False)

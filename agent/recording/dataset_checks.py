@@ -231,6 +231,10 @@ def check_rows(where, rows: list, n: int, total_frames: int | None, info_path) -
         seed = r.get("embodia/seed")
         if seed is not None and not (_is_int(seed) and seed >= 0):
             raise DatasetError(f"{where}: episode {r['episode_index']} embodia/seed {show(seed)} is not a seed")
+        for key in ("embodia/success", "embodia/interrupted"):    # "no" is a true string: it taught a success
+            if r.get(key) is not None and not isinstance(r[key], (bool, np.bool_)):
+                raise DatasetError(f"{where}: episode {r['episode_index']} {key} {show(r[key])} is not true, "
+                                   f"false or null")
     frames = sum(r["length"] for r in kept)
     if total_frames is not None and frames != total_frames:
         raise DatasetError(f"{info_path}: total_frames={total_frames} but the episode rows in {where} "
@@ -249,12 +253,33 @@ def check_arrays(where, i: int, ep: dict, features: dict) -> None:
         if bad.any():
             t = int(np.argwhere(bad)[0][0])
             raise DatasetError(f"{where}: episode {i} {key} has a non-finite value (NaN/inf) at frame {t}")
+    check_clock(where, i, ep)
     fs = ep.get("final_state")
     if fs is not None and not np.isfinite(fs).all():
         raise DatasetError(f"{where}: episode {i} embodia/final_state has a non-finite value (NaN/inf)")
     seed = ep.get("seed")
     if seed is not None and not (_is_int(seed) and seed >= 0):
         raise DatasetError(f"{where}: episode {i} seed {show(seed)} is not a seed")
+
+
+def check_clock(where, i: int, ep: dict) -> None:
+    """frame_index (whole numbers) and timestamp (finite) rise strictly from frame to frame: a
+    repeated frame, or a time going backwards, is not a recording of one episode."""
+    for key in ("frame_index", "timestamp"):
+        v = ep.get(key)
+        if v is None or len(v) == 0:
+            continue
+        v = np.asarray(v)
+        if key == "frame_index" and not np.issubdtype(v.dtype, np.integer):
+            raise DatasetError(f"{where}: episode {i} frame_index holds {v.dtype} values, not whole numbers")
+        if key == "timestamp" and not (np.issubdtype(v.dtype, np.number) and np.isfinite(v).all()):
+            t = int(np.argmax(~np.isfinite(v))) if np.issubdtype(v.dtype, np.number) else 0
+            raise DatasetError(f"{where}: episode {i} timestamp is not a finite number at frame {t}")
+        back = np.flatnonzero(np.diff(v) <= 0)
+        if back.size:
+            t = int(back[0]) + 1
+            raise DatasetError(f"{where}: episode {i} {key} does not rise at frame {t} ({show(v[t - 1].item())} "
+                               f"then {show(v[t].item())})")
 
 
 def check_stats(where, raw, features: dict) -> dict[str, dict[str, np.ndarray]]:

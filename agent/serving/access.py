@@ -4,16 +4,19 @@ On loopback only this machine's users reach the port. Beyond it anyone on the ne
 an MCP client there clicks and types on the desktop: so a server that listens beyond loopback
 needs a credential, and refuses to start without one (`require_credential`). The credential comes
 from an environment variable or a file (`read_secret`), never from the command line (which other
-users of the machine can read in the process list), and is compared in constant time.
+users of the machine can read in the process list), and is compared in constant time. A file must be
+the owner's alone (mode 600, no symlink) and a credential at least 16 characters long.
 
 >>> is_loopback("127.0.0.2"), is_loopback("localhost"), is_loopback("0.0.0.0")
 (True, True, False)
 """
 from __future__ import annotations
 
+import errno
 import hmac
 import ipaddress
 import os
+import stat
 from pathlib import Path
 
 
@@ -35,20 +38,56 @@ def is_wildcard(host: str) -> bool:
         return False
 
 
+MIN_SECRET = 16          # characters: a shorter credential is guessed over the network
+MAX_SECRET_FILE = 4096   # bytes read from a credential file at most (--token-file /dev/zero ran out of memory)
+
+
 def read_secret(env: str | None, file: str | Path | None) -> str | None:
     """The credential in ``file`` (its first line, stripped) or else in ``$env``; None when neither
-    gives one. ValueError (one line) for a file that cannot be read or holds no credential."""
+    gives one. ValueError (one line) for a file that cannot be read, is not a regular file (a
+    symlink, a FIFO, a device), is readable or writable by group or others, holds no credential, or
+    a credential shorter than 16 characters."""
     if file is not None:
-        try:
-            text = Path(file).read_text(encoding="utf-8").strip().splitlines()
-        except (OSError, UnicodeDecodeError) as e:
-            raise ValueError(f"cannot read the credential file {file}: {e.strerror if isinstance(e, OSError) else e}") \
-                from None
-        if not text or not text[0].strip():
-            raise ValueError(f"the credential file {file} is empty")
-        return text[0].strip()
-    value = os.environ.get(env) if env else None
-    return value.strip() if value and value.strip() else None
+        value = _first_line(Path(file))
+        where = f"the credential in {file}"
+    else:
+        value = os.environ.get(env) if env else None
+        value = value.strip() if value and value.strip() else None
+        where = f"${env}"
+    if value is not None and len(value) < MIN_SECRET:
+        raise ValueError(f"{where} is {len(value)} characters long: a credential needs at least {MIN_SECRET} "
+                         f"(e.g. openssl rand -hex 16)")
+    return value
+
+
+def _first_line(path: Path) -> str:
+    """The first line of a credential file that only its owner may read (see `read_secret`)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        why = "it is a symbolic link (name the file itself)" if e.errno == errno.ELOOP else e.strerror
+        raise ValueError(f"cannot read the credential file {path}: {why}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"the credential file {path} is not a regular file")
+        data = os.read(fd, MAX_SECRET_FILE + 1)
+    except OSError as e:
+        raise ValueError(f"cannot read the credential file {path}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_SECRET_FILE:
+        raise ValueError(f"the credential file {path} is over {MAX_SECRET_FILE} bytes: not a credential file")
+    try:
+        lines = data.decode("utf-8").strip().splitlines()
+    except UnicodeDecodeError:
+        raise ValueError(f"the credential file {path} is not UTF-8 text") from None
+    if not lines or not lines[0].strip():
+        raise ValueError(f"the credential file {path} is empty")
+    if st.st_mode & 0o077:
+        raise ValueError(f"the credential file {path} may be read or written by group or others (mode "
+                         f"{stat.S_IMODE(st.st_mode):o}): chmod 600 {path}")
+    return lines[0].strip()
 
 
 def require_credential(host: str, secret: str | None, how: str) -> None:

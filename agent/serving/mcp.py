@@ -24,6 +24,7 @@ holds the tools (one small factory each) and how they talk back to the client;
 >>> server.run("stdio")                                            # doctest: +SKIP
 """
 
+import dataclasses
 from contextlib import asynccontextmanager
 from typing import Optional
 
@@ -34,7 +35,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 from embodia.agent.loop.safety import SafetyGate
 from embodia.agent.serving.access import BearerAuth, is_loopback, is_wildcard, require_credential
 
-from embodia.agent.serving.mcp_session import Allowed, Hub, McpLimits
+from embodia.agent.serving.allowed import Allowed
+from embodia.agent.serving.mcp_session import Hub, McpLimits
 from embodia.agent.serving.mcp_tools import TOOLS, Setup, _confirm_model, _one_line_errors
 
 INSTRUCTIONS = (
@@ -50,7 +52,7 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
     ``limits``: what clients may take; ``allowed``: what they may name beyond devices."""
     SafetyGate(allow)                      # an unknown class fails now, not at the first risky action
     if memory:                             # the operator's own memory is always allowed
-        allowed = Allowed(allowed.policies, allowed.checkpoint_roots, (*allowed.memory_roots, memory))
+        allowed = dataclasses.replace(allowed, memory_roots=(*allowed.memory_roots, memory))
     setup = Setup(Hub(record_root, stateful, limits), allow, allowed, limits, memory, _confirm_model())
     server = MCPServer("embodia", instructions=INSTRUCTIONS,
                        lifespan=_lifespan(setup.hub, stateful, limits.idle_close_s))

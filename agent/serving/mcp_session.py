@@ -1,8 +1,9 @@
-"""The MCP server's device sessions (`embodia.agent.serving.mcp`): what a client may take and name
-(`McpLimits`, `Allowed`), one device opened for one client (`DeviceSession`, its episode the loop's
-own `EpisodeRun`), the sessions of all clients (`Hub`), and what crosses the wire about a device (an
-action validated as model replies are, an observation as MCP content). Nothing here knows the MCP
-tools; `embodia.agent.serving.mcp_tools` calls it."""
+"""The MCP server's device sessions (`embodia.agent.serving.mcp`): what a client may take
+(`McpLimits`; what it may name is `embodia.agent.serving.allowed`), one device opened for one
+client (`DeviceSession`, its episode the loop's own `EpisodeRun`), the sessions of all clients
+(`Hub`), and what crosses the wire about a device (an action validated as model replies are, an
+observation as MCP content). Nothing here knows the MCP tools; `embodia.agent.serving.mcp_tools`
+calls it."""
 
 import asyncio
 import json
@@ -20,7 +21,6 @@ from mcp.types import ImageContent, TextContent
 from embodia.agent.loop.core import EpisodeRun, episode_limit
 from embodia.agent.loop.episode import pass_gate
 from embodia.agent.loop.safety import SafetyGate
-from embodia.agent.recording.files import resolved_inside
 from embodia.devices import ActionError, GuiAction, check_chunk
 from embodia.memory.png import png_base64
 from embodia.policies.base import Policy, as_policy
@@ -44,43 +44,6 @@ class McpLimits:
     max_pixels: int = 1024 * 1024      # per camera image asked for with open_device's size
     max_steps: int = 10_000            # per run_task episode
     idle_close_s: float = IDLE_CLOSE_S
-
-
-@dataclass(frozen=True)
-class Allowed:
-    """What a client may name beyond devices, as the operator set it: policy specs starting with one of
-    ``policies`` (e.g. ``remote:ws://10.0.0.5:8000``), checkpoints and replays under ``checkpoint_roots``,
-    memory folders under ``memory_roots``. Everything else a client names is refused: the server
-    would otherwise connect to any address (``remote:``), or create folders anywhere it can write.
-    Paths are compared resolved (``..`` and symlinks followed)."""
-    policies: tuple[str, ...] = ()
-    checkpoint_roots: tuple[str, ...] = ()
-    memory_roots: tuple[str, ...] = ()
-
-    def policy(self, spec: str) -> None:
-        """Raise SessionError unless a client may run ``spec``."""
-        from embodia.agent.loop.factory import BUNDLED
-        if spec in ("expert", "random") or spec in BUNDLED or any(spec.startswith(p) for p in self.policies if p):
-            return
-        if spec.startswith(("remote:", "openai:")):
-            raise SessionError(f"policy {spec!r} is not allowed on this server (the operator allows more with "
-                               f"--allow-policy)")
-        path = spec.split(":", 1)[1].partition("#")[0] if spec.startswith(("actions:", "replay:", "hf:")) else spec
-        if resolved_inside(path, self.checkpoint_roots) is None:
-            raise SessionError(f"policy {spec!r}: {path} is not under the server's --checkpoint-root folders "
-                               f"({', '.join(self.checkpoint_roots) or 'none set'})")
-
-    def memory(self, path: str) -> str:
-        """The resolved memory folder a client named; SessionError outside the roots or not a folder."""
-        p = resolved_inside(path, self.memory_roots)
-        if p is None:
-            raise SessionError(f"memory {path}: not under the server's --memory-root folders "
-                               f"({', '.join(self.memory_roots) or 'none set'})")
-        if p.exists() and not p.is_dir():
-            raise SessionError(f"memory {path}: exists and is not a folder")
-        return str(p)
-
-
 
 
 # -- one device session ----------------------------------------------------------------------------
@@ -261,15 +224,30 @@ class Hub:
         s.used = time.monotonic()
         return s
 
-    def _reserve(self, key: str, client: str, size) -> None:
+    def _check_asked(self, uri: str, size) -> None:
+        """SessionError for a camera size (open_device's ``size``, the URI's ``size=``) over the pixel
+        cap, or an episode length (the URI's ``max_steps=``) over the step cap."""
+        from embodia.devices.registry import parse_uri
+        lim, query = self.limits, parse_uri(uri)[2]
+        for asked in (size, query.get("size")):
+            if asked is None:
+                continue
+            w, _, h = str(asked).strip().lower().partition("x")
+            try:
+                pixels = int(w) * int(h or w)
+            except ValueError:
+                raise SessionError(f"size {asked!r} must be WxH, e.g. 96x96") from None
+            if pixels > lim.max_pixels:
+                raise SessionError(f"size {asked}: {pixels} pixels per image, this server allows {lim.max_pixels}")
+        steps = query.get("max_steps")
+        if steps is not None and not (steps.strip().isdigit() and int(steps) <= lim.max_steps):
+            raise SessionError(f"max_steps={steps} in the URI: this server allows 1..{lim.max_steps}")
+
+    def _reserve(self, key: str, client: str, uri: str, size) -> None:
         """Count the device against the server's and the client's caps before it is built (two opens
         at once cannot both take the last place); SessionError when a cap or the size is exceeded."""
         lim = self.limits
-        if size is not None:
-            from embodia.devices.mujoco import parse_size
-            w, h = parse_size(size)
-            if w * h > lim.max_pixels:
-                raise SessionError(f"size {size}: {w * h} pixels per image, this server allows {lim.max_pixels}")
+        self._check_asked(uri, size)
         with self.lock:
             if key in self.clients:
                 what = self.sessions[key].uri if key in self.sessions else "a device"
@@ -283,7 +261,7 @@ class Hub:
             self.clients[key] = client
 
     def open(self, key: str, uri: str, *, shift=None, size=None, seed=None, client: str = "local") -> DeviceSession:
-        self._reserve(key, client, size)
+        self._reserve(key, client, uri, size)
         try:
             s = self._build(key, uri, shift, size, seed)
         except BaseException:
@@ -357,12 +335,15 @@ async def on_device(s: DeviceSession, fn):
 
 
 def run_task_episodes(s: DeviceSession, policy_spec, instruction, episodes, seed, max_steps, memory, gate, stop,
-              progress) -> dict:
-    """Episodes of a policy on the session's device (the manual episode is saved first)."""
+                      progress, credential: bool = True) -> dict:
+    """Episodes of a policy on the session's device (the manual episode is saved first).
+    ``credential``: whether the policy may send the operator's API key (False: a server the operator
+    did not name)."""
     from embodia.agent.loop.episode import run_episode
     from embodia.agent.loop.factory import make_policy, with_memory
     s.end_episode()
-    pol = make_policy(policy_spec, s.device)
+    # an empty key variable sends no key (None or the default would name $EMBODIA_API_KEY)
+    pol = make_policy(policy_spec, s.device, **({} if credential else {"api_key_env": ""}))
     steered = with_memory(pol, memory, s.uri, s.device) if memory else None
     seed = s.seed if seed is None else seed
     limit = episode_limit(s.device, max_steps)

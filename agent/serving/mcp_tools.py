@@ -18,8 +18,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 
 from embodia.agent.loop.safety import RiskRefused, SafetyGate, classify
+from embodia.agent.serving.allowed import AccessError, Allowed
 from embodia.agent.serving.mcp_session import (
-    Allowed,
     DeviceSession,
     Hub,
     McpLimits,
@@ -82,7 +82,7 @@ class Setup:
             return None
         try:
             return self.allowed.memory(path)
-        except SessionError as e:
+        except AccessError as e:
             raise ToolError(str(e)) from None
 
 
@@ -126,6 +126,7 @@ def _tool_open_device(setup: Setup):
         key = hub.key(ctx, session, new=True)
         client = _client_address(ctx)
         try:
+            setup.allowed.device(uri)
             s = await anyio.to_thread.run_sync(lambda: hub.open(key, uri, shift=shift, size=size, seed=seed,
                                                                 client=client))
         except (SessionError, ValueError, FileNotFoundError, ImportError, OSError, RuntimeError) as e:
@@ -199,15 +200,16 @@ def _tool_act(setup: Setup):
     return act
 
 
-def _check_run_task(setup: Setup, policy: str, episodes: int, max_steps: Optional[int]) -> None:
-    """Tool errors for what a client may not ask of ``run_task``."""
+def _check_run_task(setup: Setup, policy: str, episodes: int, max_steps: Optional[int]) -> bool:
+    """Tool errors for what a client may not ask of ``run_task``; True when the operator's credential
+    may go with the policy (a ``remote:`` server the operator named)."""
     if not 1 <= episodes <= 1000:
         raise ToolError("episodes must be in 1..1000")
     if max_steps is not None and not 1 <= max_steps <= setup.limits.max_steps:
         raise ToolError(f"max_steps must be in 1..{setup.limits.max_steps} (or left out: the task's own length)")
     try:
-        setup.allowed.policy(policy)
-    except SessionError as e:
+        return setup.allowed.policy(policy)
+    except AccessError as e:
         raise ToolError(str(e)) from None
 
 
@@ -264,7 +266,7 @@ def _tool_run_task(setup: Setup):
         max_steps per episode up to the server's limit (10000 unless its --max-steps says otherwise).
         Progress comes as progress notifications; cancelling stops the episode and saves it."""
         s = setup.session(ctx, session)
-        _check_run_task(setup, policy, episodes, max_steps)
+        credential = _check_run_task(setup, policy, episodes, max_steps)
         memory = setup.memory_path(memory) or setup.memory
         confirm, progress = _client_callbacks(ctx, setup.confirm)
         stop = threading.Event()
@@ -272,7 +274,8 @@ def _tool_run_task(setup: Setup):
         def work():
             with s.lock:
                 return run_task_episodes(s, policy, instruction, episodes, seed, max_steps, memory,
-                                 SafetyGate(setup.allow, confirm=confirm), stop, progress)
+                                         SafetyGate(setup.allow, confirm=confirm), stop, progress,
+                                         credential=credential)
         try:
             return await _until_done_or_cancelled(s, work, stop)
         except (ValueError, FileNotFoundError) as e:

@@ -254,6 +254,9 @@ def _episode_row(e: dict) -> str:
         bits.append(f'<span class="gate">{num(e["refused"])} refused by the gate</span>')
     if e.get("error"):
         bits.append(f'<span class="gate">{escape(str(e["error"]))}</span>')
+    if e.get("bad_values"):
+        bits.append(f'<span class="gate bad-value">{num(e["bad_values"])} values not numbers (NaN or infinite), '
+                    f'marked "(bad value)"</span>')
     inner = " ".join(bits)
     if not e.get("file"):
         return f'<div class="episode-row" id="ep-{index}">{inner}</div>'
@@ -261,14 +264,24 @@ def _episode_row(e: dict) -> str:
             f'<div class="body muted">opening...</div></details>')
 
 
-def _skipped(view: dict) -> str:
-    """The files the source named but the report did not copy (outside the source, or missing)."""
-    names = view.get("skipped") or []
+def _listed(names: list, cls: str, summary: str) -> str:
+    """A folded list on the page of what the report could not take as the source gave it."""
     if not names:
         return ""
     shown = "".join(f"<li>{escape(str(n))}</li>" for n in names[:20]) + ("<li>...</li>" if len(names) > 20 else "")
-    return (f'<details class="skipped gate"><summary>{len(names)} files named by the source were not copied '
-            f'(outside it, or missing)</summary><ul>{shown}</ul></details>')
+    return f'<details class="{cls} gate"><summary>{summary}</summary><ul>{shown}</ul></details>'
+
+
+def _skipped(view: dict) -> str:
+    """The files the source named but the report did not copy (outside the source, or missing)."""
+    names = view.get("skipped") or []
+    return _listed(names, "skipped", f"{len(names)} files named by the source were not copied (outside it, or missing)")
+
+
+def _bad(view: dict) -> str:
+    """Where the source held values that are not numbers (NaN, infinite): shown marked, listed here."""
+    return _listed(view.get("bad") or [], "bad-value", 'the source holds values that are not numbers (NaN or '
+                   'infinite): they are shown as "nan (bad value)"')
 
 
 def page_html(view: dict) -> str:
@@ -279,6 +292,6 @@ def page_html(view: dict) -> str:
     rows = "".join(_episode_row(e) for e in view["episodes"])
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>embodia view: {escape(view["title"])}</title>'
             f"<style>{CSS}</style></head><body><h1>{escape(view['title'])}</h1>"
-            f'<div class="src">{escape(view.get("source", ""))}</div>{_summary(view)}{_skipped(view)}'
+            f'<div class="src">{escape(view.get("source", ""))}</div>{_summary(view)}{_skipped(view)}{_bad(view)}'
             f'<div class="plots">{plots}</div><div class="episodes">{rows}</div>'
             f"<script>window.EMBODIA_VIEW = {data};</script><script>{JS}</script></body></html>")

@@ -16,6 +16,7 @@ PosixPath('runs/gui-sim-settings-view/index.html')
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -33,11 +34,12 @@ class ViewError(ValueError):
     """A source `embodia view` cannot read; the message says what it expected."""
 
 
-def build_view(source, out=None, skipped: list | None = None) -> Path:
+def build_view(source, out=None, skipped: list | None = None, bad: list | None = None) -> Path:
     """Write the report of ``source`` (a GUI recording, a LeRobot dataset, an eval report JSON, or a
     folder of GUI recordings such as `embodia mcp --record`'s) to ``out``; returns its index.html.
     ``skipped`` (a list) receives the files the source named that were not copied (outside it, or
-    missing)."""
+    missing); ``bad`` the places of values that are not numbers (NaN, infinite), which the report
+    shows marked instead of refusing the whole source."""
     src = Path(source)
     if not src.exists():
         raise ViewError(f"{src}: no such file or directory")
@@ -54,7 +56,12 @@ def build_view(source, out=None, skipped: list | None = None) -> Path:
         view = _dataset_view(src, out, skipped=skipped)
     else:
         view = _folder_view(src, out, skipped)
-    view["source"], view["skipped"] = str(src), skipped
+    places: list = []
+    view = marked(view, "", places)
+    places += [f"episode {e['index']} ({e['bad_values']})" for e in view["episodes"] if e.get("bad_values")]
+    if bad is not None:
+        bad += places
+    view["source"], view["skipped"], view["bad"] = str(src), skipped, places
     index = out / "index.html"
     index.write_text(page_html(view), encoding="utf-8")
     return index
@@ -91,9 +98,25 @@ def _write_episode(out: Path, index: int, data: dict) -> str:
     rel = f"episodes/ep-{index:06d}.js"
     path = out / rel
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = script_json(json.loads(json.dumps(data, default=_jsonable, allow_nan=False)))
+    bad: list = []
+    text = script_json(marked(json.loads(json.dumps(data, default=_jsonable)), "", bad))
     path.write_text(f"embodiaEpisode({index}, {text});\n", encoding="utf-8")
+    data["bad_values"] = len(bad)
     return rel
+
+
+def marked(v, where: str, bad: list):
+    """``v`` (plain JSON values) with every NaN or infinite number replaced by the text ``"nan (bad
+    value)"``: JSON has no NaN, and one such value in a shared recording refused the whole report.
+    ``bad`` receives each one's place (e.g. ``steps[3].timing.policy_ms``)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        bad.append(where or "value")
+        return f"{v} (bad value)"
+    if isinstance(v, dict):
+        return {k: marked(x, f"{where}.{k}" if where else str(k), bad) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [marked(x, f"{where}[{i}]", bad) for i, x in enumerate(v)]
+    return v
 
 
 def _jsonable(v):
@@ -134,6 +157,7 @@ def _gui_view(runs: list[Path], out: Path, rows: list | None = None, skipped: li
             file = _write_episode(out, i, data)
             err = (data["end_info"] or {}).get("error")
             rows.append({"index": i, "task": data["task"], "seed": data["seed"], "run": run.name,
+                         "bad_values": data["bad_values"],
                          "success": data["success"], "success_source": data["success_source"],
                          "steps": len(data["steps"]), "error": err, "file": file,
                          "memory_steps": sum(1 for s in data["steps"] if s.get("memory")),
@@ -215,6 +239,7 @@ def _dataset_view(src: Path, out: Path, rows: list | None = None, skipped: list 
                              "camera": vkey.rsplit(".", 1)[-1]}
         file = _write_episode(out, i, data)
         rows.append({"index": i, "task": ep["task"], "seed": ep["seed"], "success": ep["success"], "run": src.name,
+                     "bad_values": data["bad_values"],
                      "success_source": data["success_source"], "steps": int(ep["length"]),
                      "error": (ep["info"] or {}).get("error"), "file": file})
     return {"kind": "robot", "title": f"{emb.name}: {len(rows)} episodes", "episodes": rows, "plots": []}
