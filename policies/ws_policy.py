@@ -15,6 +15,7 @@ away or stops answering raises `PolicyServerError` instead of hanging.
 from __future__ import annotations
 
 import os
+from urllib.parse import urlsplit
 
 import numpy as np
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
@@ -48,6 +49,9 @@ class WebsocketPolicy(Policy):
                  timeout_s: float = 30.0, connect_timeout_s: float = 10.0):
         if not url.startswith(("ws://", "wss://")):
             raise ValueError(f"remote policy URL must start with ws:// or wss://, got {url!r}")
+        if "@" in urlsplit(url).netloc:       # ws://allowed@other/ connects to other, with the key
+            raise ValueError(f"remote policy URL {url!r} carries user-info (a name before '@'): "
+                             f"give the server's host and port only")
         self.url, self.api_key_env = url, api_key_env
         self.timeout_s, self.connect_timeout_s = timeout_s, connect_timeout_s
         self.embodiment = embodiment

@@ -260,6 +260,14 @@ print(json.dumps({"embodiment": meta["embodiment"], "actions": out["actions"].to
     assert np.array_equal(np.array(got["actions"], np.float32), want)
 
 
+def test_a_policy_server_url_with_user_info_is_refused_before_connecting(body):
+    """ws://allowed-host@attacker:port/ would connect to the attacker, carrying $EMBODIA_API_KEY."""
+    res = runner.invoke(app, ["run", "--policy", "remote:ws://10.0.0.5:8000@127.0.0.1:9/"])
+    assert res.exit_code == 2 and "carries user-info" in " ".join(res.output.split())
+    with pytest.raises(ValueError, match="must start with ws://"):
+        WebsocketPolicy("http://127.0.0.1:9")
+
+
 def test_a_missing_silent_or_vanished_server_is_a_clear_error_not_a_hang(tiny, body):
     from websockets.sync.server import serve
     port = free_port()
