@@ -119,7 +119,8 @@ def policy_reads(policy_spec: str) -> dict[str, str]:
     if policy_spec in STATE_ONLY or policy_spec.startswith("replay:"):
         return {"render": "0"}
     if policy_spec.startswith("lerobot:"):
-        return lerobot_reads(Path(policy_spec[len("lerobot:"):]).expanduser())
+        from embodia.policies.robot.lerobot import lerobot_dir
+        return lerobot_reads(lerobot_dir(policy_spec[len("lerobot:"):]))
     path = BUNDLED.get(policy_spec) or Path(policy_spec).expanduser()
     cfg = path / "config.json"
     if cfg.is_file():

@@ -116,6 +116,15 @@ def bundle(last: Path, init: Path, dest: Path, command: list[str]) -> dict:
         shutil.copy2(last / name, dest / name)
     shutil.rmtree(dest / "vlm", ignore_errors=True)
     shutil.copytree(init / "vlm", dest / "vlm")
+    # the folder it carries, named relative to itself (the LeRobot side reads <dir>/vlm; no path of this machine)
+    cfg = json.loads((dest / "config.json").read_text())
+    cfg["vlm_model_name"] = "vlm"
+    (dest / "config.json").write_text(json.dumps(cfg, indent=4) + "\n")
+    pre = json.loads((dest / "policy_preprocessor.json").read_text())
+    for step in pre.get("steps", []):
+        if "tokenizer_name" in step.get("config", {}):
+            step["config"]["tokenizer_name"] = "vlm"
+    (dest / "policy_preprocessor.json").write_text(json.dumps(pre, indent=2) + "\n")
     weights = (dest / "model.safetensors").read_bytes()
     facts = {"sha256": hashlib.sha256(weights).hexdigest(), "bytes": len(weights), "step": trained_step(last),
              "rebuild": " ".join(command)}

@@ -31,6 +31,15 @@ SETUP = (f'python3 -m venv {VENV} && {VENV}/bin/pip install "lerobot[smolvla,asy
          f'"websockets>=13" msgpack')
 
 
+def lerobot_dir(target: str) -> Path:
+    """The folder ``lerobot:<target>`` names: a path, or the name of a bundled one (``smolvla-mt6``)."""
+    from embodia.policies import BUNDLED_CHECKPOINTS
+    bundled = BUNDLED_CHECKPOINTS / target
+    if "/" not in target and (bundled / "bundle.json").is_file():
+        return bundled
+    return Path(target).expanduser()
+
+
 class LeRobotSideError(PolicyServerError):
     """The LeRobot side cannot be started or refused the directory (the message says why, in one line)."""
 
@@ -57,7 +66,7 @@ class LeRobotSide:
     def __init__(self, policy_dir: str | Path, embodiment: Embodiment | None, *, python: str | None = None,
                  timeout_s: float = 180.0, threads: int = 1):
         self.python = python or lerobot_python()
-        path = Path(policy_dir).expanduser()
+        path = lerobot_dir(str(policy_dir))
         if not path.is_dir():
             raise LeRobotSideError(f"{path}: not a directory (lerobot:<dir> takes a folder LeRobot saved)")
         self.log = tempfile.NamedTemporaryFile("w+b", prefix="embodia-lerobot-", suffix=".log", delete=False)
