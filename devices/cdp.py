@@ -22,8 +22,8 @@ are refused (``Browser.setDownloadBehavior`` deny): nothing lands in ~/Downloads
 
 Chromium is started by its keeper (`embodia.devices.chromium_keeper`), a small process that holds a
 pipe to embodia: when embodia exits, even by ``kill -9``, the keeper ends Chromium's process group
-(the renderer, GPU and zygote helpers with it) and removes the profile. `Chromium.close` does the
-same at once. A browser that exits or a socket that closes raises `DeviceLost`.
+(the renderer, GPU and zygote helpers with it) and removes the profile; a child forked from embodia
+drops its copy of that pipe, so it cannot keep the browser alive. `Chromium.close` does the same at once. A browser that exits or a socket that closes raises `DeviceLost`.
 """
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import weakref
 from collections import deque
 from typing import Any
 
@@ -150,6 +151,22 @@ class Page:
             self._ws.close()
 
 
+_LIVE: weakref.WeakSet = weakref.WeakSet()      # every Chromium of this process not yet closed
+
+
+def _forget_in_child() -> None:
+    """A child forked from embodia closes its copies of the keepers' pipes: held there, they would
+    keep a browser alive after embodia itself is gone (spawned children never get them)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    for chrome in list(_LIVE):      # the pipe's end replaced, not closed: its file object stays valid
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(null, chrome.keeper.stdin.fileno(), inheritable=False)
+    os.close(null)
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
 class Chromium:
     """A Chromium process with a private profile, driven over CDP (see the module doc).
     ``keeper`` is the keeper process, ``pid`` the browser's (and its process group's) id."""
@@ -160,6 +177,7 @@ class Chromium:
         self.port = 0
         self._gone: str | None = None
         self._pages: list[Page] = []
+        _LIVE.add(self)
 
     @classmethod
     def launch(cls, *, executable: str | None = None, headless: bool = True, size=(1280, 800),
@@ -231,6 +249,7 @@ class Chromium:
         for page in self._pages:
             page.close()
         self._pages.clear()
+        _LIVE.discard(self)
         with contextlib.suppress(OSError):
             self.keeper.stdin.close()
         try:

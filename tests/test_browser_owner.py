@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -100,3 +101,14 @@ def test_the_devtools_port_refuses_a_web_pages_websocket():
         with connect(browser_ws, open_timeout=10) as ws:         # embodia's own client: no Origin
             ws.send(json.dumps({"id": 1, "method": "Browser.getVersion"}))
             assert "product" in json.loads(ws.recv(timeout=10))["result"]
+
+
+def test_a_child_forked_from_embodia_does_not_keep_the_browser():
+    with Chromium.launch() as chrome:
+        fd = chrome.keeper.stdin.fileno()
+        pid = os.fork()
+        if pid == 0:                                   # the child: is the keeper's pipe still held here?
+            os._exit(1 if stat.S_ISFIFO(os.fstat(fd).st_mode) else 0)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, "a forked child holds the keeper's pipe"
+        assert chrome.why_gone() is None and stat.S_ISFIFO(os.fstat(fd).st_mode)     # the parent still does
