@@ -16,23 +16,33 @@ asks (`Page.events`).
 
 The browser is started with ``--remote-debugging-port=0`` (the kernel picks a free port) and a
 throw-away profile directory; Chromium writes the port it got to ``DevToolsActivePort`` in that
-directory. It runs in its own process group, so `Chromium.close` ends the renderer and GPU helper
-processes with it. A browser that exits or a socket that closes raises `DeviceLost`.
+directory. The port refuses a websocket that carries an ``Origin`` (a web page's, whatever its
+origin: there is no ``--remote-allow-origins``); embodia's own client sends none. A page's downloads
+are refused (``Browser.setDownloadBehavior`` deny): nothing lands in ~/Downloads.
+
+Chromium is started by its keeper (`embodia.devices.chromium_keeper`), a small process that holds a
+pipe to embodia: when embodia exits, even by ``kill -9``, the keeper ends Chromium's process group
+(the renderer, GPU and zygote helpers with it) and removes the profile; a child forked from embodia
+drops its copy of that pipe, so it cannot keep the browser alive. `Chromium.close` does the same at once. A browser that exits or a socket that closes raises `DeviceLost`.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
+import weakref
 from collections import deque
 from typing import Any
 
+from embodia.devices import chromium_keeper
 from embodia.devices.base import DeviceLost
 
 __all__ = ["CdpError", "Chromium", "Page", "find_chromium"]
@@ -57,7 +67,7 @@ def find_chromium() -> str | None:
 def chromium_args(port_dir: str, *, headless: bool, size: tuple[int, int]) -> list[str]:
     """The command line: a private profile, no first-run prompts, background work switched off
     (sync, component updates, translation), so a test or an agent sees only its own page's work."""
-    args = [f"--user-data-dir={port_dir}", "--remote-debugging-port=0", "--remote-allow-origins=*",
+    args = [f"--user-data-dir={port_dir}", "--remote-debugging-port=0",
             "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
             "--disable-component-update", "--disable-sync", "--disable-features=Translate,MediaRouter",
             "--disable-extensions", "--mute-audio", "--password-store=basic", "--use-mock-keychain",
@@ -141,12 +151,33 @@ class Page:
             self._ws.close()
 
 
-class Chromium:
-    """A Chromium process with a private profile, driven over CDP (see the module doc)."""
+_LIVE: weakref.WeakSet = weakref.WeakSet()      # every Chromium of this process not yet closed
 
-    def __init__(self, proc: subprocess.Popen, profile: str, port: int, stderr_path: str):
-        self.proc, self.profile, self.port, self._stderr_path = proc, profile, port, stderr_path
+
+def _forget_in_child() -> None:
+    """A child forked from embodia closes its copies of the keepers' pipes: held there, they would
+    keep a browser alive after embodia itself is gone (spawned children never get them)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    for chrome in list(_LIVE):      # the pipe's end replaced, not closed: its file object stays valid
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(null, chrome.keeper.stdin.fileno(), inheritable=False)
+    os.close(null)
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+class Chromium:
+    """A Chromium process with a private profile, driven over CDP (see the module doc).
+    ``keeper`` is the keeper process, ``pid`` the browser's (and its process group's) id."""
+
+    def __init__(self, keeper: subprocess.Popen, profile: str, stderr_path: str):
+        self.keeper, self.profile, self._stderr_path = keeper, profile, stderr_path
+        self.pid: int | None = None
+        self.port = 0
+        self._gone: str | None = None
         self._pages: list[Page] = []
+        _LIVE.add(self)
 
     @classmethod
     def launch(cls, *, executable: str | None = None, headless: bool = True, size=(1280, 800),
@@ -156,55 +187,80 @@ class Chromium:
             raise FileNotFoundError("browser: Chromium is not installed (Debian: apt-get install chromium)")
         profile = tempfile.mkdtemp(prefix="embodia-chromium-")
         err_path = os.path.join(profile, "stderr.log")
+        env = dict(os.environ if env is None else env, TMPDIR=os.path.join(profile, "tmp"))
+        os.mkdir(env["TMPDIR"])          # Chromium's own temp files (its singleton socket) go with the profile
+        cmd = [sys.executable, "-I", chromium_keeper.__file__, profile, exe,
+               *chromium_args(profile, headless=headless, size=size)]
         with open(err_path, "wb") as err:
-            proc = subprocess.Popen([exe, *chromium_args(profile, headless=headless, size=size)],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                    env=env, start_new_session=True)
+            keeper = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
+                                      start_new_session=True)
+        chrome = cls(keeper, profile, err_path)
         try:
-            port = cls._wait_port(proc, profile, err_path)
+            chrome._wait_started()
         except BaseException:
-            _end_group(proc)
-            shutil.rmtree(profile, ignore_errors=True)
+            chrome.close()
             raise
-        return cls(proc, profile, port, err_path)
+        return chrome
 
-    @staticmethod
-    def _wait_port(proc, profile: str, err_path: str) -> int:
-        """The DevTools port Chromium writes to ``DevToolsActivePort`` (first line) once it listens."""
-        path = os.path.join(profile, "DevToolsActivePort")
+    def _wait_started(self) -> None:
+        """The browser's process id (the keeper's first line), then the DevTools port Chromium
+        writes to ``DevToolsActivePort`` (first line) once it listens."""
+        path = os.path.join(self.profile, "DevToolsActivePort")
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise DeviceLost(f"browser: Chromium exited at start (code {proc.returncode}): "
-                                 f"{_last_error(err_path)}")
+            if self.pid is None and select.select([self.keeper.stdout], [], [], 0.05)[0]:
+                line = self.keeper.stdout.readline().decode(errors="replace").strip()
+                if line.isdigit():
+                    self.pid = int(line)
+                else:
+                    self._gone = _exit_reason(line)
+            if self._gone or self.why_gone():
+                raise DeviceLost(f"browser: {self._gone} at start: {_last_error(self._stderr_path)}")
             with contextlib.suppress(OSError, ValueError), open(path) as f:
-                return int(f.readline().strip())
+                self.port = int(f.readline().strip())
+                return
             time.sleep(0.05)
         raise DeviceLost(f"browser: Chromium did not open its DevTools port within {START_TIMEOUT_S:.0f} s")
 
-    def why_gone(self) -> str | None:
-        """Why the browser cannot be driven any more (it exited), or None while it runs."""
-        if self.proc.poll() is None:
-            return None
-        return f"Chromium exited (code {self.proc.returncode})"
+    def why_gone(self, wait_s: float = 0.0) -> str | None:
+        """Why the browser cannot be driven any more (it exited), or None while it runs; waits up
+        to ``wait_s`` for the keeper's word (a socket that just closed: the exit is on its way)."""
+        if self._gone is None and self.pid is not None:
+            if select.select([self.keeper.stdout], [], [], wait_s)[0]:
+                self._gone = _exit_reason(self.keeper.stdout.readline().decode(errors="replace").strip())
+        return self._gone
 
     def page(self) -> Page:
-        """A websocket to the browser's first page tab (the one it opened at start)."""
+        """A websocket to the browser's first page tab (the one it opened at start); downloads
+        are refused from then on, in every tab."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/json/list", timeout=10) as r:
             targets = json.loads(r.read())
         pages = [t for t in targets if t.get("type") == "page" and t.get("webSocketDebuggerUrl")]
         if not pages:
             raise DeviceLost("browser: Chromium shows no page tab")
-        page = Page(pages[0]["webSocketDebuggerUrl"], alive=self.why_gone)
+        page = Page(pages[0]["webSocketDebuggerUrl"], alive=lambda: self.why_gone(1.0))
         self._pages.append(page)
+        page.call("Browser.setDownloadBehavior", behavior="deny")
         return page
 
     def close(self) -> None:
-        """Close the sockets, end the browser and every process it started, remove the profile."""
+        """Close the sockets, end the browser and every process it started, remove the profile:
+        the keeper does it when its pipe closes (see the module doc)."""
         for page in self._pages:
             page.close()
         self._pages.clear()
-        _end_group(self.proc)
+        _LIVE.discard(self)
+        with contextlib.suppress(OSError):
+            self.keeper.stdin.close()
+        try:
+            self.keeper.wait(15)
+        except subprocess.TimeoutExpired:        # a keeper that hung: end everything here
+            self.keeper.kill()
+            if self.pid is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.pid, signal.SIGKILL)
+            self.keeper.wait(5)
+        self.keeper.stdout.close()
         shutil.rmtree(self.profile, ignore_errors=True)
 
     def __enter__(self):
@@ -215,20 +271,12 @@ class Chromium:
         return False
 
 
-def _end_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
-    """SIGTERM the browser alone first: it shuts down its renderer, GPU and zygote helpers and
-    reaps them (killed together, they would stay zombies where PID 1 reaps nothing, as in a
-    container); then SIGKILL whatever is left of its process group, and reap the browser."""
-    with contextlib.suppress(ProcessLookupError):
-        proc.terminate()
-    try:
-        proc.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        pass
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)     # helpers that outlived the browser, or a browser that hung
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(grace_s)
+def _exit_reason(line: str) -> str:
+    """The keeper's ``exited CODE`` line (nothing: the keeper itself is gone) in words."""
+    what = line.removeprefix("exited").strip()
+    if not line:
+        return "Chromium's keeper exited"
+    return f"Chromium exited (code {what})" if what.lstrip("-").isdigit() else f"Chromium exited ({what})"
 
 
 def _last_error(err_path: str) -> str:

@@ -231,7 +231,7 @@ def _alive(pgid: int) -> list[str]:
 
 def test_close_ends_chromium_and_its_helpers(site):
     dev = open_browser(f"{site}/form.html")
-    pgid = dev.chrome.proc.pid
+    pgid = dev.chrome.pid
     profile = dev.chrome.profile
     assert len(_alive(pgid)) >= 2                    # the browser and its renderer, zygote, GPU helpers
     dev.close()
@@ -247,8 +247,8 @@ def test_a_killed_browser_is_a_lost_device_and_the_episode_is_saved(site, tmp_pa
         rec = GuiRecorder(tmp_path / "rec", dev.embodiment)
 
         def kill(t, *_):                  # the browser dies after the first step
-            os.killpg(dev.chrome.proc.pid, signal.SIGKILL)
-            dev.chrome.proc.wait(5)
+            os.killpg(dev.chrome.pid, signal.SIGKILL)
+            assert dev.chrome.why_gone(5)
 
         r = run_episode(dev, GuiReplayPolicy([GuiAction("click", element=pear)] * 3), recorder=rec, on_step=kill)
         assert r.error.startswith("DeviceLost") and "Chromium exited" in r.error and r.steps == 1

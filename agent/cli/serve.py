@@ -29,6 +29,10 @@ def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "-
                                                     "environment variable (default: $EMBODIA_API_KEY if set)"),
           api_key_file: Optional[str] = typer.Option(None, "--api-key-file", help="require the key in this file "
                                                      "(its first line) instead"),
+          client_tokens_file: Optional[str] = typer.Option(None, "--client-tokens-file", help="clients' own "
+                                                           "tokens, 'NAME TOKEN' a line: a client sending its "
+                                                           "token in X-Embodia-Client counts as itself, not as "
+                                                           "its host range (all of loopback is one)"),
           memory: Optional[str] = typer.Option(None, "--memory", help="success memory directory: steer with it "
                                                "and add every reported success (saved at once and at exit)"),
           max_message_mb: float = typer.Option(16.0, "--max-message-mb", help="larger messages close the "
@@ -46,7 +50,7 @@ def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "-
     import os
     import signal
 
-    from embodia.agent.serving.access import read_secret, require_credential
+    from embodia.agent.serving.access import read_client_tokens, read_secret, require_credential
     from embodia.agent.serving.connections import server_labeler
     from embodia.agent.serving.server import MEMORY_TOKEN_ENV, PolicyServer
     from embodia.policies.ws_policy import DEFAULT_KEY_ENV
@@ -55,6 +59,7 @@ def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "-
         if api_key_env and not key:
             fail(f"--api-key-env {api_key_env}: ${api_key_env} is not set")
         require_credential(host, key, f"an API key in ${DEFAULT_KEY_ENV}, --api-key-env or --api-key-file")
+        clients = read_client_tokens(client_tokens_file) if client_tokens_file else None
     except ValueError as e:
         fail(str(e))
     log_connections()
@@ -66,7 +71,7 @@ def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "-
                                   memory_token=os.environ.get(MEMORY_TOKEN_ENV),
                                   memory=steered.memory if memory else None,
                                   namespace=steered.namespace if memory else None,
-                                  max_message_bytes=int(max_message_mb * 2 ** 20))
+                                  max_message_bytes=int(max_message_mb * 2 ** 20), client_tokens=clients)
         except ValueError as e:
             fail(str(e))
 

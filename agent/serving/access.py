@@ -62,6 +62,11 @@ def read_secret(env: str | None, file: str | Path | None) -> str | None:
 
 def _first_line(path: Path) -> str:
     """The first line of a credential file that only its owner may read (see `read_secret`)."""
+    return _lines(path)[0].strip()
+
+
+def _lines(path: Path) -> list[str]:
+    """The lines of a credential file that only its owner may read (see `read_secret`); at least one."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as e:
@@ -87,7 +92,53 @@ def _first_line(path: Path) -> str:
     if st.st_mode & 0o077:
         raise ValueError(f"the credential file {path} may be read or written by group or others (mode "
                          f"{stat.S_IMODE(st.st_mode):o}): chmod 600 {path}")
-    return lines[0].strip()
+    return lines
+
+
+CLIENT_HEADER = "X-Embodia-Client"     # a client's own token (`read_client_tokens`), beside the shared key
+
+
+def read_client_tokens(file: str | Path) -> dict[str, str]:
+    """``embodia serve --client-tokens-file``: one ``NAME TOKEN`` a line (a credential file, as in
+    `read_secret`); {token: name}. A client that sends its token in the ``X-Embodia-Client`` header
+    is counted as itself, wherever it connects from, instead of as its host range (`host_range`).
+    ValueError (one line) for a line that is not a name and a token, a token under 16 characters,
+    or a name or token given twice."""
+    out: dict[str, str] = {}
+    for n, line in enumerate(_lines(Path(file)), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 2:
+            raise ValueError(f"{file}, line {n}: expected 'NAME TOKEN', got {len(parts)} words")
+        name, token = parts
+        if len(token) < MIN_SECRET:
+            raise ValueError(f"{file}, line {n}: the token of {name!r} is {len(token)} characters long; a "
+                             f"token needs at least {MIN_SECRET} (e.g. openssl rand -hex 16)")
+        if token in out or name in out.values():
+            raise ValueError(f"{file}, line {n}: {name!r} or its token is given twice")
+        out[token] = name
+    return out
+
+
+def host_range(address: str) -> str:
+    """The range a client address is counted in by `embodia serve` (its places and its turns): an
+    IPv4 /24 or an IPv6 /64 (one machine can hold many addresses in it), and every loopback address
+    one range, ``loopback`` (a process here may bind any of 127.0.0.0/8). A client named by its
+    own token (`read_client_tokens`) is counted as itself instead.
+
+    >>> host_range("192.168.4.17"), host_range("127.0.0.9"), host_range("::1"), host_range("2001:db8:1:2::5")
+    ('192.168.4.0/24', 'loopback', 'loopback', '2001:db8:1:2::/64')
+    """
+    try:
+        ip = ipaddress.ip_address(address.split("%")[0].strip("[]"))
+    except ValueError:
+        return address
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_loopback:
+        return "loopback"
+    return str(ipaddress.ip_network(f"{ip}/{24 if ip.version == 4 else 64}", strict=False))
 
 
 def require_credential(host: str, secret: str | None, how: str) -> None:

@@ -1,7 +1,8 @@
 """The policy server's connections (`embodia.agent.serving.server`): each connection's episode over
 the shared model (`ConnectionSession`: its own sampler, history, memory credit and ``--success``
-label), and the one worker thread that runs every model call, taking turns between client addresses
-(`FairWorker`), so an address with many connections gets no more turns than one with a single one."""
+label), and the one worker thread that runs every model call, taking turns between clients (host
+ranges or named clients, `embodia.agent.serving.access.host_range`; `FairWorker`), so a client with
+many connections gets no more turns than one with a single one, and a full queue sheds the heaviest."""
 from __future__ import annotations
 
 import copy
@@ -146,9 +147,9 @@ class ConnectionSession:
 
 
 class FairWorker:
-    """One thread that runs calls one at a time, taking turns between keys (client addresses): the
-    next call is the oldest of the first address in line, and an address just served goes behind
-    every address that was waiting. So an address with many connections gets no more turns than
+    """One thread that runs calls one at a time, taking turns between keys (clients: host ranges or
+    named clients): the next call is the oldest of the first key in line, and a key just served goes
+    behind every key that was waiting. So a client with many connections gets no more turns than
     one with a single connection, and a client waits at most about one other decision. The thread
     picks the next call itself, the moment the last one ends (no trip through the event loop)."""
 
@@ -163,6 +164,23 @@ class FairWorker:
             self._lines.setdefault(key, deque()).append((f, fn, args))
             self._cv.notify()
         return f
+
+    def shed(self, key: str, error: Exception) -> bool:
+        """Make room for one call of ``key`` in a full queue: the newest waiting call of the key
+        with the most calls waiting fails with ``error``, if that key holds more than ``key`` does
+        (a light client is not refused because heavy ones filled the queue). False: ``key`` is
+        the heaviest itself (or nothing waits), so its new call is the one to refuse."""
+        with self._cv:
+            mine = len(self._lines.get(key, ()))
+            heavy = max(self._lines, key=lambda k: len(self._lines[k]), default=None)
+            if heavy is None or heavy == key or len(self._lines[heavy]) <= mine:
+                return False
+            f = self._lines[heavy].pop()[0]
+            if not self._lines[heavy]:
+                del self._lines[heavy]
+        if f.set_running_or_notify_cancel():
+            f.set_exception(error)
+        return True
 
     def _next(self):
         with self._cv:

@@ -23,9 +23,11 @@ class Limits:
     ``max_abs``: the bound on a state or action value where the embodiment gives none;
     ``max_steps``: executed steps an episode_end may carry; ``max_queue``: model calls waiting
     before new ones are refused; ``stall_s``: a model call running longer makes /healthz fail;
-    ``max_connections`` (``_per_peer``: from one address, below it so that one address cannot
-    hold every place): more are refused at the handshake (503); ``idle_s``: a connection that sends
-    no request for this long is closed, even if it answers pings (idle ones held places for ever)."""
+    ``max_connections`` (``_per_peer``: from one client, a host range or a client named by its token,
+    below it so that one client cannot hold every place; 8 loopback addresses took all 256 when it
+    counted addresses): more are refused at the handshake (503); ``idle_s``: a connection that sends
+    no valid request for this long is closed, even if it answers pings or sends junk (idle ones held
+    places for ever)."""
     max_prompt_chars: int = 2000
     max_prompt_tokens: int = 256
     max_abs: float = 1e4

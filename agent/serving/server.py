@@ -53,16 +53,22 @@ Messages are msgpack maps, numpy arrays encoded as openpi-client encodes them (`
   handshake without ``Authorization: Api-Key <key>`` (as openpi-client sends it) gets HTTP 401.
 
 Each connection is a session of its own (sampler seed, executed-step history, memory credit) over
-one shared model. Model calls and memory updates run one at a time on one worker thread, taking
-turns between client addresses (`FairWorker`; in arrival order within one address): an address with
-many connections gets no more turns than one with a single connection, so a client waits about one
-bounded decision (``Limits.max_prompt_tokens``) per other address ahead of it. A ``--success`` label (a judge's
+one shared model. A connection counts as its client: the client its ``X-Embodia-Client`` token
+names (``--client-tokens-file``, `embodia.agent.serving.access.read_client_tokens`; an unknown token
+gets HTTP 401), else its host range (an IPv4 /24, an IPv6 /64; **every loopback address is one
+range**, so processes on this machine share one client's places and turns unless a token names
+them). Model calls and memory updates run one at a time on one worker thread, taking turns between
+clients (`FairWorker`; in arrival order within one): a client with many connections or addresses
+gets no more turns than one with a single connection, so a client waits about one bounded decision
+(``Limits.max_prompt_tokens``) per other client ahead of it. A ``--success`` label (a judge's
 HTTP call or generate, up to its timeout) is asked on a thread of its own, so it holds up only the
 connection whose episode it labels; the memory write it decides then takes its turn on the worker.
-With more than ``Limits.max_queue`` calls waiting a request is refused ("busy") instead of queued. Connections
-beyond ``Limits.max_connections`` (``max_connections_per_peer`` from one address) are refused at
-the handshake (503), a connection that keeps sending refused messages is slowed down, and one that
-sends no request for ``Limits.idle_s`` is closed (answering pings does not keep it). `embodia serve`
+With ``Limits.max_queue`` calls waiting, the client holding the most of them is refused ("busy"; its
+newest waiting call, or the new one if it is that client's), not a light client. Connections beyond
+``Limits.max_connections`` (``max_connections_per_peer`` from one client) are refused at the
+handshake (503), a connection that keeps sending refused messages is slowed down, and one that
+sends no valid request for ``Limits.idle_s`` is closed (answering pings or sending refused messages
+does not keep it; a "busy" refusal does, the request was valid). `embodia serve`
 beyond loopback refuses to start without an API key.
 
 Three files: this one serves (the handshake, each connection's messages, the worker's turns);
@@ -88,7 +94,7 @@ from pathlib import Path
 from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
 
-from embodia.agent.serving.access import same_secret
+from embodia.agent.serving.access import CLIENT_HEADER, host_range, same_secret
 
 from embodia.agent.serving.connections import ClientBody, ConnectionSession, FairWorker
 from embodia.agent.serving.messages import Limits, read_observation, read_steps
@@ -100,6 +106,7 @@ from embodia.policies.ws_policy import MEMORY_TOKEN_ENV
 
 log = logging.getLogger("embodia.serve")
 MAX_MESSAGE_MB = 16.0
+BUSY = "busy"             # a refusal for load, not for the message: it keeps the connection's idle clock
 BYTES_PER_TOKEN = 8        # no tokenizer we serve averages more UTF-8 bytes per token (English: ~4)
 
 
@@ -111,7 +118,7 @@ class PolicyServer:
     def __init__(self, policy, embodiment: Embodiment, *, spec: str = "", memory=None, memory_path=None,
                  namespace: str | None = None, api_key: str | None = None, memory_token: str | None = None,
                  max_message_bytes: int = int(MAX_MESSAGE_MB * 2 ** 20), limits: Limits = Limits(),
-                 labeler=None):
+                 labeler=None, client_tokens: dict[str, str] | None = None):
         if embodiment.is_gui:
             raise ValueError(f"embodia serve serves robot policies; {embodiment.name!r} is a GUI body")
         if memory is not None and (memory_path is None or namespace is None):
@@ -120,6 +127,7 @@ class PolicyServer:
         self.exec_horizon = exec_steps(as_policy(policy), embodiment)   # actions a client runs per chunk
         self.memory, self.memory_path, self.namespace = memory, memory_path, namespace
         self.api_key = api_key or None
+        self.client_tokens = dict(client_tokens or {})     # token -> client name (`read_client_tokens`)
         self.memory_token = memory_token or None      # None: memory writes from clients are off
         self.limits = limits
         self.max_message_bytes = int(max_message_bytes)
@@ -137,7 +145,7 @@ class PolicyServer:
         # the policy's own token count of a prompt, if it has a tokenizer (what its cost grows with)
         counter = as_policy(policy)     # None: no tokenizer, so prompts are bounded in characters only
         self._count_tokens = counter.prompt_tokens if counter.prompt_tokens("") is not None else None
-        self._conns: dict[str, int] = {}   # open connections per peer address (event-loop thread only)
+        self._conns: dict[str, int] = {}   # open connections per client (event-loop thread only)
         self._busy_since: float | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -214,11 +222,15 @@ class PolicyServer:
                                           f"stalled: a model call has run for {time.monotonic() - busy:.0f} s "
                                           f"(limit {self.limits.stall_s:g} s)\n")
             return connection.respond(HTTPStatus.OK, "OK\n")
-        peer = connection.remote_address[0] if connection.remote_address else "?"
+        who = self._who(connection.remote_address, request.headers)
+        if who is None:
+            log.warning("refused %s: unknown client token", connection.remote_address)
+            return connection.respond(HTTPStatus.UNAUTHORIZED, f"unknown client token in {CLIENT_HEADER}\n")
         if sum(self._conns.values()) >= self.limits.max_connections or \
-                self._conns.get(peer, 0) >= self.limits.max_connections_per_peer:
-            log.warning("refused %s: too many connections", connection.remote_address)
-            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections; retry later\n")
+                self._conns.get(who, 0) >= self.limits.max_connections_per_peer:
+            log.warning("refused %s: too many connections from %s", connection.remote_address, who)
+            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, f"too many connections from {who}; "
+                                      f"retry later\n")
         if self.api_key is not None:
             sent = request.headers.get("Authorization", "")
             if not same_secret(sent, f"Api-Key {self.api_key}"):
@@ -227,20 +239,31 @@ class PolicyServer:
                                           "missing or wrong API key (send 'Authorization: Api-Key <key>')\n")
         return None
 
+    def _who(self, address, headers) -> str | None:
+        """Whom a connection counts as (its places, its turns): the client its token names, else its
+        host range (`host_range`: all of loopback is one); None: a token this server does not know."""
+        sent = headers.get(CLIENT_HEADER)
+        if sent is None:
+            return host_range(address[0]) if address else "?"
+        return next((f"client {name}" for token, name in self.client_tokens.items() if same_secret(sent, token)),
+                    None)
+
     async def _handle(self, ws) -> None:
         session, prev_ms = ConnectionSession(self), None
         session.peer = "%s:%s" % tuple(ws.remote_address[:2]) if ws.remote_address else "?"
-        host = session.host = ws.remote_address[0] if ws.remote_address else "?"
-        self._conns[host] = self._conns.get(host, 0) + 1
-        log.info("connection from %s", ws.remote_address)
+        who = session.host = self._who(ws.remote_address, ws.request.headers) or "?"
+        self._conns[who] = self._conns.get(who, 0) + 1
+        log.info("connection from %s (%s)", ws.remote_address, who)
         try:
             await ws.send(packb(self.metadata))
-            errors = 0
+            errors, valid_at = 0, time.monotonic()
             while True:
+                # only a valid message keeps a connection: pings and refused messages do not
+                left = self.limits.idle_s - (time.monotonic() - valid_at)
                 try:
-                    frame = await asyncio.wait_for(ws.recv(), self.limits.idle_s)
-                except TimeoutError:        # pings answered or not: an idle connection gives its place back
-                    log.info("closing %s: no request for %g s", ws.remote_address, self.limits.idle_s)
+                    frame = await asyncio.wait_for(ws.recv(), max(left, 0.0))
+                except TimeoutError:        # an idle connection gives its place back
+                    log.info("closing %s: no valid request for %g s", ws.remote_address, self.limits.idle_s)
                     await ws.close(1000, f"idle for {self.limits.idle_s:g} s")
                     break
                 t0 = time.perf_counter()
@@ -249,6 +272,8 @@ class PolicyServer:
                     reply["server_timing"]["prev_total_ms"] = prev_ms
                 await ws.send(packb(reply))
                 prev_ms = (time.perf_counter() - t0) * 1e3
+                if "error" not in reply or reply["error"].startswith(BUSY):
+                    valid_at = time.monotonic()
                 # a connection that keeps sending refused messages waits longer each time (up to
                 # 0.5 s), so its flood cannot crowd the event loop; one good request resets it
                 errors = errors + 1 if "error" in reply else 0
@@ -263,9 +288,9 @@ class PolicyServer:
                     await self._run(session, session.close_episode, label)
                 except Exception:      # noqa: BLE001 - a failed label must not take the server down
                     log.exception("labelling the episode of a closed connection failed")
-            self._conns[host] -= 1
-            if not self._conns[host]:
-                del self._conns[host]
+            self._conns[who] -= 1
+            if not self._conns[who]:
+                del self._conns[who]
 
     async def _answer(self, session: ConnectionSession, frame) -> dict:
         try:
@@ -364,9 +389,13 @@ class PolicyServer:
 
     async def _run(self, session: ConnectionSession, fn, *args):
         """``fn(*args)`` on the model's worker thread, and how long it waited and ran (calls take
-        turns between client addresses, `FairWorker`); refused when too many calls are waiting."""
-        if self._queued >= self.limits.max_queue:
-            raise ValueError(f"busy: {self._queued} requests are waiting for the model; retry later")
+        turns between clients, `FairWorker`). With ``max_queue`` calls waiting the client holding
+        the most of them is refused: its newest waiting call, or this one if that client is this one."""
+        if self._queued >= self.limits.max_queue and not self._worker.shed(
+                session.host, ValueError(f"{BUSY}: the model's queue is full and {session.host} holds the most "
+                                         f"of it; retry later")):
+            raise ValueError(f"{BUSY}: {self._queued} requests are waiting for the model and {session.host} "
+                             f"holds the most of them; retry later")
         self._queued += 1
         try:
             return await asyncio.wrap_future(self._worker.submit(session.host, self._timed, time.perf_counter(),
