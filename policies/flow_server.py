@@ -88,14 +88,20 @@ class FlowServer:
         generator = self.served.generator()
         try:
             await ws.send(wire.packb(self.metadata))
+            valid, errors = time.monotonic(), 0        # idle means no valid request: junk does not hold a place
             while True:
                 try:
-                    frame = await asyncio.wait_for(ws.recv(), self.idle_s)
+                    frame = await asyncio.wait_for(ws.recv(), max(0.0, valid + self.idle_s - time.monotonic()))
                 except TimeoutError:
-                    await ws.close(1000, f"idle for {self.idle_s:g} s")
+                    await ws.close(1000, f"no valid request for {self.idle_s:g} s")
                     return
                 reply = await self.answer(frame, generator)
                 await ws.send(wire.packb(reply))
+                errors = errors + 1 if "error" in reply else 0
+                if errors:      # a flood of refused messages waits longer each time (up to 0.5 s)
+                    await asyncio.sleep(min(0.5, 0.001 * 2 ** min(errors, 10)))
+                else:
+                    valid = time.monotonic()
         except ConnectionClosed:
             pass
         finally:
@@ -163,6 +169,7 @@ def add_server_options(ap) -> None:
     ap.add_argument("--port", type=int, default=8000, help="the port (0: any free one)")
     ap.add_argument("--max-message-bytes", type=int, default=1 << 24)
     ap.add_argument("--exit-with-stdin", action="store_true", help="exit when standard input closes")
+    ap.add_argument("--idle-s", type=float, default=300.0, help="close a connection with no valid request for this long")
 
 
 def check_key(host: str) -> str | None:
@@ -181,7 +188,7 @@ def check_key(host: str) -> str | None:
 
 def run(served, a, key: str | None, ready_out=None) -> int:
     """Serve ``served`` until interrupted; one JSON line ``{"ready": url, ...}`` on ``ready_out`` (stdout)."""
-    server = FlowServer(served, api_key=key, max_message_bytes=a.max_message_bytes)
+    server = FlowServer(served, api_key=key, max_message_bytes=a.max_message_bytes, idle_s=a.idle_s)
     out = ready_out or sys.stdout
 
     def ready(s):

@@ -72,9 +72,9 @@ class OpenpiServed:
 
 
 def serve(policy, *, action_horizon: int, action_dim: int, host: str = "127.0.0.1", port: int = 8000,
-          max_message_bytes: int = 1 << 24) -> int:
+          max_message_bytes: int = 1 << 24, idle_s: float = 300.0) -> int:
     """Serve ``policy`` (openpi's `Policy`) until interrupted, under embodia serve's rules."""
-    a = argparse.Namespace(host=host, port=port, max_message_bytes=max_message_bytes)
+    a = argparse.Namespace(host=host, port=port, max_message_bytes=max_message_bytes, idle_s=idle_s)
     key = core.check_key(host)
     return core.run(OpenpiServed(policy, action_horizon=action_horizon, action_dim=action_dim), a, key)
 

@@ -421,7 +421,7 @@ class StandIn:
         s = float(np.asarray(obs["observation/state"]).sum())
         return {{"actions": (noise * 0.5 + s).astype(np.float32)}}
 
-openpi_server.serve(StandIn(), action_horizon=10, action_dim=7, port=0)
+openpi_server.serve(StandIn(), action_horizon=10, action_dim=7, port=0, idle_s=2.0)
 """
 
 
@@ -449,6 +449,26 @@ def test_the_openpi_wrapper_passes_the_seeded_or_given_noise_to_infer_and_return
     meta_then_err = raw(openpi_side, {**obs, "prior": np.zeros((10, 7), np.float32), "t0": 0.5})
     assert "takes no prior or start time" in meta_then_err["error"] and "\n" not in meta_then_err["error"]
     assert "'noise' must be float32 [10, 7]" in raw(openpi_side, {**obs, "noise": np.zeros(3, np.float32)})["error"]
+
+
+def test_junk_does_not_keep_a_connection_open_but_valid_requests_do(openpi_side):
+    """The sides' idle rule (as embodia serve's): no valid request for idle_s (2 s here) closes it."""
+    from websockets.exceptions import ConnectionClosed
+    obs = {"observation/state": np.ones(3, np.float32), "prompt": "x"}
+    with connect(openpi_side, open_timeout=10) as junk, connect(openpi_side, open_timeout=10) as good:
+        unpackb(junk.recv(timeout=10))
+        unpackb(good.recv(timeout=10))
+        t0 = time.monotonic()
+        with pytest.raises(ConnectionClosed):
+            while time.monotonic() - t0 < 10:
+                junk.send(b"junk")
+                assert "error" in unpackb(junk.recv(timeout=10))
+                good.send(packb({**obs, "seed": 1}))
+                assert "actions" in unpackb(good.recv(timeout=10))
+                time.sleep(0.3)
+        assert 1.5 < time.monotonic() - t0 < 6
+        good.send(packb({**obs, "seed": 1}))
+        assert "actions" in unpackb(good.recv(timeout=10))      # the one that asked properly stays
 
 
 def test_a_noise_only_server_is_not_offered_to_the_memory(openpi_side):
