@@ -209,3 +209,13 @@ def arow(title: str, subtitle: str, y=500, pkg="com.example.app") -> list[dict]:
             {"role": "android.widget.TextView", "text": title, "id": f"{pkg}:id/title", "bounds": [40, y + 20, 1040, y + 100]},
             {"role": "android.widget.TextView", "text": subtitle, "id": f"{pkg}:id/subtitle",
              "bounds": [40, y + 110, 1040, y + 180]}]
+
+
+def named_button(visible: str, name: str, x=560, y=600, role="push button") -> list[dict]:
+    """A button whose accessible name (``aria-label``, or a GTK accessible name) differs from the text
+    it shows, as Chromium's tree gives it (`embodia.devices.browser_tree`): the button carries the
+    accessible name as ``text``, and the visible text is a ``label`` inside its bounds (a text that
+    does not repeat the button's name is kept). Splat the list into `web_page` or `desktop_window`;
+    press it by its accessible name."""
+    return [{"role": role, "text": name, "bounds": [x, y, x + 160, y + 40], "clickable": True},
+            {"role": "label", "text": visible, "bounds": [x + 10, y + 8, x + 150, y + 32]}]
