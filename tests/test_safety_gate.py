@@ -92,6 +92,20 @@ def test_the_corpora_hold_a_held_out_third_scored_apart():
     assert not any("heldout-r4:" in x for x in r["missed"] + r["false_alarms"])
 
 
+def test_round_5_is_held_out_from_everything_else():
+    from gate_heldout_r5 import cases
+    r5 = cases()
+    assert sum(c["expect"] is not None for c in r5) >= 60 and sum(c["expect"] is None for c in r5) >= 60
+    assert len({c["id"] for c in r5}) == len(r5) and all(c["id"].startswith("heldout-r5:") for c in r5)
+    assert not any(c["id"].startswith("heldout-r5:") for c in CASES)
+    r = _bench().run()
+    assert r["heldout_r5"]["n_risky"] == sum(c["expect"] is not None for c in r5)
+    assert r["heldout_r5"]["n_benign"] == sum(c["expect"] is None for c in r5)
+    assert "missed" not in r["heldout_r5"]
+    assert not any("heldout-r5:" in x for x in r["missed"] + r["false_alarms"])
+    assert set(_bench().run(heldout_ids=True)["heldout_r5"]) >= {"missed", "false_alarms"}
+
+
 def test_a_confirm_button_does_what_its_dialog_asks():
     ask = ["Remove 2 photos from the album and delete the files?"]
     assert _risk(desktop_dialog("Photos", "shotwell", "Question", ask, ["Cancel", "OK"], "OK")) == "delete"
