@@ -168,3 +168,56 @@ def test_labels_that_only_mention_risky_words_are_not_acts():
     row = android_screen("Podcasts", "com.p", *arow("Trash Talk", "Episode 3"))[1]
     title = next(e for e in row if e.get("text") == "Trash Talk")
     assert classify(GuiAction("click", element=title["index"]), row, (1080, 2400))[0] is None
+
+
+# -- round 5 (issue 56, finding 5): what a person sees, and verbs the earlier rounds missed ------------------
+def test_visible_text_and_accessible_name_are_read_apart_and_the_riskier_wins():
+    from gate_scenes import abutton, named_button
+    # a button showing "Delete account" whose aria-label says "Cancel": the click deleted the account
+    assert _risk(web_page("Account", "a.example", *named_button("Delete account", "Cancel"), press="Cancel")) == "delete"
+    assert _risk(web_page("Account", "a.example", *named_button("Cancel", "Delete account"),
+                          press="Delete account")) == "delete"
+    assert _risk(android_screen("Account", "com.a", abutton(text="Delete account", desc="Cancel"),
+                                press="Delete account")) == "delete"
+    assert _risk(android_screen("Account", "com.a", abutton(text="Cancel", desc="Delete account"),
+                                press="Cancel")) == "delete"
+    # both harmless: nothing to ask; a visible confirm still agrees to its dialog
+    assert _risk(web_page("Account", "a.example", *named_button("Close", "Dismiss"), press="Dismiss")) is None
+    dialog = [{"role": "dialog", "text": "Delete repository?", "bounds": [380, 250, 900, 700]},
+              *named_button("Yes", "Close dialog", x=420, y=600)]
+    assert _risk(web_page("Repo", "g.example", *dialog, press="Close dialog")) == "delete"
+
+
+def test_the_verbs_round_5_named():
+    for label, risk in [("Shred", "delete"), ("Shred files", "delete"), ("Add extension", "install"),
+                        ("Add to Chrome", "install"), ("Update password", "password"), ("Change PIN", "password"),
+                        ("Revoke access", "delete"), ("Top up", "pay"), ("Place bid", "purchase")]:
+        assert _risk(web_page("App", "a.example", wbutton(label), press=label)) == risk, label
+    for label in ["Forgot password?", "Show password", "Extensions", "Replace", "Replace all", "Forward"]:
+        assert _risk(web_page("App", "a.example", wbutton(label), press=label)) is None, label
+
+
+def test_replace_deletes_only_what_already_exists():
+    exists = ["A file named \u201cplan.odt\u201d already exists in \u201cDocuments\u201d."]
+    assert _risk(desktop_dialog("Files", "thunar", "Replace file?", exists, ["Cancel", "Replace"], "Replace")) == "delete"
+    assert _risk(android_dialog("File exists", "Overwrite photo.jpg?", ["Keep both", "Overwrite"],
+                                "Overwrite")) == "delete"
+    assert _risk(desktop_dialog("Files", "thunar", "Replace file?", exists, ["Cancel", "Replace"], "Cancel")) is None
+    find_bar = (wentry("Find", value="teh"), wentry("Replace with", y=340, value="the"), wbutton("Replace"),
+                wbutton("Replace all", x=740))
+    assert _risk(web_page("Doc", "docs.example", *find_bar, press="Replace")) is None
+
+
+def test_enter_or_space_on_a_focused_button_presses_it():
+    ask = ["Delete \u201cplan.odt\u201d permanently?"]
+    enter, space = GuiAction("key", keys=("enter",)), GuiAction("key", keys=("space",))
+    _, tree, screen = desktop_dialog("Files", "thunar", "Confirm", ask, ["Cancel", "Delete"], "Delete")
+    assert classify(enter, tree, screen)[0] == "delete" and classify(space, tree, screen)[0] == "delete"
+    _, tree, screen = desktop_dialog("Files", "thunar", "Confirm", ask, ["Delete", "Cancel"], "Cancel")
+    assert classify(enter, tree, screen)[0] is None          # the focused button is Cancel
+    # Enter on a focused OK agrees to its dialog; in a message field it sends, in a search box nothing
+    _, tree, screen = desktop_dialog("Files", "thunar", "Question", ask, ["Cancel", "OK"], "OK")
+    assert classify(enter, tree, screen)[0] == "delete"
+    _, tree, screen = android_screen("Chat", "com.c", afield("Type a message"))
+    assert classify(enter, tree, screen)[0] == "send"
+    assert classify(space, tree, screen)[0] is None

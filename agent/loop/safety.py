@@ -63,6 +63,7 @@ from embodia.agent.loop.safety_context import inside as _inside
 from embodia.agent.loop.safety_context import label as _label
 from embodia.agent.loop.safety_words import BIN as _BIN
 from embodia.agent.loop.safety_words import COMMAND_FIELD as _COMMAND_FIELD
+from embodia.agent.loop.safety_words import CREDENTIAL as _CREDENTIAL
 from embodia.agent.loop.safety_words import MESSAGE_FIELD as _MESSAGE_FIELD
 from embodia.agent.loop.safety_words import ORDER as _ORDER
 from embodia.agent.loop.safety_words import PATTERNS as _PATTERNS
@@ -201,17 +202,18 @@ _NO_ACT_ROLES = {"menu", "check box", "radio button", "switch", "toggle", "page 
                  "android.widget.radiobutton", "android.widget.spinner"}
 _SETTING = re.compile(r"^\s*[^\W\d_][\w' ]{0,30}:\s+\S")           # "Format: PDF", "Order by: date"
 _COUNTED = re.compile(r"^\s*\S+(\s\S+)?\s*\(\d+\)\s*$")             # "Trash (3)": a folder and its count
-_ABOUT = re.compile(r"^\s*(how|why|what|when|where|learn|about|help|tips?|faq)\b|[?\uff1f]\s*$", re.I)
+_ABOUT = re.compile(r"^\s*(how|why|what|when|where|learn|about|help|tips|faq)\b|[?\uff1f]\s*$", re.I)
 _SENTENCE = re.compile(r"^\s*(\S+\s+){3,}\S+[.!]\s*$")
 
 
-def _words_of(e: dict) -> str:
-    """The words of ``e`` that can name an act: its id and hint, and its text and description
-    unless they only name a setting or a folder, ask a question, point to help or form a sentence
-    ("Format: PDF", "Trash (3)", "Send feedback?", "How to delete your account")."""
+def _words_of(e: dict) -> list[str]:
+    """The words of ``e`` that can name an act, one string per field (read apart: a person sees
+    the text, a screen reader says the name, and the riskier wins): its id and hint, and its text
+    and description unless they only name a setting or a folder, ask a question, point to help
+    or form a sentence ("Format: PDF", "Trash (3)", "Send feedback?", "How to delete your account")."""
     keep = [v for v in (str(e.get(k) or "") for k in ("text", "desc"))
             if v and not (_SETTING.match(v) or _COUNTED.match(v) or _ABOUT.search(v) or _SENTENCE.match(v))]
-    return " ".join(keep + [str(e[k]) for k in ("id", "hint") if e.get(k)])
+    return keep + [str(e[k]) for k in ("id", "hint") if e.get(k)]
 
 
 def _content_item(el: dict, tree: list) -> bool:
@@ -222,18 +224,28 @@ def _content_item(el: dict, tree: list) -> bool:
     return sum(1 for e in tree if not e.get("clickable") and _inside(e, el) and _label(e)) >= 2
 
 
-def _target_text(action, tree, screen) -> str:
-    """What the target says: its own words, the non-clickable labels inside it (a button's text
-    and icon), and the labels under the point up to it."""
-    el = target_element(action, tree, screen)
-    if el is None or role(el) in _NO_ACT_ROLES or (el.get("clickable") and _content_item(el, tree)):
-        return ""
-    parts = [_words_of(el)]
+def _parts_of(el: dict, tree: list) -> list[str]:
+    """What a pressable element says, field by field: its own words and those of the non-clickable
+    labels inside it (a button's visible text and icon; in Chromium's tree a button whose
+    accessible name differs from its text holds that text as a label)."""
+    if role(el) in _NO_ACT_ROLES or (el.get("clickable") and _content_item(el, tree)):
+        return []
+    parts = _words_of(el)
     if el.get("clickable") and el.get("bounds"):
-        parts += [_words_of(e) for e in tree if not e.get("clickable") and _inside(e, el) and _label(e)]
-    if action.element is not None and action.element != el.get("index"):
-        parts.append(_words_of(_element(action, tree)))
-    return " | ".join(p for p in parts if p)
+        parts += [w for e in tree if not e.get("clickable") and _inside(e, el) and _label(e) for w in _words_of(e)]
+    return parts
+
+
+def _target_parts(action, tree, screen) -> tuple[dict | None, list[str]]:
+    """The element a click lands on and what it says (with the named element's words, when the
+    point falls on something smaller inside it)."""
+    el = target_element(action, tree, screen)
+    if el is None:
+        return None, []
+    parts = _parts_of(el, tree)
+    if parts and action.element is not None and action.element != el.get("index"):
+        parts += _words_of(_element(action, tree))
+    return el, parts
 
 
 # -- context: dialogs, pages, fields ----------------------------------------------------------------
@@ -253,11 +265,25 @@ _PAY_CONTEXT = _pattern(["checkout", "check out", "payment", "payment details", 
 _PRICE_CONTEXT = _pattern(["pay", "total", "order total", "price", "amount", "amount due", "subtotal"])
 # words that make a dialog destructive only as its question ("Replace it?"), not as a button's label
 _CONTEXT_ONLY = [("delete", _pattern(["replace", "overwrite", "will be lost", "may not be saved", "not be saved"]))]
+# a Replace / Overwrite button deletes what is there when its dialog says a file of that name exists
+_REPLACE = [("delete", _pattern(["replace", "replace all", "overwrite", "ersetzen", "uberschreiben", "remplacer",
+                                 "ecraser", "reemplazar", "sobrescribir", "substituir", "sostituisci", "заменить",
+                                 "перезаписать", "替换", "覆盖", "置き換え", "上書き", "바꾸기", "덮어쓰기"]))]
+_EXISTS = re.compile(r"already exists|\balready (a|an|one)\b|\bexisting\b|overwrit|will be replaced|same name|"
+                     r"existiert bereits|bereits vorhanden|existe d[ée]j[àa]|ya existe|j[áa] existe|gi[àa] esiste|"
+                     r"уже существует|已存在|已经存在|既に存在|すでに存在|이미 존재", re.I)
 
 
-def _confirms(el: dict) -> bool:
-    """Whether the button's text or description is a bare confirmation (its id does not count)."""
-    return any(_CONFIRM.match(f) for k in ("text", "desc") if el.get(k) for f in normalize(el[k]))
+def _shown(el: dict, tree: list) -> list[str]:
+    """The texts and descriptions a pressable element shows or is named by (its own and those of
+    the labels inside it; ids do not count)."""
+    inner = [e for e in tree if not e.get("clickable") and _inside(e, el)] if el.get("clickable") else []
+    return [str(e[k]) for e in [el, *inner] for k in ("text", "desc") if e.get(k)]
+
+
+def _confirms(el: dict, tree: list) -> bool:
+    """Whether the button shows or is named a bare confirmation."""
+    return any(_CONFIRM.match(f) for t in _shown(el, tree) for f in normalize(t))
 
 
 def _pays(text: str):
@@ -282,18 +308,35 @@ def _confirm_in_context(el: dict, tree: list, screen):
     return ("pay", f"confirms on a payment page {text[:160]!r} ({m[1]!r})") if m else None
 
 
-def _click(action, tree, screen):
-    """A click is judged by what its target says, and a confirm button by what it confirms."""
-    text = _target_text(action, tree, screen)
-    m = _labels_risk(text)
+def _replaces(el: dict, tree: list, screen):
+    """("delete", words) for a Replace / Overwrite button where a file or item of that name already
+    exists (its dialog or page says so), not the Replace of a find-and-replace bar."""
+    words = [m for t in _shown(el, tree) if (m := _match(_REPLACE, t))]
+    if not words:
+        return None
+    box = dialog_of(el, tree, screen)
+    text = dialog_text(box, tree) if box is not None else page_text(el, tree)
+    return ("delete", f"{words[0][1]!r} where {text[:160]!r} already exists") if _EXISTS.search(text) else None
+
+
+def _press(el: dict, parts: list[str], tree: list, screen, how: str):
+    """A pressed element is judged by what it says (every field apart, the riskier wins), a
+    confirm button by what it confirms, a Replace button by what it would overwrite."""
+    m = _riskiest(parts)
     if m:
-        return m[0], f"{action.type} on element {text.strip()!r} ({m[1]!r})"
-    el = target_element(action, tree, screen)
-    if el is not None and _confirms(el):
-        c = _confirm_in_context(el, tree, screen)
-        if c:
-            return c[0], f"{action.type} on {text.strip()!r}, which {c[1]}"
-    return None, ""
+        return m[0], f"{how} on element {m[2].strip()!r} ({m[1]!r})"
+    if el is None:
+        return None, ""
+    c = _confirms(el, tree) and _confirm_in_context(el, tree, screen)
+    if c:
+        return c[0], f"{how} on {' | '.join(parts[:2])!r}, which {c[1]}"
+    r = _replaces(el, tree, screen)
+    return (r[0], f"{how} on {r[1]}") if r else (None, "")
+
+
+def _click(action, tree, screen):
+    el, parts = _target_parts(action, tree, screen)
+    return _press(el, parts, tree, screen, action.type)
 
 
 def _field_kind(e) -> str | None:
@@ -347,9 +390,21 @@ def _type(action, tree, screen):
     return None, ""
 
 
-def _key(action, tree):
-    """Key chords by what they do: fixed ones (shift+delete), quitting where work is unsaved, and
-    Enter by the field it submits."""
+_TEXT_ROLE = re.compile(r"edit|entry|text|terminal|input|field|search|combo|document|paragraph", re.I)
+
+
+def _pressable(e: dict) -> bool:
+    """A focused element that Enter or Space presses: a button or link, not a text field (whatever
+    its toolkit calls it: EditText, TerminalView, entry...)."""
+    if "button" in role(e) or role(e) in ("link", "menu item"):
+        return True
+    return bool(e.get("clickable")) and not (e.get("editable") or e.get("password") or e.get("hint")
+                                             or _TEXT_ROLE.search(role(e)) or _field_kind(e))
+
+
+def _key(action, tree, screen=None):
+    """Key chords by what they do: fixed ones (shift+delete), quitting where work is unsaved, Enter
+    or Space on a focused button as a press of it, and Enter in a field by what it submits."""
     keys = chord(action.keys) if action.type == "key" else frozenset({"enter"})
     for need, risk, why in _CHORDS:
         if need <= keys and risk:
@@ -358,16 +413,26 @@ def _key(action, tree):
         work = unsaved_work(tree) if need <= keys else None
         if work:
             return "delete", f"{why} with unsaved work ({work!r})"
+    field = focused(tree)
+    if keys in ({"enter"}, {"space"}) and field is not None and _pressable(field):
+        return _press(field, _parts_of(field, tree), tree, screen, f"{'Enter' if 'enter' in keys else 'Space'} "
+                      "on the focused button")
     if "enter" in keys:
-        field = focused(tree)
         shown = str((field or {}).get("value") or (field or {}).get("text") or "")
         return _submit(field, command_line(shown), "Enter")
     return None, ""
 
 
 def _labels_risk(text: str, patterns=None):
-    m = _match([(r, _PATTERNS[r]) for r in (patterns or _ORDER) if r != "password"], text)
-    return m
+    """(class, words) when a label names a risky act (naming a secret is no act: typing one is)."""
+    return _match([(r, _PATTERNS[r]) for r in (patterns or _ORDER) if r != "password"], text)
+
+
+def _riskiest(parts: list[str]):
+    """(class, words, part): the riskiest act any of ``parts`` names (classes in the gate's order),
+    or a change of password or PIN ("Update password"), else None."""
+    found = [(*m, p) for p in parts if (m := _labels_risk(p) or _match([("password", _CREDENTIAL)], p))]
+    return min(found, key=lambda m: _ORDER.index(m[0])) if found else None
 
 
 def _gesture(action, tree, screen):
@@ -412,7 +477,7 @@ def classify(action: GuiAction, tree: list | None = None, screen=None) -> tuple[
         if t == "type":
             return _type(action, tree, screen)
         if t == "key" or (t == "system_button" and action.button == "enter"):
-            return _key(action, tree)
+            return _key(action, tree, screen)
         if t in ("click", "double_click", "long_press", "right_click") and tree:
             return _click(action, tree, screen)
     except _Unresolved as e:

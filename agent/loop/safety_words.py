@@ -65,12 +65,14 @@ VERBS = {
     "pay": ["pay", "pay now", "checkout", "check out", "place order", "place your order", "complete payment", "confirm payment", "transfer money",
             "send money", "submit payment", "make payment", "make a payment", "send payment", "authorize payment",
             "approve payment", "approve transaction", "confirm transaction", "transfer", "wire", "wire money",
-            "donate", "donate now", "pagar", "pague", "realizar pedido", "finalizar compra", "bezahlen", "zahlen",
+            "donate", "donate now", "tip", "add tip", "top up", "topup", "add funds", "add money", "withdraw", "cash out", "pagar", "pague", "realizar pedido", "finalizar compra", "bezahlen", "zahlen",
             "jetzt bezahlen", "zur kasse", "payer", "passer la commande", "paga", "оплатить", "заплатить",
             "оплата", "支付", "付款", "结账", "結帳", "お支払い", "支払う", "支払い", "決済", "결제"],
     "purchase": ["buy", "buy now", "purchase", "subscribe", "order", "order now", "add to cart", "book now",
                  "reserve now", "rent now", "upgrade now", "get premium", "confirm purchase", "confirm booking",
-                 "start subscription", "comprar",
+                 "start subscription", "upgrade", "bid", "place bid", "bid now", "pre order", "preorder", "renew",
+                 "renew now", "start free trial", "start trial", "start my free trial", "try free", "try it free",
+                 "go premium", "go pro", "get pro", "pledge", "back this project", "comprar",
                  "suscribirse", "suscribir", "assinar", "kaufen", "jetzt kaufen", "abonnieren", "bestellen",
                  "acheter", "abonner", "s abonner", "commander", "acquista", "купить", "подписаться",
                  "购买", "購買", "订阅", "訂閱", "購入", "買う", "구매"],
@@ -79,6 +81,13 @@ VERBS = {
                # account actions: gone for good, or gone for the other side ("Unsend")
                "deactivate", "unsend", "close account", "close my account", "close your account",
                "terminate account", "recall message", "recall this message", "\U0001f5d1",
+               # gone for good under other names: shredding, wiping, revoking, forgetting, leaving
+               "shred", "shred files", "securely erase", "secure erase", "delete forever", "revoke", "forget",
+               "unpublish", "unpair", "unregister", "unlink", "disconnect account", "kick", "ban",
+               "leave group", "leave the group", "leave channel", "leave conversation", "leave team",
+               "leave workspace", "leave server", "exit group", "reset all", "reset settings", "reset all settings",
+               "reset to defaults", "reset to default", "reset device", "reset phone", "reset network settings",
+               "erase all content", "erase all data", "reset everything",
                "empty trash", "empty bin", "empty recycle bin", "empty the trash", "empty the bin", "clear chat",
                "clear conversation", "clear messages", "clear storage", "clear all", "clear history", "clear data", "wipe",
                # closing without saving throws the unsaved work away (GTK/Qt "Don't Save" dialogs)
@@ -89,20 +98,32 @@ VERBS = {
                "remover", "loschen", "loeschen", "entfernen", "deinstallieren", "supprimer", "effacer",
                "desinstaller", "elimina", "cancella", "удалить", "удалите", "удаление", "стереть",
                "删除", "刪除", "删掉", "移除", "卸载", "卸載", "清空", "削除", "消去", "アンインストール", "삭제"],
-    "install": ["install", "download app", "get app", "update app", "instalar", "installieren", "installer",
-                "installa", "установить", "安装", "安裝", "インストール", "설치"],
-    "send": ["send", "snd", "send now", "post", "tweet", "publish", "reply all", "share now", "enviar",
+    "install": ["install", "download app", "get app", "update app", "add extension", "add to chrome",
+                "add to firefox", "add to edge", "add to browser", "add app", "install anyway", "sideload",
+                "instalar", "installieren", "installer", "installa", "установить", "安装", "安裝", "インストール", "설치"],
+    "send": ["send", "snd", "send now", "post", "tweet", "publish", "reply all", "share now", "forward message",
+             "forward email", "forward to", "broadcast", "repost", "retweet", "send invite", "send invites",
+             "submit application", "submit review", "enviar",
              "envia", "envie", "publicar", "senden", "absenden", "abschicken", "versenden", "verschicken",
              "posten", "veroffentlichen", "envoyer", "publier", "invia", "pubblica", "отправить",
              "отправь", "послать", "опубликовать", "发送", "發送", "发布", "發佈", "发表", "送出",
              "送信", "投稿", "送る", "보내기", "전송"],
     # "power_settings_new" / "restart_alt": Material icon names shown as the button's text
     "system": ["shut down", "shutdown", "power off", "poweroff", "restart", "reboot", "restart now",
+               "force stop", "force quit", "end task", "end process", "kill process", "suspend", "hibernate",
                "power settings new", "restart alt", "\u23fb", "\u23fc", "\u23fd", "apagar equipo",
                "herunterfahren", "neu starten", "eteindre", "redemarrer", "выключить", "перезагрузить",
                "关机", "重启", "シャットダウン", "再起動", "전원 끄기", "다시 시작"],
 }
 ORDER = ("password", "pay", "purchase", "delete", "install", "send", "system")
+# a press that changes a password or PIN (a secret is replaced: class "password"); "Forgot password?"
+# asks, and a field named "New password" is typed into, not pressed
+_SECRET = r"(password|passcode|passphrase|pin|pin code|passwort|kennwort|contrasena|senha|mot de passe|пароль)"
+CREDENTIAL = re.compile(r"\b(update|change|reset|set|set up|setup|save|create|choose)\s+((your|my|the|a|new|account)\s+)*"
+                        + _SECRET + r"\b|\b" + _SECRET + r"\s+(andern|aktualisieren|zurucksetzen|speichern|update|change|reset)\b|"
+                        r"\b(cambiar|actualizar|restablecer|changer|modifier|reinitialiser|alterar|mudar|redefinir|"
+                        r"modifica|cambia|reimposta|изменить|сменить|сбросить)\s+((la|le|votre|a|tu|su|il)\s+)*" + _SECRET
+                        + r"\b|(修改|更改|重置|设置)(密码|密碼)|パスワード(を)?(変更|リセット)|비밀번호 (변경|재설정)")
 
 
 def pattern(words: list[str]) -> re.Pattern:
