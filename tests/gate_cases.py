@@ -8,12 +8,15 @@ clickable container, a reference by element index), plus gestures, keys and type
 ``CASES`` is a list of dicts: id, expect (risk class or None), action (GuiAction), tree, screen.
 Ids starting with ``issue-`` are the rephrasings the issue lists; ids starting with
 ``heldout-r4:`` are the context round of issue 35 (`gate_heldout_r4`), held out; ids starting with
-``context:`` its tuning set (`gate_tuning_r4`).
+``context:`` its tuning set (`gate_tuning_r4`); ids starting with ``tuning-r5:`` the tuning set of
+issue 56 (`gate_tuning_r5`), written without reading the gate, scored once before the gate changed
+for it. Round 5's held-out set (`gate_heldout_r5`) is not in here.
 """
 from __future__ import annotations
 
 import gate_heldout_r4
 import gate_tuning_r4
+import gate_tuning_r5
 
 from embodia.devices import GuiAction
 
@@ -316,12 +319,13 @@ def _heldout_cases():
 
 def cases() -> list[dict]:
     """Every case: the phone-screen ones above, then the context round written before the gate
-    read context (`gate_heldout_r4`, its own screens) and the one it was tuned on (`gate_tuning_r4`)."""
+    read context (`gate_heldout_r4`, its own screens), the one it was tuned on (`gate_tuning_r4`) and
+    round 5's tuning set (`gate_tuning_r5`)."""
     risky, benign = _special_cases()
     out = _label_cases() + risky + benign + _heldout_cases()
     for c in out:
         c["screen"] = SCREEN
-    return out + gate_heldout_r4.cases() + gate_tuning_r4.cases()
+    return out + gate_heldout_r4.cases() + gate_tuning_r4.cases() + gate_tuning_r5.cases()
 
 
 CASES = cases()

@@ -119,7 +119,8 @@ def test_a_person_saying_no_refuses():
     (GuiAction("type", text="1234"), None),                      # focused element 0 is a message box
     (GuiAction("click", element=2), None),
     (GuiAction("long_press", point=(250, 937)), "send"),
-    (GuiAction("key", keys=("shift", "delete")), "delete"),
+    (GuiAction("key", keys=("shift", "delete")), None),         # in the focused message box: cuts the text
+    (GuiAction("key", keys=("ctrl", "enter")), "send"),           # ... and ctrl+enter sends it
     (GuiAction("scroll", point=(500, 500), direction="down"), None),
 ])
 def test_classify(action, risk):

@@ -7,10 +7,11 @@ kinds, and labels that only mention a risky word."""
 import bench_module
 import pytest
 from gate_cases import CASES, ISSUE_IDS, button
-from gate_scenes import (afield, android_dialog, android_screen, arow, chord_in, desktop_dialog, editor, terminal, wbutton,
-                         wentry, web_dialog, web_page, wtext)
+from gate_scenes import (abutton, afield, android_dialog, android_screen, arow, atext, chord_in, desktop_dialog, editor,
+                         terminal, wbutton, wentry, web_dialog, web_page, wtext)
 
-from embodia.agent.loop.safety import RISK_CLASSES, SafetyGate, chord, classify, normalize
+from embodia.agent.loop.safety import RISK_CLASSES, SafetyGate, classify, normalize
+from embodia.agent.loop.safety_keys import chord
 from embodia.devices import GuiAction
 
 
@@ -172,9 +173,10 @@ def test_labels_that_only_mention_risky_words_are_not_acts():
 
 # -- round 5 (issue 56, finding 5): what a person sees, and verbs the earlier rounds missed ------------------
 def test_visible_text_and_accessible_name_are_read_apart_and_the_riskier_wins():
-    from gate_scenes import abutton, named_button
+    from gate_scenes import named_button
     # a button showing "Delete account" whose aria-label says "Cancel": the click deleted the account
-    assert _risk(web_page("Account", "a.example", *named_button("Delete account", "Cancel"), press="Cancel")) == "delete"
+    shown = named_button("Delete account", "Cancel")
+    assert _risk(web_page("Account", "a.example", *shown, press="Cancel")) == "delete"
     assert _risk(web_page("Account", "a.example", *named_button("Cancel", "Delete account"),
                           press="Delete account")) == "delete"
     assert _risk(android_screen("Account", "com.a", abutton(text="Delete account", desc="Cancel"),
@@ -199,7 +201,8 @@ def test_the_verbs_round_5_named():
 
 def test_replace_deletes_only_what_already_exists():
     exists = ["A file named \u201cplan.odt\u201d already exists in \u201cDocuments\u201d."]
-    assert _risk(desktop_dialog("Files", "thunar", "Replace file?", exists, ["Cancel", "Replace"], "Replace")) == "delete"
+    replace = ["Cancel", "Replace"]
+    assert _risk(desktop_dialog("Files", "thunar", "Replace file?", exists, replace, "Replace")) == "delete"
     assert _risk(android_dialog("File exists", "Overwrite photo.jpg?", ["Keep both", "Overwrite"],
                                 "Overwrite")) == "delete"
     assert _risk(desktop_dialog("Files", "thunar", "Replace file?", exists, ["Cancel", "Replace"], "Cancel")) is None
@@ -221,3 +224,46 @@ def test_enter_or_space_on_a_focused_button_presses_it():
     _, tree, screen = android_screen("Chat", "com.c", afield("Type a message"))
     assert classify(enter, tree, screen)[0] == "send"
     assert classify(space, tree, screen)[0] is None
+
+
+def test_round_5_tuning_keys_commands_and_switches():
+    shift_del, ctrl_shift_del = GuiAction("key", keys=("shift+delete",)), GuiAction("key", keys=("ctrl+shift+delete",))
+    tree, screen = editor("notes.txt - Mousepad", "mousepad")
+    assert classify(shift_del, tree, screen)[0] is None                 # cuts the selection in a text field
+    assert classify(ctrl_shift_del)[0] is None                          # opens "Clear browsing data"
+    assert classify(GuiAction("key", keys=("ctrl+alt+backspace",)))[0] == "system"
+    files = [{"index": 0, "role": "table cell", "text": "report.pdf", "focused": True, "bounds": [0, 0, 99, 20]}]
+    assert classify(GuiAction("key", keys=("Delete",)), files, (1280, 800))[0] == "delete"
+    assert classify(GuiAction("key", keys=("Delete",)), tree, screen)[0] is None
+    for text, risk in [("sudo dpkg -i chrome.deb\n", "install"), ("adb install app.apk\n", "install"),
+                       ("passwd\n", "password"), ("rm --help\n", None), ("git push --force --dry-run\n", None),
+                       ("sudo shutdown -h now\n", "system"), ("ls -h; rm -rf build\n", "delete")]:
+        assert _risk(terminal(text)) == risk, text
+    switch = {"role": "android.widget.Switch", "text": "Allow from this source", "clickable": True,
+              "bounds": [40, 500, 1040, 600]}
+    assert _risk(android_screen("Install unknown apps", "com.s", switch, press="Allow from this source")) == "install"
+    assert _risk(android_screen("Install unknown apps", "com.s", {**switch, "checked": True},
+                                press="Allow from this source")) is None       # switching it off
+    assert _risk(web_page("2-Step Verification", "g.example", wtext("2-Step Verification"), wbutton("Turn off"),
+                          press="Turn off")) == "password"
+    assert _risk(web_page("Dark mode", "g.example", wtext("Dark mode"), wbutton("Turn off"), press="Turn off")) is None
+    link = {"role": "link", "text": "Install Docker Engine on Ubuntu", "bounds": [0, 90, 99, 99], "clickable": True}
+    assert _risk(web_page("Docs", "d.example", link, press=link["text"])) is None
+
+
+def test_round_5_tuning_what_a_confirm_agrees_to():
+    lost = ["Any scripts using the current token will stop working."]
+    assert _risk(web_dialog("Tokens", "g.example", "Regenerate token?", lost, ["Cancel", "Continue"], "Continue")) \
+        == "delete"
+    gone = ["This will permanently remove the repository."]
+    assert _risk(web_dialog("Repo", "g.example", "Are you sure?", gone, ["Cancel", "I understand, proceed"],
+                            "I understand, proceed")) == "delete"
+    assert _risk(desktop_dialog("Firefox", "firefox", "Add uBlock Origin?", ["It requires your permission to access "
+                                "your data on all websites."], ["Cancel", "Add"], "Add")) == "install"
+    assert _risk(desktop_dialog("Desktop", "gnome-shell", "", ["Powering off will end other users' sessions.",
+                                "Do you want to continue?"], ["Cancel", "Continue"], "Continue")) == "system"
+    page = (atext("¿Confirmar transferencia?"), atext("Vas a enviar 200,00 € a Laura.", y=500), abutton("Aceptar"))
+    assert _risk(android_screen("Banco", "com.b", *page, press="Aceptar")) is not None
+    # a "Got it" acknowledges, and a dialog that only reports asks nothing
+    assert _risk(web_dialog("Tokens", "g.example", "Token regenerated", ["The old token stopped working."],
+                            ["Got it"], "Got it")) is None

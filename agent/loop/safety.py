@@ -18,18 +18,24 @@ switches, tabs, menu-bar entries, combo boxes and the title of a list row (a pod
 
 What an action does in its context (`embodia.agent.loop.safety_context` finds the context):
 - a click: the clickable element that contains its point decides, read with the non-clickable
-  labels inside it; a bare confirmation (OK, Yes, Proceed, Continue, Submit, 确定...) agrees to
-  what its dialog asks ("Delete 12 photos?" makes its OK a delete; a dialog that only reports, "12
-  items were deleted.", asks nothing), and on a page about payment (checkout, card number, total)
-  it pays;
+  labels inside it, each field apart (the text a person sees, the accessible name a screen reader
+  says, the description, the id): the riskier wins, so a button showing "Delete account" named
+  "Cancel" is a delete; a confirmation (OK, Yes, "I understand, proceed", 确定..., or the verb its
+  dialog's question starts with: "Add" under "Add uBlock Origin?") agrees to what its dialog or
+  page asks ("Delete 12 photos?", "All data will be erased", "...will stop working"; a dialog that
+  only reports, "12 items were deleted.", asks nothing), and on a page about payment it pays; a
+  Replace or Overwrite button deletes where a file of that name exists; changing a password or
+  PIN, or turning off a second factor, is ``password``; a switch that allows apps from unknown
+  sources is ``install``;
 - `type`: into the focused (or named) field; a secret field is ``password``; text with a newline
   is type-and-submit, judged by the field: a message field sends, a terminal or an unknown field
   runs the command (``find . -delete``, ``git push origin +main``, ``DELETE FROM t``), a search
   box or an editor's document runs nothing;
 - keys, whatever their spelling (``shift+delete``, ``("Shift", "Del")``, ``KEYCODE_FORWARD_DEL``):
   quitting (ctrl+q, alt+F4) is ``delete`` when the focused application shows unsaved work (a
-  ``*`` in its window title, a modified-document status), Enter submits the focused field (in a
-  terminal: the command line after its prompt);
+  ``*`` in its window title, a modified-document status); Delete or shift+delete outside a text
+  field deletes the selected items; Enter or Space on a focused button presses it (judged as a
+  click on it); Enter submits the focused field (in a terminal: the command line after its prompt);
 - gestures by what they do (a sideways swipe on a row offering delete, a drag onto a bin, a drop
   onto a button).
 
@@ -54,8 +60,9 @@ True
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import Callable, Iterable
+
+from embodia.agent.loop.safety_keys import CHORDS, QUIT, chord
 
 from embodia.agent.loop.safety_context import area as _area
 from embodia.agent.loop.safety_context import command_line, dialog_of, dialog_text, focused, page_text, role, unsaved_work
@@ -64,15 +71,17 @@ from embodia.agent.loop.safety_context import label as _label
 from embodia.agent.loop.safety_words import BIN as _BIN
 from embodia.agent.loop.safety_words import COMMAND_FIELD as _COMMAND_FIELD
 from embodia.agent.loop.safety_words import CREDENTIAL as _CREDENTIAL
+from embodia.agent.loop.safety_words import INSTALL_TOGGLE as _INSTALL_TOGGLE
 from embodia.agent.loop.safety_words import MESSAGE_FIELD as _MESSAGE_FIELD
 from embodia.agent.loop.safety_words import ORDER as _ORDER
 from embodia.agent.loop.safety_words import PATTERNS as _PATTERNS
 from embodia.agent.loop.safety_words import SEARCH_FIELD as _SEARCH_FIELD
+from embodia.agent.loop.safety_words import SECURITY_OFF as _SECURITY_OFF
+from embodia.agent.loop.safety_words import SENTENCE_PATTERNS as _SENTENCE_VERBS
 from embodia.agent.loop.safety_words import normalize
 from embodia.agent.loop.safety_words import command_risk as _command_risk
 from embodia.agent.loop.safety_words import match as _match
 from embodia.agent.loop.safety_words import pattern as _pattern
-from embodia.agent.loop.safety_words import strip_format as _strip_format
 from embodia.devices import GuiAction
 
 RISK_CLASSES = ("send", "delete", "pay", "purchase", "install", "password", "system", "unknown")
@@ -85,45 +94,6 @@ class RiskRefused(RuntimeError):
         self.decision = decision
         super().__init__(f"refused {decision['risk']!r} action ({decision['evidence']}); "
                          f"allow it with --allow {decision['risk']}")
-
-
-# -- key chords -------------------------------------------------------------------------------------
-_KEY_ALIASES = {"control": "ctrl", "ctl": "ctrl", "strg": "ctrl", "del": "delete", "forward_del": "delete",
-                "forward_delete": "delete", "forwarddel": "delete", "supr": "delete", "entf": "delete",
-                "return": "enter", "numpad_enter": "enter", "kp_enter": "enter", "numpadenter": "enter",
-                "cmd": "meta", "command": "meta", "win": "meta", "super": "meta", "windows": "meta",
-                "option": "alt", "opt": "alt", "altgr": "alt", "back_space": "backspace", "bksp": "backspace"}
-
-
-def chord(keys: Iterable[str]) -> frozenset[str]:
-    """The set of keys pressed together, whatever the spelling.
-
-    >>> sorted(chord(["shift+delete"])) == sorted(chord(["KEYCODE_SHIFT_LEFT", "Del"])) == ["delete", "shift"]
-    True
-    """
-    out = set()
-    for k in keys:
-        k = unicodedata.normalize("NFKC", _strip_format(str(k))).strip().lower()
-        parts = [k] if len(k) == 1 else [p for p in re.split(r"\s*[+\s]\s*|(?<=\w)-(?=\w)", k) if p]
-        for p in parts:
-            p = re.sub(r"^keycode_", "", p)
-            p = re.sub(r"^(ctrl|control|shift|alt|meta|cmd|command|super|win)_?(left|right|l|r)$", r"\1", p)
-            out.add(_KEY_ALIASES.get(p, p))
-    return frozenset(out)
-
-
-_CHORDS = [({"ctrl", "alt", "delete"}, "system", "ctrl+alt+delete"),
-           ({"shift", "delete"}, "delete", "shift+delete (permanent delete)"),
-           ({"meta", "backspace"}, "delete", "cmd+backspace (move to trash)"),
-           ({"meta", "delete"}, "delete", "cmd+delete (move to trash)"),
-           ({"ctrl", "enter"}, "send", "ctrl+enter (submit)"),
-           ({"meta", "enter"}, "send", "cmd+enter (submit)")]
-# chords that quit an application or close its window: the work it has not saved goes with it.
-# (ctrl+w closes one document, and every editor here asks about that document first: the
-# "Don't Save" of its dialog is what the gate stops.)
-_QUIT = [({"ctrl", "q"}, "ctrl+q (quit)"), ({"alt", "f4"}, "alt+F4 (close the window)"),
-         ({"meta", "q"}, "cmd+q (quit)"), ({"ctrl", "shift", "q"}, "ctrl+shift+q (quit)"),
-         ({"ctrl", "shift", "w"}, "ctrl+shift+w (close the window)")]
 
 
 # -- what an action targets -------------------------------------------------------------------------
@@ -200,6 +170,8 @@ def target_element(action: GuiAction, tree: list | None, screen) -> dict | None:
 _NO_ACT_ROLES = {"menu", "check box", "radio button", "switch", "toggle", "page tab", "tree item", "list item",
                  "table cell", "combo box", "heading", "paragraph", "android.widget.checkbox", "android.widget.switch",
                  "android.widget.radiobutton", "android.widget.spinner"}
+_TOGGLES = {"switch", "toggle", "check box", "toggle button", "android.widget.switch", "android.widget.checkbox",
+            "android.widget.togglebutton"}
 _SETTING = re.compile(r"^\s*[^\W\d_][\w' ]{0,30}:\s+\S")           # "Format: PDF", "Order by: date"
 _COUNTED = re.compile(r"^\s*\S+(\s\S+)?\s*\(\d+\)\s*$")             # "Trash (3)": a folder and its count
 _ABOUT = re.compile(r"^\s*(how|why|what|when|where|learn|about|help|tips|faq)\b|[?\uff1f]\s*$", re.I)
@@ -228,8 +200,12 @@ def _parts_of(el: dict, tree: list) -> list[str]:
     """What a pressable element says, field by field: its own words and those of the non-clickable
     labels inside it (a button's visible text and icon; in Chromium's tree a button whose
     accessible name differs from its text holds that text as a label)."""
+    if role(el) in _TOGGLES and _match([("install", _INSTALL_TOGGLE)], _label(el)) and not el.get("checked"):
+        return [f"{_label(el)}: install apps from unknown sources"]
     if role(el) in _NO_ACT_ROLES or (el.get("clickable") and _content_item(el, tree)):
         return []
+    if role(el) == "link" and len(str(el.get("text") or "").split()) >= 5:      # an article's title
+        return [str(el[k]) for k in ("id", "hint") if el.get(k)]
     parts = _words_of(el)
     if el.get("clickable") and el.get("bounds"):
         parts += [w for e in tree if not e.get("clickable") and _inside(e, el) and _label(e) for w in _words_of(e)]
@@ -256,15 +232,25 @@ _CONFIRM = re.compile(r"^(ok|okay|yes|y|sure|proceed|continue|confirm|submit|app
                       r"bestatigen|fortfahren|confirmer|valider|continuer|conferma|procedi|да|подтвердить|продолжить|"
                       r"确定|确认|好|是|继续|はい|確認|続行|확인|예)$")
 # a dialog that asks before it acts, rather than reporting what happened ("12 items were deleted.")
-_ASKS = re.compile(r"[?\uff1f]|\bwill\b|\bcan ?not be undone|can't be undone|\bpermanently\b|\bare you sure\b|"
+_ASKS = re.compile(r"[?\uff1f]|\bwill\b|\bcan ?not be (undone|reversed)|can't be (undone|reversed)|\bpermanently\b|"
+                   r"\bare you sure\b|\babout to\b|\bdo you want\b|"
                    r"\breally\b|\bwirklich\b|d[eé]finitivement|irr[eé]versible|endg[uü]ltig", re.I)
-_MONEY = re.compile(r"[$€£¥₹]\s?\d|\d\s?(€|eur|usd|gbp)\b", re.I)
+_MONEY = re.compile(r"[$€£¥₹]\s?\d|\d\s?(€|eur|usd|gbp|btc|eth|usdc|usdt)\b", re.I)
 _PAY_CONTEXT = _pattern(["checkout", "check out", "payment", "payment details", "card number", "cvc", "cvv",
                          "charged", "billed", "billing", "card ending"])
 # weaker words: paying only beside an amount ("Total: $23.40")
 _PRICE_CONTEXT = _pattern(["pay", "total", "order total", "price", "amount", "amount due", "subtotal"])
 # words that make a dialog destructive only as its question ("Replace it?"), not as a button's label
-_CONTEXT_ONLY = [("delete", _pattern(["replace", "overwrite", "will be lost", "may not be saved", "not be saved"]))]
+_CONTEXT_ONLY = [("delete", _pattern(["replace", "overwrite", "will be lost", "may not be saved", "not be saved",
+                                       "lose access", "will lose", "stop working", "no longer be visible",
+                                       "no longer be available", "no longer work"])),
+                 ("install", _pattern(["requires your permission", "access your data", "permissions", "extension",
+                                       "add on", "unknown apps", "unknown sources"]))]
+# confirmations of more than one word ("I understand, proceed", "Yes, continue anyway"): confirm
+# words only, one of them a core one
+_CONFIRM_CORE = {"ok", "okay", "yes", "proceed", "continue", "confirm", "approve", "authorize", "agree", "accept",
+                 "understand", "sure"}
+_CONFIRM_FILLER = _CONFIRM_CORE | {"i", "m", "im", "it", "do", "and", "anyway", "please", "now", "let", "s", "go"}
 # a Replace / Overwrite button deletes what is there when its dialog says a file of that name exists
 _REPLACE = [("delete", _pattern(["replace", "replace all", "overwrite", "ersetzen", "uberschreiben", "remplacer",
                                  "ecraser", "reemplazar", "sobrescribir", "substituir", "sostituisci", "заменить",
@@ -281,9 +267,15 @@ def _shown(el: dict, tree: list) -> list[str]:
     return [str(e[k]) for e in [el, *inner] for k in ("text", "desc") if e.get(k)]
 
 
-def _confirms(el: dict, tree: list) -> bool:
-    """Whether the button shows or is named a bare confirmation."""
-    return any(_CONFIRM.match(f) for t in _shown(el, tree) for f in normalize(t))
+def _confirms(el: dict, tree: list, question: str = "") -> bool:
+    """Whether the button shows or is named a bare confirmation, or the verb its dialog's question
+    starts with ("Add" under "Add uBlock Origin?", "Revert" under "Revert to draft?")."""
+    asked = re.findall(r"[^\W\d_]+", next((q for q in question.split(" | ") if "?" in q), "").casefold())[:1]
+    for f in (f for t in _shown(el, tree) for f in normalize(t)):
+        words = set(f.split())
+        if _CONFIRM.match(f) or (words & _CONFIRM_CORE and words <= _CONFIRM_FILLER) or (asked and f == asked[0]):
+            return True
+    return False
 
 
 def _pays(text: str):
@@ -292,17 +284,36 @@ def _pays(text: str):
         (_MONEY.search(text) and _match([("pay", _PRICE_CONTEXT)], text, False)) or None
 
 
-def _confirm_in_context(el: dict, tree: list, screen):
-    """What a confirm button (OK, Yes, Proceed, Submit...) agrees to: the act its dialog asks about
-    (a dialog that only reports asks nothing), or paying, on a page about payment."""
+def _asked(text: str):
+    """(class, words) of the act a dialog's (or a page's) question asks about: a risky verb in any
+    form ("will be erased", "Powering off"), or words that say what is lost or allowed."""
+    return _labels_risk(text) or _match([(r, _SENTENCE_VERBS[r]) for r in _ORDER if r != "password"], text) \
+        or _match(_CONTEXT_ONLY, text)
+
+
+def _question(el: dict, tree: list, screen) -> str:
+    """The text of the dialog around ``el``, else the page's when it asks a question ("¿Confirmar
+    transferencia?" above an Aceptar button), else ''."""
     box = dialog_of(el, tree, screen)
     if box is not None:
-        text = dialog_text(box, tree)
+        return dialog_text(box, tree)
+    text = page_text(el, tree)
+    return text if re.search(r"[?\uff1f]", text) else ""
+
+
+def _confirm_in_context(el: dict, tree: list, screen):
+    """What a confirm button (OK, Yes, Proceed, Submit...) agrees to: the act its dialog (or a
+    page's question) asks about (a dialog that only reports asks nothing), or paying, on a page
+    about payment."""
+    text = _question(el, tree, screen)
+    if text:
         money = _MONEY.search(text)
-        if not (_ASKS.search(text) or money):
+        if _ASKS.search(text) or money:
+            m = _asked(text) or (money and _pays(text))
+            if m:
+                return m[0], f"confirms {text[:160]!r} ({m[1]!r})"
+        if dialog_of(el, tree, screen) is not None:
             return None
-        m = _labels_risk(text) or _match(_CONTEXT_ONLY, text) or (money and _pays(text))
-        return (m[0], f"confirms the dialog {text[:160]!r} ({m[1]!r})") if m else None
     text = page_text(el, tree)
     m = _pays(text)
     return ("pay", f"confirms on a payment page {text[:160]!r} ({m[1]!r})") if m else None
@@ -327,11 +338,18 @@ def _press(el: dict, parts: list[str], tree: list, screen, how: str):
         return m[0], f"{how} on element {m[2].strip()!r} ({m[1]!r})"
     if el is None:
         return None, ""
-    c = _confirms(el, tree) and _confirm_in_context(el, tree, screen)
+    c = _confirms(el, tree, _question(el, tree, screen)) and _confirm_in_context(el, tree, screen)
     if c:
         return c[0], f"{how} on {' | '.join(parts[:2])!r}, which {c[1]}"
     r = _replaces(el, tree, screen)
-    return (r[0], f"{how} on {r[1]}") if r else (None, "")
+    if r:
+        return r[0], f"{how} on {r[1]}"
+    if any(re.fullmatch(r"turn off|switch off|disable|deactivate", f) for t in _shown(el, tree) for f in normalize(t)):
+        text = page_text(el, tree)          # "Turn off" on the 2-Step Verification page
+        m = _match([("password", _SECURITY_OFF)], "turn off " + text)
+        if m:
+            return "password", f"{how} on {' | '.join(parts[:2])!r} on a page about {text[:120]!r}"
+    return None, ""
 
 
 def _click(action, tree, screen):
@@ -403,17 +421,24 @@ def _pressable(e: dict) -> bool:
 
 
 def _key(action, tree, screen=None):
-    """Key chords by what they do: fixed ones (shift+delete), quitting where work is unsaved, Enter
-    or Space on a focused button as a press of it, and Enter in a field by what it submits."""
+    """Key chords by what they do: fixed ones (shift+delete outside a text field, Delete on selected
+    items), quitting where work is unsaved, Enter or Space on a focused button as a press of it,
+    and Enter (or ctrl+enter) in a field by what it submits."""
     keys = chord(action.keys) if action.type == "key" else frozenset({"enter"})
-    for need, risk, why in _CHORDS:
-        if need <= keys and risk:
+    field = focused(tree)
+    in_text = field is not None and bool(field.get("editable") or field.get("password")
+                                         or (not _pressable(field) and _TEXT_ROLE.search(role(field))))
+    for need, risk, why, where in CHORDS:
+        if keys != need and not (where == "submit" and keys == need | {"shift"}):
+            continue
+        if where == "any" or (where == "text" and not in_text) \
+                or (where == "items" and field is not None and not in_text) \
+                or (where == "submit" and _field_kind(field) not in ("document", "search")):
             return risk, why
-    for need, why in _QUIT:
+    for need, why in QUIT:
         work = unsaved_work(tree) if need <= keys else None
         if work:
             return "delete", f"{why} with unsaved work ({work!r})"
-    field = focused(tree)
     if keys in ({"enter"}, {"space"}) and field is not None and _pressable(field):
         return _press(field, _parts_of(field, tree), tree, screen, f"{'Enter' if 'enter' in keys else 'Space'} "
                       "on the focused button")
@@ -431,7 +456,8 @@ def _labels_risk(text: str, patterns=None):
 def _riskiest(parts: list[str]):
     """(class, words, part): the riskiest act any of ``parts`` names (classes in the gate's order),
     or a change of password or PIN ("Update password"), else None."""
-    found = [(*m, p) for p in parts if (m := _labels_risk(p) or _match([("password", _CREDENTIAL)], p))]
+    found = [(*m, p) for p in parts
+             if (m := _labels_risk(p) or _match([("password", _CREDENTIAL), ("password", _SECURITY_OFF)], p))]
     return min(found, key=lambda m: _ORDER.index(m[0])) if found else None
 
 

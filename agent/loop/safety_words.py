@@ -65,14 +65,15 @@ VERBS = {
     "pay": ["pay", "pay now", "checkout", "check out", "place order", "place your order", "complete payment", "confirm payment", "transfer money",
             "send money", "submit payment", "make payment", "make a payment", "send payment", "authorize payment",
             "approve payment", "approve transaction", "confirm transaction", "transfer", "wire", "wire money",
-            "donate", "donate now", "tip", "add tip", "top up", "topup", "add funds", "add money", "withdraw", "cash out", "pagar", "pague", "realizar pedido", "finalizar compra", "bezahlen", "zahlen",
+            "donate", "donate now", "transferencia", "transferir", "uberweisen", "virement",
+            "bonifico", "tip", "add tip", "top up", "topup", "add funds", "add money", "withdraw", "cash out", "pagar", "pague", "realizar pedido", "finalizar compra", "bezahlen", "zahlen",
             "jetzt bezahlen", "zur kasse", "payer", "passer la commande", "paga", "оплатить", "заплатить",
             "оплата", "支付", "付款", "结账", "結帳", "お支払い", "支払う", "支払い", "決済", "결제"],
     "purchase": ["buy", "buy now", "purchase", "subscribe", "order", "order now", "add to cart", "book now",
                  "reserve now", "rent now", "upgrade now", "get premium", "confirm purchase", "confirm booking",
                  "start subscription", "upgrade", "bid", "place bid", "bid now", "pre order", "preorder", "renew",
                  "renew now", "start free trial", "start trial", "start my free trial", "try free", "try it free",
-                 "go premium", "go pro", "get pro", "pledge", "back this project", "comprar",
+                 "go premium", "go pro", "get pro", "pledge", "back this project", "comprar", "оформить заказ", "提交订单", "立即购买", "下单",
                  "suscribirse", "suscribir", "assinar", "kaufen", "jetzt kaufen", "abonnieren", "bestellen",
                  "acheter", "abonner", "s abonner", "commander", "acquista", "купить", "подписаться",
                  "购买", "購買", "订阅", "訂閱", "購入", "買う", "구매"],
@@ -87,7 +88,11 @@ VERBS = {
                "leave group", "leave the group", "leave channel", "leave conversation", "leave team",
                "leave workspace", "leave server", "exit group", "reset all", "reset settings", "reset all settings",
                "reset to defaults", "reset to default", "reset device", "reset phone", "reset network settings",
-               "erase all content", "erase all data", "reset everything",
+               "erase all content", "erase all data", "reset everything", "terminate", "factory restore",
+               "restore factory settings", "restore factory defaults", "restore to factory", "drop table",
+               "drop database", "drop collection", "drop index", "drop schema", "empty junk", "empty spam",
+               "empty folder", "empty deleted items", "retirer", "enlever", "vider la corbeille", "vaciar papelera",
+               "svuota", "svuota cestino", "papierkorb leeren", "очистить корзину",
                "empty trash", "empty bin", "empty recycle bin", "empty the trash", "empty the bin", "clear chat",
                "clear conversation", "clear messages", "clear storage", "clear all", "clear history", "clear data", "wipe",
                # closing without saving throws the unsaved work away (GTK/Qt "Don't Save" dialogs)
@@ -103,7 +108,8 @@ VERBS = {
                 "instalar", "installieren", "installer", "installa", "установить", "安装", "安裝", "インストール", "설치"],
     "send": ["send", "snd", "send now", "post", "tweet", "publish", "reply all", "share now", "forward message",
              "forward email", "forward to", "broadcast", "repost", "retweet", "send invite", "send invites",
-             "submit application", "submit review", "enviar",
+             "submit application", "submit review", "comment", "post comment",
+             "enviar",
              "envia", "envie", "publicar", "senden", "absenden", "abschicken", "versenden", "verschicken",
              "posten", "veroffentlichen", "envoyer", "publier", "invia", "pubblica", "отправить",
              "отправь", "послать", "опубликовать", "发送", "發送", "发布", "發佈", "发表", "送出",
@@ -119,10 +125,18 @@ ORDER = ("password", "pay", "purchase", "delete", "install", "send", "system")
 # a press that changes a password or PIN (a secret is replaced: class "password"); "Forgot password?"
 # asks, and a field named "New password" is typed into, not pressed
 _SECRET = r"(password|passcode|passphrase|pin|pin code|passwort|kennwort|contrasena|senha|mot de passe|пароль)"
-CREDENTIAL = re.compile(r"\b(update|change|reset|set|set up|setup|save|create|choose)\s+((your|my|the|a|new|account)\s+)*"
-                        + _SECRET + r"\b|\b" + _SECRET + r"\s+(andern|aktualisieren|zurucksetzen|speichern|update|change|reset)\b|"
+SECURITY_OFF = re.compile(r"\b(turn off|switch off|disable|remove|deactivate|stop using)\s+((your|the)\s+)*"
+                          r"(2 step|two step|2 factor|two factor|2fa|mfa|multi factor|screen lock|passkeys?|"
+                          r"security keys?|login verification|sign in verification)\b")
+# switches that open the device to what it would refuse: unknown apps, debugging from a computer
+INSTALL_TOGGLE = re.compile(r"\b(allow from this source|unknown sources|install unknown apps|allow app installs|"
+                            r"usb debugging|wireless debugging|allow installation)\b")
+CREDENTIAL = re.compile(r"\b(update|change|reset|set|set up|setup|save|create|choose)\s+"
+                        r"((your|my|the|a|new|account)\s+)*" + _SECRET + r"\b|\b" + _SECRET
+                        + r"\s+(andern|aktualisieren|zurucksetzen|speichern|update|change|reset)\b|"
                         r"\b(cambiar|actualizar|restablecer|changer|modifier|reinitialiser|alterar|mudar|redefinir|"
-                        r"modifica|cambia|reimposta|изменить|сменить|сбросить)\s+((la|le|votre|a|tu|su|il)\s+)*" + _SECRET
+                        r"modifica|cambia|reimposta|изменить|сменить|сбросить)\s+((la|le|votre|a|tu|su|il)\s+)*"
+                        + _SECRET
                         + r"\b|(修改|更改|重置|设置)(密码|密碼)|パスワード(を)?(変更|リセット)|비밀번호 (변경|재설정)")
 
 
@@ -136,6 +150,31 @@ def pattern(words: list[str]) -> re.Pattern:
 
 
 PATTERNS = {risk: pattern(VERBS[risk]) for risk in ORDER}
+
+
+def _inflect(phrase: str) -> list[str]:
+    """A verb phrase as a sentence uses it: "delete" -> deletes, deleted, deleting, deletion;
+    "power off" -> powering off (its first word inflected)."""
+    first, _, rest = phrase.partition(" ")
+    if not re.fullmatch(r"[a-z]{3,}", first):
+        return [phrase]
+    stem = first[:-1] if first.endswith("e") else first
+    forms = {first, first + "s", stem + "ed", stem + "ing", stem + "ion", first + "d" if first.endswith("e") else first}
+    return [f"{f} {rest}".strip() for f in sorted(forms)]
+
+
+# the verbs as a dialog's sentence says them ("All data will be erased", "Powering off will end...")
+_PARTICIPLES = {
+    "delete": ["geloscht", "entfernt", "deinstalliert", "supprime", "supprimes", "supprimee", "supprimees", "efface",
+               "effaces", "eliminado", "eliminados", "eliminada", "eliminadas", "borrado", "borrados", "excluido",
+               "excluidos", "apagado", "apagados", "eliminato", "eliminati", "cancellato", "cancellati", "удален",
+               "удалена", "удалено", "удалены"],
+    "send": ["gesendet", "verschickt", "envoye", "envoyee", "enviado", "enviada", "inviato", "отправлено"],
+    "pay": ["bezahlt", "uberwiesen", "paye", "pagado", "pago", "pagato", "оплачено"],
+    "install": ["installiert", "installe", "instalado", "installato", "установлено"],
+}
+SENTENCE_PATTERNS = {risk: pattern(sorted({f for w in VERBS[risk] for f in _inflect(w)}
+                                          | set(_PARTICIPLES.get(risk, [])))) for risk in ORDER}
 BIN = pattern(["trash", "trash can", "bin", "recycle bin", "wastebasket", "garbage", "papelera", "basura",
                  "papierkorb", "mulleimer", "muelleimer", "corbeille", "poubelle", "lixeira", "lixo", "cestino",
                  "корзина", "垃圾桶", "回收站", "ゴミ箱", "휴지통"])
@@ -174,8 +213,12 @@ _COMMANDS = [
                           r"pkill|stop-computer|restart-computer|chmod\s+-r|chown\s+-r)\b|:\(\)\s*\{|"
                           r"\b(systemctl|loginctl)\s+(poweroff|reboot|halt|kexec|soft-reboot)\b|\btelinit\s+[06]\b", re.I | re.M)),
     ("install", re.compile(r"\b(curl|wget)\b[^\n]*\|\s*(sudo\s+)?(ba|z)?sh\b|(^|[;&|]\s*|\bsudo\s+)"
-                           r"(apt|apt-get|yum|dnf|pip3?|npm|brew|choco|winget)\s+install\b", re.I | re.M)),
+                           r"(apt|apt-get|yum|dnf|pip3?|npm|brew|choco|winget|snap|flatpak|adb)\s+install\b|"
+                           r"\b(dpkg\s+(-\S+\s+)*(-i|--install)|rpm\s+(-\S+\s+)*-[a-z]*[iU])\b", re.I | re.M)),
+    ("password", re.compile(_START + r"(passwd|chpasswd|usermod\s+(-\S+\s+)*-p)\b", re.I | re.M)),
 ]
+# a command asked only for its help, its version or a dry run does nothing
+_HARMLESS_RUN = re.compile(r"\s(--help|--version|--dry-run)(\s|$)")
 
 
 # a verb followed by one of these names a place or a record, not the act ("Post office",
@@ -184,10 +227,10 @@ _COMMANDS = [
 _NOT_ACT = re.compile(r"\s*(office|guide|history|settings?|options?|info|information|rules|in|logs?|records?|"
                       r"status|details|methods?|list|folder|date|time|address|queue|by|of|summary|total|number|"
                       r"no|id|frame|confirmation|tracking|placed|received|complete|completed|finished|failed|"
-                      r"successful|is|was|has|have|are|were|"
+                      r"successful|is|was|has|have|are|were|or|"
                       r"记录|記錄|历史|歷史|设置|設定|済み|済|履歴|記録|中)\b", re.I)
 # a word before the verb that undoes or names it: "Undo delete", "Cancel order", "Sort order", "File transfer"
-_UNDOES = {"undo", "cancel", "restore", "recover", "sort", "file", "data"}
+_UNDOES = {"undo", "cancel", "restore", "recover", "sort", "file", "data", "custom"}
 # and one that makes a verb a noun ("the Trash", "from the bin", "your order"); not for field
 # names, where "Type a message" is still a message field
 _ARTICLES = {"your", "the", "a", "an", "from", "in", "into"}
@@ -195,6 +238,7 @@ _ARTICLES = {"your", "the", "a", "an", "from", "in", "into"}
 _NOUN_AFTER = {"pay": re.compile(r"\s*(slips?|stubs?|period|rate|grade|scale|day)\b"),
                "pin": re.compile(r"\s*(title|name|description|board|notes?|chat|message|location|it|to)\b"),
                "post": re.compile(r"\s*(code|malone)\b"),
+               "send": re.compile(r"\s*(feedback|us feedback)\b"),
                "transfer": re.compile(r"\s*(files?|photos?|data|speed|mode|progress)\b"),
                "order": re.compile(r"\s*\d"),                                        # "Order #1234"
                # formatting text is no loss; formatting storage is
@@ -245,5 +289,9 @@ def command_risk(text: str):
     for risk, pat in _COMMANDS:
         m = pat.search(text)
         if m:
+            at = m.start() + len(m.group(0)) - len(m.group(0).lstrip(";&|`( \t\n"))     # past its separator
+            start = max(text.rfind(c, 0, at) for c in ";&|\n") + 1
+            if _HARMLESS_RUN.search(re.split(r"[;&|\n]", text[start:m.end()] + text[m.end():], maxsplit=1)[0]):
+                continue
             return risk, m.group(0).strip()
     return None
