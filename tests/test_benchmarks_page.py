@@ -2,23 +2,25 @@
 headline results, each row linking to the section of a history page under docs/benchmarks/ that
 holds its runs. The README quotes benchmark figures only in a paragraph that links BENCHMARKS.md,
 and every figure such a paragraph quotes is in that table. Every figure of the table is on the
-history page its row links to (taken from the record, never rounded again). Every link of the
-front page and the history pages resolves, and every history page is listed on the front page."""
+history page its row links to (taken from the record, never rounded again), each interval written
+as the record writes it. Every link of the front page and the history pages resolves, and every
+history page is listed on the front page."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from test_docs import headings, slug
+from test_docs import broken_links, headings, slug
 
 ROOT = Path(__file__).resolve().parents[1]
 FRONT = ROOT / "BENCHMARKS.md"
 PAGES = sorted((ROOT / "docs" / "benchmarks").glob("*.md"))
 MAX_LINES = 300
 COLUMNS = ["claim", "figure (95% interval)", "command", "seeds", "machine", "date", "history"]
-# a figure: a number, signed or not, a count k/n or a thousands-separated one, not part of a name
-# (mt50, sha256), a version or a longer number
-FIGURE = re.compile(r"(?<![\w.])[+-]?\d+(?:[.,/]\d+)*%?(?!\w|\.\d)")
+# a figure: a number, signed or not, a count k/n or a thousands-separated one, a share (0.5%) or a
+# ratio (0.73x); not part of a name (mt50, sha256, 96x96), a version or a longer number
+FIGURE = re.compile(r"(?<![\w.])[+-]?\d+(?:[.,/]\d+)*(?:%|x)?(?!\w|\.\d)")
+INTERVAL = re.compile(r"\[[+-]?\d[^\]]*\]")           # an interval, as the record writes it: [0.761, 0.867]
 HISTORY = re.compile(r"\]\((docs/benchmarks/[\w-]+\.md)#([\w-]+)\)")
 
 
@@ -95,6 +97,7 @@ def test_every_figure_of_the_table_is_on_its_history_page():
         pages = {page for page, _ in HISTORY.findall(row[-1])}
         record = "\n".join((ROOT / p).read_text(encoding="utf-8") for p in pages)
         lost = [f for f in figures(row[1]) if not quoted(f, record)]
+        lost += [i for i in INTERVAL.findall(without_code(row[1])) if i not in record]
         if lost:
             bad.append(f"{row[0][:60]}: {lost} not in {sorted(pages)}")
     assert not bad, "\n".join(bad)
@@ -121,15 +124,5 @@ def test_every_history_page_is_listed_and_every_link_resolves():
     front = FRONT.read_text(encoding="utf-8")
     unlisted = [p.name for p in PAGES if f"](docs/benchmarks/{p.name})" not in front]
     assert len(PAGES) >= 10 and not unlisted, f"history pages BENCHMARKS.md does not list: {unlisted}"
-    bad = []
-    for page in [FRONT, *PAGES]:
-        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
-            if re.match(r"\w+://", target):
-                continue
-            file, _, anchor = target.partition("#")
-            dest = (page.parent / file).resolve() if file else page
-            if not dest.is_file():
-                bad.append(f"{page.name}: {target} (no such file)")
-            elif anchor and anchor not in anchors(dest):
-                bad.append(f"{page.name}: {target} (no such heading)")
+    bad = [b for page in [FRONT, *PAGES] for b in broken_links(page)]
     assert not bad, "\n".join(bad)
