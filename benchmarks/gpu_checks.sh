@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 38's GPU lines, run on a lent GPU machine as prepared scripts (BENCHMARKS.md "On a GPU").
+# Issue 38's GPU lines, run on a lent GPU machine as prepared scripts (docs/benchmarks/gpu.md "On an H100").
 #
 #   bash benchmarks/gpu_checks.sh latency   # gpu_latency.py on CUDA (every size), then tiny on this host's CPU
 #   bash benchmarks/gpu_checks.sh mt10      # embodia eval on MT10 with embodia-mt50, --torch-device cuda

@@ -289,7 +289,8 @@ def main(argv=None) -> None:
         p.add_argument("--seed", type=int, default=40000, help="a multiple of --episodes")
     rc.add_argument("--jitter", default="0,0.01,0.02,0.03", help="comma list of jitters to measure (metres)")
     ev.add_argument("--jitter", type=float, default=0.04,
-                    help="metres; at 4 cm a replayed success passes 0.21 of hard set-ups (BENCHMARKS.md)")
+                    help="metres; at 4 cm a replayed success passes 0.21 of hard set-ups "
+                         "(docs/benchmarks/persistent.md)")
     ev.add_argument("--policy", default="embodia-mt50")
     ev.add_argument("--axes", default="gain,delay,pose")
     ev.add_argument("--severity", default="", help="axis=severity,... (default 1 each)")

@@ -116,7 +116,7 @@ class MemoryConfig:
     30000-30199, 2 streams x 100 episodes, second halves) 0.3..0.6 made 76/100 and the
     fixed-confidence ablation 85/100; 0.1..0.4 steers those first decisions at tau0 0.3-0.6 and
     keeps a floor (a lone far elite, confidence < 0.1, still leaves the policy alone). The
-    figures on fresh seeds are in BENCHMARKS.md."""
+    figures on fresh seeds are in docs/benchmarks/sim-memory.md."""
 
     # ---- upkeep (ARCHITECTURE.md 5.7) ----------------------------------------------------------------------
     stride: Optional[int] = None
@@ -149,11 +149,12 @@ class MemoryConfig:
     > episode_fail_ratio. `benchmarks/credit_probe.py` (blocked-left, 100 episodes, 10 falsely
     labelled): false successes that never passed a gap carry 0.995-1.0 of their weight in failures;
     real successes 0.19 on average (but up to 1.0 for a few: those get deleted too); near-misses
-    that passed the right gap but stopped short of the goal 0.08-0.95. BENCHMARKS.md ("Failure
-    credit under false success labels") has what the rule buys and costs: with 10% of episodes
-    falsely labelled by a detector that is fixed after deployment, it removes 16 of 18 stuck false
-    successes (with credit_cascade) and success recovers to the clean-label level; a detector that
-    stays wrong hides most failures from it. With clean labels it deletes ~9% of real sources."""
+    that passed the right gap but stopped short of the goal 0.08-0.95.
+    docs/benchmarks/sim-memory.md ("Failure credit under false success labels") has what the rule
+    buys and costs: with 10% of episodes falsely labelled by a detector that is fixed after
+    deployment, it removes 16 of 18 stuck false successes (with credit_cascade) and success
+    recovers to the clean-label level; a detector that stays wrong hides most failures from it.
+    With clean labels it deletes ~9% of real sources."""
     episode_fail_min: int = 2
     episode_fail_ratio: float = 0.5
     credit_cascade: float = 0.2
@@ -172,8 +173,8 @@ class MemoryConfig:
     (successes + 1) / (episodes + 2) among the seeds that have succeeded at least as often as they
     have failed (ties: the latest success); with none, the episode's own seed. Measured on MT50
     under the protocol with the offsets key: +0.027 over the policy alone (paired 95% [+0.014,
-    +0.039], six streams), +0.022 over the offsets key alone (BENCHMARKS.md, "Seed recall stacked on
-    the offsets key"). Off by default: it was measured on one benchmark, and it makes a steered
+    +0.039], six streams), +0.022 over the offsets key alone (docs/benchmarks/metaworld.md, "Seed recall stacked
+    on the offsets key"). Off by default: it was measured on one benchmark, and it makes a steered
     episode differ from an unsteered one from its first decision."""
 
     # ---- index -------------------------------------------------------------------------------

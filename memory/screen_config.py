@@ -59,7 +59,7 @@ class ScreenMemoryConfig:
     labels, so two instances of click-button's only screen have cosine 0.73-0.86 (median 0.79):
     with the fixed 0.85 the right action won 78-100% of the vote from >= 3 successes and still
     stayed under the replace threshold (c_sim 0.26-0.85; no decision replaced on 9 of the 12 tasks
-    of the first run, BENCHMARKS.md). gui-sim's same-page pairs (median 0.80-0.92) mostly saturate
+    of the first run, docs/benchmarks/miniwob.md). gui-sim's same-page pairs (median 0.80-0.92) mostly saturate
     as before (benchmarks/gui_memory.py: the same outcomes to within one episode)."""
     spread_margin: float = 0.05
     """The adaptive saturation never goes below min_similarity + this: a winner whose stored
@@ -85,7 +85,7 @@ class ScreenMemoryConfig:
     token per field in the key moves the cosine by a few hundredths only: on MiniWoB's choose-list
     the list before and after choosing the target differs in the list's value alone, and the
     trained head's memory replayed "click Submit" on the unchosen list (9/16 with memory vs 13/16
-    without, BENCHMARKS.md). gui-sim's elements carry no value and only the slot's own switch
+    without, docs/benchmarks/miniwob.md). gui-sim's elements carry no value and only the slot's own switch
     counts, so there it only tells "turn on" (switch off) from a switch already on."""
     history_miss: float = 0.25
     """Vote weight of a candidate whose previous action differs (``history="prefer"``): a matching

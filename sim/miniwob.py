@@ -31,7 +31,7 @@ policy: seeds are paired across policies), driven by trusted input like any page
 safety gate allows and records. Scripted experts (`EXPERTS`, written in
 `embodia.sim.miniwob_experts`) act from the instruction and the UI tree alone, as a policy could;
 ``expert()`` raises for a task without one. Each kept expert solved at least 19 of 20 held-out
-seeds (BENCHMARKS.md, "MiniWoB++").
+seeds (docs/benchmarks/miniwob.md, "Every expert on 20 held-out seeds").
 
 Tasks without an expert, and why (the tree is what an expert may read):
 

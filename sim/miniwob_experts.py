@@ -2,7 +2,8 @@
 ``plan(instruction, tree, memo) -> GuiAction``, that reads only what a model sees (the instruction
 and the UI tree, as the browser device gives it) and returns one action per step; `TreeExpert`
 turns a plan into a policy. Which tasks have one, and why the others do not, is in
-`embodia.sim.miniwob`'s module doc; their success on held-out seeds is in BENCHMARKS.md.
+`embodia.sim.miniwob`'s module doc; their success on held-out seeds is in
+docs/benchmarks/miniwob.md.
 """
 from __future__ import annotations
 

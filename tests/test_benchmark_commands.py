@@ -1,6 +1,6 @@
-"""Every benchmark command in BENCHMARKS.md still runs, as far as a cheap check can tell: the script
-exists, and its own argument parser (built by its ``main()``, as when the command runs) accepts the
-documented flags and values. Parsing is all that runs: the parser is stopped the moment it returns,
+"""Every benchmark command in BENCHMARKS.md and its history pages (docs/benchmarks/*.md) still runs,
+as far as a cheap check can tell: the script exists, and its own argument parser (built by its
+``main()``, as when the command runs) accepts the documented flags and values. Parsing is all that runs: the parser is stopped the moment it returns,
 before the benchmark starts. A flag removed from a script, renamed, or given a type or choices the
 documented value no longer meets fails here (argparse's own error, quoted)."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ import bench_module
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "BENCHMARKS.md"
+DOCS = [ROOT / "BENCHMARKS.md", *sorted((ROOT / "docs" / "benchmarks").glob("*.md"))]
 COMMAND = re.compile(r"python3? benchmarks/(\w+)\.py\b(.*)")
 ENDS = {"|", "||", "&&", ";", "&"}        # the command line ends at a pipe or the next command
 
@@ -73,7 +73,8 @@ def parse_only(monkeypatch, script: str, args: list[str]) -> argparse.Namespace:
     return got.value.args[0]
 
 
-DOCUMENTED = commands(DOC.read_text(encoding="utf-8"))
+# (page, script, arguments) of every documented command
+DOCUMENTED = [(p.relative_to(ROOT).as_posix(), *c) for p in DOCS for c in commands(p.read_text(encoding="utf-8"))]
 
 
 def test_the_commands_are_found_in_blocks_and_inline_spans():
@@ -81,17 +82,20 @@ def test_the_commands_are_found_in_blocks_and_inline_spans():
             "python benchmarks/b.py | tee out\n```\nand `python benchmarks/c.py\n--z` inline, or ``ls `x` ``;\n"
             "  ```json\n  {\"a\": 1}\n  ```\n\n`python benchmarks/d.py --w 2`\n")
     assert commands(text) == [("a", ["--x", "1", "--y", "two words"]), ("b", []), ("c", ["--z"]), ("d", ["--w", "2"])]
-    scripts = {s for s, _ in DOCUMENTED}
-    assert len(DOCUMENTED) >= 50 and {"metaworld_suite", "gate_corpus", "serve_hostile"} <= scripts
+    scripts = {s for _, s, _ in DOCUMENTED}
+    assert len(DOCUMENTED) >= 116 and {"metaworld_suite", "gate_corpus", "serve_hostile"} <= scripts
+    pages = {p for p, _, _ in DOCUMENTED}
+    assert "BENCHMARKS.md" in pages and len(pages) >= 10, f"commands were read from {sorted(pages)} only"
 
 
-@pytest.mark.parametrize("script,args", DOCUMENTED, ids=[f"{s}:{' '.join(a)[:60]}" for s, a in DOCUMENTED])
-def test_a_documented_command_parses(monkeypatch, capsys, script, args):
-    assert (ROOT / "benchmarks" / f"{script}.py").is_file(), f"BENCHMARKS.md runs benchmarks/{script}.py: not there"
+@pytest.mark.parametrize("page,script,args", DOCUMENTED,
+                         ids=[f"{Path(p).stem}:{s}:{' '.join(a)[:60]}" for p, s, a in DOCUMENTED])
+def test_a_documented_command_parses(monkeypatch, capsys, page, script, args):
+    assert (ROOT / "benchmarks" / f"{script}.py").is_file(), f"{page} runs benchmarks/{script}.py: not there"
     try:
         parse_only(monkeypatch, script, args)
     except SystemExit as e:
-        pytest.fail(f"benchmarks/{script}.py refuses the documented `{' '.join(args)}` (exit {e.code}): "
+        pytest.fail(f"{page}: benchmarks/{script}.py refuses the documented `{' '.join(args)}` (exit {e.code}): "
                     f"{capsys.readouterr().err.strip()}")
 
 

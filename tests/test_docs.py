@@ -122,21 +122,26 @@ def test_the_layout_check_fails_on_an_undocumented_name(monkeypatch):
     assert not re.search(r"`LocalDataset\b", explained_text("docs/viewer.md"))
 
 
+def broken_links(page: Path) -> list[str]:
+    """The page's relative links whose file or heading anchor is not there."""
+    bad = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+        if re.match(r"\w+://", target):
+            continue
+        file, _, anchor = target.partition("#")
+        dest = (page.parent / file).resolve() if file else page
+        if not dest.is_file():
+            bad.append(f"{page.name}: {target} (no such file)")
+        elif anchor and anchor not in {slug(h) for h in headings(dest.read_text())}:
+            bad.append(f"{page.name}: {target} (no such heading)")
+    return bad
+
+
 def test_every_docs_page_is_linked_and_every_link_resolves():
     readme = README.read_text()
     unlinked = [p.name for p in DOCS if f"](docs/{p.name})" not in readme]
     assert DOCS and not unlinked, f"docs pages the README does not link: {unlinked}"
-    bad = []
-    for page in [README, *DOCS]:
-        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
-            if re.match(r"\w+://", target):
-                continue
-            file, _, anchor = target.partition("#")
-            dest = (page.parent / file).resolve() if file else page
-            if not dest.is_file():
-                bad.append(f"{page.name}: {target} (no such file)")
-            elif anchor and anchor not in {slug(h) for h in headings(dest.read_text())}:
-                bad.append(f"{page.name}: {target} (no such heading)")
+    bad = [b for page in [README, *DOCS] for b in broken_links(page)]
     assert not bad, "\n".join(bad)
 
 

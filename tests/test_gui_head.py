@@ -32,7 +32,7 @@ from embodia.policies.robot.vla import VLAPolicy
 from embodia.sim.gui import GuiSimDevice
 
 TINY = BUNDLED["embodia-tiny"]
-# the robot weights BENCHMARKS.md's VLA and success-memory figures were measured with
+# the robot weights docs/benchmarks/sim-memory.md's VLA and success-memory figures were measured with
 ROBOT_SHA256 = {"model.safetensors": "b8c3a2ea7fa0d5d051af7c80406b4aac85a1ab5ef6f623dbf2774616a9eb6a78",
                 "backbone/model.safetensors": "e20eff7ce2cd5c15a787dcea3429fe90edc108b4487e1b43d5ffde028979aae4"}
 

@@ -351,7 +351,7 @@ def test_a_checkpoint_copy_carries_other_memory_settings_and_steers_with_them(tm
 
 
 def test_the_bundled_mt50_checkpoint_solves_easy_tasks_and_stays_small():
-    """embodia-mt50 (the step-2,500 checkpoint of BENCHMARKS.md) unlocks the door and opens the window
+    """embodia-mt50 (the step-2,500 checkpoint of docs/benchmarks/metaworld.md) unlocks the door and opens the window
     on held-out seeds, which embodia-tiny (never trained on them) does in 0 of 4; the bundle carries
     no training state and no folder of this machine."""
     from embodia.agent.loop.factory import BUNDLED

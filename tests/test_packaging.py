@@ -212,7 +212,7 @@ def test_the_wheel_holds_only_the_embodia_package(tmp_path):
 
 def test_the_files_the_readme_names_exist():
     docs = ["README.md", "ARCHITECTURE.md", "BENCHMARKS.md", *sorted(p.relative_to(ROOT).as_posix()
-                                                                 for p in (ROOT / "docs").glob("*.md"))]
+                                                                 for p in (ROOT / "docs").rglob("*.md"))]
     assert len(docs) > 3, "the manual's pages under docs/ were not found"
     text = "".join((ROOT / f).read_text() for f in docs)
     named = set(re.findall(r"`((?:agent|devices|memory|policies|sim|action_heads|benchmarks|tests)/[\w/.-]*)", text))

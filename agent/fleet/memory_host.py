@@ -85,7 +85,7 @@ class MemoryHost:
 
 class MemoryProxy:
     """The SuccessMemory methods a SteeredPolicy (and `run_stream`) calls, forwarded to a MemoryHost.
-    `query` is one Ray call per decision (~2 ms on one machine, see BENCHMARKS.md); `guidance` is a
+    `query` is one Ray call per decision (~2 ms on one machine, see docs/benchmarks/scale.md); `guidance` is a
     pure function of the retrieval and the config, so it runs here; `record_use` is sent without
     waiting (one caller's calls run in order) and its errors surface at `end_episode`."""
 

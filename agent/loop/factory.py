@@ -40,8 +40,8 @@ POLICY_SPECS = {
 
 
 # Torch threads for the bundled-size models (VLA, GUI head) this process runs inside its control loop.
-# Measured in the loop (benchmarks/decision_latency.py, BENCHMARKS.md "Decision latency", in-loop
-# rows): on 2 cores one thread was the faster choice both on a quiet machine and beside a busy
+# Measured in the loop (benchmarks/decision_latency.py, docs/benchmarks/speed.md "Decision latency",
+# in-loop rows): on 2 cores one thread was the faster choice both on a quiet machine and beside a busy
 # neighbour process, where two threads spin-wait on each other for the busy core.
 DEFAULT_THREADS = 1
 THREADS_ENV = "EMBODIA_THREADS"

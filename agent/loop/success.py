@@ -66,7 +66,7 @@ from embodia.policies.gui.remote import chat_completions_url, chat_headers
 JUDGE_THRESHOLD = 0.9     # a judge's label stores only at this confidence or above (no measurement
                           # chose it yet: conservative, a false success poisons the memory)
 LEARNED_THRESHOLD = 0.9   # the learned detector's label verifies at p >= this (or p <= 1 - this); chosen
-                          # from held-out measurements: benchmarks/success_labels.py, BENCHMARKS.md
+                          # from held-out measurements: benchmarks/success_labels.py, docs/benchmarks/success-labels.md
 MAX_REASON = 2000         # characters of a judge's reason: a longer one is out of the reply schema
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 DEMOS_PER_TASK = 50
 DEMO_SEED = 1000
 # The success-memory settings the bundle carries (memory.json). The defaults serve a robot that works
-# in one place under a local shift (persistent deployment, BENCHMARKS.md "Persistent deployment on
+# in one place under a local shift (docs/benchmarks/persistent.md, "Persistent deployment on
 # Meta-World"): seed recall without steering (each episode starts the sampler from the noise seed of
 # a stored success), the one arm that was above memory-off on every axis of two test-seed sets and
 # harmed no cell there (on the medium group +0.043 pooled, one cell of 44 below off at the edge of its
@@ -36,9 +36,9 @@ DEMO_SEED = 1000
 #   "steering": the memory's own defaults (calibrated similarity scale, steering the sampler): no
 #     cell harmed on the test seeds, no gain shown;
 #   "fixed-setup": a fixed similarity scale and replay of a matching stored chunk (tau0 = 1), chosen
-#     on pilot seeds 100+ for set-ups that come back exactly (MT50 `?repeat=1`: +0.098, BENCHMARKS.md
-#     "Memory on vs off on MT50"); on set-ups that come back only similar it loses a working
-#     policy's successes (clean cells -0.164), so it is never the default.
+#     on pilot seeds 100+ for set-ups that come back exactly (MT50 `?repeat=1`: +0.098,
+#     docs/benchmarks/metaworld.md "Memory on vs off on MT50"); on set-ups that come back only
+#     similar it loses a working policy's successes (clean cells -0.164), so it is never the default.
 MEMORY_SETTINGS = {"recall_seed": True, "fixed_confidence": 0.0,
                    "profiles": {"steering": {}, "fixed-setup": {"sigma": 0.1, "replay": True}}}
 

@@ -22,7 +22,7 @@ DEMOS = [  # (device, episodes, first seed, expert action noise): seeds far from
 # twogap demos are recorded with a noisier expert (std 0.25 instead of 0.05, DART-style): the
 # perturbations show the expert's corrections from states a learned policy drifts into. A state-only
 # head replanning every 4 steps reached 0.45 of 40 episodes with noise 0.15 and 0.68 with 0.25
-# (same data size and training; BENCHMARKS.md, "Why the scene changed").
+# (same data size and training; docs/benchmarks/sim-memory.md, "Why the scene changed").
 BUNDLE = BUNDLED_CHECKPOINTS / "embodia-tiny"
 
 

@@ -36,7 +36,7 @@ class OffsetKey:
     motion since the previous step (``prev_<thing>_*`` channels, where the body has them), then every
     other channel normalized. Offsets are in units of ``scale`` (body units: 5 cm for a metre-based
     arm), motions in ``scale / 10``; a point at exactly 0 (an absent object's padding) gives zero
-    offsets. Measured on MT50 under the protocol (BENCHMARKS.md, "Memory on vs off on MT50"):
+    offsets. Measured on MT50 under the protocol (docs/benchmarks/metaworld.md, "Memory on vs off on MT50"):
     +0.005 over the policy alone on eight fresh streams (paired 95% [-0.001, +0.011]), where the state
     key gave +0.002 on one.
 
