@@ -281,7 +281,7 @@ def test_the_bundled_memory_settings_serve_persistent_deployment_and_name_the_ot
     assert configs[None]["recall_seed"] and configs[None]["fixed_confidence"] == 0.0
     assert not configs["steering"]["recall_seed"] and configs["steering"]["fixed_confidence"] is None
     assert configs['{"sigma": 0.3}']["sigma"] == 0.3 and not configs['{"sigma": 0.3}']["recall_seed"]
-    assert len(list((tmp_path / "cache" / "embodia" / "memory-settings").iterdir())) == 2
+    assert len(list((tmp_path / "cache" / "embodia" / "checkpoint-copies").iterdir())) == 2
     for args, says in ((["--memory-settings", "steering"], "use it with --memory"),
                        (["--memory", str(tmp_path / "m"), "--memory-settings", "nope"], "no memory profile 'nope'")):
         res = CliRunner().invoke(app, cmd + args)
@@ -299,6 +299,12 @@ def test_exec_horizon_runs_a_cached_copy_that_decides_that_often(tmp_path, monke
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     path = cached_copy("embodia-mt50", None, 2)
     assert cached_copy("embodia-mt50", None, 2) == path and cached_copy("embodia-mt50", None, 4) != path
+    # a copy under the folder's earlier name (a user's cache from before the rename) is used, not made again
+    old = tmp_path / "cache" / "embodia" / "memory-settings" / Path(path).name
+    old.parent.mkdir(parents=True)
+    Path(path).rename(old)
+    assert cached_copy("embodia-mt50", None, 2) == str(old) and not Path(path).exists()
+    path = str(old)
     assert read_memory_settings(path) == read_memory_settings(BUNDLED["embodia-mt50"])
     assert read_memory_profiles(path) == read_memory_profiles(BUNDLED["embodia-mt50"])
     dev = open_device("sim:metaworld/reach-v3?max_steps=16")
