@@ -379,16 +379,17 @@ def test_mt50_build_writes_a_stopped_session_and_bundles_without_training_state(
         raise KeyboardInterrupt
     monkeypatch.setattr(suite_mod, "record_suite", stopped)
     out = tmp_path / "ckpt" / "m"
-    with pytest.raises(KeyboardInterrupt):
-        mt50.main(["--data", str(tmp_path / "d"), "--out", str(out)])
+    cmd = ["train", "mt50", "--data", str(tmp_path / "d"), "--out", str(out)]
+    res = CliRunner().invoke(app, cmd)
+    assert res.exit_code == 1 and "run the same command again to go on from the last save" in res.output, res.output
     row = json.loads((tmp_path / "ckpt" / "m.sessions.jsonl").read_text().splitlines()[-1])
     assert row["finished"] is False and "wall_s" in row
 
     # `kill` (SIGTERM) stops it the same way, and the previous handler is back afterwards
     monkeypatch.setattr(suite_mod, "record_suite", lambda *a, **k: os.kill(os.getpid(), signal.SIGTERM))
     before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(KeyboardInterrupt):
-        mt50.main(["--data", str(tmp_path / "d"), "--out", str(out)])
+    res = CliRunner().invoke(app, cmd)
+    assert res.exit_code == 1 and "run the same command again" in res.output, res.output
     assert len((tmp_path / "ckpt" / "m.sessions.jsonl").read_text().splitlines()) == 2
     assert signal.getsignal(signal.SIGTERM) == before
 
