@@ -9,7 +9,7 @@ Starts its own Xvfb (1280x800) and accessibility bus, then runs ``--episodes`` e
     python benchmarks/desktop_bench.py --episodes 5 --tasks galculator/add,mousepad/save-as
 
 A trained GUI head instead of the expert (``--policy``: a checkpoint folder, e.g. the desktop variant
-of `embodia-tiny` that ``python -m embodia.agent.training.desktop_train`` writes): success per task
+of `embodia-tiny` that ``embodia train desktop`` writes): success per task
 and per application with Wilson intervals, and each task's chance rate: the probability that a
 policy drawing uniformly among the head's choices (a clickable element for a click; an element and
 a span of the instruction for typing) makes the shortest solution, averaged over the episodes. By

@@ -7,7 +7,7 @@ worker processes with N). Every variant's frames are checked equal to the first 
 JSON line: wall ms per frame for each (best of --repeats), CPU ms per frame (this process and its
 workers: what the load costs whatever else runs on the machine), the workers' start, the cores.
 
-    python -m embodia.agent.training.mt50 --tasks reach-v3,push-v3,drawer-open-v3,button-press-v3 \
+    embodia train mt50 --tasks reach-v3,push-v3,drawer-open-v3,button-press-v3 \
         --episodes 10 --record-only --data /tmp/mt50-4
     python benchmarks/frame_loading.py --data /tmp/mt50-4 --jobs 1 2
 """
@@ -27,7 +27,7 @@ from embodia.agent.training.frames import load_frames, usable_cores
 from embodia.devices.observation import IMAGES
 
 # torch and the trainer are imported in main(): a spawned worker re-imports this script's top
-# level, and should pay what a worker of `python -m embodia.agent.training.mt50` pays, no more
+# level, and should pay what a worker of `embodia train mt50` pays, no more
 
 
 def old_frames(ds: LocalDataset, i: int, camera: str) -> np.ndarray:

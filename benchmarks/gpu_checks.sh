@@ -16,7 +16,7 @@
 #                                           # the blocks compiled inside the graphs (< 4 min)
 #   bash benchmarks/gpu_checks.sh install   # only the wheels (when the two phases' wheels cannot travel together)
 #   bash benchmarks/gpu_checks.sh rebuild   # rebuilding embodia-mt50 within 250 s: all 2,500 demos recorded by
-#                                           # `python -m embodia.agent.training.mt50 --jobs 14` (EGL on the GPU),
+#                                           # `embodia train mt50 --jobs 14` (EGL on the GPU),
 #                                           # then --steps 5000 on CUDA until the time is up, each part timed, the
 #                                           # whole rebuild's time projected from them if cut (rebuild.json), then
 #                                           # the bundle on MT10 if time is left; TRAIN_TASKS=reach-v3,push-v3
@@ -114,7 +114,7 @@ rebuild)
   left() { local l=$((end - SECONDS)); [ $l -lt 1 ] && l=1; echo $l; }    # (timeout 0 would mean none)
   rm -rf /tmp/mt50 /tmp/ckpt /tmp/bundle     # a measurement, not a resume of an earlier call
   echo "record: all 50 tasks, --jobs ${JOBS:-14}, $(left) s left"
-  /usr/bin/time -v timeout $(left) python3 -m embodia.agent.training.mt50 --data /tmp/mt50 --out /tmp/ckpt/embodia-mt50 \
+  /usr/bin/time -v timeout $(left) python3 -m embodia train mt50 --data /tmp/mt50 --out /tmp/ckpt/embodia-mt50 \
       --jobs ${JOBS:-14} --torch-device cuda --record-only > "$OUT/rebuild_record.log" 2> "$OUT/rebuild_record.err"
   echo "record rc=$?"; tail -1 "$OUT/rebuild_record.log"
   grep -E "Elapsed|Maximum resident|Percent of CPU|^error|stopped by" "$OUT/rebuild_record.err"
@@ -123,7 +123,7 @@ rebuild)
   tasks=${TRAIN_TASKS:-all}; steps=${TRAIN_STEPS:-5000}
   [ "$tasks" = all ] && tasks=
   echo "train: ${tasks:-all 50 tasks}, $steps steps, $(left) s left" | stamp | tee "$OUT/rebuild_train.log"
-  timeout $(left) python3 -m embodia.agent.training.mt50 --data /tmp/mt50 --out /tmp/ckpt/embodia-mt50 \
+  timeout $(left) python3 -m embodia train mt50 --data /tmp/mt50 --out /tmp/ckpt/embodia-mt50 \
       ${tasks:+--tasks $tasks} --steps $steps --save-every 250 --threads 4 --torch-device cuda --bundle /tmp/bundle \
       2>&1 | stamp >> "$OUT/rebuild_train.log"
   echo "train rc=${PIPESTATUS[0]}"

@@ -1,7 +1,7 @@
 """MiniWoB++ success of a GUI-head checkpoint on held-out seeds, per task, on every task with a
 scripted expert.
 
-The head (e.g. the one `embodia.agent.training.miniwob_train` writes, trained on seeds 100000..)
+The head (e.g. the one `embodia train miniwob` writes, trained on seeds 100000..)
 runs ``--seeds`` episodes per task on seeds 1000.., the seeds `benchmarks/miniwob_experts.py`
 measures the experts and chance on, so the three are paired by seed. Success is MiniWoB's own (raw
 reward > 0 within the task's time limit, at most the device's 15 steps). Per task: k/n with a

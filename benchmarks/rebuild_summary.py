@@ -1,5 +1,5 @@
 """The `rebuild` phase of `benchmarks/gpu_checks.sh` in one JSON line: the build's sessions rows
-(record_s, train_s, wall_s as `python -m embodia.agent.training.mt50` writes them), the trainer's
+(record_s, train_s, wall_s as `embodia train mt50` writes them), the trainer's
 parts timed from its time-stamped log (loading the demos, end-to-end steps, caching the backbone's
 context, head-only steps), and from those the time a whole rebuild of embodia-mt50 would take
 (marked as a projection wherever a part did not run to the end).

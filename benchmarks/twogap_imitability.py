@@ -3,7 +3,7 @@
 Records expert demos in memory (no files), trains a *state-only* DiT flow head (the decoder of the
 VLA without the backbone: d=64, 3 blocks, H=16) for a few thousand steps on one thread, and runs it
 closed loop. It isolates the task and the demonstrations from the vision-language part, which is
-what decided the scene's contact friction, gap width and the demo noise of `python -m embodia.agent.training.tiny`:
+what decided the scene's contact friction, gap width and the demo noise of `embodia train tiny`:
 
     python benchmarks/twogap_imitability.py --pair-friction 0.05 --gap-width 0.16 --noise 0.05
     python benchmarks/twogap_imitability.py --noise 0.25 --demos 400 --steps 3000 --batch 128

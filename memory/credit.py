@@ -164,6 +164,14 @@ class CreditMixin:
         rows = ns.rows_of(np.asarray(ids, np.int64))
         return [None if r < 0 else (int(ns.cols["episode_id"][r]), int(ns.cols["step"][r])) for r in rows.tolist()]
 
+    def stored_origins(self, namespace: str) -> set:
+        """(source episode id, step) of every entry still stored in ``namespace``: what a cache keyed
+        by origin (the steering policy's noise bank) may keep once entries were evicted or deleted."""
+        ns = self._ns.get(namespace)
+        if ns is None:
+            return set()
+        return set(zip(ns.cols["episode_id"].tolist(), ns.cols["step"].tolist()))
+
     def drop_namespace(self, namespace: str) -> bool:
         seeds = self.seeds.pop(namespace, None)
         return self._ns.pop(namespace, None) is not None or bool(seeds)

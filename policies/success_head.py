@@ -28,7 +28,7 @@ LayerNorm'd one, their logits summed) with a Platt calibration per kind and robo
 (``p = sigmoid(a * logit + b)``, fitted on held-out episodes). It lives in the checkpoint directory
 as ``success_head.safetensors`` + ``success_head.json`` (the backbone's SHA-256 recorded there: a
 head trained on another backbone is refused). Train it with ``embodia train --success-head`` or
-rebuild the bundled one with ``python -m embodia.agent.training.success_train``.
+rebuild the bundled one with ``embodia train success-head``.
 """
 from __future__ import annotations
 

@@ -195,7 +195,8 @@ def _every_option():
     def walk(cmd, path):
         for name, sub in getattr(cmd, "commands", {}).items():
             walk(sub, [*path, name])
-        for p in getattr(cmd, "params", ()) if not hasattr(cmd, "commands") else ():
+        runs = not hasattr(cmd, "commands") or cmd.invoke_without_command      # `embodia train --data ...`
+        for p in getattr(cmd, "params", ()) if runs else ():
             if p.param_type_name == "option" and "--help" not in p.opts:     # (typer vendors its own click)
                 out.append((" ".join(path), max(p.opts, key=len), p.is_flag))
     walk(typer.main.get_command(cli.app), [])
@@ -214,13 +215,22 @@ def no_work(monkeypatch):
     """Past their checks, the verbs that would start a server, train, score or write stop here."""
     import embodia.agent.evaluation.offline as offline
     import embodia.agent.serving.mcp as mcp
+    import embodia.agent.training.desktop_train as desktop
+    import embodia.agent.training.gui_train as gui
     import embodia.agent.training.ingest as ingest
+    import embodia.agent.training.miniwob_train as miniwob
+    import embodia.agent.training.mt50 as mt50
+    import embodia.agent.training.smolvla as smolvla
+    import embodia.agent.training.success_train as success
+    import embodia.agent.training.tiny as tiny
     import embodia.agent.viewing as viewing
 
     def reached(*a, **k):
         raise Reached()
     for mod, name in ((mcp, "serve"), (viewing, "build_view"), (offline, "offline_policy"),
-                      (ingest, "ingest_dataset")):
+                      (ingest, "ingest_dataset"), (tiny, "rebuild"), (mt50, "build"), (smolvla, "record_and_train"),
+                      (success, "rebuild"), (gui, "train_gui_head"), (miniwob, "train_miniwob_head"),
+                      (desktop, "train_desktop_head")):
         monkeypatch.setattr(mod, name, reached)
 
 
@@ -228,6 +238,7 @@ def test_the_option_list_is_read_from_the_app():
     names = {(c, o) for c, o, _ in EVERY}
     assert len(EVERY) > 60 and ("mcp", "--port") in names and ("eval-offline", "--stride") in names
     assert ("view", "--out") in names and ("memory prune", "--max-fail-ratio") in names
+    assert ("train", "--steps") in names and ("train mt50", "--jobs") in names and ("train desktop", "--spell") in names
 
 
 @pytest.mark.parametrize("cmd,opt,flag", EVERY, ids=[f"{c}:{o}" for c, o, _ in EVERY])

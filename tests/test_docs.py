@@ -186,7 +186,8 @@ def parse_embodia(argv: list[str]) -> None:
     from embodia.agent.cli import app
     cmd = typer.main.get_command(app)
     ctx = cmd.make_context("embodia", list(argv))
-    while hasattr(cmd, "resolve_command"):            # a group: go down to the verb
+    # a group: go down to the verb (`embodia train --data ...` is a group that runs without one)
+    while hasattr(cmd, "resolve_command") and (ctx._protected_args or ctx.args or not cmd.invoke_without_command):
         name, cmd, rest = cmd.resolve_command(ctx, [*ctx._protected_args, *ctx.args])
         ctx = cmd.make_context(name, rest, parent=ctx)
 
@@ -280,8 +281,11 @@ def test_a_wrong_command_in_the_docs_would_be_caught():
         parse_embodia(["evaluate", "--device", "sim:twogap-push"])
     with pytest.raises(exc.BadParameter):
         parse_embodia(["run", "--episodes", "three"])
-    assert check_python(["-m", "embodia.agent.training.no_such"]) is not None
-    assert "refused" in check_python(["-m", "embodia.agent.training.tiny", "--no-such-option"])
+    with pytest.raises(exc.NoSuchOption):
+        parse_embodia(["train", "tiny", "--no-such-option"])
+    with pytest.raises(exc.UsageError, match="No such command"):
+        parse_embodia(["train", "no-such-recipe"])
+    assert check_python(["-m", "embodia.agent.no_such"]) is not None
     assert check_python(["-c", "from embodia.memory import NoSuchMemory"]) is not None
 
 

@@ -389,7 +389,7 @@ def test_a_lerobot_directory_opens_meta_world_the_way_its_config_reads(tmp_path)
 
 
 def test_the_training_recipe_counts_the_episodes_each_task_already_has(tmp_path):
-    """`python -m embodia.agent.training.smolvla` records only what is missing after a stop."""
+    """`embodia train smolvla` records only what is missing after a stop."""
     from embodia.agent.recording import DatasetWriter
     from embodia.agent.training.smolvla import recorded
     from embodia.devices import open_device as od

@@ -281,7 +281,7 @@ def test_the_bundled_memory_settings_serve_persistent_deployment_and_name_the_ot
     assert configs[None]["recall_seed"] and configs[None]["fixed_confidence"] == 0.0
     assert not configs["steering"]["recall_seed"] and configs["steering"]["fixed_confidence"] is None
     assert configs['{"sigma": 0.3}']["sigma"] == 0.3 and not configs['{"sigma": 0.3}']["recall_seed"]
-    assert len(list((tmp_path / "cache" / "embodia" / "memory-settings").iterdir())) == 2
+    assert len(list((tmp_path / "cache" / "embodia" / "checkpoint-copies").iterdir())) == 2
     for args, says in ((["--memory-settings", "steering"], "use it with --memory"),
                        (["--memory", str(tmp_path / "m"), "--memory-settings", "nope"], "no memory profile 'nope'")):
         res = CliRunner().invoke(app, cmd + args)
@@ -299,6 +299,12 @@ def test_exec_horizon_runs_a_cached_copy_that_decides_that_often(tmp_path, monke
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     path = cached_copy("embodia-mt50", None, 2)
     assert cached_copy("embodia-mt50", None, 2) == path and cached_copy("embodia-mt50", None, 4) != path
+    # a copy under the folder's earlier name (a user's cache from before the rename) is used, not made again
+    old = tmp_path / "cache" / "embodia" / "memory-settings" / Path(path).name
+    old.parent.mkdir(parents=True)
+    Path(path).rename(old)
+    assert cached_copy("embodia-mt50", None, 2) == str(old) and not Path(path).exists()
+    path = str(old)
     assert read_memory_settings(path) == read_memory_settings(BUNDLED["embodia-mt50"])
     assert read_memory_profiles(path) == read_memory_profiles(BUNDLED["embodia-mt50"])
     dev = open_device("sim:metaworld/reach-v3?max_steps=16")
@@ -373,16 +379,17 @@ def test_mt50_build_writes_a_stopped_session_and_bundles_without_training_state(
         raise KeyboardInterrupt
     monkeypatch.setattr(suite_mod, "record_suite", stopped)
     out = tmp_path / "ckpt" / "m"
-    with pytest.raises(KeyboardInterrupt):
-        mt50.main(["--data", str(tmp_path / "d"), "--out", str(out)])
+    cmd = ["train", "mt50", "--data", str(tmp_path / "d"), "--out", str(out)]
+    res = CliRunner().invoke(app, cmd)
+    assert res.exit_code == 1 and "run the same command again to go on from the last save" in res.output, res.output
     row = json.loads((tmp_path / "ckpt" / "m.sessions.jsonl").read_text().splitlines()[-1])
     assert row["finished"] is False and "wall_s" in row
 
     # `kill` (SIGTERM) stops it the same way, and the previous handler is back afterwards
     monkeypatch.setattr(suite_mod, "record_suite", lambda *a, **k: os.kill(os.getpid(), signal.SIGTERM))
     before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(KeyboardInterrupt):
-        mt50.main(["--data", str(tmp_path / "d"), "--out", str(out)])
+    res = CliRunner().invoke(app, cmd)
+    assert res.exit_code == 1 and "run the same command again" in res.output, res.output
     assert len((tmp_path / "ckpt" / "m.sessions.jsonl").read_text().splitlines()) == 2
     assert signal.getsignal(signal.SIGTERM) == before
 

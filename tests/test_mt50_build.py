@@ -1,4 +1,4 @@
-"""`python -m embodia.agent.training.mt50`: demos recorded in worker processes (--jobs) are the demos
+"""`embodia train mt50`: demos recorded in worker processes (--jobs) are the demos
 one process records, a failing worker fails the build in one line, and the training half trains
 where --torch-device / --dtype say."""
 import json
@@ -11,8 +11,10 @@ import pytest
 
 pytest.importorskip("metaworld")
 
+from typer.testing import CliRunner  # noqa: E402
+
+from embodia.agent.cli import app  # noqa: E402
 from embodia.agent.recording.dataset import LocalDataset  # noqa: E402
-from embodia.agent.training import mt50  # noqa: E402
 
 TASKS = ["reach-v3", "button-press-v3", "drawer-close-v3"]
 
@@ -28,6 +30,15 @@ def _datasets(root: Path) -> dict:
     return out
 
 
+def mt50(argv: list[str]):
+    """`embodia train mt50 ARGV` in this process; a refusal or a failure is the command's exit."""
+    res = CliRunner().invoke(app, ["train", "mt50", *argv], catch_exceptions=False)
+    if res.exit_code:
+        raise SystemExit(res.exit_code)
+    print(res.stdout, end="")
+    return res
+
+
 def _row(out: Path) -> dict:
     return json.loads(out.with_name(out.name + ".sessions.jsonl").read_text().splitlines()[-1])
 
@@ -35,8 +46,8 @@ def _row(out: Path) -> dict:
 def test_jobs_record_the_datasets_one_process_records_then_train_where_asked(tmp_path, capsys):
     one, two = tmp_path / "one", tmp_path / "two"
     common = ["--episodes", "2", "--tasks", ",".join(TASKS), "--record-only"]
-    mt50.main(["--data", str(one / "d"), "--out", str(one / "ckpt"), "--jobs", "1", *common])
-    mt50.main(["--data", str(two / "d"), "--out", str(two / "ckpt"), "--jobs", "2", *common])
+    mt50(["--data", str(one / "d"), "--out", str(one / "ckpt"), "--jobs", "1", *common])
+    mt50(["--data", str(two / "d"), "--out", str(two / "ckpt"), "--jobs", "2", *common])
     printed = capsys.readouterr().out
     assert all(f"{t}: 2 demos (" in printed for t in TASKS), printed     # a line per task from the workers too
     serial, parallel = _datasets(one / "d"), _datasets(two / "d")
@@ -47,7 +58,7 @@ def test_jobs_record_the_datasets_one_process_records_then_train_where_asked(tmp
     assert rows[0]["demos"] == rows[1]["demos"] == 6 and rows[0]["recorded"] == rows[1]["recorded"]
 
     # the training half on those demos (the recording resumes: nothing new), where --torch-device says
-    mt50.main(["--data", str(two / "d"), "--out", str(two / "ckpt"), "--episodes", "2", "--tasks", ",".join(TASKS),
+    mt50(["--data", str(two / "d"), "--out", str(two / "ckpt"), "--episodes", "2", "--tasks", ",".join(TASKS),
                "--steps", "2", "--save-every", "2", "--freeze-after", "0", "--torch-device", "cpu",
                "--dtype", "bfloat16", "--bundle", str(two / "bundle"), "--exec-horizon", "2", "--patch-size", "8"])
     row = _row(two / "ckpt")
@@ -81,7 +92,7 @@ def test_a_failing_worker_fails_the_build_in_one_line_and_keeps_the_row(tmp_path
     (data / "reach-v3" / "meta").mkdir(parents=True)
     (data / "reach-v3" / "meta" / "info.json").write_text("{not json")    # a damaged earlier recording
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MUJOCO_GL": "egl"}
-    res = subprocess.run([sys.executable, "-m", "embodia.agent.training.mt50", "--data", str(data), "--out", str(out),
+    res = subprocess.run([sys.executable, "-m", "embodia", "train", "mt50", "--data", str(data), "--out", str(out),
                           "--episodes", "1", "--tasks", "button-press-v3,reach-v3", "--jobs", "2", "--record-only"],
                          capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 1, res.stderr
@@ -92,14 +103,15 @@ def test_a_failing_worker_fails_the_build_in_one_line_and_keeps_the_row(tmp_path
     assert row["finished"] is False and row["stopped"].startswith("recording reach-v3 failed") and "wall_s" in row
 
 
-def test_bad_options_are_refused_in_one_line_before_any_recording(tmp_path, capsys):
-    for argv, says in ((["--jobs", "0"], "--jobs: expected a whole number >= 1"),
-                       (["--tasks", "reach-v3,nope-v3"], "not MT50 tasks: nope-v3"),
-                       (["--patch-size", "0"], "--patch-size: expected a whole number >= 1"),
+def test_bad_options_are_refused_in_one_line_before_any_recording(tmp_path):
+    for argv, says in ((["--jobs", "0"], "Invalid value for '--jobs'"),
+                       (["--tasks", "reach-v3,nope-v3"], "--tasks: not MT50 tasks: nope-v3"),
+                       (["--patch-size", "0"], "Invalid value for '--patch-size'"),
                        (["--torch-device", "tpu"], "--torch-device 'tpu'")):
-        with pytest.raises(SystemExit) as e:
-            mt50.main(["--data", str(tmp_path / "d"), "--out", str(tmp_path / "o"), *argv])
-        assert e.value.code == 2 and says in capsys.readouterr().err
+        res = CliRunner().invoke(app, ["train", "mt50", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "o"),
+                                       *argv])
+        assert res.exit_code == 2 and says in res.output, res.output
+        assert len([line for line in res.output.splitlines() if line.strip()]) == 1, res.output
     assert not (tmp_path / "d").exists() and not (tmp_path / "o.sessions.jsonl").exists()
 
 

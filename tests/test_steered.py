@@ -192,6 +192,30 @@ def test_noise_recall_samples_from_the_noise_that_began_a_stored_success(ckpt):
         MemoryConfig(recall_noise=True, replay=True)
 
 
+def test_the_noise_bank_drops_the_noises_of_evicted_and_deleted_entries(ckpt):
+    """The bank keeps a noise only while the entry it began is stored: a capacity eviction and a
+    deletion by failure credit take the entry's noise along (the bank never outgrows the memory)."""
+    with open_device("sim:twogap-push") as dev:
+        base = VLAPolicy.from_pretrained(ckpt).bind(dev.embodiment)
+        cfg = MemoryConfig(recall_noise=True, fixed_confidence=1.0, capacity=1, dedup=False, fail_delete_min=1,
+                           fail_delete_ratio=0.0)
+        steered = SteeredPolicy(base, memory_for(base, cfg), namespace="ns")
+
+        def one_step(seed, success):
+            obs = dev.reset(seed)
+            steered.reset(seed)
+            steered.after_step(obs, steered.act(obs, dev.instruction)[0])
+            steered.end_episode(success)
+        one_step(5, True)
+        first = set(steered.noise_bank)
+        assert first == {(steered.episodes, 0)} == steered.memory.stored_origins("ns")
+        one_step(6, True)           # capacity 1: the first success's entry is evicted, and its noise
+        assert set(steered.noise_bank) == {(steered.episodes, 0)} == steered.memory.stored_origins("ns")
+        assert not first & set(steered.noise_bank)
+        one_step(6, False)          # steered by that entry and failed: credit deletes it, and its noise
+        assert steered.steered == 1 and len(steered.memory) == 0 and steered.noise_bank == {}
+
+
 def test_the_loop_stores_verified_successes_and_not_failures(ckpt):
     with open_device("sim:twogap-push") as dev:
         base = VLAPolicy.from_pretrained(ckpt).bind(dev.embodiment)

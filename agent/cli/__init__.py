@@ -1,11 +1,11 @@
 """The ``embodia`` command: parses options and calls the runtime; no work of its own.
 
 One module per verb (``run`` holds run and record; ``evaluate``, ``replay``, ``train``, ``memory``,
-``serve``, ``devices``), each registering on the Typer ``app`` of ``app``. May import anything in
-``embodia``; nothing imports it.
+``serve``, ``devices``; ``recipes`` holds the sub-commands of ``train``), each registering on the
+Typer ``app`` of ``app``. May import anything in ``embodia``; nothing imports it.
 """
 # the verbs register in this order, the order `embodia --help` lists them
-from embodia.agent.cli import run, evaluate, offline, replay, train, memory, serve, mcp, view, devices  # noqa: F401, I001
+from embodia.agent.cli import run, evaluate, offline, replay, train, recipes, memory, serve, mcp, view, devices  # noqa: F401, I001
 from embodia.agent.cli.app import app
 
 

@@ -78,11 +78,13 @@ def fail(msg: str, code: int = 2):
     raise typer.Exit(code)
 
 
-def memory_settings_policy(policy: str, settings: Optional[str], memory, exec_horizon: Optional[int] = None) -> str:
-    """``--memory-settings`` / ``--exec-horizon``: the policy to load, a copy of the checkpoint whose
-    memory.json holds the settings named and whose config.json decides every ``exec_horizon``
-    actions (kept under the user's cache, `suite_memory.cached_copy`); ``policy`` unchanged without
-    them. Settings without a memory to use them, or what the checkpoint refuses: exit 2."""
+def policy_with_settings_and_horizon(policy: str, settings: Optional[str], memory,
+                                     exec_horizon: Optional[int] = None) -> str:
+    """The policy to load under ``--memory-settings`` and ``--exec-horizon``: ``policy`` unchanged
+    without them, else a copy of the checkpoint whose memory.json holds the settings named and/or
+    whose config.json decides every ``exec_horizon`` actions (kept under the user's cache,
+    `suite_memory.cached_copy`). Settings without a memory to use them, or what the checkpoint
+    refuses: exit 2."""
     if settings is None and exec_horizon is None:
         return policy
     if settings is not None and memory in (None, "off"):

@@ -30,7 +30,7 @@ from embodia.agent.cli.app import (
     console,
     fail,
     lost_exit,
-    memory_settings_policy,
+    policy_with_settings_and_horizon,
     opened_as,
     policy_options,
     print_report,
@@ -87,7 +87,7 @@ def eval_(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str]
         fail("--success labels episodes in this process; it does not combine with --memory online or --workers")
     opts = policy_options(base_url, api_key_env, coords, samples, select)
     header = dict(device=device, policy=policy, shift=shift)
-    policy = memory_settings_policy(policy, memory_settings, memory, exec_horizon)
+    policy = policy_with_settings_and_horizon(policy, memory_settings, memory, exec_horizon)
     from embodia.agent.evaluation.suite import parse_suite
     suite = parse_suite(device)
     if suite:   # sim:metaworld/mt50, sim:miniwob/experts and friends: every task of the suite

@@ -35,7 +35,7 @@ from embodia.agent.cli.app import (
     fail,
     gate,
     lost_exit,
-    memory_settings_policy,
+    policy_with_settings_and_horizon,
     opened_as,
     policy_options,
     print_unit,
@@ -212,7 +212,7 @@ def run(device: str = DeviceOpt, policy: str = PolicyOpt, shift: Optional[str] =
     step log + screenshots + JSON actions)."""
     check_inputs(locals())
     out = None if no_record else (record or Path("runs") / slug(device))
-    spec = memory_settings_policy(policy, memory_settings, memory, exec_horizon)
+    spec = policy_with_settings_and_horizon(policy, memory_settings, memory, exec_horizon)
     uri = opened_as(device, policy, record=True)
     with memory_held(memory), session(uri, spec, shift, size, **policy_options(base_url, api_key_env, coords,
                                                                                     samples, select)) as (dev, pol):

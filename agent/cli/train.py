@@ -1,5 +1,7 @@
 """`embodia train`: the VLA (backbone + DiT head) on recorded datasets; EMA checkpoints, resumable.
-With ``--success-head``: the learned success detector of an existing checkpoint instead."""
+With ``--success-head``: the learned success detector of an existing checkpoint instead. The
+recipes that rebuild a bundled model (`embodia train tiny`, `mt50`, ...) are its sub-commands
+(`embodia.agent.cli.recipes`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,11 +11,17 @@ import typer
 
 from embodia.agent.cli.app import ModalityOpt, TorchDeviceOpt, app, check_inputs, console, fail
 
+train_app = typer.Typer(no_args_is_help=False)
+app.add_typer(train_app, name="train")
 
-@app.command()
-def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory (repeat for several "
-                                                                   "bodies), or a folder of them (a recorded suite)"),
-          out: Path = typer.Option(..., "--out", "-o", help="checkpoint directory"),
+
+@train_app.callback(invoke_without_command=True)
+def train(ctx: typer.Context,
+          data: Optional[list[Path]] = typer.Option(None, "--data", help="dataset directory (repeat for several "
+                                                    "bodies), or a folder of them (a recorded suite); required "
+                                                    "without a recipe"),
+          out: Optional[Path] = typer.Option(None, "--out", "-o", help="checkpoint directory; required without "
+                                             "a recipe"),
           steps: Optional[int] = typer.Option(None, "--steps", min=1, help="training steps (default 10000; "
                                               "300 with --success-head)"),
           batch_size: Optional[int] = typer.Option(None, "--batch-size", help="samples per step (default 64 on the "
@@ -37,7 +45,19 @@ def train(data: list[Path] = typer.Option(..., "--data", help="dataset directory
           torch_device: Optional[str] = TorchDeviceOpt,
           dtype: Optional[str] = typer.Option(None, "--dtype", help="autocast precision: auto (bfloat16 on CUDA, "
                                               "float32 elsewhere) | float32 | bfloat16; the weights stay float32")):
-    """Train the VLA (backbone + DiT head) on recorded datasets; EMA checkpoints, resumable."""
+    """Train the VLA (backbone + DiT head) on recorded datasets (--data, --out); EMA checkpoints,
+    resumable. Or rebuild a bundled model by its recipe: embodia train tiny | mt50 | smolvla |
+    success-head | gui-head | miniwob | desktop (each with its own --help)."""
+    if ctx.invoked_subcommand is not None:
+        given = [p.opts[0] for p in ctx.command.params
+                 if ctx.get_parameter_source(p.name).name == "COMMANDLINE"]
+        if given:
+            fail(f"{', '.join(given)} before the recipe: options of `embodia train {ctx.invoked_subcommand}` "
+                 f"come after its name")
+        return
+    if not data or out is None:
+        fail("embodia train needs --data and --out (or a recipe: tiny, mt50, smolvla, success-head, gui-head, "
+             "miniwob, desktop)")
     check_inputs(locals())
     if success_head:
         return _train_success_head(data, out, steps or 300, seed)

@@ -137,11 +137,16 @@ def with_memory_settings(policy_spec: str, settings, folder, *, exec_horizon: in
     return str(dst)
 
 
+COPIES = "checkpoint-copies"      # copies with other memory settings and/or another exec horizon
+OLD_COPIES = "memory-settings"     # the folder's earlier name, still read: users' copies are not made twice
+
+
 def cached_copy(policy_spec: str, text: str | None, exec_horizon: int | None = None) -> str:
     """`with_memory_settings` for the CLI's ``--memory-settings`` and ``--exec-horizon``: the copy
-    lives under ``$XDG_CACHE_HOME/embodia/memory-settings`` (default ``~/.cache``), named by the
+    lives under ``$XDG_CACHE_HOME/embodia/checkpoint-copies`` (default ``~/.cache``), named by the
     checkpoint, its weights (size and time) and what changes, so the same command finds it again and
-    a retrained checkpoint gets a fresh copy."""
+    a retrained checkpoint gets a fresh copy. A copy made before the folder's rename (under
+    ``memory-settings``, same name, same content) is used where it is, not made again."""
     import os
 
     from embodia.memory.store import stable_hash
@@ -152,8 +157,12 @@ def cached_copy(policy_spec: str, text: str | None, exec_horizon: int | None = N
     if exec_horizon is not None:
         what["exec_horizon"] = exec_horizon
     tag = stable_hash(what)
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "embodia" / "memory-settings"
-    return with_memory_settings(policy_spec, settings, root / f"{src.name}-{tag[:12]}", exec_horizon=exec_horizon)
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "embodia"
+    name = f"{src.name}-{tag[:12]}"
+    folder = cache / COPIES / name
+    if not folder.exists() and (cache / OLD_COPIES / name).is_dir():
+        folder = cache / OLD_COPIES / name
+    return with_memory_settings(policy_spec, settings, folder, exec_horizon=exec_horizon)
 
 
 def memory_settings_for(policy_spec: str, text: str) -> dict:

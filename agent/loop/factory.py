@@ -13,9 +13,9 @@ BUNDLED = {"embodia-tiny": BUNDLED_CHECKPOINTS / "embodia-tiny",
            "embodia-mt50": BUNDLED_CHECKPOINTS / "embodia-mt50",
            "embodia-mt50-pixels": BUNDLED_CHECKPOINTS / "embodia-mt50-pixels"}
 # the committed command that rebuilds each bundled checkpoint
-REBUILD = {"embodia-tiny": "python -m embodia.agent.training.tiny",
-           "embodia-mt50": "python -m embodia.agent.training.mt50 --steps 5000 --bundle policies/checkpoints/embodia-mt50",
-           "embodia-mt50-pixels": "python -m embodia.agent.training.mt50 --obs lerobot --size 96x96 "
+REBUILD = {"embodia-tiny": "embodia train tiny",
+           "embodia-mt50": "embodia train mt50 --steps 5000 --bundle policies/checkpoints/embodia-mt50",
+           "embodia-mt50-pixels": "embodia train mt50 --obs lerobot --size 96x96 "
                                   "--data data/mt50-lerobot --out ckpt/mt50-lerobot --shift 0 --freeze-after 6000 "
                                   "--steps 12000 --bundle policies/checkpoints/embodia-mt50-pixels --exec-horizon 2"}
 

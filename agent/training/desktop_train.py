@@ -1,8 +1,8 @@
 """A desktop variant of `embodia-tiny`'s GUI head: trained on the desktop bench's expert demos (real
 Debian applications read through AT-SPI) plus gui-sim demos, into a folder of its own.
 
-    python -m embodia.agent.training.desktop_train --out data/embodia-tiny-desktop
-    python -m embodia.agent.training.desktop_train --out /tmp/d --bench-episodes 4 --sim-episodes 100 --steps 200
+    embodia train desktop --out data/embodia-tiny-desktop
+    embodia train desktop --out /tmp/d --bench-episodes 4 --sim-episodes 100 --steps 200
 
 It copies the bundled checkpoint (backbone, robot head, GUI head) into ``--out``, records
 ``--bench-episodes`` expert episodes per task of `HEAD_TASKS` on the bench's *train* split (seeds
@@ -36,9 +36,7 @@ wall time.
 """
 from __future__ import annotations
 
-import argparse
 import shutil
-import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -197,32 +195,3 @@ def train_desktop_head(out: Path, *, tasks=HEAD_TASKS, bench_episodes: int = 10,
         f"wall time {t3 - t0:.0f} s; head in {out}")
     return done
 
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=Path("data/embodia-tiny-desktop"))
-    ap.add_argument("--bench-episodes", type=int, default=10, help="expert demos per bench task")
-    ap.add_argument("--sim-episodes", type=int, default=300, help="gui-sim teacher episodes")
-    ap.add_argument("--steps", type=int, default=1000)
-    ap.add_argument("--bench-repeat", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=10_000)
-    ap.add_argument("--tasks", default=",".join(HEAD_TASKS))
-    ap.add_argument("--features", type=int, default=2, choices=(1, 2),
-                    help="the element feature set (GuiHeadConfig.features; 1: the bundled head's)")
-    ap.add_argument("--spell", action=argparse.BooleanOptionalAction, default=True,
-                    help="the head reads which key enters the instruction's expression's next character "
-                         "(GuiHeadConfig.spell; --no-spell: as before)")
-    ap.add_argument("--max-elements", type=int, default=MAX_ELEMENTS, help="tree elements the head reads")
-    args = ap.parse_args(argv)
-    try:
-        train_desktop_head(args.out, tasks=[t for t in args.tasks.split(",") if t],
-                           bench_episodes=args.bench_episodes, sim_episodes=args.sim_episodes, steps=args.steps,
-                           seed=args.seed, bench_repeat=args.bench_repeat, features=args.features,
-                           spell=args.spell, max_elements=args.max_elements,
-                           progress=sys.stderr.isatty())
-    except ValueError as e:
-        sys.exit(f"desktop_train: {e}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,8 +1,8 @@
 """Train the GUI head of a checkpoint on gui-sim demonstrations; the backbone and the robot head stay
 frozen and untouched, so one checkpoint serves robots and screens.
 
-    python -m embodia.agent.training.gui_train --out policies/checkpoints/embodia-tiny          # the bundled head
-    python -m embodia.agent.training.gui_train --out ckpt/mine --episodes 300 --steps 500       # a quick one
+    embodia train gui-head --out policies/checkpoints/embodia-tiny          # the bundled head
+    embodia train gui-head --out ckpt/mine --episodes 300 --steps 500       # a quick one
 
 Records teacher episodes on the *train* split of gui-sim (`embodia.agent.training.gui_data`), runs the frozen
 backbone once over every decision and caches what the head reads, then trains the head alone
@@ -16,7 +16,6 @@ The run is deterministic: the same command writes the same weights.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -197,22 +196,3 @@ def score_gui_heldout(head, backbone, cfg: GuiTrainConfig, out: Path, step: int,
     log(f"held-out at step {step}: step success {row['step_success']:.3f} ({rep['steps']} steps)")
     return row
 
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description="train the GUI head of a checkpoint on gui-sim demonstrations")
-    ap.add_argument("--out", type=Path, default=BUNDLE, help="checkpoint directory (its backbone is read, "
-                    "gui_head.* written)")
-    defaults = GuiTrainConfig(out="")
-    for name, kind in (("episodes", int), ("steps", int), ("batch_size", int), ("seed", int), ("threads", int),
-                       ("lr", float), ("noise", float), ("target", str), ("template", str), ("save_every", int),
-                       ("heldout", str)):
-        ap.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(defaults, name))
-    args = ap.parse_args(argv)
-    train_gui_head(GuiTrainConfig(out=str(args.out), episodes=args.episodes, steps=args.steps,
-                                  batch_size=args.batch_size, seed=args.seed, threads=args.threads, lr=args.lr,
-                                  noise=args.noise, target=args.target, template=args.template,
-                                  save_every=args.save_every, heldout=args.heldout))
-
-
-if __name__ == "__main__":
-    main()

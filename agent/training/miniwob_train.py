@@ -1,8 +1,8 @@
 """A MiniWoB++ variant of `embodia-tiny`'s GUI head: fine-tuned on the scripted experts' demos of
 every task in `embodia.sim.miniwob.EXPERTS`, into a folder of its own.
 
-    python -m embodia.agent.training.miniwob_train --out data/embodia-tiny-miniwob
-    python -m embodia.agent.training.miniwob_train --out /tmp/m --episodes 2 --steps 50 --tasks click-button,enter-text
+    embodia train miniwob --out data/embodia-tiny-miniwob
+    embodia train miniwob --out /tmp/m --episodes 2 --steps 50 --tasks click-button,enter-text
 
 It records ``--episodes`` expert episodes per task on TRAIN seeds (``--seed``.., 100000 by default;
 `benchmarks/miniwob_head.py` evaluates on seeds 1000.., which no demo used) as GUI step logs
@@ -51,10 +51,8 @@ wall time.
 """
 from __future__ import annotations
 
-import argparse
 import re
 import shutil
-import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -191,25 +189,3 @@ def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int 
         f"wall time {t3 - t0:.0f} s; head in {out}")
     return done
 
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=Path("data/embodia-tiny-miniwob"))
-    ap.add_argument("--episodes", type=int, default=20, help="expert demos per task")
-    ap.add_argument("--steps", type=int, default=2000)
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--seed", type=int, default=TRAIN_SEED, help="first train seed (evaluation uses 1000..)")
-    ap.add_argument("--tasks", default="", help="comma-separated tasks (default: every task with an expert)")
-    ap.add_argument("--features", type=int, default=3, choices=(1, 2, 3),
-                    help="the element feature set (GuiHeadConfig.features; 1: the bundled head's)")
-    args = ap.parse_args(argv)
-    try:
-        train_miniwob_head(args.out, tasks=[t for t in args.tasks.split(",") if t] or None, episodes=args.episodes,
-                           steps=args.steps, seed=args.seed, batch_size=args.batch_size, features=args.features,
-                           progress=sys.stderr.isatty())
-    except ValueError as e:
-        sys.exit(f"miniwob_train: {e}")
-
-
-if __name__ == "__main__":
-    main()

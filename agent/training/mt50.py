@@ -1,10 +1,10 @@
 """Build the Meta-World MT50 checkpoint: 50 scripted demos per task, then `embodia train` on them.
 
-    python -m embodia.agent.training.mt50 --data data/mt50 --out ckpt/embodia-mt50
-    python -m embodia.agent.training.mt50 --data data/mt50 --out ckpt/embodia-mt50 --steps 40000   # train longer
-    python -m embodia.agent.training.mt50 --steps 5000 --bundle policies/checkpoints/embodia-mt50   # the bundled one
-    python -m embodia.agent.training.mt50 --steps 5000 --jobs 14 --torch-device cuda --bundle /tmp/bundle  # on a GPU host
-    python -m embodia.agent.training.mt50 --obs lerobot --data data/mt50-lerobot --out ckpt/mt50-lerobot \
+    embodia train mt50 --data data/mt50 --out ckpt/embodia-mt50
+    embodia train mt50 --data data/mt50 --out ckpt/embodia-mt50 --steps 40000   # train longer
+    embodia train mt50 --steps 5000 --bundle policies/checkpoints/embodia-mt50   # the bundled one
+    embodia train mt50 --steps 5000 --jobs 14 --torch-device cuda --bundle /tmp/bundle  # on a GPU host
+    embodia train mt50 --obs lerobot --data data/mt50-lerobot --out ckpt/mt50-lerobot \
         --shift 4 --freeze-after 6000 --steps 12000          # from LeRobot's view: corner2 pixels + agent_pos
 
 Both halves resume: run the same command again after a stop (or in the next session) and the
@@ -18,7 +18,6 @@ session is appended to ``<out>.sessions.jsonl``, so the total over sessions can 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import signal
 import time
@@ -43,100 +42,50 @@ MEMORY_SETTINGS = {"recall_seed": True, "fixed_confidence": 0.0,
                    "profiles": {"steering": {}, "fixed-setup": {"sigma": 0.1, "replay": True}}}
 
 
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description="record MT50 demos and train a checkpoint on them (both resumable)")
-    ap.add_argument("--data", type=Path, default=Path("data/mt50"))
-    ap.add_argument("--out", type=Path, default=Path("ckpt/embodia-mt50"))
-    ap.add_argument("--episodes", type=int, default=DEMOS_PER_TASK, help="successful demos per task")
-    ap.add_argument("--tasks", type=_task_list, default=None,
-                    help="record and train on these MT50 tasks only (comma-separated; default: all 50)")
-    ap.add_argument("--jobs", type=_positive, default=1,
-                    help="record the demos in this many worker processes, one task each at a time (the datasets "
-                         "are those of --jobs 1; one OpenMP/torch thread per worker)")
-    ap.add_argument("--steps", type=int, default=20000)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--save-every", type=int, default=500)
-    ap.add_argument("--record-only", action="store_true")
-    ap.add_argument("--torch-device", default=None,
-                    help="where the training runs: auto (CUDA when present) | cpu | cuda[:N] | mps; "
-                         "default: $EMBODIA_TORCH_DEVICE, else auto (as `embodia train --torch-device`)")
-    ap.add_argument("--dtype", default=None,
-                    help="autocast precision: auto (bfloat16 on CUDA, float32 elsewhere) | float32 | bfloat16")
-    ap.add_argument("--obs", choices=("state", "lerobot"), default="state",
-                    help="what the demos (and so the checkpoint) read: Meta-World's 39-number state with a "
-                         "corner image, or LeRobot's view (the corner2 image and the 4-number agent_pos)")
-    ap.add_argument("--size", default=None, help="the camera image's size in the demos (WxH; default 96x96)")
-    ap.add_argument("--shift", type=int, default=0,
-                    help="image augmentation: random shift by up to this many pixels while the backbone trains "
-                         "(a pixel policy's choice; 0: none, as embodia-mt50 was trained)")
-    ap.add_argument("--freeze-after", type=int, default=1000,
-                    help="train the backbone end to end for this many steps, then cache it and train the head "
-                         "alone (a policy that reads pixels needs its vision tower trained longer); 0: never freeze")
-    ap.add_argument("--vision-layers", type=int, default=2, help="vision tower layers of a fresh model")
-    ap.add_argument("--hidden", type=int, default=64, help="backbone width of a fresh model")
-    ap.add_argument("--patch-size", type=_positive, default=14,
-                    help="the vision tower's patch of a fresh model, in pixels; 2x2 patches make one image token "
-                         "(14: a 96x96 image is resized to 84x84 and read as 9 tokens; 8: 96x96 as 36)")
-    ap.add_argument("--bundle", type=Path, default=None,
-                    help="after training, copy the inference files (no training state) into this folder")
-    ap.add_argument("--exec-horizon", type=_positive, default=None,
-                    help="with --bundle: the bundle runs this many actions of each chunk before it decides again "
-                         "(its config.json's exec_horizon; default: the body's, 8 for Meta-World)")
-    return ap
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return int(text)
-
-
-def _task_list(text: str) -> list[str]:
+def task_list(text: str) -> list[str]:
+    """``--tasks``: MT50 task names, comma-separated; ValueError naming the unknown ones."""
     from embodia.sim.metaworld import suite_tasks
     names, known = [t.strip() for t in text.split(",") if t.strip()], set(suite_tasks("mt50"))
     unknown = [t for t in names if t not in known]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"not MT50 tasks: {', '.join(unknown) or repr(text)} "
-                                         f"(e.g. reach-v3,push-v3)")
+        raise ValueError(f"not MT50 tasks: {', '.join(unknown) or repr(text)} (e.g. reach-v3,push-v3)")
     return names
 
 
-def main(argv=None) -> None:
-    ap = _parser()
-    args = ap.parse_args(argv)
-    from embodia.policies.placement import PlacementError, choose
-    try:    # checked before any recording (a GPU that is not there fails now, not after an hour of demos)
-        placement = choose(args.torch_device, args.dtype)
-    except PlacementError as e:
-        ap.error(str(e))
-
+def build(*, data: Path, out: Path, episodes: int, tasks: list[str] | None, jobs: int, steps: int, threads: int,
+          save_every: int, record_only: bool, torch_device: str | None, dtype: str | None, obs: str,
+          size: str | None, shift: int, freeze_after: int, vision_layers: int, hidden: int, patch_size: int,
+          bundle_to: Path | None, exec_horizon: int | None) -> None:
+    """Record the demos (resuming), train on them (resuming), then copy the bundle to ``bundle_to``;
+    one row per session in ``<out>.sessions.jsonl``, written however the session ends.
+    ``torch_device`` / ``dtype`` are checked first (PlacementError, a ValueError), before any demo."""
     from embodia.agent.evaluation.suite import record_suite
+    from embodia.policies.placement import choose
+    placement = choose(torch_device, dtype)     # a GPU that is not there fails now, not after an hour of demos
     from embodia.agent.training.train import TRAIN_STATE, TrainConfig, expand_data, train
     t0 = time.perf_counter()
-    state = args.out / TRAIN_STATE / "state.json"       # the training's last save: resume from it
-    row = {"date": time.strftime("%Y-%m-%d %H:%M"), "steps": args.steps, "finished": False, "jobs": args.jobs,
+    state = out / TRAIN_STATE / "state.json"       # the training's last save: resume from it
+    row = {"date": time.strftime("%Y-%m-%d %H:%M"), "steps": steps, "finished": False, "jobs": jobs,
            "torch": placement.describe()}
     from embodia.agent.loop.core import stop_as_ctrl_c
     before = signal.signal(signal.SIGTERM, stop_as_ctrl_c)     # `kill` stops it as Ctrl-C does: the row is written
     try:
-        query = {**({"size": args.size} if args.size else {}), **({"obs": "lerobot"} if args.obs == "lerobot" else {})}
-        rep = record_suite("mt50", "expert", args.data, episodes=args.episodes, seed=DEMO_SEED, only_success=True,
-                           query=query, tasks=args.tasks, jobs=args.jobs,
+        query = {**({"size": size} if size else {}), **({"obs": "lerobot"} if obs == "lerobot" else {})}
+        rep = record_suite("mt50", "expert", data, episodes=episodes, seed=DEMO_SEED, only_success=True,
+                           query=query, tasks=tasks, jobs=jobs,
                            on_task=lambda t, r: print(f"{t}: {r['successes']} demos ({r['recorded']} recorded, "
                                                       f"{r['resumed_from']} from before)", flush=True))
         row.update(demos=rep["successes"], recorded=rep["recorded"], record_s=round(time.perf_counter() - t0))
         t1 = time.perf_counter()
-        if not args.record_only:
-            data = [str(args.data / t) for t in args.tasks] if args.tasks else expand_data([args.data])
-            train(TrainConfig(data=data, out=str(args.out), steps=args.steps, threads=args.threads,
-                              save_every=args.save_every, shift=args.shift,
-                              freeze_backbone_after=args.freeze_after or None, vision_layers=args.vision_layers,
-                              hidden=args.hidden, patch_size=args.patch_size, torch_device=args.torch_device,
-                              dtype=args.dtype),
+        if not record_only:
+            datasets = [str(data / t) for t in tasks] if tasks else expand_data([data])
+            train(TrainConfig(data=datasets, out=str(out), steps=steps, threads=threads, save_every=save_every,
+                              shift=shift, freeze_backbone_after=freeze_after or None, vision_layers=vision_layers,
+                              hidden=hidden, patch_size=patch_size, torch_device=torch_device, dtype=dtype),
                   resume=state.exists())
             row["train_s"] = round(time.perf_counter() - t1)
-        if args.bundle is not None:
-            bundle(args.out, args.bundle, exec_horizon=args.exec_horizon)
+        if bundle_to is not None:
+            bundle(out, bundle_to, exec_horizon=exec_horizon)
         row["finished"] = True
     except BaseException as e:     # the row says why this session ended early (a stop, a failed task)
         row["stopped"] = " ".join(str(e).split()) or type(e).__name__
@@ -148,8 +97,8 @@ def main(argv=None) -> None:
         row["wall_s"] = round(time.perf_counter() - t0)
         if state.exists():
             row["saved_step"] = json.loads(state.read_text()).get("step")
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with open(args.out.with_name(args.out.name + ".sessions.jsonl"), "a") as f:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out.with_name(out.name + ".sessions.jsonl"), "a") as f:
             f.write(json.dumps(row) + "\n")
         print(json.dumps(row))
 
@@ -181,12 +130,3 @@ def bundle(checkpoint: Path, dest: Path, exec_horizon: int | None = None) -> Non
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
 
-
-if __name__ == "__main__":
-    try:
-        main()
-    except KeyboardInterrupt as e:      # Ctrl-C or `kill`: the session row is written; say how to go on
-        raise SystemExit(f"{e or 'stopped by Ctrl-C'}; run the same command again to go on from the last save") from None
-    except (RuntimeError, ValueError, OSError) as e:   # a failed task (TaskFailed), a bad dataset: one line
-        msg = " ".join(str(e).split()) or type(e).__name__
-        raise SystemExit(f"error: {msg}; finished tasks and saves are kept: the same command goes on from them") from None

@@ -1,6 +1,6 @@
 """A SmolVLA trained by LeRobot's own trainer on demonstrations embodia records: one resumable command.
 
-    python -m embodia.agent.training.smolvla --tasks push-v3,reach-v3 --episodes 50 \\
+    embodia train smolvla --tasks push-v3,reach-v3 --episodes 50 \\
         --data data/lerobot-mt6 --out ckpt/smolvla-mt6 --steps 20000
 
 1. Records the scripted experts' successful episodes of each Meta-World task under LeRobot's view
@@ -17,7 +17,6 @@ The trained policy is ``<out>/train/checkpoints/last/pretrained_model``, a direc
 """
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -132,41 +131,17 @@ def bundle(last: Path, init: Path, dest: Path, command: list[str]) -> dict:
     return facts
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tasks", default="push-v3,reach-v3,drawer-open-v3,button-press-topdown-v3,door-open-v3,"
-                                       "window-open-v3", help="Meta-World tasks, comma-separated")
-    ap.add_argument("--episodes", type=int, default=50, help="successful demonstrations per task")
-    ap.add_argument("--data", type=Path, default=Path("data/lerobot-mt6"), help="the LeRobotDataset v3 to fill")
-    ap.add_argument("--out", type=Path, default=Path("ckpt/smolvla-mt6"), help="the starting policy and the run")
-    ap.add_argument("--steps", type=int, default=20000, help="trainer steps in all (a resumed run goes on to it)")
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--save-freq", type=int, default=1000, help="a checkpoint every N steps (what a stop can lose)")
-    ap.add_argument("--size", type=int, default=96, help="the camera's side in pixels, as recorded")
-    ap.add_argument("--chunk", type=int, default=16, help="actions per chunk")
-    ap.add_argument("--exec-horizon", type=int, default=8, help="actions run per chunk (n_action_steps)")
-    ap.add_argument("--hidden", type=int, default=128, help="the VLM's hidden size")
-    ap.add_argument("--layers", type=int, default=4, help="the VLM's text layers")
-    ap.add_argument("--policy-device", default="cpu", help="cpu or cuda (a session lent a GPU)")
-    ap.add_argument("--record-only", action="store_true", help="stop after recording")
-    ap.add_argument("--bundle", type=Path, default=None,
-                    help="copy the trained policy here, self-contained (e.g. policies/checkpoints/smolvla-mt6)")
-    a = ap.parse_args(argv)
-    tasks = [t.strip() for t in a.tasks.split(",") if t.strip()]
-    record(tasks, a.episodes, a.data)
-    if a.record_only:
-        return 0
-    init = build(a.out, a.data, size=a.size, chunk=a.chunk, exec_horizon=a.exec_horizon, hidden=a.hidden,
-                 layers=a.layers)
-    last = train(a.out, a.data, init, steps=a.steps, batch_size=a.batch_size, save_freq=a.save_freq,
-                 device=a.policy_device)
+def record_and_train(*, tasks: list[str], episodes: int, data: Path, out: Path, steps: int, batch_size: int,
+                     save_freq: int, size: int, chunk: int, exec_horizon: int, hidden: int, layers: int,
+                     policy_device: str, record_only: bool, bundle_to: Path | None, command: list[str]) -> None:
+    """The three steps above, each resuming; then, with ``bundle_to``, the self-contained copy whose
+    bundle.json says ``command`` rebuilds it."""
+    record(tasks, episodes, data)
+    if record_only:
+        return
+    init = build(out, data, size=size, chunk=chunk, exec_horizon=exec_horizon, hidden=hidden, layers=layers)
+    last = train(out, data, init, steps=steps, batch_size=batch_size, save_freq=save_freq, device=policy_device)
     print(f"trained: {last} (embodia run --policy lerobot:{last})")
-    if a.bundle is not None:
-        facts = bundle(last, init, a.bundle, ["python", "-m", "embodia.agent.training.smolvla",
-                                               *(argv if argv is not None else sys.argv[1:])])
-        print(f"bundled to {a.bundle}: sha256 {facts['sha256']}, {facts['bytes']} bytes, step {facts['step']}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    if bundle_to is not None:
+        facts = bundle(last, init, bundle_to, command)
+        print(f"bundled to {bundle_to}: sha256 {facts['sha256']}, {facts['bytes']} bytes, step {facts['step']}")

@@ -1,9 +1,9 @@
 """Train a checkpoint's learned success detector (`embodia.policies.success_head`) on recorded
 episodes and their oracle labels, calibrate it on held-out episodes, save it beside the heads.
 
-    embodia train --success-head --data data/success/robot-twogap-push data/success/gui-all \\
+    embodia train --success-head --data data/success/robot-twogap-push --data data/success/gui-all \\
         --out policies/checkpoints/embodia-tiny
-    python -m embodia.agent.training.success_train        # rebuilds the bundled one: records, trains
+    embodia train success-head        # rebuilds the bundled one: records, trains
 
 Robot datasets (LeRobot v3) give each episode's first state, final state, last camera frame and
 its recorded success; GUI recordings (step logs) give the first screen and tree and the final
@@ -19,7 +19,6 @@ mixed in, and random agents. Seeds 200000 and up: far from those of every benchm
 """
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
@@ -266,21 +265,12 @@ def train_success_head(paths, out, *, folds: int = 4, steps: int = 300, seed: in
     return report
 
 
-def main(argv=None):
-    from embodia.policies import BUNDLED_CHECKPOINTS
-    ap = argparse.ArgumentParser(description="record episodes and train embodia-tiny's success head")
-    ap.add_argument("--data", type=Path, default=Path("data/embodia-tiny-success"))
-    ap.add_argument("--out", type=Path, default=BUNDLED_CHECKPOINTS / "embodia-tiny")
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
+def rebuild(data: Path, out: Path, *, steps: int, seed: int, log=print) -> None:
+    """Record ``RECORD``'s episodes into ``data`` (with the checkpoint ``out`` playing its part),
+    then train and calibrate ``out``'s success head on them."""
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    dirs = record(args.data, args.out)
+    dirs = record(data, out)
     t1 = time.perf_counter()
-    train_success_head(dirs, args.out, steps=args.steps, seed=args.seed)
-    print(f"episodes {t1 - t0:.0f} s, training {time.perf_counter() - t1:.0f} s; success head in {args.out}")
-
-
-if __name__ == "__main__":
-    main()
+    train_success_head(dirs, out, steps=steps, seed=seed, log=log)
+    log(f"episodes {t1 - t0:.0f} s, training {time.perf_counter() - t1:.0f} s; success head in {out}")

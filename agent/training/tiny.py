@@ -1,7 +1,7 @@
 """Rebuild the bundled `embodia-tiny` from scratch: record expert demos, then train.
 
-    python -m embodia.agent.training.tiny                          # writes policies/checkpoints/embodia-tiny
-    python -m embodia.agent.training.tiny --data /tmp/demos --out /tmp/tiny --steps 6000
+    embodia train tiny                          # writes policies/checkpoints/embodia-tiny
+    embodia train tiny --data /tmp/demos --out /tmp/tiny --steps 6000
 
 Demos come from the scripted experts on the *unshifted* tasks only (twogap-push, D=2; Meta-World
 reach-v3 on the Sawyer arm, D=4): the shifted settings are where the success memory must prove
@@ -9,7 +9,6 @@ itself later, so the model never sees them.
 """
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -47,24 +46,11 @@ def record_demos(root: Path, log=print) -> list[Path]:
     return dirs
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description="record demos and train embodia-tiny")
-    ap.add_argument("--data", type=Path, default=Path("data/embodia-tiny-demos"))
-    ap.add_argument("--out", type=Path, default=BUNDLE)
-    ap.add_argument("--steps", type=int, default=10000)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--resume", action="store_true")
-    args = ap.parse_args(argv)
-
+def rebuild(data: Path, out: Path, *, steps: int, seed: int = 0, resume: bool = False, log=print) -> None:
+    """Record the demos into ``data`` (a rerun tops them up), then train ``out`` on them."""
     from embodia.agent.training.train import TrainConfig, train
     t0 = time.perf_counter()
-    dirs = record_demos(args.data)
+    dirs = record_demos(data, log=log)
     t1 = time.perf_counter()
-    train(TrainConfig(data=[str(d) for d in dirs], out=str(args.out), steps=args.steps, seed=args.seed),
-          resume=args.resume)
-    t2 = time.perf_counter()
-    print(f"demos {t1 - t0:.0f} s, training {t2 - t1:.0f} s; checkpoint in {args.out}")
-
-
-if __name__ == "__main__":
-    main()
+    train(TrainConfig(data=[str(d) for d in dirs], out=str(out), steps=steps, seed=seed), resume=resume)
+    log(f"demos {t1 - t0:.0f} s, training {time.perf_counter() - t1:.0f} s; checkpoint in {out}")

@@ -41,7 +41,7 @@ paragraph), not only of the instruction.
 
 The backbone and the robot head are not touched: the GUI head lives beside them in the checkpoint
 directory as ``gui_head.safetensors`` + ``gui_head.json`` (which records the backbone weights'
-SHA-256; a head trained on another backbone is refused). Train it with `embodia.agent.training.gui_train`.
+SHA-256; a head trained on another backbone is refused). Train it with `embodia train gui-head`.
 """
 from __future__ import annotations
 
@@ -421,7 +421,7 @@ def load_gui_head(checkpoint, backbone: Backbone | None = None) -> tuple[GuiHead
     ``backbone/`` folder unless given."""
     p = Path(checkpoint)
     meta, weights = read_head_files(p, HEAD_WEIGHTS, HEAD_CONFIG, FORMAT, GuiHeadError, what="GUI head",
-                                    retrain=f"`python -m embodia.agent.training.gui_train --out {p}`")
+                                    retrain=f"`embodia train gui-head --out {p}`")
     cfg = GuiHeadConfig(**{k: v for k, v in meta["config"].items() if k in GuiHeadConfig.__dataclass_fields__})
     backbone = backbone or Backbone.from_pretrained(p / "backbone")
     head = GuiHead(cfg, backbone.hidden_size)

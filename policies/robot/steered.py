@@ -123,7 +123,7 @@ class SteeredPolicy(Policy):
             raise ValueError(f"a memory keyed by {encoder!r}; this policy makes {sorted(KEYS.values())}")
         self._offsets = OffsetKey(emb, self._snorm) if encoder == OFFSETS_ENCODER else None
         self.episodes = memory.last_episode_id()   # a reopened memory: new episodes number on after it
-        self.noise_bank: dict = {}   # (episode id, step) -> noise of a stored success's decision (recall_noise)
+        self.noise_bank: dict = {}   # (episode id, step) -> noise of a stored entry's decision (recall_noise)
         self.reset(None)
 
     @property
@@ -231,6 +231,9 @@ class SteeredPolicy(Policy):
             self.remember(np.stack(self.states), np.stack(self.actions), self.episodes)
             if self.memory.config.recall_noise:
                 self.noise_bank.update({(self.episodes, t): eps for t, eps in self.noises})
+        if self.noise_bank:     # entries evicted, merged away or deleted by credit take their noises along
+            alive = self.memory.stored_origins(self.namespace)
+            self.noise_bank = {o: eps for o, eps in self.noise_bank.items() if o in alive}
         if self.autosave is not None:
             self.memory.save(self.autosave)
 
