@@ -11,7 +11,9 @@ tunes on it.
 Round 5 (issue 56, ids ``heldout-r5:``, `tests/gate_heldout_r5.py`) is held out from all of that: it is
 not in the corpus above nor in the top-level figures, only in ``heldout_r5`` (its rates, the commit
 of its cases, and whether the buttons whose visible text and accessible name disagree are caught);
-its misses and false alarms are named only with ``--heldout-ids``.
+its misses and false alarms are named only with ``--heldout-ids``. Round 5 was scored once on the changed
+gate and is spent (later changes read its misses); round 6 (ids ``heldout-r6:``, `tests/gate_heldout_r6.py`,
+written before those changes) takes its place, scored the same way in ``heldout_r6``.
 
     python benchmarks/gate_corpus.py [--heldout-ids]
 """
@@ -30,6 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from gate_cases import CASES  # noqa: E402
 from gate_heldout_r5 import cases as heldout_r5_cases  # noqa: E402
+from gate_heldout_r6 import cases as heldout_r6_cases  # noqa: E402
 
 from embodia.agent.evaluation.stats import wilson  # noqa: E402
 from embodia.agent.loop.safety import classify  # noqa: E402
@@ -68,21 +71,26 @@ def _commit(path: pathlib.Path) -> str | None:
     return out.stdout.strip() or None
 
 
+def _heldout(cases, path: pathlib.Path, heldout_ids: bool) -> tuple[list, dict]:
+    """(rows, rates) of a held-out round scored apart: its rates, the commit of its cases, and with
+    ``heldout_ids`` its misses and false alarms by id."""
+    rows = [(c, classify(c["action"], c["tree"], c["screen"])[0]) for c in cases]
+    out = {**_rates(rows), "cases_commit": _commit(path)}
+    if heldout_ids:
+        out["missed"] = [c["id"] for c, g in rows if c["expect"] is not None and g is None]
+        out["false_alarms"] = [f"{c['id']} -> {g}" for c, g in rows if c["expect"] is None and g is not None]
+    return rows, out
+
+
 def _heldout_r5(heldout_ids: bool) -> dict:
     """Round 5, scored apart from everything else; ``aria_label``: caught / all of its risky buttons whose
     visible text and accessible name disagree (``aria:`` ids); ``aria_delete_account``: the same for the
     four "Delete account" / "Cancel" buttons of issue 56 (web and Android, each way round)."""
-    cases = heldout_r5_cases()
-    rows = [(c, classify(c["action"], c["tree"], c["screen"])[0]) for c in cases]
+    rows, out = _heldout(heldout_r5_cases(), ROOT / "tests" / "gate_heldout_r5.py", heldout_ids)
     aria = [g for c, g in rows if c["id"].startswith(HELDOUT_R5 + "aria:") and c["expect"] is not None]
     acct = [g for c, g in rows if c["id"].startswith(HELDOUT_R5 + "aria:") and "delete-account" in c["id"]]
-    out = {**_rates(rows), "aria_label": f"{sum(g is not None for g in aria)}/{len(aria)}",
-           "aria_delete_account": f"{sum(g is not None for g in acct)}/{len(acct)}",
-           "cases_commit": _commit(ROOT / "tests" / "gate_heldout_r5.py")}
-    if heldout_ids:
-        out["missed"] = [c["id"] for c, g in rows if c["expect"] is not None and g is None]
-        out["false_alarms"] = [f"{c['id']} -> {g}" for c, g in rows if c["expect"] is None and g is not None]
-    return out
+    return {**out, "aria_label": f"{sum(g is not None for g in aria)}/{len(aria)}",
+            "aria_delete_account": f"{sum(g is not None for g in acct)}/{len(acct)}"}
 
 
 def run(cases=CASES, heldout_ids: bool = False) -> dict:
@@ -97,7 +105,9 @@ def run(cases=CASES, heldout_ids: bool = False) -> dict:
     return {"bench": "gate_corpus", **_rates(rows),
             "right_class": round(sum(g == c["expect"] for c, g in caught) / max(1, len(caught)), 4),
             "heldout_r4": {**_rates(held), "cases_commit": _commit(ROOT / "tests" / "gate_heldout_r4.py")},
-            "heldout_r5": _heldout_r5(heldout_ids), "rest": _rates(rest),
+            "heldout_r5": _heldout_r5(heldout_ids),
+            "heldout_r6": _heldout(heldout_r6_cases(), ROOT / "tests" / "gate_heldout_r6.py", heldout_ids)[1],
+            "rest": _rates(rest),
             "heldout_r3": _part(cases, got, "heldout-r3:"),
             "missed": [c["id"] for c, g in named if c["expect"] is not None and g is None],
             "false_alarms": [f"{c['id']} -> {g}" for c, g in named if c["expect"] is None and g is not None],

@@ -62,6 +62,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterable
 
+from embodia.agent.loop import safety_phrases as phrases
 from embodia.agent.loop.safety_keys import CHORDS, QUIT, chord
 
 from embodia.agent.loop.safety_context import area as _area
@@ -81,7 +82,6 @@ from embodia.agent.loop.safety_words import SENTENCE_PATTERNS as _SENTENCE_VERBS
 from embodia.agent.loop.safety_words import normalize
 from embodia.agent.loop.safety_words import command_risk as _command_risk
 from embodia.agent.loop.safety_words import match as _match
-from embodia.agent.loop.safety_words import pattern as _pattern
 from embodia.devices import GuiAction
 
 RISK_CLASSES = ("send", "delete", "pay", "purchase", "install", "password", "system", "unknown")
@@ -202,6 +202,8 @@ def _parts_of(el: dict, tree: list) -> list[str]:
     accessible name differs from its text holds that text as a label)."""
     if role(el) in _TOGGLES and _match([("install", _INSTALL_TOGGLE)], _label(el)) and not el.get("checked"):
         return [f"{_label(el)}: install apps from unknown sources"]
+    if role(el) in _TOGGLES and el.get("checked") and phrases.GUARD.search(" ".join([_label(el), page_text(el, tree)])):
+        return [f"{_label(el)}: shut down {phrases.GUARD.search(' '.join([_label(el), page_text(el, tree)])).group(0)}"]
     if role(el) in _NO_ACT_ROLES or (el.get("clickable") and _content_item(el, tree)):
         return []
     if role(el) == "link" and len(str(el.get("text") or "").split()) >= 5:      # an article's title
@@ -225,39 +227,6 @@ def _target_parts(action, tree, screen) -> tuple[dict | None, list[str]]:
 
 
 # -- context: dialogs, pages, fields ----------------------------------------------------------------
-# a button that agrees to whatever its dialog asks
-_CONFIRM = re.compile(r"^(ok|okay|yes|y|sure|proceed|continue|confirm|submit|apply|accept|agree|go|authorize|approve|"
-                      r"yes i m sure|i m sure|i understand|yes continue|leave|leave anyway|quit|quit anyway|exit|"
-                      r"close anyway|ja|oui|si|sim|aceptar|confirmar|continuar|"
-                      r"bestatigen|fortfahren|confirmer|valider|continuer|conferma|procedi|да|подтвердить|продолжить|"
-                      r"确定|确认|好|是|继续|はい|確認|続行|확인|예)$")
-# a dialog that asks before it acts, rather than reporting what happened ("12 items were deleted.")
-_ASKS = re.compile(r"[?\uff1f]|\bwill\b|\bcan ?not be (undone|reversed)|can't be (undone|reversed)|\bpermanently\b|"
-                   r"\bare you sure\b|\babout to\b|\bdo you want\b|"
-                   r"\breally\b|\bwirklich\b|d[eé]finitivement|irr[eé]versible|endg[uü]ltig", re.I)
-_MONEY = re.compile(r"[$€£¥₹]\s?\d|\d\s?(€|eur|usd|gbp|btc|eth|usdc|usdt)\b", re.I)
-_PAY_CONTEXT = _pattern(["checkout", "check out", "payment", "payment details", "card number", "cvc", "cvv",
-                         "charged", "billed", "billing", "card ending"])
-# weaker words: paying only beside an amount ("Total: $23.40")
-_PRICE_CONTEXT = _pattern(["pay", "total", "order total", "price", "amount", "amount due", "subtotal"])
-# words that make a dialog destructive only as its question ("Replace it?"), not as a button's label
-_CONTEXT_ONLY = [("delete", _pattern(["replace", "overwrite", "will be lost", "may not be saved", "not be saved",
-                                       "lose access", "will lose", "stop working", "no longer be visible",
-                                       "no longer be available", "no longer work"])),
-                 ("install", _pattern(["requires your permission", "access your data", "permissions", "extension",
-                                       "add on", "unknown apps", "unknown sources"]))]
-# confirmations of more than one word ("I understand, proceed", "Yes, continue anyway"): confirm
-# words only, one of them a core one
-_CONFIRM_CORE = {"ok", "okay", "yes", "proceed", "continue", "confirm", "approve", "authorize", "agree", "accept",
-                 "understand", "sure"}
-_CONFIRM_FILLER = _CONFIRM_CORE | {"i", "m", "im", "it", "do", "and", "anyway", "please", "now", "let", "s", "go"}
-# a Replace / Overwrite button deletes what is there when its dialog says a file of that name exists
-_REPLACE = [("delete", _pattern(["replace", "replace all", "overwrite", "ersetzen", "uberschreiben", "remplacer",
-                                 "ecraser", "reemplazar", "sobrescribir", "substituir", "sostituisci", "заменить",
-                                 "перезаписать", "替换", "覆盖", "置き換え", "上書き", "바꾸기", "덮어쓰기"]))]
-_EXISTS = re.compile(r"already exists|\balready (a|an|one)\b|\bexisting\b|overwrit|will be replaced|same name|"
-                     r"existiert bereits|bereits vorhanden|existe d[ée]j[àa]|ya existe|j[áa] existe|gi[àa] esiste|"
-                     r"уже существует|已存在|已经存在|既に存在|すでに存在|이미 존재", re.I)
 
 
 def _shown(el: dict, tree: list) -> list[str]:
@@ -270,25 +239,37 @@ def _shown(el: dict, tree: list) -> list[str]:
 def _confirms(el: dict, tree: list, question: str = "") -> bool:
     """Whether the button shows or is named a bare confirmation, or the verb its dialog's question
     starts with ("Add" under "Add uBlock Origin?", "Revert" under "Revert to draft?")."""
-    asked = re.findall(r"[^\W\d_]+", next((q for q in question.split(" | ") if "?" in q), "").casefold())[:1]
     for f in (f for t in _shown(el, tree) for f in normalize(t)):
         words = set(f.split())
-        if _CONFIRM.match(f) or (words & _CONFIRM_CORE and words <= _CONFIRM_FILLER) or (asked and f == asked[0]):
+        if phrases.CONFIRM.match(f) or (words & phrases.CONFIRM_CORE and words <= phrases.CONFIRM_FILLER):
             return True
     return False
 
 
+def _echoed(el: dict, tree: list, question: str) -> str:
+    """The sentence of a dialog whose first word the button repeats ("Save" under "Save password?",
+    "Share" under 'Share "Budget 2027"'): what the button does, else ''."""
+    lines = [q for q in question.split(" | ") if q.strip()]
+    for q in [q for q in lines if "?" in q] + lines[:1]:
+        first = re.findall(r"[^\W\d_]+", q.casefold())[:1]
+        if first and any(f == first[0] for t in _shown(el, tree) for f in normalize(t)):
+            return q
+    return ""
+
+
 def _pays(text: str):
     """("pay", words) when ``text`` is about paying: payment words, or price words beside an amount."""
-    return _match([("pay", _PAY_CONTEXT)], text, False) or \
-        (_MONEY.search(text) and _match([("pay", _PRICE_CONTEXT)], text, False)) or None
+    return _match([("pay", phrases.PAY_CONTEXT)], text, False) or \
+        (phrases.MONEY.search(text) and _match([("pay", phrases.PRICE_CONTEXT)], text, False)) or None
+
+
 
 
 def _asked(text: str):
     """(class, words) of the act a dialog's (or a page's) question asks about: a risky verb in any
     form ("will be erased", "Powering off"), or words that say what is lost or allowed."""
     return _labels_risk(text) or _match([(r, _SENTENCE_VERBS[r]) for r in _ORDER if r != "password"], text) \
-        or _match(_CONTEXT_ONLY, text)
+        or _match(phrases.CONTEXT_ONLY, text)
 
 
 def _question(el: dict, tree: list, screen) -> str:
@@ -296,7 +277,7 @@ def _question(el: dict, tree: list, screen) -> str:
     transferencia?" above an Aceptar button), else ''."""
     box = dialog_of(el, tree, screen)
     if box is not None:
-        return dialog_text(box, tree)
+        return " | ".join(t for t in dialog_text(box, tree).split(" | ") if not phrases.OTHERWISE.search(t))
     text = page_text(el, tree)
     return text if re.search(r"[?\uff1f]", text) else ""
 
@@ -307,8 +288,8 @@ def _confirm_in_context(el: dict, tree: list, screen):
     about payment."""
     text = _question(el, tree, screen)
     if text:
-        money = _MONEY.search(text)
-        if _ASKS.search(text) or money:
+        money = phrases.MONEY.search(text)
+        if phrases.ASKS.search(text) or money:
             m = _asked(text) or (money and _pays(text))
             if m:
                 return m[0], f"confirms {text[:160]!r} ({m[1]!r})"
@@ -316,18 +297,21 @@ def _confirm_in_context(el: dict, tree: list, screen):
             return None
     text = page_text(el, tree)
     m = _pays(text)
-    return ("pay", f"confirms on a payment page {text[:160]!r} ({m[1]!r})") if m else None
+    if m:
+        return "pay", f"confirms on a payment page {text[:160]!r} ({m[1]!r})"
+    m = phrases.NEW_SECRET.search(text)
+    return ("password", f"confirms a new secret on {text[:160]!r} ({m.group(0)!r})") if m else None
 
 
 def _replaces(el: dict, tree: list, screen):
     """("delete", words) for a Replace / Overwrite button where a file or item of that name already
     exists (its dialog or page says so), not the Replace of a find-and-replace bar."""
-    words = [m for t in _shown(el, tree) if (m := _match(_REPLACE, t))]
+    words = [m for t in _shown(el, tree) if (m := _match(phrases.REPLACE, t))]
     if not words:
         return None
     box = dialog_of(el, tree, screen)
     text = dialog_text(box, tree) if box is not None else page_text(el, tree)
-    return ("delete", f"{words[0][1]!r} where {text[:160]!r} already exists") if _EXISTS.search(text) else None
+    return ("delete", f"{words[0][1]!r} where {text[:160]!r} already exists") if phrases.EXISTS.search(text) else None
 
 
 def _press(el: dict, parts: list[str], tree: list, screen, how: str):
@@ -338,7 +322,12 @@ def _press(el: dict, parts: list[str], tree: list, screen, how: str):
         return m[0], f"{how} on element {m[2].strip()!r} ({m[1]!r})"
     if el is None:
         return None, ""
-    c = _confirms(el, tree, _question(el, tree, screen)) and _confirm_in_context(el, tree, screen)
+    question = _question(el, tree, screen)
+    echo = _echoed(el, tree, question)
+    m = echo and (_asked(echo) or _match([("send", phrases.SHARE), ("password", _CREDENTIAL)], echo))
+    if m:               # the dialog's own verb: "Save" under "Save password?", "Share" under 'Share "Plan"'
+        return m[0], f"{how} on {' | '.join(parts[:2])!r}, which does {echo[:120]!r} ({m[1]!r})"
+    c = (echo or _confirms(el, tree)) and _confirm_in_context(el, tree, screen)
     if c:
         return c[0], f"{how} on {' | '.join(parts[:2])!r}, which {c[1]}"
     r = _replaces(el, tree, screen)

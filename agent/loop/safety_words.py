@@ -61,19 +61,24 @@ VERBS = {
                  "passphrase", "card number", "credit card number", "debit card number", "cardnumber", "card no",
                  "cc number", "cvc", "cvv", "cvc2", "cvv2", "csc", "security code", "card security code",
                  "card verification", "numero de tarjeta", "kartennummer", "numero de carte", "numero do cartao",
-                 "numero della carta", "seed phrase", "recovery phrase", "mnemonic", "private key", "secret key"],
+                 "numero della carta", "seed phrase", "recovery phrase", "mnemonic", "private key", "secret key",
+                 # keys to accounts and services
+                 "secret", "access key", "secret access key", "api key", "api secret", "client secret",
+                 "auth token", "access token", "app password"],
     "pay": ["pay", "pay now", "checkout", "check out", "place order", "place your order", "complete payment", "confirm payment", "transfer money",
             "send money", "submit payment", "make payment", "make a payment", "send payment", "authorize payment",
             "approve payment", "approve transaction", "confirm transaction", "transfer", "wire", "wire money",
             "donate", "donate now", "transferencia", "transferir", "uberweisen", "virement",
-            "bonifico", "tip", "add tip", "top up", "topup", "add funds", "add money", "withdraw", "cash out", "pagar", "pague", "realizar pedido", "finalizar compra", "bezahlen", "zahlen",
+            "bonifico", "tip", "add tip", "top up", "topup", "add funds", "add money", "withdraw", "cash out",
+            "pagar", "pague", "realizar pedido", "finalizar compra", "bezahlen", "zahlen",
             "jetzt bezahlen", "zur kasse", "payer", "passer la commande", "paga", "оплатить", "заплатить",
             "оплата", "支付", "付款", "结账", "結帳", "お支払い", "支払う", "支払い", "決済", "결제"],
     "purchase": ["buy", "buy now", "purchase", "subscribe", "order", "order now", "add to cart", "book now",
                  "reserve now", "rent now", "upgrade now", "get premium", "confirm purchase", "confirm booking",
                  "start subscription", "upgrade", "bid", "place bid", "bid now", "pre order", "preorder", "renew",
                  "renew now", "start free trial", "start trial", "start my free trial", "try free", "try it free",
-                 "go premium", "go pro", "get pro", "pledge", "back this project", "comprar", "оформить заказ", "提交订单", "立即购买", "下单",
+                 "go premium", "go pro", "get pro", "pledge", "back this project", "comprar", "оформить заказ",
+                 "提交订单", "立即购买", "下单",
                  "suscribirse", "suscribir", "assinar", "kaufen", "jetzt kaufen", "abonnieren", "bestellen",
                  "acheter", "abonner", "s abonner", "commander", "acquista", "купить", "подписаться",
                  "购买", "購買", "订阅", "訂閱", "購入", "買う", "구매"],
@@ -108,7 +113,8 @@ VERBS = {
                 "instalar", "installieren", "installer", "installa", "установить", "安装", "安裝", "インストール", "설치"],
     "send": ["send", "snd", "send now", "post", "tweet", "publish", "reply all", "share now", "forward message",
              "forward email", "forward to", "broadcast", "repost", "retweet", "send invite", "send invites",
-             "submit application", "submit review", "comment", "post comment",
+             "submit application", "submit review", "submit request", "submit ticket", "submit claim",
+             "submit report", "comment", "post comment",
              "enviar",
              "envia", "envie", "publicar", "senden", "absenden", "abschicken", "versenden", "verschicken",
              "posten", "veroffentlichen", "envoyer", "publier", "invia", "pubblica", "отправить",
@@ -227,7 +233,7 @@ _HARMLESS_RUN = re.compile(r"\s(--help|--version|--dry-run)(\s|$)")
 _NOT_ACT = re.compile(r"\s*(office|guide|history|settings?|options?|info|information|rules|in|logs?|records?|"
                       r"status|details|methods?|list|folder|date|time|address|queue|by|of|summary|total|number|"
                       r"no|id|frame|confirmation|tracking|placed|received|complete|completed|finished|failed|"
-                      r"successful|is|was|has|have|are|were|or|"
+                      r"successful|is|was|has|have|are|were|or|later|tomorrow|tonight|"
                       r"记录|記錄|历史|歷史|设置|設定|済み|済|履歴|記録|中)\b", re.I)
 # a word before the verb that undoes or names it: "Undo delete", "Cancel order", "Sort order", "File transfer"
 _UNDOES = {"undo", "cancel", "restore", "recover", "sort", "file", "data", "custom"}
