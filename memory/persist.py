@@ -34,8 +34,9 @@ from typing import Dict
 
 import numpy as np
 
-from embodia.memory.errors import MemoryFileError, MemoryMismatch, MemoryStoreError  # noqa: F401 (importable here)
-from embodia.memory.files import MAX_META_BYTES, fsync_dir, read_json, sha256_file, write_atomic  # noqa: F401
+from embodia.memory.errors import MemoryFileError
+from embodia.memory.files import read_json, sha256_file
+from embodia.shared.files import fsync_dir, temp_owner, write_atomic
 
 SCHEMA_VERSION = 1
 META = "meta.json"
@@ -197,7 +198,6 @@ def _save(mem, path: Path) -> Path:
 
 
 _GENERATIONAL = re.compile(r"(entries-[0-9a-f]+\.npz|index-[0-9a-f]+\.faiss|values-[0-9a-f]+\.json)")
-_TEMP = re.compile(r"\.(.+)\.tmp-(\d+)")
 
 
 def new_generation(path: Path) -> str:
@@ -229,13 +229,13 @@ def collect(path: Path, keep: set | None = None) -> None:
 
 
 def remove_dead_temps(folder: Path) -> int:
-    """Delete the temp files (``.<name>.tmp-<pid>``, `write_atomic`'s) in ``folder`` whose writing
+    """Delete the temp files (``.<name>.tmp-<pid>[-<thread>]``, `write_atomic`'s) in ``folder`` whose writing
     process is not running: what a kill during a save leaves; returns how many."""
     from embodia.memory.lock import pid_alive
     n = 0
     for f in (folder.iterdir() if folder.is_dir() else ()):
-        m = _TEMP.fullmatch(f.name)
-        if m and f.is_file() and int(m.group(2)) != os.getpid() and not pid_alive(int(m.group(2))):
+        owner = temp_owner(f.name)
+        if owner is not None and f.is_file() and owner != os.getpid() and not pid_alive(owner):
             f.unlink(missing_ok=True)
             n += 1
     return n

@@ -42,8 +42,9 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from embodia.memory import persist
+from embodia.memory.errors import MemoryFileError, MemoryMismatch
+from embodia.memory.files import read_json
 from embodia.memory.index import KeyIndex
-from embodia.memory.persist import MemoryFileError, MemoryMismatch
 from embodia.memory.screen_config import ScreenMemoryConfig
 from embodia.memory.screen_keys import Featurizer
 from embodia.memory.screen_query import START, ScreenQueryMixin, ScreenRetrieval
@@ -383,7 +384,9 @@ class ScreenMemory(ScreenQueryMixin):
             w.release()
 
     def _save(self, path: Path) -> Path:
-        from embodia.memory.persist import _ns_dirname, fsync_dir, sha256_file, write_atomic
+        from embodia.memory.files import sha256_file
+        from embodia.memory.persist import _ns_dirname
+        from embodia.shared.files import fsync_dir, write_atomic
         persist.check_not_orphaned(path)
         gen = persist.new_generation(path)
         recs = []
@@ -441,7 +444,7 @@ class ScreenMemory(ScreenQueryMixin):
         mp = path / "meta.json"
         if missing_ok and not mp.exists():
             return cls(config)
-        meta = persist.read_json(mp, "missing (no screen memory saved here)")
+        meta = read_json(mp, "missing (no screen memory saved here)")
         if meta.get("format") != "embodia.screen_memory":
             raise MemoryFileError(mp, "not a screen memory")
         if meta.get("schema_version") != SCREEN_SCHEMA_VERSION:

@@ -43,7 +43,8 @@ from embodia.memory import persist
 from embodia.memory.config import MemoryConfig
 from embodia.memory.credit import CreditMixin
 from embodia.memory.namespace import _Columns, _Namespace  # noqa: F401 (importable here)
-from embodia.memory.persist import SCHEMA_VERSION, MemoryFileError, MemoryMismatch, MemoryStoreError
+from embodia.memory.errors import MemoryFileError, MemoryMismatch, MemoryStoreError
+from embodia.memory.persist import SCHEMA_VERSION
 from embodia.memory.retrieval import _TINY, Retrieval, RetrievalMixin, tau0_from_confidence
 
 __all__ = ["SuccessMemory", "Retrieval", "MemoryStoreError", "MemoryFileError", "MemoryMismatch",

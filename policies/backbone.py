@@ -544,7 +544,7 @@ def _load_image_processor(src: str, auto_cls):
 # -- heads saved beside a checkpoint's backbone (the GUI head, the success head) ------------------------
 def backbone_sha256(checkpoint) -> str:
     """The hash that ties a head to the backbone it was trained on."""
-    from embodia.memory.persist import sha256_file
+    from embodia.memory.files import sha256_file
     return sha256_file(Path(checkpoint) / "backbone" / "model.safetensors")
 
 

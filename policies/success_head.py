@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from embodia.memory.persist import write_atomic
+from embodia.shared.files import write_atomic
 from embodia.policies.backbone import Backbone, backbone_sha256, read_head_files
 from embodia.policies.placement import Placement, to_device
 

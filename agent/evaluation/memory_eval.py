@@ -537,7 +537,8 @@ def _streams_here(init: tuple, todo: list, episodes: int, seed: int):
 
 
 def learning_curve_png(report: dict, path, title: str = "") -> None:
-    """Success per window of episodes (mean over streams) for every arm, drawn with Pillow."""
+    """Success per window of episodes (mean over streams) for every arm, drawn with Pillow (written
+    as a PNG by `embodia.shared.images`)."""
     from PIL import Image, ImageDraw
     W, H, m = 640, 400, 50
     img = Image.new("RGB", (W, H), "white")
@@ -562,4 +563,7 @@ def learning_curve_png(report: dict, path, title: str = "") -> None:
             d.ellipse([x - 3, y - 3, x + 3, y + 3], fill=col)
         d.text((W - m - 150, m + 8 + 14 * j), f"{arm}: {row['success_rate']:.2f}", fill=col)
     d.text((W // 2 - 60, H - m + 15), "episode window within stream", fill="black")
-    img.save(path)
+    from embodia.shared.files import write_atomic
+    from embodia.shared.images import png_bytes
+    data = png_bytes(np.asarray(img))
+    write_atomic(path, lambda f: f.write(data))

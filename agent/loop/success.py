@@ -60,7 +60,7 @@ from embodia.agent.loop.predicate import (  # noqa: F401 (MAX_PREDICATE, tokeniz
     scene_bodies,
     tokenize,
 )
-from embodia.memory.png import png_bytes, png_url
+from embodia.shared.images import png_bytes, png_url
 from embodia.policies.gui.remote import chat_completions_url, chat_headers
 
 JUDGE_THRESHOLD = 0.9     # a judge's label stores only at this confidence or above (no measurement
@@ -262,9 +262,9 @@ class JudgeLabeler:
 
     def ask(self, body: dict) -> str | None:
         """The reply's text, or None (why in ``self.error``) when the endpoint failed, ran past the
-        deadline (``timeout_s`` for the whole exchange, `embodia.agent.loop.bounded_http`), sent
+        deadline (``timeout_s`` for the whole exchange, `embodia.shared.bounded_http`), sent
         more than ``MAX_REPLY_BYTES`` or anything but a chat completion."""
-        from embodia.agent.loop.bounded_http import ReplyError, post
+        from embodia.shared.bounded_http import ReplyError, post
         self.error = None
         try:
             raw = post(self.url, json.dumps(body).encode(), chat_headers(self.key), deadline_s=self.timeout_s)

@@ -28,21 +28,16 @@ from embodia.agent.recording.feature_stats import (
     _timing_summary,
     vector_stats,
 )
-from embodia.agent.recording.files import (
-    _dumps,
-    _fsync_dir,
-    _jsonable,
-    _normalized,
-    _write_json,
-    _write_parquet,
-)
+from embodia.agent.recording.files import dumps, jsonable, normalized, write_json, write_parquet
 from embodia.agent.recording.steplog import (
     _BadLog,
     iter_steplog,
 )
-from embodia.agent.recording.video import _VideoEncoder, encode_png
+from embodia.agent.recording.video import _VideoEncoder
 from embodia.devices.embodiment import Embodiment
 from embodia.devices.observation import ACTION, STATE, image_key
+from embodia.shared.files import fsync_dir
+from embodia.shared.images import png_bytes
 
 INTERVENTION = "intervention"   # frame column: a person chose this action (take over and hand back)
 CHUNKS_SIZE = 1000
@@ -69,7 +64,7 @@ def _tasks_table(tasks: list[str]):
 
 
 def _short(v, n: int = 120) -> str:
-    s = json.dumps(v, default=_jsonable)
+    s = json.dumps(v, default=jsonable)
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
@@ -150,7 +145,7 @@ class _Committing:
 
         self._episodes, self._tasks, self._info, self._arrays = episodes, tasks, info, new_arrays
         path.unlink(missing_ok=True)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return n
 
     def _read_log(self, path: Path, chunk: int, file: int) -> "_Log | None":
@@ -164,7 +159,7 @@ class _Committing:
                     if rec.get("episode_id") in committed_ids:
                         log.abort()
                         return None
-                    if _normalized(rec.get("embodiment")) != self._emb_dict:
+                    if normalized(rec.get("embodiment")) != self._emb_dict:
                         raise _BadLog(f"{path}: recorded with another embodiment "
                                       f"({(rec.get('embodiment') or {}).get('name')!r})")
                     log.header = rec
@@ -198,7 +193,7 @@ class _Committing:
                               "or of the wrong size")
             log.img_stats[cam.name].add(img)
             if not self.video:
-                log.pngs[cam.name].append(encode_png(img))
+                log.pngs[cam.name].append(png_bytes(img, level=3))
                 continue
             enc = log.encoders.get(cam.name)
             if enc is None:
@@ -228,7 +223,7 @@ class _Committing:
         cols["task_index"] = pa.array(np.full(length, task_index, np.int64))
         if INTERVENTION in self._info["features"]:      # datasets begun before the column lack it
             cols[INTERVENTION] = pa.array(np.asarray(log.interventions, bool))
-        _write_parquet(self._data_path(chunk, file), pa.table(cols))
+        write_parquet(self._data_path(chunk, file), pa.table(cols))
 
     def _episode_row(self, log: "_Log", n: int, chunk: int, file: int, task: str, start: int) -> dict:
         """The episode's row of meta/episodes: LeRobot's columns, its statistics, and ours."""
@@ -259,9 +254,9 @@ class _Committing:
             f"{EMBODIA}/success": None if success is None else bool(success),
             f"{EMBODIA}/interrupted": interrupted,
             f"{EMBODIA}/final_state": None if final_state is None else np.asarray(final_state, np.float32).tolist(),
-            f"{EMBODIA}/info": _dumps(ep_info),
-            f"{EMBODIA}/meta": _dumps(header.get("meta") or {}),
-            f"{EMBODIA}/timing": _dumps(_timing_summary(log.timings, [t for t in log.obs_times if t is not None])),
+            f"{EMBODIA}/info": dumps(ep_info),
+            f"{EMBODIA}/meta": dumps(header.get("meta") or {}),
+            f"{EMBODIA}/timing": dumps(_timing_summary(log.timings, [t for t in log.obs_times if t is not None])),
             f"{EMBODIA}/start_time": header.get("start_time"),
         })
         return row
@@ -296,8 +291,8 @@ class _Committing:
                         arrays: dict[str, list[np.ndarray]] | None = None) -> None:
         """tasks -> episodes -> stats -> info.json (the commit point), each atomic."""
         import pyarrow as pa
-        _write_parquet(self.root / TASKS_PATH, _tasks_table(tasks))
-        _write_parquet(self.root / EPISODES_PATH.format(chunk_index=0, file_index=0),
+        write_parquet(self.root / TASKS_PATH, _tasks_table(tasks))
+        write_parquet(self.root / EPISODES_PATH.format(chunk_index=0, file_index=0),
                        pa.Table.from_pylist(episodes, schema=self._episodes_schema()))
         for extra in sorted((self.root / EPISODES_DIR).glob("chunk-*/file-*.parquet")):
             if extra != self.root / EPISODES_PATH.format(chunk_index=0, file_index=0):
@@ -314,8 +309,8 @@ class _Committing:
                 pooled = _pool_image_stats(episodes, image_key(cam.name))
                 if pooled:
                     stats[image_key(cam.name)] = pooled
-            _write_json(self.root / STATS_PATH, stats)
+            write_json(self.root / STATS_PATH, stats)
         else:
             (self.root / STATS_PATH).unlink(missing_ok=True)
-        _write_json(self.root / INFO_PATH, info)
+        write_json(self.root / INFO_PATH, info)
 

@@ -20,10 +20,9 @@ from typing import Iterator
 
 import numpy as np
 
-from embodia.agent.recording.files import (
-    _dumps,
-    _fsync_dir,
-)
+from embodia.agent.recording.files import dumps
+from embodia.shared.files import fsync_dir
+from embodia.shared.images import image_from_bytes, png_bytes
 
 STEPLOG_FORMAT = "embodia-steplog"
 
@@ -47,11 +46,7 @@ def _image_bytes(img: np.ndarray, encoding: str) -> tuple[tuple[int, ...], bytes
     if encoding == "raw":
         return img.shape, img.data
     if encoding == "png":
-        import cv2
-        ok, buf = cv2.imencode(".png", cv2.cvtColor(img, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_PNG_COMPRESSION, 1])
-        if not ok:
-            raise RecordingError(f"PNG encoding failed for an image of shape {img.shape}")
-        return img.shape, buf.data
+        return img.shape, png_bytes(img, level=1)
     raise ValueError(f"unknown step-log image encoding {encoding!r}; use 'raw' or 'png'")
 
 
@@ -74,11 +69,7 @@ def decode_image(d: dict) -> np.ndarray:
     if d["enc"] == "raw":
         return np.frombuffer(data, np.uint8).reshape(d["shape"])
     if d["enc"] == "png":
-        import cv2
-        img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
-        if img is None:
-            raise ValueError("undecodable PNG")
-        return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+        return image_from_bytes(data)
     raise ValueError(f"unknown image encoding {d['enc']!r}")
 
 
@@ -91,10 +82,10 @@ class StepLogWriter:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         self._size = 0
         self.append(header, sync=True)
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
 
     def append(self, record: dict, *, sync: bool = False) -> None:
-        self.append_line((_dumps(record) + "\n").encode("ascii"), sync=sync)
+        self.append_line((dumps(record) + "\n").encode("ascii"), sync=sync)
 
     def append_line(self, data: bytes, *, sync: bool = False) -> None:
         """Append one complete JSON line (must end with a newline)."""

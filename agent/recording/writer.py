@@ -63,11 +63,7 @@ from embodia.agent.recording.dataset_checks import check_info, check_rows
 from embodia.agent.recording.feature_stats import (
     IMAGE_STATS_MAX_SIDE,
 )
-from embodia.agent.recording.files import (
-    _dumps,
-    _normalized,
-    _write_json,
-)
+from embodia.agent.recording.files import dumps, normalized, write_json
 from embodia.agent.recording.steplog import (
     STEPLOG_FORMAT,
     STEPLOG_VERSION,
@@ -135,7 +131,7 @@ class Episode:
             rec["timing"] = timing
         if intervention:
             rec["intervention"] = True
-        line = _dumps(rec).encode("ascii")
+        line = dumps(rec).encode("ascii")
         if emb.cameras:
             parts = [line[:-1], b',"images":{']
             for k, c in enumerate(emb.cameras):
@@ -185,7 +181,7 @@ class DatasetWriter(_Committing):
         self.embodiment = embodiment
         self.steplog_images = steplog_images
         self.fsync_steps = fsync_steps
-        self._emb_dict = _normalized(embodiment.to_dict())
+        self._emb_dict = normalized(embodiment.to_dict())
         self._commit_lock = threading.RLock()
         self._open: dict[str, Episode] = {}
         self._closed = False
@@ -303,7 +299,7 @@ class DatasetWriter(_Committing):
                                f"per channel in 0..1 on frames strided to <= {IMAGE_STATS_MAX_SIDE} px"},
         }
         (self.root / "meta").mkdir(parents=True, exist_ok=True)
-        _write_json(self.root / INFO_PATH, info)
+        write_json(self.root / INFO_PATH, info)
         self._set_config(info, fps, video, codec, encoder, options, pix_fmts)
 
     def _open_existing(self, fps, robot_type, video, codec, video_options) -> None:
@@ -439,7 +435,7 @@ class DatasetWriter(_Committing):
         episode_id = uuid.uuid4().hex
         header = {"type": "header", "format": STEPLOG_FORMAT, "version": STEPLOG_VERSION,
                   "episode_id": episode_id, "embodiment": self._emb_dict, "task": str(task or ""),
-                  "seed": seed, "meta": _normalized(meta or {}), "start_time": time.time(),
+                  "seed": seed, "meta": normalized(meta or {}), "start_time": time.time(),
                   "fps": self.fps, "image_encoding": self.steplog_images}
         path = self.steplog_dir / f"episode_{episode_id}.jsonl"
         ep = Episode(self, episode_id, path, header)
@@ -464,7 +460,7 @@ class DatasetWriter(_Committing):
         self._own(ep)
         end = {"type": "end", "success": bool(success),
                "final_state": None if final_state is None else np.asarray(final_state, np.float32).tolist(),
-               "info": _normalized(info or {}), "end_time": time.time()}
+               "info": normalized(info or {}), "end_time": time.time()}
         try:
             ep._finish(end)
         finally:

@@ -22,7 +22,7 @@ from embodia.agent.loop.core import EpisodeRun, episode_limit
 from embodia.agent.loop.episode import pass_gate
 from embodia.agent.loop.safety import SafetyGate
 from embodia.devices import ActionError, GuiAction, check_chunk
-from embodia.memory.png import png_base64
+from embodia.shared.images import png_base64
 from embodia.policies.base import Policy, as_policy
 
 MAX_CHUNK_ROWS = 1024

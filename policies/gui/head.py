@@ -54,7 +54,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from embodia.devices import GuiAction, Observation
-from embodia.memory.persist import write_atomic
+from embodia.shared.files import write_atomic
 from embodia.policies.backbone import Backbone, backbone_sha256, read_head_files
 from embodia.policies.base import Policy
 from embodia.policies.gui.head_encoding import (  # noqa: F401 (words, quoted, ...: importable here as before)

@@ -41,7 +41,7 @@ import urllib.request
 import numpy as np
 
 from embodia.devices import Embodiment
-from embodia.memory.png import png_url
+from embodia.shared.images import png_url
 from embodia.policies.gui.prompt import (
     CORRECTION,
     QWEN_PATCH,

@@ -12,7 +12,7 @@ a host name lookup that hangs in the C library; use an address (as a local endpo
 
 >>> post("http://127.0.0.1:9/v1/chat/completions", b"{}", {}, deadline_s=1.0)   # doctest: +IGNORE_EXCEPTION_DETAIL
 Traceback (most recent call last):
-embodia.agent.loop.bounded_http.ReplyError: cannot reach http://127.0.0.1:9/v1/chat/completions (...)
+embodia.shared.bounded_http.ReplyError: cannot reach http://127.0.0.1:9/v1/chat/completions (...)
 """
 from __future__ import annotations
 
