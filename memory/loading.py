@@ -11,11 +11,11 @@ from typing import Dict
 import numpy as np
 
 from embodia.memory.config import MemoryConfig
+from embodia.memory.errors import MemoryFileError, MemoryMismatch
+from embodia.memory.files import sha256_file
 from embodia.memory.persist import (
-    _STATE,
     META,
-    MemoryFileError,
-    MemoryMismatch,
+    _STATE,
     _inside,
     _orphans_error,
     _read_meta,
@@ -24,7 +24,6 @@ from embodia.memory.persist import (
     entry_columns,
     hold_with,
     read_consistently,
-    sha256_file,
     stored_files,
     whole,
     writer,

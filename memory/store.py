@@ -42,13 +42,10 @@ import numpy as np
 from embodia.memory import persist
 from embodia.memory.config import MemoryConfig
 from embodia.memory.credit import CreditMixin
-from embodia.memory.namespace import _Columns, _Namespace  # noqa: F401 (importable here)
-from embodia.memory.errors import MemoryFileError, MemoryMismatch, MemoryStoreError
-from embodia.memory.persist import SCHEMA_VERSION
-from embodia.memory.retrieval import _TINY, Retrieval, RetrievalMixin, tau0_from_confidence
+from embodia.memory.namespace import _Namespace
+from embodia.memory.retrieval import _TINY, RetrievalMixin
 
-__all__ = ["SuccessMemory", "Retrieval", "MemoryStoreError", "MemoryFileError", "MemoryMismatch",
-           "make_namespace", "stable_hash", "tau0_from_confidence", "SCHEMA_VERSION"]
+__all__ = ["SuccessMemory", "make_namespace", "stable_hash"]
 
 _MAX_LENGTHS = 1000
 

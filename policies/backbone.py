@@ -68,28 +68,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from embodia.policies.backbone_images import (
-    DEFAULT_MAX_PIXELS,
-    DEFAULT_MIN_PIXELS,
-    _ImageInput,
-    _size_bounds,
-    smart_resize,
-)
-from embodia.policies.backbone_tiny import (  # noqa: F401 (EOS, PAD, VIDEO_PAD: importable here as before)
-    EOS,
-    IMAGE_PAD,
-    PAD,
-    SPECIAL_TOKENS,
-    VIDEO_PAD,
-    VISION_END,
-    VISION_START,
-    tiny_config,
-    train_tokenizer,
-)
+from embodia.policies.backbone_images import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS, _ImageInput, _size_bounds
+from embodia.policies.backbone_tiny import IMAGE_PAD, VISION_END, VISION_START
 
 __all__ = [
-    "Backbone", "BackboneLoadError", "train_tokenizer", "tiny_config", "prompt_text", "text_body", "smart_resize",
-    "SPECIAL_TOKENS", "META_FILE",
+    "Backbone", "BackboneLoadError", "prompt_text", "text_body", "META_FILE",
 ]
 
 META_FILE = "embodia_backbone.json"

@@ -215,7 +215,8 @@ class Reader:
 
     def gui_parts(self):
         if self._gui is None:
-            from embodia.policies.gui.head import SequenceBuilder, load_gui_head
+            from embodia.policies.gui.head import load_gui_head
+            from embodia.policies.gui.head_encoding import SequenceBuilder
             head, _, _ = load_gui_head(self.path, self.backbone)
             self._gui = (head.to(self.placement.device).eval(), SequenceBuilder(self.backbone, head.cfg))
         return self._gui
@@ -251,7 +252,7 @@ class Reader:
     def gui(self, embodiment, instruction: str, first, final) -> np.ndarray:
         """One screen episode's feature row (float32 [gui_dim]); ``first``/``final`` are
         (screen uint8 HxWx3, ui_tree) pairs."""
-        from embodia.policies.gui.head import backbone_features, collate
+        from embodia.policies.gui.head_encoding import backbone_features, collate
         head, builder = self.gui_parts()
         size = (embodiment.screen.width, embodiment.screen.height) if embodiment.screen is not None else None
         encs = []

@@ -37,18 +37,7 @@ from pathlib import Path
 
 from embodia.devices.desktop import DesktopDevice
 from embodia.policies.base import Policy
-from embodia.sim.desktop_tasks import (  # noqa: F401 (importable here as before)
-    APPS,
-    TASKS,
-    AppMissing,
-    _calc_display,
-    _calc_keys,
-    _discard_button,
-    _editor,
-    _sheet_expert,
-    find,
-    name_box,
-)
+from embodia.sim.desktop_tasks import APPS, TASKS, AppMissing, _calc_display, _editor, find, name_box
 
 __all__ = ["DesktopBenchDevice", "BenchExpert", "open_desktop_bench", "list_targets", "TASKS", "APPS",
            "GATE_ALLOW", "AppMissing"]

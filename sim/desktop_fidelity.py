@@ -16,7 +16,7 @@ import time
 from typing import Callable
 
 from embodia.devices.actions import GuiAction
-from embodia.sim.desktop_bench import _calc_display, _editor, find
+from embodia.sim.desktop_tasks import _calc_display, _editor, find
 
 __all__ = ["fidelity", "PROBES"]
 

@@ -292,7 +292,7 @@ def test_an_http_client_that_leaves_gets_its_device_closed_and_episode_saved(htt
 
 def test_devices_left_unused_are_closed_and_saved(tmp_path):
     from embodia.agent.loop.safety import SafetyGate
-    from embodia.agent.serving.mcp import Hub
+    from embodia.agent.serving.mcp_session import Hub
     from embodia.devices import GuiAction
     hub = Hub(tmp_path / "rec", stateful=False)
     old, _fresh = hub.open("old", "gui-sim:settings", seed=0), hub.open("fresh", "gui-sim:settings", seed=1)

@@ -17,9 +17,11 @@ av = pytest.importorskip("av")
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-from embodia.agent.recording.dataset import DatasetError, LocalDataset  # noqa: E402
+from embodia.agent.recording.dataset import LocalDataset  # noqa: E402
+from embodia.agent.recording.dataset_checks import DatasetError  # noqa: E402
 from embodia.agent.recording.steplog import read_steplog  # noqa: E402
-from embodia.agent.recording.writer import DatasetWriter, EmbodimentMismatch, RecordingError  # noqa: E402
+from embodia.agent.recording.steplog import RecordingError  # noqa: E402
+from embodia.agent.recording.writer import DatasetWriter, EmbodimentMismatch  # noqa: E402
 from embodia.devices.embodiment import Camera, Channel, Embodiment  # noqa: E402
 from embodia.devices.observation import Observation  # noqa: E402
 

@@ -10,7 +10,8 @@ from gate_cases import CASES, ISSUE_IDS, button
 from gate_scenes import (afield, android_dialog, android_screen, arow, chord_in, desktop_dialog, editor, terminal, wbutton,
                          wentry, web_dialog, web_page, wtext)
 
-from embodia.agent.loop.safety import RISK_CLASSES, SafetyGate, chord, classify, normalize
+from embodia.agent.loop.safety import RISK_CLASSES, SafetyGate, chord, classify
+from embodia.agent.loop.safety_words import normalize
 from embodia.devices import GuiAction
 
 

@@ -11,7 +11,8 @@ from collections import defaultdict
 import numpy as np
 
 from embodia.agent.evaluation.stats import wilson
-from embodia.agent.loop.episode import EpisodeResult, run_episode
+from embodia.agent.loop.core import EpisodeResult
+from embodia.agent.loop.episode import run_episode
 from embodia.shared.files import write_atomic
 
 

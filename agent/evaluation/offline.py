@@ -43,17 +43,7 @@ from typing import Callable
 import numpy as np
 
 from embodia.agent.evaluation.offline_common import Cued, _check_episodes, _cue, _info
-from embodia.agent.evaluation.offline_gui import (  # noqa: F401 (importable here as before)
-    GUI_METRICS,
-    LOCATED,
-    NEAR,
-    RandomClickPolicy,
-    RecordedGuiPolicy,
-    judge_step,
-    read_gui_episodes,
-    score_gui,
-    target_box,
-)
+from embodia.agent.evaluation.offline_gui import GUI_METRICS, RandomClickPolicy, RecordedGuiPolicy, score_gui
 from embodia.agent.recording.dataset_checks import DatasetError
 from embodia.devices import Device, Observation
 from embodia.policies.base import as_policy, exec_steps

@@ -32,7 +32,7 @@ from pathlib import Path
 from embodia.agent.evaluation.evaluate import machine, run_episodes
 from embodia.agent.evaluation.stats import mean_of_rates, wilson
 from embodia.agent.evaluation.suite_resume import PartialRun, run_identity
-from embodia.agent.evaluation.workers import TaskFailed, in_processes
+from embodia.agent.evaluation.workers import in_processes
 from embodia.agent.loop.factory import BUNDLED, device_namespace, make_device, make_policy, with_memory
 from embodia.sim import miniwob
 from embodia.sim.metaworld import AGENT_POS, GROUPS, SUITE_MAX_STEPS, SUITES, group_of, state_channels

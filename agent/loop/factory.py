@@ -148,7 +148,8 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
                           f"`{REBUILD[spec]}` (records demos, then trains; see docs/metaworld.md)")
     path = BUNDLED.get(spec) or Path(spec).expanduser()
     if path.is_dir() and device.embodiment.is_gui:
-        from embodia.policies.gui.head import GuiHeadError, GuiHeadPolicy
+        from embodia.policies.gui.head import GuiHeadPolicy
+        from embodia.policies.gui.head_encoding import GuiHeadError
         if "ui_tree" not in device.capabilities:
             raise PolicyError(f"{spec}: its GUI head reads a UI tree, which {device.embodiment.name!r} does not give")
         try:

@@ -46,9 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embodia.agent.loop.predicate import (  # noqa: F401 (MAX_PREDICATE, tokenize: importable here as before)
-    MAX_DEPTH,
-    MAX_PREDICATE,
+from embodia.agent.loop.predicate import (
     PredicateError,
     Unavailable,
     atoms,
@@ -58,7 +56,6 @@ from embodia.agent.loop.predicate import (  # noqa: F401 (MAX_PREDICATE, tokeniz
     named_state,
     parse_predicate,
     scene_bodies,
-    tokenize,
 )
 from embodia.shared.images import png_bytes, png_url
 from embodia.policies.gui.remote import chat_completions_url, chat_headers

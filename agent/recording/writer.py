@@ -55,10 +55,9 @@ from embodia.agent.recording.dataset import (
     STEPLOG_DIR,
     TASKS_PATH,
     VIDEO_PATH,
-    DatasetError,
-    load_json,
     read_table,
 )
+from embodia.agent.recording.dataset_checks import DatasetError, load_json
 from embodia.agent.recording.dataset_checks import check_info, check_rows
 from embodia.agent.recording.feature_stats import (
     IMAGE_STATS_MAX_SIDE,

@@ -144,7 +144,8 @@ def parse_action(action: Union[str, dict, list], device) -> "GuiAction | np.ndar
     """
     emb = device.embodiment
     if emb.is_gui:
-        from embodia.policies.gui.reply import ReplyParseError, parse_reply
+        from embodia.policies.gui.reply import parse_reply
+        from embodia.policies.gui.reply_common import ReplyParseError
         if isinstance(action, dict):
             # the object form is read as the reply parser reads GuiAction.to_dict() in a reply, so it
             # meets the same limits (length, NUL characters, key counts): one set of rules for both

@@ -129,7 +129,7 @@ def demo_steps(root: Path, tasks, seeds: range):
     from embodia.agent.evaluation.offline_gui import _gui_obs, read_gui_episodes
     from embodia.agent.training.gui_data import HISTORY, GuiStep
     from embodia.devices.embodiment import Embodiment
-    from embodia.policies.gui.head import describe
+    from embodia.policies.gui.head_encoding import describe
     for task in tasks:
         for ep in read_gui_episodes(root / task):
             if not ep["success"] or ep["seed"] not in seeds:
@@ -160,8 +160,9 @@ def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int 
     """Record (or keep) the demos, fine-tune an extended copy of the bundled GUI head on them, save
     it into ``out``; returns what was done (counts and seconds), also written into gui_head.json."""
     from embodia.agent.training.gui_train import GuiTrainConfig, build_samples, fit
-    from embodia.policies.gui.head import SequenceBuilder, save_gui_head
-    from embodia.sim.miniwob import EXPERTS
+    from embodia.policies.gui.head import save_gui_head
+    from embodia.policies.gui.head_encoding import SequenceBuilder
+    from embodia.sim.miniwob_experts import EXPERTS
     out = Path(out)
     tasks = sorted(EXPERTS) if tasks is None else list(tasks)
     unknown = [t for t in tasks if t not in EXPERTS]

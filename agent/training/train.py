@@ -24,7 +24,8 @@ from embodia.action_heads import QuantileNormalizer, flow_loss
 from embodia.agent.recording.dataset import LocalDataset
 from embodia.agent.recording.dataset_checks import DatasetError, json_safe
 from embodia.agent.training.frames import load_frames
-from embodia.policies.backbone import Backbone, tiny_config, train_tokenizer
+from embodia.policies.backbone import Backbone
+from embodia.policies.backbone_tiny import tiny_config, train_tokenizer
 from embodia.policies.placement import to_device
 from embodia.policies.robot.vla import VLAConfig, VLAModel, load_checkpoint, save_checkpoint
 from embodia.shared.files import commit_dir

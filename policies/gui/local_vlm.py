@@ -56,11 +56,11 @@ from embodia.policies.backbone import (
     _WEIGHT_FILES,
     _load_image_processor,
     _quiet_progress,
-    _size_bounds,
-    smart_resize,
     step_loader,
 )
-from embodia.policies.gui.prompt import SAMPLE_TEMPERATURE, VOTE_GRID, ChatGuiPolicy, fit_image, resize_screen
+from embodia.policies.backbone_images import _size_bounds, smart_resize
+from embodia.policies.gui.prompt import ChatGuiPolicy, SAMPLE_TEMPERATURE, fit_image, resize_screen
+from embodia.policies.gui.selection import VOTE_GRID
 from embodia.policies.placement import Placement
 
 _JOINER = "\u2060"          # word joiner: breaks a special token's literal match, reads the same

@@ -41,23 +41,11 @@ import urllib.request
 import numpy as np
 
 from embodia.devices import Embodiment
+from embodia.policies.gui.prompt import SAMPLE_TEMPERATURE, ChatGuiPolicy, resize_screen
+from embodia.policies.gui.selection import VOTE_GRID
 from embodia.shared.images import png_url
-from embodia.policies.gui.prompt import (
-    CORRECTION,
-    QWEN_PATCH,
-    REPLY_LOG_CHARS,
-    SAMPLE_TEMPERATURE,
-    VOTE_GRID,
-    ChatGuiPolicy,
-    PolicyGaveUp,
-    fit_image,
-    resize_screen,
-    system_prompt,
-    tree_text,
-)
 
-__all__ = ["OpenAIPolicy", "EndpointError", "PolicyGaveUp", "fit_image", "png_data_url", "system_prompt",
-           "tree_text", "CORRECTION", "QWEN_PATCH", "REPLY_LOG_CHARS"]
+__all__ = ["OpenAIPolicy", "EndpointError", "png_data_url", "chat_completions_url", "chat_headers"]
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 RETRY_AFTER_MAX_S = 30.0
