@@ -93,8 +93,8 @@ def chance_rate(dev, tree: list) -> float:
     from embodia.policies.gui.head_layout import words
     clickable = max(1, sum(bool(e.get("clickable")) for e in tree or []))
     if dev.task.app == "galculator":
-        from embodia.sim.desktop_tasks import _calc_keys
-        return clickable ** -len(_calc_keys(dev.slots))
+        from embodia.sim.desktop_tasks import calc_keys
+        return clickable ** -len(calc_keys(dev.slots))
     if dev.target == "mousepad/type":
         n = len(words(dev.instruction))
         return 1.0 / (clickable * n * (n + 1) / 2)

@@ -448,7 +448,7 @@ def open_browser(target: str = "", **query) -> BrowserDevice:
     ``quiet_ms``, ``scroll_px``, ``tree_limit``, ``headless`` (0: a window on ``display`` or
     $DISPLAY), ``display``. Any other query parameter belongs to the page's URL.
     """
-    kinds = {"size": _size, "settle": float, "quiet_ms": float, "scroll_px": int, "tree_limit": int,
+    kinds = {"size": parse_size, "settle": float, "quiet_ms": float, "scroll_px": int, "tree_limit": int,
              "headless": lambda v: str(v).lower() not in ("0", "false", "no", "off"), "display": str}
     opts, extra = {}, {}
     for k, v in query.items():
@@ -462,7 +462,7 @@ def open_browser(target: str = "", **query) -> BrowserDevice:
     return BrowserDevice(page_url(target, extra), **opts)
 
 
-def _size(v) -> tuple[int, int]:
+def parse_size(v) -> tuple[int, int]:
     if isinstance(v, (tuple, list)):
         w, h = v
     else:

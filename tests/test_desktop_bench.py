@@ -254,14 +254,14 @@ def test_openai_policy_gets_the_tree_and_clicks_real_buttons_by_id(a11y_display,
 
     from embodia.agent.cli.app import app
     from embodia.agent.recording.gui_log import list_gui_episodes, read_gui_episode
-    from embodia.sim.desktop_tasks import _calc_keys
+    from embodia.sim.desktop_tasks import calc_keys
     if not app_installed("galculator"):
         pytest.skip("galculator is not installed (apt-get install galculator)")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     uri, seed = "desktop-bench:galculator/add?settle=0.4", 4
     with bench("galculator/add") as dev:
         dev.reset(seed=seed)
-        keys, instruction = _calc_keys(dev.slots), dev.instruction
+        keys, instruction = calc_keys(dev.slots), dev.instruction
     pressed: list[str] = []
 
     def reply(request):

@@ -22,18 +22,18 @@ from embodia.agent.recording.dataset import (
 )
 from embodia.agent.recording.feature_stats import (
     QUANTILES,
-    _c11,
-    _ImageStats,
-    _pool_image_stats,
-    _timing_summary,
+    c11,
+    ImageStats,
+    pool_image_stats,
+    timing_summary,
     vector_stats,
 )
 from embodia.agent.recording.files import dumps, jsonable, normalized, write_json, write_parquet
 from embodia.agent.recording.steplog import (
-    _BadLog,
+    BadLog,
     iter_steplog,
 )
-from embodia.agent.recording.video import _VideoEncoder
+from embodia.agent.recording.video import VideoEncoder
 from embodia.devices.embodiment import Embodiment
 from embodia.devices.observation import ACTION, STATE, image_key
 from embodia.shared.files import fsync_dir
@@ -63,7 +63,7 @@ def _tasks_table(tasks: list[str]):
     return table.replace_schema_metadata({b"pandas": json.dumps(pandas_meta).encode()})
 
 
-def _short(v, n: int = 120) -> str:
+def short(v, n: int = 120) -> str:
     s = json.dumps(v, default=jsonable)
     return s if len(s) <= n else s[: n - 3] + "..."
 
@@ -76,9 +76,9 @@ class _Log:
         self.end: dict | None = None
         self.states, self.actions, self.obs_times, self.timings = [], [], [], []
         self.interventions: list[bool] = []
-        self.encoders: dict[str, _VideoEncoder] = {}
+        self.encoders: dict[str, VideoEncoder] = {}
         self.pngs: dict[str, list[bytes]] = {c.name: [] for c in emb.cameras}
-        self.img_stats = {c.name: _ImageStats(c.height, c.width) for c in emb.cameras}
+        self.img_stats = {c.name: ImageStats(c.height, c.width) for c in emb.cameras}
         self.state_dim = emb.state_dim
 
     @property
@@ -97,7 +97,7 @@ class _Log:
             enc.abort()
 
 
-class _Committing:
+class Committing:
     """Reading a step log back and committing it to the dataset (over a `DatasetWriter`'s
     ``root``, ``_info``, episodes and statistics)."""
 
@@ -160,7 +160,7 @@ class _Committing:
                         log.abort()
                         return None
                     if normalized(rec.get("embodiment")) != self._emb_dict:
-                        raise _BadLog(f"{path}: recorded with another embodiment "
+                        raise BadLog(f"{path}: recorded with another embodiment "
                                       f"({(rec.get('embodiment') or {}).get('name')!r})")
                     log.header = rec
                 elif rec["type"] == "step":
@@ -179,7 +179,7 @@ class _Committing:
     def _read_step(self, log: "_Log", rec: dict, path: Path, chunk: int, file: int) -> None:
         emb = self.embodiment
         if len(rec["state"]) != emb.state_dim or len(rec["action"]) != emb.action_dim:
-            raise _BadLog(f"{path}: frame {rec['frame_index']}: state/action sizes "
+            raise BadLog(f"{path}: frame {rec['frame_index']}: state/action sizes "
                           f"{len(rec['state'])}/{len(rec['action'])} do not match {emb.name!r}")
         log.states.append(rec["state"])
         log.actions.append(rec["action"])
@@ -189,7 +189,7 @@ class _Committing:
         for cam in emb.cameras:
             img = rec["images"].get(cam.name)
             if img is None or img.shape != (cam.height, cam.width, 3):
-                raise _BadLog(f"{path}: frame {rec['frame_index']}: camera {cam.name!r} missing "
+                raise BadLog(f"{path}: frame {rec['frame_index']}: camera {cam.name!r} missing "
                               "or of the wrong size")
             log.img_stats[cam.name].add(img)
             if not self.video:
@@ -197,7 +197,7 @@ class _Committing:
                 continue
             enc = log.encoders.get(cam.name)
             if enc is None:
-                enc = log.encoders[cam.name] = _VideoEncoder(
+                enc = log.encoders[cam.name] = VideoEncoder(
                     self._video_path(image_key(cam.name), chunk, file), cam.width, cam.height, self._fps_frac,
                     self._encoder, self._pix_fmts[cam.name], self._video_options)
             enc.add(img)
@@ -247,7 +247,7 @@ class _Committing:
                     row[f"stats/{key}/{s}"] = np.asarray(v).tolist()
         for cam in self.embodiment.cameras:
             for s, v in log.img_stats[cam.name].result().items():
-                row[f"stats/{image_key(cam.name)}/{s}"] = v.tolist() if s == "count" else _c11(v)
+                row[f"stats/{image_key(cam.name)}/{s}"] = v.tolist() if s == "count" else c11(v)
         row.update({
             f"{EMBODIA}/episode_id": header.get("episode_id"),
             f"{EMBODIA}/seed": header.get("seed"),
@@ -256,7 +256,7 @@ class _Committing:
             f"{EMBODIA}/final_state": None if final_state is None else np.asarray(final_state, np.float32).tolist(),
             f"{EMBODIA}/info": dumps(ep_info),
             f"{EMBODIA}/meta": dumps(header.get("meta") or {}),
-            f"{EMBODIA}/timing": dumps(_timing_summary(log.timings, [t for t in log.obs_times if t is not None])),
+            f"{EMBODIA}/timing": dumps(timing_summary(log.timings, [t for t in log.obs_times if t is not None])),
             f"{EMBODIA}/start_time": header.get("start_time"),
         })
         return row
@@ -306,7 +306,7 @@ class _Committing:
                     stats[key] = {s: np.asarray(v).tolist()
                                   for s, v in vector_stats(np.concatenate(arrays[key])).items()}
             for cam in self.embodiment.cameras:
-                pooled = _pool_image_stats(episodes, image_key(cam.name))
+                pooled = pool_image_stats(episodes, image_key(cam.name))
                 if pooled:
                     stats[image_key(cam.name)] = pooled
             write_json(self.root / STATS_PATH, stats)

@@ -36,7 +36,7 @@ class RecordingError(ValueError):
     A ValueError, so callers that report bad inputs (the CLI) catch it with the others."""
 
 
-class _BadLog(RecordingError):
+class BadLog(RecordingError):
     """A step log that cannot become an episode (corrupt, other embodiment)."""
 
 
@@ -56,7 +56,7 @@ def encode_image(img: np.ndarray, encoding: str = "raw") -> dict:
     return {"enc": encoding, "shape": list(shape), "b64": base64.b64encode(data).decode("ascii")}
 
 
-def _image_json(img: np.ndarray, encoding: str) -> bytes:
+def image_json(img: np.ndarray, encoding: str) -> bytes:
     """`encode_image` serialized straight to JSON bytes (json.dumps would rescan the long base64 string)."""
     shape, data = _image_bytes(img, encoding)
     head = '{"enc":"%s","shape":[%s],"b64":"' % (encoding, ",".join(str(int(x)) for x in shape))
@@ -133,17 +133,17 @@ def iter_steplog(path, *, decode_images: bool = True) -> Iterator[dict]:
             try:
                 rec = json.loads(line)
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise _BadLog(f"{path}: line {lineno} is corrupt ({e})") from None
+                raise BadLog(f"{path}: line {lineno} is corrupt ({e})") from None
             kind = rec.get("type") if isinstance(rec, dict) else None
             if lineno == 1:
                 if kind != "header" or rec.get("format") != STEPLOG_FORMAT:
-                    raise _BadLog(f"{path}: line 1 is not an {STEPLOG_FORMAT} header")
+                    raise BadLog(f"{path}: line 1 is not an {STEPLOG_FORMAT} header")
                 if rec.get("version", 0) > STEPLOG_VERSION:
-                    raise _BadLog(f"{path}: step log version {rec.get('version')} is newer than "
+                    raise BadLog(f"{path}: step log version {rec.get('version')} is newer than "
                                   f"this reader ({STEPLOG_VERSION})")
             elif kind == "step":
                 if rec.get("frame_index") != expect:
-                    raise _BadLog(f"{path}: line {lineno}: frame_index {rec.get('frame_index')}, "
+                    raise BadLog(f"{path}: line {lineno}: frame_index {rec.get('frame_index')}, "
                                   f"expected {expect}")
                 expect += 1
                 try:
@@ -152,12 +152,12 @@ def iter_steplog(path, *, decode_images: bool = True) -> Iterator[dict]:
                     if decode_images:
                         rec["images"] = {k: decode_image(v) for k, v in rec.get("images", {}).items()}
                 except (KeyError, TypeError, ValueError) as e:
-                    raise _BadLog(f"{path}: line {lineno}: bad step ({type(e).__name__}: {e})") from None
+                    raise BadLog(f"{path}: line {lineno}: bad step ({type(e).__name__}: {e})") from None
             elif kind == "end":
                 if rec.get("final_state") is not None:
                     rec["final_state"] = np.asarray(rec["final_state"], np.float32)
             else:
-                raise _BadLog(f"{path}: line {lineno}: unknown record type {kind!r}")
+                raise BadLog(f"{path}: line {lineno}: unknown record type {kind!r}")
             yield rec
             if kind == "end":
                 return

@@ -19,7 +19,7 @@ CODECS["libx264"], CODECS["libsvtav1"] = CODECS["h264"], CODECS["av1"]
 
 
 # -- video ---------------------------------------------------------------------------------------------
-class _VideoEncoder:
+class VideoEncoder:
     """Streams RGB frames into an mp4 (temp name until `finish`), pts = frame_index / fps."""
 
     def __init__(self, path: Path, width: int, height: int, fps: Fraction, encoder: str, pix_fmt: str,
@@ -61,6 +61,6 @@ class _VideoEncoder:
         self.tmp.unlink(missing_ok=True)
 
 
-def _fps_value(fps: float):
+def fps_value(fps: float):
     return int(fps) if float(fps).is_integer() else float(fps)
 

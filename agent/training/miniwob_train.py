@@ -67,11 +67,11 @@ TRAIN_SEED = 100_000
 def enter_date_as_written(instruction, tree, memo):
     """enter-date typing the date as the instruction writes it (a span the head can copy)."""
     from embodia.devices import GuiAction
-    from embodia.sim.miniwob_experts import _button, _click, _click_start, _find, _steps
+    from embodia.sim.miniwob_experts import button_named, click_on, click_start, find_element, next_step
     m = re.search(r"Enter (\d\d/\d\d/\d{4})", instruction)
-    field = _find(tree, "date")
-    typed = _steps(memo, "date", [_click_start(field), GuiAction("type", text=m.group(1))]) if m and field else None
-    return typed or _click(_button(tree, "Submit"))
+    field = find_element(tree, "date")
+    typed = next_step(memo, "date", [click_start(field), GuiAction("type", text=m.group(1))]) if m and field else None
+    return typed or click_on(button_named(tree, "Submit"))
 
 
 DEMO_PLANS = {"enter-date": enter_date_as_written}     # demo experts that differ from `EXPERTS`
@@ -126,7 +126,7 @@ def record_demos(tasks, episodes: int, root: Path, *, seed: int = TRAIN_SEED, lo
 def demo_steps(root: Path, tasks, seeds: range):
     """`GuiStep`s of the successful recorded episodes (waits left out, as a policy never sees its
     own waits in its history)."""
-    from embodia.agent.evaluation.offline_gui import _gui_obs, read_gui_episodes
+    from embodia.agent.evaluation.offline_gui import gui_obs, read_gui_episodes
     from embodia.agent.training.gui_data import HISTORY, GuiStep
     from embodia.devices.embodiment import Embodiment
     from embodia.policies.gui.head_encoding import describe
@@ -139,7 +139,7 @@ def demo_steps(root: Path, tasks, seeds: range):
             for step, action in zip(ep["steps"], ep["actions"]):
                 if action.type == "wait":
                     continue
-                obs = _gui_obs(step)
+                obs = gui_obs(step)
                 yield GuiStep(ep["task"], history[-HISTORY:], obs.ui_tree or [], obs.images["screen"], obs.screen,
                               action, task, prompt, {"seed": ep["seed"], "task": task})
                 history.append(describe(action, obs.ui_tree))
