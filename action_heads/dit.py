@@ -42,6 +42,8 @@ from diffusers.models.embeddings import (
 from diffusers.models.modeling_utils import ModelMixin
 from torch import nn
 
+from embodia.shared.noise import draw_noise
+
 __all__ = ["ActionDiT", "context_masks", "run_block", "fused_block", "PrefixPin", "euler", "flow_loss", "sample",
            "sample_tau", "grid_index", "TAU_SCALE", "BETA_ALPHA", "TAU_MAX"]
 
@@ -314,13 +316,6 @@ class ActionDiT(ModelMixin, ConfigMixin):
 
 
 # ---------------------------------------------------------------------- training
-def draw_noise(shape, generator: Optional[torch.Generator], device, dtype) -> torch.Tensor:
-    """The Gaussian draw training and `sample` make (from ``generator`` where it lives, then moved to
-    ``device``): a caller that hands `sample` its own ``x0`` draws it here to stay bit-identical."""
-    gdev = generator.device if generator is not None else device
-    return torch.randn(shape, generator=generator, device=gdev, dtype=dtype).to(device)
-
-
 def sample_tau(n: int, generator: Optional[torch.Generator] = None, device=None,
                dtype=torch.float32) -> torch.Tensor:
     """tau = 0.999 * (1 - b), b ~ Beta(1.5, 1): mass near tau = 0 (the noisy end).

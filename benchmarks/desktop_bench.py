@@ -51,7 +51,8 @@ from embodia.devices.atspi import start_bus  # noqa: E402
 from embodia.devices.base import environ  # noqa: E402
 from embodia.policies.base import Policy  # noqa: E402
 from embodia.policies.placement import parse_args  # noqa: E402
-from embodia.sim.desktop_bench import GATE_ALLOW, TASKS, app_installed, open_desktop_bench  # noqa: E402
+from embodia.sim.desktop_bench import GATE_ALLOW, app_installed, open_desktop_bench  # noqa: E402
+from embodia.sim.desktop_tasks import TASKS  # noqa: E402
 
 
 class EpsilonPolicy(Policy):
@@ -89,11 +90,11 @@ def make_policy_for(spec: str, dev, epsilon: float = 0.0):
 def chance_rate(dev, tree: list) -> float:
     """Probability that uniform draws among the head's choices make the task's shortest solution
     (see the module doc); 0.0 for a task without a formula here."""
-    from embodia.policies.gui.head import words
+    from embodia.policies.gui.head_layout import words
     clickable = max(1, sum(bool(e.get("clickable")) for e in tree or []))
     if dev.task.app == "galculator":
-        from embodia.sim.desktop_bench import _calc_keys
-        return clickable ** -len(_calc_keys(dev.slots))
+        from embodia.sim.desktop_tasks import calc_keys
+        return clickable ** -len(calc_keys(dev.slots))
     if dev.target == "mousepad/type":
         n = len(words(dev.instruction))
         return 1.0 / (clickable * n * (n + 1) / 2)

@@ -43,7 +43,8 @@ from embodia.action_heads import QuantileNormalizer, flow_loss
 from embodia.action_heads.graphs import COMPILE_ENV
 from embodia.devices import Observation
 from embodia.devices.embodiment import Camera, Channel, Embodiment
-from embodia.policies.backbone import Backbone, tiny_config, train_tokenizer
+from embodia.policies.backbone import Backbone
+from embodia.policies.backbone_tiny import tiny_config, train_tokenizer
 from embodia.policies.placement import Placement
 from embodia.policies.prefix_graph import PREFIX_COMPILE_ENV
 from embodia.policies.robot.vla import VLAConfig, VLAModel, VLAPolicy

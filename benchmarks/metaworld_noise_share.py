@@ -33,7 +33,7 @@ import numpy as np
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from embodia.agent.evaluation.suite import _Policies, policy_reads, task_uri  # noqa: E402
+from embodia.agent.evaluation.suite import Policies, policy_reads, task_uri  # noqa: E402
 from embodia.agent.loop.episode import run_episode  # noqa: E402
 from embodia.agent.loop.factory import make_device  # noqa: E402
 from embodia.policies.placement import parse_args  # noqa: E402
@@ -73,7 +73,7 @@ def run(policy_spec: str, tasks: list[str], setups: int, noises: int, out: Path)
     done = read_log(out)
     total = len(tasks) * setups * noises
     n = sum(len(v) for t, v in done.items() if t in tasks)
-    policies = _Policies(policy_spec, 1)
+    policies = Policies(policy_spec, 1)
     for task in tasks:
         pairs = [(a, b) for a in range(SETUP0, SETUP0 + setups) for b in range(NOISE0, NOISE0 + noises)
                  if (a, b) not in done.get(task, {})]

@@ -30,7 +30,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import torch
 
-from embodia.agent.evaluation.offline import kendall, score_gui, score_robot, spearman
+from embodia.agent.evaluation.offline import kendall, score_robot, spearman
+from embodia.agent.evaluation.offline_gui import score_gui
 from embodia.agent.evaluation.stats import wilson
 from embodia.agent.loop.episode import run_episode
 from embodia.agent.recording.dataset import LocalDataset
@@ -130,7 +131,8 @@ def bench_gui(args, work: Path, log) -> dict:
     from embodia.agent.training.gui_data import GuiTeacher
     from embodia.agent.training.gui_train import GuiTrainConfig, train_gui_head
     from embodia.policies import BUNDLED_CHECKPOINTS
-    from embodia.policies.gui.head import HEAD_CONFIG, HEAD_WEIGHTS, GuiHeadPolicy, save_gui_head
+    from embodia.policies.gui.head import GuiHeadPolicy, save_gui_head
+    from embodia.policies.gui.head_encoding import HEAD_CONFIG, HEAD_WEIGHTS
     t0 = time.perf_counter()
     held = work / "gui-heldout"
     if not held.exists():

@@ -93,7 +93,9 @@ def proxy_cost(device: str, policy: str, n: int = 300) -> dict:
     import numpy as np
     import ray
 
-    from embodia.agent.fleet.runner import MemoryHost, MemoryProxy, memory_load_args, one_thread, ray_session
+    from embodia.agent.fleet.memory_host import MemoryHost, MemoryProxy, memory_load_args
+    from embodia.agent.fleet.runner import ray_session
+    from embodia.agent.fleet.threads import one_thread
     from embodia.agent.loop.factory import make_device, make_policy
     from embodia.memory import SuccessMemory
     dev = make_device(device)

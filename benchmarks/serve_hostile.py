@@ -44,9 +44,10 @@ import numpy as np
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from embodia.agent.evaluation.memory_eval import device_namespace
+from embodia.agent.loop.factory import device_namespace
 from embodia.agent.loop.factory import make_device, make_policy
-from embodia.agent.serving.server import Limits, PolicyServer
+from embodia.agent.serving.messages import Limits
+from embodia.agent.serving.server import PolicyServer
 from embodia.policies.robot.steered import memory_for
 from embodia.policies.wire import packb, unpackb
 

@@ -250,7 +250,7 @@ class BrowserDevice(GuiDevice):
         return Screen(self.size[0], self.size[1], 1.0)
 
     def _grab(self) -> np.ndarray:
-        import cv2
+        from embodia.shared.images import image_from_bytes
         for _ in range(40):      # a navigation that is committing has no page to capture for a moment
             try:
                 shot = self.page.call("Page.captureScreenshot", format="png", optimizeForSpeed=True)
@@ -260,10 +260,10 @@ class BrowserDevice(GuiDevice):
                 time.sleep(0.05)
         else:
             raise DeviceLost(f"browser: no screenshot ({err})")
-        img = cv2.imdecode(np.frombuffer(base64.b64decode(shot["data"]), np.uint8), cv2.IMREAD_COLOR)
-        if img is None:
-            raise DeviceLost("browser: the screenshot did not decode")
-        return np.ascontiguousarray(img[..., ::-1])
+        try:
+            return image_from_bytes(base64.b64decode(shot["data"]))
+        except ValueError:
+            raise DeviceLost("browser: the screenshot did not decode") from None
 
     def _ui_tree(self) -> list:
         p = self.page
@@ -448,7 +448,7 @@ def open_browser(target: str = "", **query) -> BrowserDevice:
     ``quiet_ms``, ``scroll_px``, ``tree_limit``, ``headless`` (0: a window on ``display`` or
     $DISPLAY), ``display``. Any other query parameter belongs to the page's URL.
     """
-    kinds = {"size": _size, "settle": float, "quiet_ms": float, "scroll_px": int, "tree_limit": int,
+    kinds = {"size": parse_size, "settle": float, "quiet_ms": float, "scroll_px": int, "tree_limit": int,
              "headless": lambda v: str(v).lower() not in ("0", "false", "no", "off"), "display": str}
     opts, extra = {}, {}
     for k, v in query.items():
@@ -462,7 +462,7 @@ def open_browser(target: str = "", **query) -> BrowserDevice:
     return BrowserDevice(page_url(target, extra), **opts)
 
 
-def _size(v) -> tuple[int, int]:
+def parse_size(v) -> tuple[int, int]:
     if isinstance(v, (tuple, list)):
         w, h = v
     else:

@@ -91,7 +91,7 @@ class Settle(NamedTuple):
 
 
 @contextlib.contextmanager
-def _x_env(display: str):
+def x_env(display: str):
     """Environment for opening X connections from Python: $DISPLAY, and a readable Xauthority.
 
     python-xlib refuses to connect when ~/.Xauthority is missing, where libX11 connects without a
@@ -135,7 +135,7 @@ def _drop(conn) -> None:
 
 def _bind_pyautogui(display: str):
     """pyautogui with its X11 backend connected to ``display`` (see the module doc)."""
-    with _x_env(display):
+    with x_env(display):
         import pyautogui
         backend = pyautogui.platformModule
         if backend._display.get_display_name() != display or _hung_up(backend._display):
@@ -184,7 +184,7 @@ class DesktopDevice(GuiDevice):
         import mss
         from Xlib.display import Display
         try:
-            with _x_env(self.display):
+            with x_env(self.display):
                 self._x = Display(self.display)    # our own connection: the screen size
                 self._sct = mss.MSS(display=self.display)
         except _x_errors() as e:
@@ -225,7 +225,7 @@ class DesktopDevice(GuiDevice):
             # a bus started later is found, but looked for at most every few seconds (an X round trip)
             self._next_look = time.monotonic() + LOOK_FOR_BUS_S
             from embodia.devices.atspi import AtspiTree, find_bus
-            with _x_env(self.display):
+            with x_env(self.display):
                 addr = find_bus(self.display)
             if addr:
                 try:
@@ -381,7 +381,7 @@ class DesktopDevice(GuiDevice):
         from embodia.devices.x_clipboard import ClipboardError, ClipboardOwner
         try:
             if self._clip is None:
-                with _x_env(self.display):
+                with x_env(self.display):
                     self._clip = ClipboardOwner(self.display)
             self._clip.own(text)
         except ValueError as e:

@@ -13,19 +13,13 @@ if __name__ != "embodia.memory":     # the folder is the source of embodia.memor
     raise ModuleNotFoundError(f"no module named {__name__!r}: import embodia.memory", name=__name__)
 from embodia.memory.config import MemoryConfig
 from embodia.memory.lock import MemoryBusy
-from embodia.memory.screen import ScreenMemory, ScreenRetrieval
+from embodia.memory.screen import ScreenMemory
+from embodia.memory.screen_query import ScreenRetrieval
 from embodia.memory.screen_config import ScreenMemoryConfig
-from embodia.memory.store import (
-    SCHEMA_VERSION,
-    MemoryFileError,
-    MemoryMismatch,
-    MemoryStoreError,
-    Retrieval,
-    SuccessMemory,
-    make_namespace,
-    stable_hash,
-    tau0_from_confidence,
-)
+from embodia.memory.errors import MemoryFileError, MemoryMismatch, MemoryStoreError
+from embodia.memory.persist import SCHEMA_VERSION
+from embodia.memory.retrieval import Retrieval, tau0_from_confidence
+from embodia.memory.store import SuccessMemory, make_namespace, stable_hash
 
 __all__ = ["MemoryConfig", "SuccessMemory", "Retrieval", "MemoryStoreError", "MemoryFileError",
            "MemoryMismatch", "MemoryBusy", "make_namespace", "stable_hash", "tau0_from_confidence",

@@ -11,7 +11,7 @@ from typing import Dict, Optional
 import numpy as np
 
 from embodia.memory import persist
-from embodia.memory.namespace import _Namespace
+from embodia.memory.namespace import Namespace
 from embodia.memory.retrieval import Retrieval, tau0_from_confidence
 
 
@@ -117,7 +117,7 @@ class CreditMixin:
         self._uses, self._src_uses = {}, {}
         return {"credited": credited, "deleted": deleted}
 
-    def _credit_sources(self, ns: _Namespace, used: Dict[int, float], success: bool) -> int:
+    def _credit_sources(self, ns: Namespace, used: Dict[int, float], success: bool) -> int:
         """Episode-level failure credit (see MemoryConfig.episode_credit and credit_cascade);
         returns entries deleted."""
         cfg = self.config

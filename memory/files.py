@@ -1,10 +1,9 @@
-"""Crash-safe file primitives every memory file uses: a checksum, an atomic write (temp file,
-fsync, rename, fsync of the folder), and a bounded, checked read of a meta.json."""
+"""Crash-safe file primitives every memory file uses: a checksum and a bounded, checked read of a
+meta.json (the atomic writes are `embodia.shared.files`)."""
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 from embodia.memory.errors import MemoryFileError
@@ -19,36 +18,6 @@ def sha256_file(path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a folder's entries (a rename, a new file) durable; a no-op where the OS cannot."""
-    try:
-        fd = os.open(str(path), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path, write) -> None:
-    """Replace ``path`` atomically: ``write(f)`` fills a temporary file beside it (binary mode),
-    which is synced and renamed over ``path``; a crash leaves the old file or the new one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def read_json(mp: Path, missing: str) -> dict:

@@ -11,20 +11,19 @@ from typing import Dict
 import numpy as np
 
 from embodia.memory.config import MemoryConfig
+from embodia.memory.errors import MemoryFileError, MemoryMismatch
+from embodia.memory.files import sha256_file
 from embodia.memory.persist import (
-    _STATE,
     META,
-    MemoryFileError,
-    MemoryMismatch,
-    _inside,
-    _orphans_error,
-    _read_meta,
-    _read_seeds,
+    STATE,
+    inside,
+    orphans_error,
+    read_meta,
+    read_seeds,
     check_file,
     entry_columns,
     hold_with,
     read_consistently,
-    sha256_file,
     stored_files,
     whole,
     writer,
@@ -34,7 +33,7 @@ from embodia.memory.persist import (
 def _load_namespace(mem, path: Path, rec: dict):
     if not isinstance(rec, dict):
         raise MemoryFileError(path / META, f"bad namespace record {rec!r}")
-    f = _inside(path, rec, "entries")
+    f = inside(path, rec, "entries")
     check_file(f, rec.get("bytes"), rec.get("sha256"))
     try:
         with np.load(f, allow_pickle=False) as z:
@@ -43,7 +42,7 @@ def _load_namespace(mem, path: Path, rec: dict):
         raise MemoryFileError(f, f"unreadable npz ({type(e).__name__}: {e})") from e
     try:
         name = str(data["ns_name"])
-        state = dict(zip(_STATE, (int(x) for x in data["ns_state"])))
+        state = dict(zip(STATE, (int(x) for x in data["ns_state"])))
         action_dim = state["action_dim"]
         if not 1 <= action_dim <= mem.action_dim:
             raise ValueError(f"action_dim {action_dim} outside [1, {mem.action_dim}]")
@@ -64,11 +63,11 @@ def _load_namespace(mem, path: Path, rec: dict):
         raise MemoryFileError(f, f"holds namespace {name!r}, meta.json says {rec.get('name')!r}")
     if n != rec.get("n"):
         raise MemoryFileError(f, f"holds {n} entries, meta.json says {rec.get('n')}")
-    for k in _STATE:
+    for k in STATE:
         whole(f, f"ns_state.{k}", state[k])
     if n:
         ns.cols.append(cols)
-    for k in _STATE:
+    for k in STATE:
         if k != "action_dim":
             setattr(ns, k, state[k])
     ns.success_lengths = [int(x) for x in data["success_lengths"]]
@@ -81,7 +80,7 @@ def _load_namespace(mem, path: Path, rec: dict):
     # FAISS: the cache when it is intact, else rebuild from the keys (the source of truth)
     loaded = False
     if rec.get("index") and n:
-        fi = _inside(path, rec, "index")
+        fi = inside(path, rec, "index")
         try:
             if fi.is_file() and sha256_file(fi) == rec.get("index_sha256"):
                 ns.index.load_serialized(np.fromfile(fi, dtype=np.uint8), rec.get("index_kind", "ivf"),
@@ -145,12 +144,12 @@ def _load(cls, path: Path, *, encoder_id: str, normalizer_hash: str, on_error: s
                    encoder_id=encoder_id, normalizer_hash=normalizer_hash)
 
     try:
-        meta = _read_meta(path)
+        meta = read_meta(path)
     except MemoryFileError as e:
         if stored_files(path):      # a deleted or broken meta.json: never an empty memory over real data
             if getattr(e, "meta_read", False):
                 raise
-            raise _orphans_error(path, e.reason) from e
+            raise orphans_error(path, e.reason) from e
         if missing_ok and not (path / META).exists():
             return empty(e, warn=False)
         if on_error == "empty":
@@ -188,5 +187,5 @@ def _load(cls, path: Path, *, encoder_id: str, normalizer_hash: str, on_error: s
             return empty(e)
         raise
     mem.reviewed = {str(i) for i in meta.get("reviewed") or ()}
-    mem.seeds = _read_seeds(path, meta.get("seeds") or {})
+    mem.seeds = read_seeds(path, meta.get("seeds") or {})
     return mem

@@ -46,7 +46,7 @@ class _Columns:
         return {k: np.ascontiguousarray(self.data[k][: self.n]) for k in self.schema}
 
 
-class _Namespace:
+class Namespace:
     """One namespace of a `SuccessMemory`: its entry columns, FAISS index and counters."""
     def __init__(self, name: str, mem, action_dim: int):
         """``mem``: the `SuccessMemory` whose dimensions and config the namespace takes."""

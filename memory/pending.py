@@ -42,8 +42,9 @@ from typing import Optional
 import numpy as np
 
 from embodia.memory.errors import MemoryStoreError
-from embodia.memory.files import fsync_dir, read_json, write_atomic
-from embodia.memory.png import png_bytes
+from embodia.memory.files import read_json
+from embodia.shared.files import commit_dir, fsync_dir, write_atomic
+from embodia.shared.images import png_bytes
 
 PENDING = "pending"
 _ID = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")
@@ -84,9 +85,7 @@ def hold(folder, record: dict, *, arrays: Optional[dict] = None, frame=None) -> 
             write_atomic(tmp / "final.png", lambda f: f.write(data))
         if arrays:
             write_atomic(tmp / "steps.npz", lambda f: np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()}))
-        fsync_dir(tmp)
-        os.rename(tmp, root / pid)          # the commit point: the record appears whole or not at all
-        fsync_dir(root)
+        commit_dir(tmp, root / pid)         # the commit point: the record appears whole or not at all
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

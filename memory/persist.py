@@ -34,12 +34,13 @@ from typing import Dict
 
 import numpy as np
 
-from embodia.memory.errors import MemoryFileError, MemoryMismatch, MemoryStoreError  # noqa: F401 (importable here)
-from embodia.memory.files import MAX_META_BYTES, fsync_dir, read_json, sha256_file, write_atomic  # noqa: F401
+from embodia.memory.errors import MemoryFileError
+from embodia.memory.files import read_json, sha256_file
+from embodia.shared.files import fsync_dir, temp_owner, write_atomic
 
 SCHEMA_VERSION = 1
 META = "meta.json"
-_STATE = ("clock", "episodes", "merges", "evictions", "deleted_credit", "queries", "next_id",
+STATE = ("clock", "episodes", "merges", "evictions", "deleted_credit", "queries", "next_id",
           "action_dim")
 
 
@@ -72,7 +73,7 @@ def entry_columns(key_dim: int, horizon: int, hist_len: int, action_dim: int) ->
     }
 
 
-def _ns_dirname(name: str) -> str:
+def ns_dirname(name: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:48].strip("._") or "ns"
     return f"{slug}-{hashlib.sha1(name.encode('utf-8')).hexdigest()[:8]}"
 
@@ -88,7 +89,7 @@ def meta_checksum(meta: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
 
 
-def _inside(path: Path, rec: dict, field: str) -> Path:
+def inside(path: Path, rec: dict, field: str) -> Path:
     """The file a namespace record names, refused unless it is a name ``save`` writes and it
     resolves inside the memory folder (no ``..``, no absolute path, no symlink out)."""
     d, name = rec.get("dir"), rec.get(field)
@@ -120,10 +121,10 @@ def check_not_orphaned(path) -> None:
     """
     path = Path(path)
     if not (path / META).is_file() and stored_files(path):
-        raise _orphans_error(path, "missing")
+        raise orphans_error(path, "missing")
 
 
-def _orphans_error(path: Path, reason: str) -> MemoryFileError:
+def orphans_error(path: Path, reason: str) -> MemoryFileError:
     files = stored_files(path)
     return MemoryFileError(path / META, f"{reason}, but {path / 'ns'} holds {len(files)} file(s) of a saved memory; "
                            "refusing to treat it as empty (its next save would delete them): restore meta.json, "
@@ -148,16 +149,16 @@ def save(mem, path: Path) -> Path:
 
 def _save(mem, path: Path) -> Path:
     if not (path / META).is_file() and stored_files(path):
-        raise _orphans_error(path, "missing")
+        raise orphans_error(path, "missing")
     gen = new_generation(path)
     nss = []
     for name in mem.namespaces():
         ns = mem._ns[name]
-        d = path / "ns" / _ns_dirname(name)
+        d = path / "ns" / ns_dirname(name)
         d.mkdir(parents=True, exist_ok=True)
         arrays = {f"col_{k}": v for k, v in ns.cols.arrays().items()}
         arrays["ns_name"] = np.array(name)
-        arrays["ns_state"] = np.array([getattr(ns, k) for k in _STATE], np.int64)
+        arrays["ns_state"] = np.array([getattr(ns, k) for k in STATE], np.int64)
         arrays["success_lengths"] = np.asarray(ns.success_lengths, np.int64)
         arrays["sigma_hist"] = np.asarray(list(ns.sigma_hist), np.float64)
         arrays["source_credit"] = np.asarray([[ep, *v] for ep, v in sorted(ns.source_credit.items())],
@@ -197,7 +198,6 @@ def _save(mem, path: Path) -> Path:
 
 
 _GENERATIONAL = re.compile(r"(entries-[0-9a-f]+\.npz|index-[0-9a-f]+\.faiss|values-[0-9a-f]+\.json)")
-_TEMP = re.compile(r"\.(.+)\.tmp-(\d+)")
 
 
 def new_generation(path: Path) -> str:
@@ -229,13 +229,13 @@ def collect(path: Path, keep: set | None = None) -> None:
 
 
 def remove_dead_temps(folder: Path) -> int:
-    """Delete the temp files (``.<name>.tmp-<pid>``, `write_atomic`'s) in ``folder`` whose writing
+    """Delete the temp files (``.<name>.tmp-<pid>[-<thread>]``, `write_atomic`'s) in ``folder`` whose writing
     process is not running: what a kill during a save leaves; returns how many."""
     from embodia.memory.lock import pid_alive
     n = 0
     for f in (folder.iterdir() if folder.is_dir() else ()):
-        m = _TEMP.fullmatch(f.name)
-        if m and f.is_file() and int(m.group(2)) != os.getpid() and not pid_alive(int(m.group(2))):
+        owner = temp_owner(f.name)
+        if owner is not None and f.is_file() and owner != os.getpid() and not pid_alive(owner):
             f.unlink(missing_ok=True)
             n += 1
     return n
@@ -279,7 +279,7 @@ def read_consistently(path: Path, read):
                 raise
 
 
-def _read_meta(path: Path) -> dict:
+def read_meta(path: Path) -> dict:
     mp = path / META
     meta = read_json(mp, "missing (no memory saved here)")
     try:
@@ -387,7 +387,7 @@ def check_meta(mp: Path, meta: dict) -> None:
     whole(mp, "hist_len", meta["hist_len"], 0, MAX_DIM)
     finite_config(mp, meta["config"])
     check_common(mp, meta)
-    _read_seeds(mp.parent, meta.get("seeds") or {})
+    read_seeds(mp.parent, meta.get("seeds") or {})
     for i, rec in enumerate(meta["namespaces"]):
         whole(mp, f"namespaces[{i}].bytes", rec.get("bytes"))
         text(mp, f"namespaces[{i}].sha256", rec.get("sha256"), _HEX64)
@@ -428,8 +428,8 @@ def check_screen_meta(mp: Path, meta: dict) -> None:
                 raise _bad(mp, f"namespaces[{i}].files[{name!r}]", info, "{bytes, sha256}")
             whole(mp, f"namespaces[{i}].files[{name!r}].bytes", info.get("bytes"))
             text(mp, f"namespaces[{i}].files[{name!r}].sha256", info.get("sha256"), _HEX64)
-        _inside(mp.parent, rec, "entries")
-        _inside(mp.parent, rec, "values")
+        inside(mp.parent, rec, "entries")
+        inside(mp.parent, rec, "values")
 
 
 def hold_with(mem, w) -> None:
@@ -451,10 +451,10 @@ def seed_records(path) -> Dict[str, Dict[int, list]]:
     """The noise-seed records ({namespace: {seed: [successes, episodes, latest]}}) of the memory
     saved in folder ``path``, from its checked meta.json, without loading its entries."""
     path = Path(path)
-    return _read_seeds(path, _read_meta(path).get("seeds") or {})
+    return read_seeds(path, read_meta(path).get("seeds") or {})
 
 
-def _read_seeds(path: Path, seeds) -> Dict[str, Dict[int, list]]:
+def read_seeds(path: Path, seeds) -> Dict[str, Dict[int, list]]:
     """meta.json's noise-seed records ({namespace: [[seed, successes, episodes, latest], ...]}), each
     number range-checked: a seed the noise generator cannot take would stop every later run."""
     mp = path / META

@@ -12,9 +12,9 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from embodia.memory.config import MemoryConfig
-from embodia.memory.namespace import _Namespace
+from embodia.memory.namespace import Namespace
 
-_TINY = 1e-12
+TINY = 1e-12
 
 
 def tau0_from_confidence(confidence: float, cfg: MemoryConfig, steps: int) -> float:
@@ -65,7 +65,7 @@ class RetrievalMixin:
     """One query and its guidance, over a `SuccessMemory`'s namespaces (``_ns``, ``config``, ``_prep_keys``)."""
 
     # -- retrieval -------------------------------------------------------------------------------
-    def _sigma(self, ns: _Namespace) -> float:
+    def _sigma(self, ns: Namespace) -> float:
         if self.config.sigma is not None:
             return float(self.config.sigma)
         if not ns.sigma_hist:
@@ -125,7 +125,7 @@ class RetrievalMixin:
                          timing_ms=(time.perf_counter() - t0) * 1e3, **kw)
 
     # -- the steps of a query (ARCHITECTURE.md 5.2 - 5.5) -----------------------------------------
-    def _neighbours(self, ns: _Namespace, key) -> Tuple[np.ndarray, np.ndarray]:
+    def _neighbours(self, ns: Namespace, key) -> Tuple[np.ndarray, np.ndarray]:
         """Rows and FAISS scores of the k nearest stored keys (ARCHITECTURE.md 5.3)."""
         q = self._prep_keys(np.asarray(key, dtype=np.float32).reshape(1, -1))
         score, ids = ns.index.search(q, min(self.config.k, ns.n))
@@ -135,7 +135,7 @@ class RetrievalMixin:
         good = rows >= 0
         return rows[good], score[good]
 
-    def _similarities(self, ns: _Namespace, score: np.ndarray) -> Tuple[np.ndarray, Optional[float]]:
+    def _similarities(self, ns: Namespace, score: np.ndarray) -> Tuple[np.ndarray, Optional[float]]:
         """Similarities in (0, 1] and the sigma used (L2: a kernel on distances, sigma calibrated on
         this query's distance to its sigma_rank-th neighbour); cosine scores as they are."""
         cfg = self.config
@@ -146,7 +146,7 @@ class RetrievalMixin:
         sigma = self._sigma(ns)
         return np.exp(-(score.astype(np.float64) ** 2) / (2.0 * sigma * sigma)), sigma
 
-    def _progress_estimate(self, ns: _Namespace, rows, sim, t, progress) -> Optional[float]:
+    def _progress_estimate(self, ns: Namespace, rows, sim, t, progress) -> Optional[float]:
         """p_hat (ARCHITECTURE.md 5.2): the caller's progress, else t over the median success length capped
         by the neighbours' progress; None without either."""
         cfg = self.config
@@ -160,7 +160,7 @@ class RetrievalMixin:
             p_hat = min(p_hat, float(np.median(ns.cols["progress"][rows[top]])) + cfg.p_knn_margin)
         return p_hat
 
-    def _consistent(self, ns: _Namespace, rows, hist, p_hat, prev_tail) -> Tuple[np.ndarray, str]:
+    def _consistent(self, ns: Namespace, rows, hist, p_hat, prev_tail) -> Tuple[np.ndarray, str]:
         """The trajectory-level filter (ARCHITECTURE.md 5.4): same recent actions, same phase, continuing the
         current chunk's tail. Returns the mask and, when it keeps nothing, which test failed last."""
         cfg, C = self.config, ns.cols
@@ -194,7 +194,7 @@ class RetrievalMixin:
         dens = (np.exp(-d2 / (2.0 * cfg.chunk_kernel_width ** 2)) * mass[None, :]).sum(1)
         return np.sqrt(d2[int(np.argmax(dens))]) <= cfg.mode_radius
 
-    def _elite_prior(self, ns: _Namespace, e_rows, e_sim, mass, elite):
+    def _elite_prior(self, ns: Namespace, e_rows, e_sim, mass, elite):
         """Elite weights, the prior (their weighted mean chunk), its spread, the valid horizon and
         the confidence c_sim x c_agree x c_n with its components (ARCHITECTURE.md 5.5)."""
         cfg, C = self.config, ns.cols
@@ -213,11 +213,11 @@ class RetrievalMixin:
         std = np.sqrt(np.maximum(np.tensordot(w, (e_chunks - prior[None]) ** 2, axes=1), 0.0))
         valid = C["chunk_mask"][e_rows].any(axis=0)
         s_min = cfg.min_similarity_value
-        c_sim = float(np.clip(((w * e_sim).sum() - s_min) / max(1.0 - s_min, _TINY), 0.0, 1.0))
+        c_sim = float(np.clip(((w * e_sim).sum() - s_min) / max(1.0 - s_min, TINY), 0.0, 1.0))
         # spread: RMS deviation of the elite chunks from the prior (chunk-RMSE units, like mode_radius)
         var = std[valid] ** 2 if valid.any() else std ** 2
         spread = float(np.sqrt(var.mean()))
-        share = float(mass[elite].sum() / max(mass.sum(), _TINY))
+        share = float(mass[elite].sum() / max(mass.sum(), TINY))
         c_agree = share * math.exp(-0.5 * (spread / cfg.chunk_kernel_width) ** 2)
         c_n = min(1.0, e_sup.sum() / cfg.min_support)
         conf = c_sim * c_agree * c_n
@@ -228,7 +228,7 @@ class RetrievalMixin:
         return w, prior, std, valid, conf, components
 
     @staticmethod
-    def _actions_arg(x, ns: _Namespace, what: str) -> np.ndarray:
+    def _actions_arg(x, ns: Namespace, what: str) -> np.ndarray:
         a = np.asarray(x, dtype=np.float32)
         if a.ndim == 1 and a.size == 0:
             a = a.reshape(0, ns.action_dim)
@@ -236,7 +236,7 @@ class RetrievalMixin:
             raise ValueError(f"{what} must be [n, {ns.action_dim}] (namespace {ns.name!r}), got {a.shape}")
         return a
 
-    def _history_ok(self, ns: _Namespace, rows: np.ndarray, hist) -> np.ndarray:
+    def _history_ok(self, ns: Namespace, rows: np.ndarray, hist) -> np.ndarray:
         """Decayed RMSE (weight hist_decay**j, j steps back) over the steps both histories have."""
         h = self.hist_len
         cur = self._actions_arg(hist, ns, "hist")[-h:] if h else None
@@ -252,7 +252,7 @@ class RetrievalMixin:
         W = w[None, :] * (j[None, :] >= (h - ov)[:, None])
         err = ((hc - padded[None]) ** 2).mean(-1)                               # [m, h]
         den = W.sum(1)
-        wr = np.sqrt((W * err).sum(1) / np.maximum(den, _TINY))
+        wr = np.sqrt((W * err).sum(1) / np.maximum(den, TINY))
         return (den <= 0) | (wr <= self.config.history_tolerance)
 
     # -- guidance --------------------------------------------------------------------------------

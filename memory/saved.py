@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from embodia.memory.persist import META, read_json, writer
+from embodia.memory.files import read_json
+from embodia.memory.persist import META, writer
 
 SCREEN_FORMAT = "embodia.screen_memory"      # the "format" a screen memory writes in its meta.json
 

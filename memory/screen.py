@@ -42,15 +42,16 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from embodia.memory import persist
+from embodia.memory.errors import MemoryFileError, MemoryMismatch
+from embodia.memory.files import read_json
 from embodia.memory.index import KeyIndex
-from embodia.memory.persist import MemoryFileError, MemoryMismatch
 from embodia.memory.screen_config import ScreenMemoryConfig
 from embodia.memory.screen_keys import Featurizer
 from embodia.memory.screen_query import START, ScreenQueryMixin, ScreenRetrieval
 from embodia.memory.screen_refs import (
     MAX_VALS,
-    _canon,
-    _value,
+    canon,
+    action_value,
     field_state,
     slot_values,
 )
@@ -230,8 +231,8 @@ class ScreenMemory(ScreenQueryMixin):
         for t, i in enumerate(path):
             elements, _, action, screen, _ = parsed[i]
             key = keys[i]
-            value = _value(action, elements, slots, screen)
-            value["canon"] = _canon(value["type"], value["ref"], value["fields"], value["point"], cfg.point_grid)
+            value = action_value(action, elements, slots, screen)
+            value["canon"] = canon(value["type"], value["ref"], value["fields"], value["point"], cfg.point_grid)
             value["hist"] = prev
             value["vals"] = [slot_values(slots)]         # the slot values it was stored with
             value["state"] = field_state(elements, slots)  # the form state it was taken in
@@ -383,13 +384,15 @@ class ScreenMemory(ScreenQueryMixin):
             w.release()
 
     def _save(self, path: Path) -> Path:
-        from embodia.memory.persist import _ns_dirname, fsync_dir, sha256_file, write_atomic
+        from embodia.memory.files import sha256_file
+        from embodia.memory.persist import ns_dirname
+        from embodia.shared.files import fsync_dir, write_atomic
         persist.check_not_orphaned(path)
         gen = persist.new_generation(path)
         recs = []
         for name in self.namespaces():
             s = self._ns[name]
-            d = path / "ns" / _ns_dirname(name)
+            d = path / "ns" / ns_dirname(name)
             d.mkdir(parents=True, exist_ok=True)
             arrays = {"keys": s.keys, **{f"col_{k}": v for k, v in s.num.items()},
                       "state": np.array([getattr(s, k) for k in _NS_STATE], np.int64),
@@ -441,7 +444,7 @@ class ScreenMemory(ScreenQueryMixin):
         mp = path / "meta.json"
         if missing_ok and not mp.exists():
             return cls(config)
-        meta = persist.read_json(mp, "missing (no screen memory saved here)")
+        meta = read_json(mp, "missing (no screen memory saved here)")
         if meta.get("format") != "embodia.screen_memory":
             raise MemoryFileError(mp, "not a screen memory")
         if meta.get("schema_version") != SCREEN_SCHEMA_VERSION:
@@ -466,7 +469,7 @@ class ScreenMemory(ScreenQueryMixin):
 
 def _read_space(path: Path, rec: dict, cfg: ScreenMemoryConfig) -> _Space:
     """One namespace of a saved screen memory, its files checked against meta.json first."""
-    f_np, f_js = persist._inside(path, rec, "entries"), persist._inside(path, rec, "values")
+    f_np, f_js = persist.inside(path, rec, "entries"), persist.inside(path, rec, "values")
     for f in (f_np, f_js):
         info = rec["files"][f.name]
         persist.check_file(f, info["bytes"], info["sha256"])

@@ -11,8 +11,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from embodia.memory.screen_refs import (
-    _PLACEHOLDER,
-    _ref,
+    PLACEHOLDER,
+    element_ref,
     abstract_instruction,
     value_class,
 )
@@ -76,7 +76,7 @@ class Featurizer:
     def element_tokens(elements: Sequence[dict], slots=None) -> List[str]:
         toks: List[str] = []
         for el in elements:
-            r = _ref(el, slots)
+            r = element_ref(el, slots)
             toks.append("r:" + r["role"])
             if r["id"]:
                 toks.append("d:" + r["id"])
@@ -85,7 +85,7 @@ class Featurizer:
             toks.append("e:" + r["role"] + "|" + r["text"].lower())
             # a state is named by the slot that labels the element when one does (MiniWoB's radio
             # ids are positions: "ch2 is checked" is another option in the next instance)
-            name = r["text"] if _PLACEHOLDER.search(r["text"]) else (r["id"] or r["text"])
+            name = r["text"] if PLACEHOLDER.search(r["text"]) else (r["id"] or r["text"])
             for state in ("checked", "focused"):
                 if el.get(state):
                     toks.append(f"s:{state}:{name}")

@@ -11,16 +11,16 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from embodia.memory.screen_refs import (
-    _PLACEHOLDER,
-    _POSITIONAL,
-    _STRING_FIELDS,
-    _canon,
-    _centre,
-    _fill,
-    _fill_ref,
-    _find,
-    _ref,
-    _value,
+    PLACEHOLDER,
+    POSITIONAL,
+    STRING_FIELDS,
+    canon,
+    centre,
+    fill,
+    fill_ref,
+    find_element,
+    element_ref,
+    action_value,
     field_state,
     slot_values,
 )
@@ -238,23 +238,23 @@ class ScreenQueryMixin:
         once the text is scrolled to its end), or a placeholder has no current slot value."""
         fields = {}
         for k, v in value["fields"].items():
-            if k in _STRING_FIELDS and isinstance(v, str):
-                v = _fill(v, slots)
+            if k in STRING_FIELDS and isinstance(v, str):
+                v = fill(v, slots)
                 if v is None:
                     return None
             fields[k] = tuple(v) if isinstance(v, list) else v
         act = {"type": value["type"], **fields}
         ref = None
         if value["ref"] is not None:
-            want = _fill_ref(value["ref"], slots)
-            slot_named = bool(_PLACEHOLDER.search(value["ref"]["text"] + value["ref"]["desc"]))
-            el = _find(elements, want, by_label=slot_named) if want is not None else None
+            want = fill_ref(value["ref"], slots)
+            slot_named = bool(PLACEHOLDER.search(value["ref"]["text"] + value["ref"]["desc"]))
+            el = find_element(elements, want, by_label=slot_named) if want is not None else None
             if el is None or el.get("enabled") is False:     # a disabled control takes no action
                 return None
-            ref = _ref(el)                    # the element found: what a policy's action on it resolves to
+            ref = element_ref(el)                    # the element found: what a policy's action on it resolves to
             act["element"] = int(el["index"])
             if screen is not None and el.get("bounds") is not None:
-                act["point"] = _centre(el["bounds"], screen)
+                act["point"] = centre(el["bounds"], screen)
                 if value.get("end") is not None and value.get("point") is not None:
                     dx, dy = (act["point"][i] - value["point"][i] for i in (0, 1))
                     act["end"] = (min(1000.0, max(0.0, value["end"][0] + dx)),
@@ -266,15 +266,15 @@ class ScreenQueryMixin:
         # a type with no target goes where the focus is (as a key does): the steps before it, which
         # the history matched, put the focus there; only a bare point is unanchored
         untargeted_type = value["type"] == "type" and value.get("point") is None
-        anchored = value["ref"] is not None or value["type"] not in _POSITIONAL or untargeted_type
+        anchored = value["ref"] is not None or value["type"] not in POSITIONAL or untargeted_type
         return {"action": act, "anchored": anchored,
-                "canon": _canon(value["type"], ref, fields, value.get("point"), self.config.point_grid)}
+                "canon": canon(value["type"], ref, fields, value.get("point"), self.config.point_grid)}
 
     def resolve(self, action: dict, elements, screen=None) -> str:
         """The resolved canonical form of a concrete action on the current screen (no placeholders:
         the action names real text): look it up in ``ScreenRetrieval.votes`` (``prob``) to fuse a
         policy's candidates with the memory."""
-        v = _value(action, elements, None, screen)
+        v = action_value(action, elements, None, screen)
         fields = {k: (tuple(x) if isinstance(x, list) else x) for k, x in v["fields"].items()}
-        return _canon(v["type"], v["ref"], fields, v["point"], self.config.point_grid)
+        return canon(v["type"], v["ref"], fields, v["point"], self.config.point_grid)
 

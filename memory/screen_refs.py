@@ -7,9 +7,9 @@ import math
 import re
 from typing import List, Optional, Sequence, Tuple
 
-_STRING_FIELDS = ("text", "app")      # action fields whose value may be a slot reference
+STRING_FIELDS = ("text", "app")      # action fields whose value may be a slot reference
 _KEEP_FIELDS = ("direction", "keys", "button", "duration_ms", "status")
-_POSITIONAL = ("click", "double_click", "right_click", "long_press", "swipe", "drag", "scroll", "type")
+POSITIONAL = ("click", "double_click", "right_click", "long_press", "swipe", "drag", "scroll", "type")
 
 
 
@@ -77,22 +77,22 @@ def _abstract_id(s: str, slots) -> str:
 MAX_VALS = 64       # slot-value sets an entry remembers when identical successes merge into it
 
 
-_PLACEHOLDER = re.compile(r"\{(\w+(?: \w+)*)\}")     # MiniWoB's fields have names like "target 0"
+PLACEHOLDER = re.compile(r"\{(\w+(?: \w+)*)\}")     # MiniWoB's fields have names like "target 0"
 
 
-def _fill(s: str, slots, slug: bool = False) -> Optional[str]:
+def fill(s: str, slots, slug: bool = False) -> Optional[str]:
     """Placeholders -> the current slot values (slugged inside ids); None if one cannot bind."""
     slots = slots or {}
-    missing = [m for m in _PLACEHOLDER.findall(s) if not isinstance(slots.get(m), str)]
+    missing = [m for m in PLACEHOLDER.findall(s) if not isinstance(slots.get(m), str)]
     if missing:
         return None
-    return _PLACEHOLDER.sub(lambda m: _slug(slots[m.group(1)]) if slug else slots[m.group(1)], s)
+    return PLACEHOLDER.sub(lambda m: _slug(slots[m.group(1)]) if slug else slots[m.group(1)], s)
 
 
 # ------------------------------------------------------------------------------------------------
 # element references and canonical forms
 # ------------------------------------------------------------------------------------------------
-def _ref(el: dict, slots=None) -> dict:
+def element_ref(el: dict, slots=None) -> dict:
     """The element reference of a tree element, slot values abstracted."""
     return {"role": str(el.get("role") or ""), "text": _abstract_text(str(el.get("text") or ""), slots),
             "id": _abstract_id(str(el.get("id") or ""), slots),
@@ -115,7 +115,7 @@ def value_class(el: dict, slots=None) -> Optional[str]:
     if not v:
         return ""
     a = _abstract_text(v, slots)
-    return a if _PLACEHOLDER.search(a) else "*"
+    return a if PLACEHOLDER.search(a) else "*"
 
 
 def field_state(elements: Sequence[dict], slots=None) -> List[str]:
@@ -139,8 +139,8 @@ def field_state(elements: Sequence[dict], slots=None) -> List[str]:
     """
     out = []
     for el in elements:
-        r = _ref(el, slots)
-        named = bool(_PLACEHOLDER.search(r["text"] + r["desc"]))
+        r = element_ref(el, slots)
+        named = bool(PLACEHOLDER.search(r["text"] + r["desc"]))
         name = "|".join((r["role"], "" if named else r["id"], r["text"], r["desc"]))
         c = value_class(el, slots)
         if c:
@@ -150,13 +150,13 @@ def field_state(elements: Sequence[dict], slots=None) -> List[str]:
     return sorted(out)
 
 
-def _fill_ref(ref: dict, slots) -> Optional[dict]:
-    out = {"role": ref["role"], "text": _fill(ref["text"], slots), "id": _fill(ref["id"], slots, slug=True),
-           "desc": _fill(ref["desc"], slots)}
+def fill_ref(ref: dict, slots) -> Optional[dict]:
+    out = {"role": ref["role"], "text": fill(ref["text"], slots), "id": fill(ref["id"], slots, slug=True),
+           "desc": fill(ref["desc"], slots)}
     return None if any(v is None for v in out.values()) else out
 
 
-def _find(elements: Sequence[dict], ref: dict, by_label: bool = False) -> Optional[dict]:
+def find_element(elements: Sequence[dict], ref: dict, by_label: bool = False) -> Optional[dict]:
     """The current element a concrete reference names. By resource id when the reference has one
     and exactly one element carries it (a field's text changes as it is typed into); when several
     do (list rows on Android share ids), the one of them with the same text; else by role + text
@@ -170,7 +170,7 @@ def _find(elements: Sequence[dict], ref: dict, by_label: bool = False) -> Option
 
     >>> radios = [{"role": "radio", "id": "ch0", "text": "foo", "desc": ""},
     ...           {"role": "radio", "id": "ch1", "text": "bar", "desc": ""}]
-    >>> _find(radios, {"role": "radio", "id": "ch0", "text": "bar", "desc": ""}, by_label=True)["id"]
+    >>> find_element(radios, {"role": "radio", "id": "ch0", "text": "bar", "desc": ""}, by_label=True)["id"]
     'ch1'
     """
     def same_label(el):
@@ -197,7 +197,7 @@ def _find(elements: Sequence[dict], ref: dict, by_label: bool = False) -> Option
     return same[0] if ref["role"] and len(same) == 1 else None
 
 
-def _centre(bounds, screen) -> Tuple[float, float]:
+def centre(bounds, screen) -> Tuple[float, float]:
     x0, y0, x1, y1 = (float(b) for b in bounds)
     w, h = float(screen[0]), float(screen[1])
     cx, cy = (x0 + x1) / 2.0, (y0 + y1) / 2.0
@@ -228,42 +228,42 @@ def _target(action: dict, elements: Sequence[dict], screen) -> Optional[dict]:
         for el in elements:
             if el.get("index") == idx:
                 return el
-    if action.get("type") in _POSITIONAL and action.get("point") is not None:
+    if action.get("type") in POSITIONAL and action.get("point") is not None:
         return element_at(elements, action["point"], screen, scroll=action.get("type") == "scroll")
     return None
 
 
-def _canon(atype: str, ref: Optional[dict], fields: dict, point=None, grid: float = 50.0) -> str:
+def canon(atype: str, ref: Optional[dict], fields: dict, point=None, grid: float = 50.0) -> str:
     """One string per distinct action: type, element reference (or a bare point on a grid), and the
     action's own fields. Equal strings = the same action for the vote and the history."""
     parts = [atype]
     if ref is not None:
         # an element a slot names is that element wherever it sits: a literal id beside the slot is
         # a position (MiniWoB's radio "ch2"), and two instances' "click {target}" are one action
-        named = _PLACEHOLDER.search(ref["text"] + ref["desc"]) and not _PLACEHOLDER.search(ref["id"])
+        named = PLACEHOLDER.search(ref["text"] + ref["desc"]) and not PLACEHOLDER.search(ref["id"])
         parts.append("el=" + "|".join((ref["role"], "" if named else ref["id"], ref["text"], ref["desc"])))
     elif point is not None:
         parts.append("at=%d,%d" % (int(float(point[0]) // grid), int(float(point[1]) // grid)))
-    for k in _STRING_FIELDS + _KEEP_FIELDS:
+    for k in STRING_FIELDS + _KEEP_FIELDS:
         v = fields.get(k)
         if v not in (None, (), []):
             parts.append(f"{k}={list(v) if isinstance(v, (list, tuple)) else v}")
     return " ".join(parts)
 
 
-def _value(action: dict, elements: Sequence[dict], slots, screen) -> dict:
+def action_value(action: dict, elements: Sequence[dict], slots, screen) -> dict:
     """The stored value of one executed action: its element reference, its abstracted fields."""
     el = _target(action, elements, screen)
     fields = {k: (_abstract_text(action[k], slots) if isinstance(action.get(k), str) else action[k])
-              for k in _STRING_FIELDS if action.get(k) is not None}
+              for k in STRING_FIELDS if action.get(k) is not None}
     fields.update({k: (list(action[k]) if isinstance(action[k], tuple) else action[k])
                    for k in _KEEP_FIELDS if action.get(k) not in (None, (), [])})
     point = action.get("point")
-    return {"type": str(action.get("type")), "ref": _ref(el, slots) if el is not None else None,
+    return {"type": str(action.get("type")), "ref": element_ref(el, slots) if el is not None else None,
             "fields": fields, "point": list(point) if point is not None else None,
             "end": list(action["end"]) if action.get("end") is not None else None,
             "index": int(el["index"]) if el is not None and el.get("index") is not None else None,
-            "centre": list(_centre(el["bounds"], screen)) if el is not None and screen is not None
+            "centre": list(centre(el["bounds"], screen)) if el is not None and screen is not None
             and el.get("bounds") is not None else None}
 
 
@@ -276,5 +276,5 @@ def canonical(action: dict, elements: Sequence[dict], slots: Optional[dict] = No
     >>> canonical({"type": "click", "element": 3}, tree, {"setting": "NFC"})
     'click el=Switch|setting_{setting}|{setting}|'
     """
-    v = _value(action, elements, slots, screen)
-    return _canon(v["type"], v["ref"], v["fields"], v["point"], grid)
+    v = action_value(action, elements, slots, screen)
+    return canon(v["type"], v["ref"], v["fields"], v["point"], grid)

@@ -42,12 +42,10 @@ import numpy as np
 from embodia.memory import persist
 from embodia.memory.config import MemoryConfig
 from embodia.memory.credit import CreditMixin
-from embodia.memory.namespace import _Columns, _Namespace  # noqa: F401 (importable here)
-from embodia.memory.persist import SCHEMA_VERSION, MemoryFileError, MemoryMismatch, MemoryStoreError
-from embodia.memory.retrieval import _TINY, Retrieval, RetrievalMixin, tau0_from_confidence
+from embodia.memory.namespace import Namespace
+from embodia.memory.retrieval import TINY, RetrievalMixin
 
-__all__ = ["SuccessMemory", "Retrieval", "MemoryStoreError", "MemoryFileError", "MemoryMismatch",
-           "make_namespace", "stable_hash", "tau0_from_confidence", "SCHEMA_VERSION"]
+__all__ = ["SuccessMemory", "make_namespace", "stable_hash"]
 
 _MAX_LENGTHS = 1000
 
@@ -97,7 +95,7 @@ class SuccessMemory(RetrievalMixin, CreditMixin):
         self.hist_len = int(hist_len)
         self.encoder_id = str(encoder_id)
         self.normalizer_hash = str(normalizer_hash)
-        self._ns: Dict[str, _Namespace] = {}
+        self._ns: Dict[str, Namespace] = {}
         self._uses: Dict[str, set] = {}       # namespace -> ids that steered the current episode
         self._src_uses: Dict[str, Dict[int, float]] = {}   # namespace -> source episode -> weight
         # namespace -> the sources that steered the success just reported, until add_episode stores it
@@ -165,18 +163,18 @@ class SuccessMemory(RetrievalMixin, CreditMixin):
         return out
 
     # -- insertion -------------------------------------------------------------------------------
-    def new_namespace(self, name: str, action_dim: int) -> "_Namespace":
+    def new_namespace(self, name: str, action_dim: int) -> "Namespace":
         """An empty namespace of this memory, not yet registered (the loader fills it first)."""
-        return _Namespace(name, self, action_dim)
+        return Namespace(name, self, action_dim)
 
-    def _namespace(self, name: str, action_dim: int) -> _Namespace:
+    def _namespace(self, name: str, action_dim: int) -> Namespace:
         if not isinstance(name, str) or not name:
             raise ValueError("namespace must be a non-empty string")
         ns = self._ns.get(name)
         if ns is None:
             if action_dim > self.action_dim:
                 raise ValueError(f"action dim {action_dim} > the memory's action_dim {self.action_dim}")
-            ns = self._ns[name] = _Namespace(name, self, action_dim)
+            ns = self._ns[name] = Namespace(name, self, action_dim)
         elif ns.action_dim != action_dim:
             raise ValueError(f"namespace {name!r} holds {ns.action_dim}-d actions, got {action_dim}-d "
                              "(one namespace per embodiment)")
@@ -189,7 +187,7 @@ class SuccessMemory(RetrievalMixin, CreditMixin):
         if not np.all(np.isfinite(keys)):
             raise ValueError("keys must be finite")
         if self.config.metric == "cosine":
-            keys = keys / np.maximum(np.linalg.norm(keys, axis=1, keepdims=True), _TINY)
+            keys = keys / np.maximum(np.linalg.norm(keys, axis=1, keepdims=True), TINY)
         return np.ascontiguousarray(keys, dtype=np.float32)
 
     def add_episode(self, namespace: str, keys, actions, *, success: bool, episode_id: int = -1,
@@ -298,7 +296,7 @@ class SuccessMemory(RetrievalMixin, CreditMixin):
         self._insert(ns, rows, dedup=dedup)
         return n
 
-    def _dedup_match(self, ns: _Namespace, key: np.ndarray, chunk: np.ndarray) -> int:
+    def _dedup_match(self, ns: Namespace, key: np.ndarray, chunk: np.ndarray) -> int:
         """Row of a near-identical entry (key and chunk), or -1."""
         if ns.n == 0:
             return -1
@@ -320,7 +318,7 @@ class SuccessMemory(RetrievalMixin, CreditMixin):
         j = int(np.argmin(rmse))
         return int(rows[j]) if rmse[j] <= cfg.dedup_chunk_rmse else -1
 
-    def _append(self, ns: _Namespace, rows: Dict[str, np.ndarray]) -> None:
+    def _append(self, ns: Namespace, rows: Dict[str, np.ndarray]) -> None:
         m = rows["keys"].shape[0]
         rows["ids"] = np.arange(ns.next_id, ns.next_id + m, dtype=np.int64)
         ns.next_id += m
@@ -328,7 +326,7 @@ class SuccessMemory(RetrievalMixin, CreditMixin):
         if not ns.index.maybe_rebuild(ns.cols["keys"], ns.cols["ids"]):
             ns.index.add(rows["keys"], rows["ids"])
 
-    def _insert(self, ns: _Namespace, rows: Dict[str, np.ndarray], dedup: bool) -> None:
+    def _insert(self, ns: Namespace, rows: Dict[str, np.ndarray], dedup: bool) -> None:
         m = rows["keys"].shape[0]
         if not dedup:
             self._append(ns, rows)
@@ -347,7 +345,7 @@ class SuccessMemory(RetrievalMixin, CreditMixin):
         self._enforce_capacity(ns)
 
     # -- removal ---------------------------------------------------------------------------------
-    def _delete_rows(self, ns: _Namespace, rows: np.ndarray) -> int:
+    def _delete_rows(self, ns: Namespace, rows: np.ndarray) -> int:
         rows = np.unique(np.asarray(rows, dtype=np.int64))
         if rows.size == 0:
             return 0
@@ -358,7 +356,7 @@ class SuccessMemory(RetrievalMixin, CreditMixin):
         ns.index.maybe_rebuild(ns.cols["keys"], ns.cols["ids"])
         return int(rows.size)
 
-    def _enforce_capacity(self, ns: _Namespace) -> int:
+    def _enforce_capacity(self, ns: Namespace) -> int:
         cap = self.config.capacity
         if cap is None or ns.n <= cap:
             return 0

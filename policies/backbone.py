@@ -68,35 +68,18 @@ import numpy as np
 import torch
 from torch import nn
 
-from embodia.policies.backbone_images import (
-    DEFAULT_MAX_PIXELS,
-    DEFAULT_MIN_PIXELS,
-    _ImageInput,
-    _size_bounds,
-    smart_resize,
-)
-from embodia.policies.backbone_tiny import (  # noqa: F401 (EOS, PAD, VIDEO_PAD: importable here as before)
-    EOS,
-    IMAGE_PAD,
-    PAD,
-    SPECIAL_TOKENS,
-    VIDEO_PAD,
-    VISION_END,
-    VISION_START,
-    tiny_config,
-    train_tokenizer,
-)
+from embodia.policies.backbone_images import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS, ImageInput, size_bounds
+from embodia.policies.backbone_tiny import IMAGE_PAD, VISION_END, VISION_START
 
 __all__ = [
-    "Backbone", "BackboneLoadError", "train_tokenizer", "tiny_config", "prompt_text", "text_body", "smart_resize",
-    "SPECIAL_TOKENS", "META_FILE",
+    "Backbone", "BackboneLoadError", "prompt_text", "text_body", "META_FILE",
 ]
 
 META_FILE = "embodia_backbone.json"
 TOKEN_CACHE = 32        # lone texts `Backbone.tokenize` keeps tokenized (a run's prompts)
-_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                  "pytorch_model.bin.index.json")
-_TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model")
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model")
 
 
 class BackboneLoadError(OSError):
@@ -130,7 +113,7 @@ def text_body(embodiment_prompt: str, instruction: str) -> str:
 
 
 @contextlib.contextmanager
-def _quiet_progress():
+def quiet_progress():
     """transformers' save/load progress bars off for the duration (restored afterwards)."""
     from transformers.utils import logging as hf_logging
     was = hf_logging.is_progress_bar_enabled()
@@ -148,7 +131,7 @@ def step_loader(error_cls, local: bool, head):
     hint)`` and names the cause (the hint says HF_HUB_OFFLINE is set when a hub id was given)."""
     def load(what, fn):
         try:
-            with _quiet_progress():
+            with quiet_progress():
                 return fn()
         except Exception as e:  # noqa: BLE001 - re-raised with the path named
             offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
@@ -167,7 +150,7 @@ class _EarlyExit(Exception):
 # the backbone
 # ------------------------------------------------------------------------------------------------
 
-class Backbone(_ImageInput, nn.Module):
+class Backbone(ImageInput, nn.Module):
     """A transformers VLM + tokenizer + image processor -> context tokens of one layer.
 
     Use `Backbone.build(tokenizer, config)` (fresh random init) or `Backbone.from_pretrained(dir)`.
@@ -218,7 +201,7 @@ class Backbone(_ImageInput, nn.Module):
         self.merge_size = int(ip.merge_size)
         self.temporal_patch_size = int(ip.temporal_patch_size)
         self.factor = self.patch_size * self.merge_size
-        self.min_pixels, self.max_pixels = _size_bounds(ip)
+        self.min_pixels, self.max_pixels = size_bounds(ip)
         vc = cfg.vision_config
         if (vc.patch_size, vc.spatial_merge_size) != (self.patch_size, self.merge_size):
             raise ValueError(f"Backbone: image processor patch/merge {self.patch_size}/{self.merge_size} "
@@ -288,10 +271,10 @@ class Backbone(_ImageInput, nn.Module):
             missing = []
             if not (p / "config.json").is_file():
                 missing.append("config.json")
-            if not any((p / f).is_file() for f in _WEIGHT_FILES):
-                missing.append("model weights (" + " or ".join(_WEIGHT_FILES[:2]) + ")")
-            if not any((p / f).is_file() for f in _TOKENIZER_FILES):
-                missing.append("tokenizer files (" + " or ".join(_TOKENIZER_FILES) + ")")
+            if not any((p / f).is_file() for f in WEIGHT_FILES):
+                missing.append("model weights (" + " or ".join(WEIGHT_FILES[:2]) + ")")
+            if not any((p / f).is_file() for f in TOKENIZER_FILES):
+                missing.append("tokenizer files (" + " or ".join(TOKENIZER_FILES) + ")")
             if not (p / "preprocessor_config.json").is_file():
                 missing.append("preprocessor_config.json")
             if missing:
@@ -314,7 +297,7 @@ class Backbone(_ImageInput, nn.Module):
             src, dtype=dtype, attn_implementation=attn_implementation))
         model.eval()
         tokenizer = load("tokenizer", lambda: AutoTokenizer.from_pretrained(src))
-        image_processor = load("image processor", lambda: _load_image_processor(src, AutoImageProcessor))
+        image_processor = load("image processor", lambda: load_image_processor(src, AutoImageProcessor))
         if layer is None:
             layer = meta.get("layer")
         if image_size is cls._UNSET:
@@ -327,7 +310,7 @@ class Backbone(_ImageInput, nn.Module):
         embodia_backbone.json (layer, image_size) with transformers' own save methods."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        with _quiet_progress():
+        with quiet_progress():
             self.model.save_pretrained(d)
         self.tokenizer.save_pretrained(d)
         self.image_processor.save_pretrained(d)
@@ -534,7 +517,7 @@ class Backbone(_ImageInput, nn.Module):
                 "image_grid_thw": grid}
 
 
-def _load_image_processor(src: str, auto_cls):
+def load_image_processor(src: str, auto_cls):
     try:
         return auto_cls.from_pretrained(src, backend="pil")
     except TypeError:
@@ -544,7 +527,7 @@ def _load_image_processor(src: str, auto_cls):
 # -- heads saved beside a checkpoint's backbone (the GUI head, the success head) ------------------------
 def backbone_sha256(checkpoint) -> str:
     """The hash that ties a head to the backbone it was trained on."""
-    from embodia.memory.persist import sha256_file
+    from embodia.memory.files import sha256_file
     return sha256_file(Path(checkpoint) / "backbone" / "model.safetensors")
 
 

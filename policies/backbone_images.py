@@ -22,7 +22,7 @@ def smart_resize(height: int, width: int, factor: int = 28, min_pixels: int = DE
     return _sr(height, width, factor=factor, min_pixels=min_pixels, max_pixels=max_pixels)
 
 
-def _size_bounds(image_processor) -> tuple[int, int]:
+def size_bounds(image_processor) -> tuple[int, int]:
     size = image_processor.size
     get = size.get if isinstance(size, dict) else (lambda k, d=None: getattr(size, k, d))
     lo = get("shortest_edge") or getattr(image_processor, "min_pixels", None) or DEFAULT_MIN_PIXELS
@@ -30,7 +30,7 @@ def _size_bounds(image_processor) -> tuple[int, int]:
     return int(lo), int(hi)
 
 
-class _ImageInput:
+class ImageInput:
     """Images for a `Backbone` (its ``image_processor``, ``image_size``, patch and merge sizes)."""
 
     # -- images -----------------------------------------------------------------------------------

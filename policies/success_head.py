@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from embodia.memory.persist import write_atomic
+from embodia.shared.files import write_atomic, write_atomic_path
 from embodia.policies.backbone import Backbone, backbone_sha256, read_head_files
 from embodia.policies.placement import Placement, to_device
 
@@ -215,7 +215,8 @@ class Reader:
 
     def gui_parts(self):
         if self._gui is None:
-            from embodia.policies.gui.head import SequenceBuilder, load_gui_head
+            from embodia.policies.gui.head import load_gui_head
+            from embodia.policies.gui.head_encoding import SequenceBuilder
             head, _, _ = load_gui_head(self.path, self.backbone)
             self._gui = (head.to(self.placement.device).eval(), SequenceBuilder(self.backbone, head.cfg))
         return self._gui
@@ -251,7 +252,7 @@ class Reader:
     def gui(self, embodiment, instruction: str, first, final) -> np.ndarray:
         """One screen episode's feature row (float32 [gui_dim]); ``first``/``final`` are
         (screen uint8 HxWx3, ui_tree) pairs."""
-        from embodia.policies.gui.head import backbone_features, collate
+        from embodia.policies.gui.head_encoding import backbone_features, collate
         head, builder = self.gui_parts()
         size = (embodiment.screen.width, embodiment.screen.height) if embodiment.screen is not None else None
         encs = []
@@ -281,9 +282,12 @@ class Reader:
 def save_success_head(head: SuccessHead, checkpoint, *, extra: dict | None = None) -> None:
     from safetensors.torch import save_file
     p = Path(checkpoint)
-    save_file({k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}, p / (HEAD_WEIGHTS + ".tmp"))
-    (p / (HEAD_WEIGHTS + ".tmp")).chmod(0o644)        # package data: readable by every user
-    (p / (HEAD_WEIGHTS + ".tmp")).replace(p / HEAD_WEIGHTS)
+    tensors = {k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}
+
+    def weights(tmp: Path) -> None:
+        save_file(tensors, tmp)
+        tmp.chmod(0o644)                              # package data: readable by every user
+    write_atomic_path(p / HEAD_WEIGHTS, weights)
     meta = {"format": FORMAT, "dims": head.dims, "hidden": head.hidden, "state_dims": head.state_dims,
             "calibration": {k: list(v) for k, v in head.calibration.items()},
             "backbone_sha256": backbone_sha256(p), **(extra or {})}

@@ -37,18 +37,7 @@ from pathlib import Path
 
 from embodia.devices.desktop import DesktopDevice
 from embodia.policies.base import Policy
-from embodia.sim.desktop_tasks import (  # noqa: F401 (importable here as before)
-    APPS,
-    TASKS,
-    AppMissing,
-    _calc_display,
-    _calc_keys,
-    _discard_button,
-    _editor,
-    _sheet_expert,
-    find,
-    name_box,
-)
+from embodia.sim.desktop_tasks import APPS, TASKS, AppMissing, calc_display, editor, find, name_box
 
 __all__ = ["DesktopBenchDevice", "BenchExpert", "open_desktop_bench", "list_targets", "TASKS", "APPS",
            "GATE_ALLOW", "AppMissing"]
@@ -163,9 +152,9 @@ class DesktopBenchDevice(DesktopDevice):
         """The window is drawn and its main widgets are in the tree."""
         tree = self.observe_tree()
         if self.task.app == "galculator":
-            return find(tree, text="=") is not None and _calc_display(tree) is not None
+            return find(tree, text="=") is not None and calc_display(tree) is not None
         if self.task.app == "mousepad":
-            return _editor(tree) is not None
+            return editor(tree) is not None
         return name_box(tree) is not None
 
     def app_windows(self) -> list[dict]:

@@ -16,7 +16,7 @@ import time
 from typing import Callable
 
 from embodia.devices.actions import GuiAction
-from embodia.sim.desktop_bench import _calc_display, _editor, find
+from embodia.sim.desktop_tasks import calc_display, editor, find
 
 __all__ = ["fidelity", "PROBES"]
 
@@ -55,7 +55,7 @@ def _calc_probes():
             for k in seq:
                 if not _press(dev, k):
                     return False
-            shown = _calc_display(dev.observe().ui_tree)
+            shown = calc_display(dev.observe().ui_tree)
             try:
                 return float(shown) == float(expect)
             except (TypeError, ValueError):
@@ -98,7 +98,7 @@ def _window(title: str):
 
 
 def _editor_value(pred):
-    return lambda before, after: pred((_editor(before) or {}).get("value"), (_editor(after) or {}).get("value"))
+    return lambda before, after: pred((editor(before) or {}).get("value"), (editor(after) or {}).get("value"))
 
 
 def _mousepad_probes():
@@ -106,9 +106,9 @@ def _mousepad_probes():
                                             ("View", "Toolbar"), ("Document", "Word Wrap"), ("Help", "About")]]
 
     def typed(dev) -> bool:           # the items below act on text: put two lines in the editor first
-        ed = _editor(dev.observe().ui_tree)
+        ed = editor(dev.observe().ui_tree)
         dev.act(GuiAction("type", text="alpha\nbeta", element=ed["index"]))
-        return (_editor(dev.observe().ui_tree) or {}).get("value") == "alpha\nbeta"
+        return (editor(dev.observe().ui_tree) or {}).get("value") == "alpha\nbeta"
 
     items = [
         ("setup: type", typed),

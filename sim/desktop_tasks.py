@@ -116,27 +116,27 @@ def click(e: dict) -> GuiAction:
 
 
 # -- galculator ----------------------------------------------------------------------------------------
-def _calc_display(tree) -> str | None:
+def calc_display(tree) -> str | None:
     e = find(tree, role="text", where=lambda e: e.get("app") == "galculator")
     return None if e is None else (e.get("value") or e.get("text") or "").strip()
 
 
 def _calc_check(dev) -> bool:
-    shown = _calc_display(dev.observe_tree())
+    shown = calc_display(dev.observe_tree())
     try:
         return shown is not None and float(shown.replace(",", "")) == float(dev.slots["result"])
     except ValueError:
         return False
 
 
-def _calc_keys(v) -> list[str]:
+def calc_keys(v) -> list[str]:
     # No "AC" first: a fresh instance shows 0, and the gate reads AC's description "Reset calculator
     # (clear all)" as a delete (a false positive of label matching, left to the gate's own issue).
     return [*str(v["a"]), v["op"], *str(v["b"]), "="]
 
 
 def _calc_shown_after(v) -> list[str | None]:
-    """What the display shows after each key of `_calc_keys` (None: not checked, after an operator)."""
+    """What the display shows after each key of `calc_keys` (None: not checked, after an operator)."""
     a, b = str(v["a"]), str(v["b"])
     return [a[:i + 1] for i in range(len(a))] + [None] + [b[:i + 1] for i in range(len(b))] + [str(v["result"])]
 
@@ -144,10 +144,10 @@ def _calc_shown_after(v) -> list[str | None]:
 def _calc_expert(dev, mem, tree):
     """Presses the keys in order, checking the display after each digit: a press the calculator
     did not take (the display still shows the state before it) is pressed again."""
-    keys, shown = _calc_keys(dev.slots), _calc_shown_after(dev.slots)
+    keys, shown = calc_keys(dev.slots), _calc_shown_after(dev.slots)
     i = mem.get("pressed", 0)
     if i > 0 and shown[i - 1] is not None:
-        now = _calc_display(tree)
+        now = calc_display(tree)
         before = next((x for x in reversed(shown[:i - 1]) if x is not None), "0")
         if now is not None and now != shown[i - 1] and now == before and mem.get("retries", 0) < 3:
             mem["retries"] = mem.get("retries", 0) + 1
@@ -162,7 +162,7 @@ def _calc_expert(dev, mem, tree):
 
 
 # -- mousepad ------------------------------------------------------------------------------------------
-def _editor(tree) -> dict | None:
+def editor(tree) -> dict | None:
     return find(tree, role="text", editable=True, where=lambda e: e["bounds"][3] - e["bounds"][1] > 100)
 
 
@@ -204,7 +204,7 @@ def _disk(dev, name) -> str | None:
 
 
 def _mp_type_expert(dev, mem, tree):
-    ed = _editor(tree)
+    ed = editor(tree)
     if ed is None:
         return GuiAction("wait", duration_ms=200)
     if (ed.get("value") or "") == dev.slots["text"]:
@@ -213,7 +213,7 @@ def _mp_type_expert(dev, mem, tree):
 
 
 def _mp_append_expert(dev, mem, tree):
-    ed = _editor(tree)
+    ed = editor(tree)
     step = mem.setdefault("step", 0)
     if ed is None:
         return GuiAction("wait", duration_ms=200)
@@ -257,7 +257,7 @@ def _mp_saveas_expert(dev, mem, tree):
         return click(save) if save is not None else GuiAction("key", keys=("enter",))
     if _disk(dev, dev.slots["file"]) is not None:
         return None
-    ed = _editor(tree)
+    ed = editor(tree)
     if ed is None:
         return GuiAction("wait", duration_ms=200)
     if (ed.get("value") or "") != dev.slots["text"]:
@@ -288,7 +288,7 @@ def _close_discarding(work):
 
 
 def _mp_type_then_close(dev, mem, tree):
-    ed = _editor(tree)
+    ed = editor(tree)
     if ed is None:
         return GuiAction("wait", duration_ms=200)
     if dev.slots["text"] not in (ed.get("value") or ""):
@@ -444,7 +444,7 @@ TASKS: dict[str, Task] = {t.app + "/" + t.name: t for t in [
     Task("galculator", "subtract", _calc("-"), check=_calc_check, expert=_calc_expert),
     Task("galculator", "multiply", _calc("*"), check=_calc_check, expert=_calc_expert),
     Task("galculator", "divide", _calc("/"), check=_calc_check, expert=_calc_expert),
-    Task("mousepad", "type", _mp_type, check=lambda d: (_editor(d.observe_tree()) or {}).get("value") ==
+    Task("mousepad", "type", _mp_type, check=lambda d: (editor(d.observe_tree()) or {}).get("value") ==
          d.slots["text"], expert=_mp_type_expert),
     Task("mousepad", "append-save", _mp_append, _editor_files,
          check=lambda d: _disk(d, d.slots["file"]) == d.slots["expected"], expert=_mp_append_expert,

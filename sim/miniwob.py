@@ -64,7 +64,7 @@ import time
 from pathlib import Path
 
 from embodia.devices.actions import GuiAction
-from embodia.devices.browser import BrowserDevice, _size
+from embodia.devices.browser import BrowserDevice, parse_size
 from embodia.sim.miniwob_experts import EXPERTS, TreeExpert
 
 __all__ = ["EXPERTS", "NOT_BUILT", "SUITES", "MiniWobDevice", "RandomTreePolicy", "group_of", "list_tasks", "open_miniwob",
@@ -162,7 +162,7 @@ class MiniWobDevice(BrowserDevice):
 
 def open_miniwob(task: str, **query) -> MiniWobDevice:
     """``sim:miniwob/<task>[?mode=train|test&max_steps=N&size=WxH&settle=S]``."""
-    kinds = {"mode": str, "max_steps": int, "size": _size, "settle": float}
+    kinds = {"mode": str, "max_steps": int, "size": parse_size, "settle": float}
     unknown = set(query) - set(kinds)
     if unknown:
         raise ValueError(f"sim:miniwob: unknown options {sorted(unknown)}; known: {sorted(kinds)}")

@@ -40,7 +40,7 @@ def _quoted(instruction: str) -> list[str]:
     return re.findall(r'"([^"]*)"', instruction)
 
 
-def _find(tree, role=None, text=None, **fields):
+def find_element(tree, role=None, text=None, **fields):
     """The first element with that role (or one of those roles), exact text and field values."""
     for e in tree:
         if role is not None and e.get("role") not in ((role,) if isinstance(role, str) else role):
@@ -52,7 +52,7 @@ def _find(tree, role=None, text=None, **fields):
     return None
 
 
-def _click(e) -> GuiAction | None:
+def click_on(e) -> GuiAction | None:
     return GuiAction("click", element=e["index"]) if e is not None else None
 
 
@@ -64,40 +64,40 @@ def _fill_once(field, value: str, memo: dict, key) -> GuiAction | None:
     return GuiAction("type", element=field["index"], text=value)
 
 
-def _button(tree, *names):
+def button_named(tree, *names):
     for name in names:
-        e = _find(tree, "push button", name)
+        e = find_element(tree, "push button", name)
         if e is not None:
             return e
     return None
 
 
 def click_button(instruction, tree, memo):
-    return _click(_find(tree, "push button", _quoted(instruction)[0]))
+    return click_on(find_element(tree, "push button", _quoted(instruction)[0]))
 
 
 def click_link(instruction, tree, memo):
     target = _quoted(instruction)[0]
-    return _click(next((e for e in tree if e.get("clickable") and e.get("text") == target), None))
+    return click_on(next((e for e in tree if e.get("clickable") and e.get("text") == target), None))
 
 
 def click_test(instruction, tree, memo):
-    return _click(_find(tree, "push button"))
+    return click_on(find_element(tree, "push button"))
 
 
 def click_test_2(instruction, tree, memo):
     m = re.search(r"button (\S+?)\.?$", instruction)
-    return _click(_find(tree, "push button", m.group(1) if m else "ONE"))
+    return click_on(find_element(tree, "push button", m.group(1) if m else "ONE"))
 
 
 def enter_text(instruction, tree, memo):
-    return _fill_once(_find(tree, "entry"), _quoted(instruction)[0], memo, "entry") or _click(_button(tree, "Submit"))
+    return _fill_once(find_element(tree, "entry"), _quoted(instruction)[0], memo, "entry") or click_on(button_named(tree, "Submit"))
 
 
 def enter_text_2(instruction, tree, memo):
     text = _quoted(instruction)[0]
     text = text.upper() if "upper case" in instruction else text.lower()
-    return _fill_once(_find(tree, "entry"), text, memo, "entry") or _click(_button(tree, "Submit"))
+    return _fill_once(find_element(tree, "entry"), text, memo, "entry") or click_on(button_named(tree, "Submit"))
 
 
 def enter_password(instruction, tree, memo):
@@ -106,26 +106,26 @@ def enter_password(instruction, tree, memo):
         action = _fill_once(field, password, memo, i)
         if action is not None:
             return action
-    return _click(_button(tree, "Submit", "submit"))
+    return click_on(button_named(tree, "Submit", "submit"))
 
 
 def login_user(instruction, tree, memo):
     user, password = _quoted(instruction)[:2]
-    return (_fill_once(_find(tree, "entry"), user, memo, "user")
-            or _fill_once(_find(tree, "password text"), password, memo, "password")
-            or _click(_button(tree, "Login", "login")))
+    return (_fill_once(find_element(tree, "entry"), user, memo, "user")
+            or _fill_once(find_element(tree, "password text"), password, memo, "password")
+            or click_on(button_named(tree, "Login", "login")))
 
 
 def focus_text(instruction, tree, memo):
-    entry = _find(tree, "entry")
-    return None if entry is None or entry.get("focused") else _click(entry)
+    entry = find_element(tree, "entry")
+    return None if entry is None or entry.get("focused") else click_on(entry)
 
 
 def focus_text_2(instruction, tree, memo):
     m = re.search(r"(\d)(st|nd|rd|th) input", instruction)
     entries = [e for e in tree if e.get("role") == "entry"]
     k = int(m.group(1)) - 1 if m else 0
-    return _click(entries[k]) if k < len(entries) and not entries[k].get("focused") else None
+    return click_on(entries[k]) if k < len(entries) and not entries[k].get("focused") else None
 
 
 def click_checkboxes(instruction, tree, memo):
@@ -133,25 +133,25 @@ def click_checkboxes(instruction, tree, memo):
     wanted = {w.strip() for w in m.group(1).split(",") if w.strip()} if m else set()
     for box in (e for e in tree if e.get("role") == "check box"):
         if (box.get("text", "").strip() in wanted) != bool(box.get("checked")):
-            return _click(box)
-    return _click(_button(tree, "Submit"))
+            return click_on(box)
+    return click_on(button_named(tree, "Submit"))
 
 
 def click_option(instruction, tree, memo):
     m = re.match(r"Select (.*) and click Submit\.", instruction)
-    radio = _find(tree, "radio button", m.group(1).strip()) if m else None
+    radio = find_element(tree, "radio button", m.group(1).strip()) if m else None
     if radio is not None and not radio.get("checked"):
-        return _click(radio)
-    return _click(_button(tree, "Submit"))
+        return click_on(radio)
+    return click_on(button_named(tree, "Submit"))
 
 
 def click_dialog(instruction, tree, memo):
-    return _click(_button(tree, "Close", "close", "×", "x"))
+    return click_on(button_named(tree, "Close", "close", "×", "x"))
 
 
 def click_dialog_2(instruction, tree, memo):
     label = _quoted(instruction)[0]
-    return _click(_button(tree, "Close") if label.lower() == "x" else _button(tree, label))
+    return click_on(button_named(tree, "Close") if label.lower() == "x" else button_named(tree, label))
 
 
 WIDGET_ROLES = {"button": ("push button",), "checkbox": ("check box",), "radio": ("radio button",),
@@ -160,15 +160,15 @@ WIDGET_ROLES = {"button": ("push button",), "checkbox": ("check box",), "radio":
 
 def click_widget(instruction, tree, memo):
     roles = WIDGET_ROLES.get(_quoted(instruction)[0], ())
-    return _click(next((e for e in tree if e.get("role") in roles), None))
+    return click_on(next((e for e in tree if e.get("role") in roles), None))
 
 
 def click_tab(instruction, tree, memo):
     m = re.search(r"Tab #(\d)", instruction)
-    return _click(_find(tree, ("page tab", "link"), f"Tab #{m.group(1)}") if m else None)
+    return click_on(find_element(tree, ("page tab", "link"), f"Tab #{m.group(1)}") if m else None)
 
 
-def _steps(memo: dict, key, actions: list) -> GuiAction | None:
+def next_step(memo: dict, key, actions: list) -> GuiAction | None:
     """The next of a fixed sequence of actions (``memo`` counts how many ran)."""
     i = memo.get(key, 0)
     if i >= len(actions) or actions[i] is None:
@@ -181,28 +181,28 @@ def _replace(field, text: str, memo: dict, key) -> GuiAction | None:
     """Replace a field's content: focus it, select all (ctrl+a), type; once per episode."""
     if field is None:
         return None
-    return _steps(memo, key, [_click(field), GuiAction("key", keys=("ctrl", "a")), GuiAction("type", text=text)])
+    return next_step(memo, key, [click_on(field), GuiAction("key", keys=("ctrl", "a")), GuiAction("type", text=text)])
 
 
 def click_button_sequence(instruction, tree, memo):
     names = re.findall(r"button (\w+)", instruction)
-    return _steps(memo, "seq", [_click(_find(tree, "push button", n)) for n in names])
+    return next_step(memo, "seq", [click_on(find_element(tree, "push button", n)) for n in names])
 
 
 def click_collapsible(instruction, tree, memo):
     header = next((e for e in tree if e.get("role") == "page tab" and e.get("text", "").startswith("Section")), None)
-    return _steps(memo, "open", [_click(header)]) or _click(_button(tree, "Submit", "submit"))
+    return next_step(memo, "open", [click_on(header)]) or click_on(button_named(tree, "Submit", "submit"))
 
 
 def choose_list(instruction, tree, memo):
     m = re.match(r"Select (.*) from the list and click Submit\.", instruction)
-    box = _find(tree, "combo box")
+    box = find_element(tree, "combo box")
     if m and box is not None and box.get("value") != m.group(1):
-        return _steps(memo, "pick", [_click(box), GuiAction("type", text=m.group(1)), GuiAction("key", keys=("enter",))])
-    return _click(_button(tree, "Submit"))
+        return next_step(memo, "pick", [click_on(box), GuiAction("type", text=m.group(1)), GuiAction("key", keys=("enter",))])
+    return click_on(button_named(tree, "Submit"))
 
 
-def _click_start(field) -> GuiAction:
+def click_start(field) -> GuiAction:
     """A click near the left end of a field: in a date field, on its first part (the month), which
     typed digits then fill part by part."""
     x0, y0, x1, y1 = field["box"]
@@ -211,17 +211,17 @@ def _click_start(field) -> GuiAction:
 
 def enter_date(instruction, tree, memo):
     m = re.search(r"Enter (\d\d)/(\d\d)/(\d{4})", instruction)
-    field = _find(tree, "date")
-    typed = _steps(memo, "date", [_click_start(field), GuiAction("type", text="".join(m.groups()))]) if m and field else None
-    return typed or _click(_button(tree, "Submit"))
+    field = find_element(tree, "date")
+    typed = next_step(memo, "date", [click_start(field), GuiAction("type", text="".join(m.groups()))]) if m and field else None
+    return typed or click_on(button_named(tree, "Submit"))
 
 
 def enter_time(instruction, tree, memo):
     m = re.search(r"Enter (\d{1,2}):(\d\d) (AM|PM)", instruction)
-    field = _find(tree, "inputtime")
+    field = find_element(tree, "inputtime")
     text = f"{int(m.group(1)):02d}{m.group(2)}{m.group(3)}" if m else ""
-    typed = _steps(memo, "time", [_click(field), GuiAction("type", text=text)]) if m and field else None
-    return typed or _click(_button(tree, "Submit"))
+    typed = next_step(memo, "time", [click_on(field), GuiAction("type", text=text)]) if m and field else None
+    return typed or click_on(button_named(tree, "Submit"))
 
 
 def simple_arithmetic(instruction, tree, memo):
@@ -230,14 +230,14 @@ def simple_arithmetic(instruction, tree, memo):
         return None
     a, op, b, _ = problem.split()
     value = {"+": int(a) + int(b), "-": int(a) - int(b)}.get(op, int(a) * int(b))
-    return _fill_once(_find(tree, "entry"), str(value), memo, "answer") or _click(_button(tree, "Submit"))
+    return _fill_once(find_element(tree, "entry"), str(value), memo, "answer") or click_on(button_named(tree, "Submit"))
 
 
 def copy_paste(instruction, tree, memo):
     """The key chords a person uses: select the text, copy, paste into the box."""
-    source, box = _find(tree, "text"), _find(tree, "entry")
-    return _steps(memo, "copy", [_click(source), GuiAction("key", keys=("ctrl", "a")), GuiAction("key", keys=("ctrl", "c")),
-                                 _click(box), GuiAction("key", keys=("ctrl", "v"))]) or _click(_button(tree, "Submit"))
+    source, box = find_element(tree, "text"), find_element(tree, "entry")
+    return next_step(memo, "copy", [click_on(source), GuiAction("key", keys=("ctrl", "a")), GuiAction("key", keys=("ctrl", "c")),
+                                 click_on(box), GuiAction("key", keys=("ctrl", "v"))]) or click_on(button_named(tree, "Submit"))
 
 
 def odd_or_even(instruction, tree, memo):
@@ -251,8 +251,8 @@ def odd_or_even(instruction, tree, memo):
             continue
         memo[y] = True
         name = "Odd" if int(number["text"]) % 2 else "Even"
-        return _click(next((e for e in row if e.get("role") == "push button" and e.get("text") == name), None))
-    return _click(_button(tree, "Submit", "submit"))
+        return click_on(next((e for e in row if e.get("role") == "push button" and e.get("text") == name), None))
+    return click_on(button_named(tree, "Submit", "submit"))
 
 
 def click_tab_2(instruction, tree, memo):
@@ -261,12 +261,12 @@ def click_tab_2(instruction, tree, memo):
     link = next((e for e in tree if e.get("clickable") and e.get("role") != "page tab"
                  and e.get("text", "").strip() == target), None)
     if link is not None:
-        return _click(link)
+        return click_on(link)
     opened = memo.setdefault("tabs", set())
     tab = next((e for e in tree if e.get("role") == "page tab" and e.get("text") not in opened), None)
     if tab is not None:
         opened.add(tab["text"])
-    return _click(tab)
+    return click_on(tab)
 
 
 def read_table(instruction, tree, memo):
@@ -275,12 +275,12 @@ def read_table(instruction, tree, memo):
     key = next((i for i, e in enumerate(cells) if m and e.get("text") == m.group(1)), None)
     if key is None or key + 1 >= len(cells):
         return None
-    return _fill_once(_find(tree, "entry"), cells[key + 1]["text"], memo, "answer") or _click(_button(tree, "Submit"))
+    return _fill_once(find_element(tree, "entry"), cells[key + 1]["text"], memo, "answer") or click_on(button_named(tree, "Submit"))
 
 
 def find_word(instruction, tree, memo):
     m = re.search(r"Find the (\d+)(st|nd|rd|th) word", instruction)
-    entry = _find(tree, "entry")
+    entry = find_element(tree, "entry")
     if m is None or entry is None:
         return None
     above = [e for e in tree if e.get("role") == "label" and 40 <= e["bounds"][1] < entry["bounds"][1]
@@ -288,7 +288,7 @@ def find_word(instruction, tree, memo):
     words = " ".join(e["text"] for e in above).split()
     k = int(m.group(1)) - 1
     word = re.sub(r"[^a-zA-Z0-9]", "", words[k]) if k < len(words) else ""
-    return _fill_once(entry, word, memo, "answer") or _click(_button(tree, "Submit"))
+    return _fill_once(entry, word, memo, "answer") or click_on(button_named(tree, "Submit"))
 
 
 def sign_agreement(instruction, tree, memo):
@@ -298,10 +298,10 @@ def sign_agreement(instruction, tree, memo):
     m = re.search(r"Click the (\w+) button", instruction)
     name = m.group(1) if m else (quoted[-1] if quoted else "")
     button = next((e for e in tree if e.get("role") == "push button" and e.get("text", "").lower() == name.lower()), None)
-    entry = _find(tree, "entry") if len(quoted) == 2 else None
+    entry = find_element(tree, "entry") if len(quoted) == 2 else None
     if button is not None and button.get("enabled") and (entry is None or entry.get("enabled")):
-        return (_fill_once(entry, quoted[0], memo, "name") if entry is not None else None) or _click(button)
-    area = _find(tree, "text")
+        return (_fill_once(entry, quoted[0], memo, "name") if entry is not None else None) or click_on(button)
+    area = find_element(tree, "text")
     if area is None:
         return None
     x0, y0, x1, y1 = area["box"]
@@ -339,7 +339,7 @@ def movie_search(instruction, tree, memo):
         action = _fill_once(_field_labelled(tree, words), value, memo, words)
         if action is not None:
             return action
-    return _click(next((e for e in tree if e.get("clickable") and e.get("text") in ("Submit", "Search", "Go!")), None))
+    return click_on(next((e for e in tree if e.get("clickable") and e.get("text") in ("Submit", "Search", "Go!")), None))
 
 
 # -- experts added for issue 37's second part ------------------------------------------------------
@@ -356,28 +356,28 @@ def button_delay(instruction, tree, memo):
     """ONE, then the wait the instruction names (TWO only counts after it), then TWO."""
     m = re.search(r"wait (\d+) seconds?", instruction)
     pause = GuiAction("wait", duration_ms=int(m.group(1)) * 1000 + 300) if m else None
-    return _steps(memo, "seq", [_click(_find(tree, "push button", "ONE")), pause, _click(_find(tree, "push button", "TWO"))])
+    return next_step(memo, "seq", [click_on(find_element(tree, "push button", "ONE")), pause, click_on(find_element(tree, "push button", "TWO"))])
 
 
 def scroll_text(instruction, tree, memo):
     """The text area's value holds the whole text, scrolled or not: its last word, typed."""
-    area = _find(tree, "text")
+    area = find_element(tree, "text")
     words = _words(area.get("value") or "") if area is not None else []
     if not words:
         return None
-    return _fill_once(_find(tree, "entry"), words[-1], memo, "answer") or _click(_button(tree, "Submit"))
+    return _fill_once(find_element(tree, "entry"), words[-1], memo, "answer") or click_on(button_named(tree, "Submit"))
 
 
 def scroll_text_2(instruction, tree, memo):
     """Scroll the text area to the end the instruction names until it cannot move (more wheel turns
     than its text needs), then Submit."""
-    area = _find(tree, "text")
+    area = find_element(tree, "text")
     if area is None:
         return None
     x0, y0, x1, y1 = area["box"]
     way = "up" if "to the top" in instruction else "down"
     turns = [GuiAction("scroll", point=((x0 + x1) / 2, (y0 + y1) / 2), direction=way)] * 6
-    return _steps(memo, "scroll", turns) or _click(_button(tree, "Submit"))
+    return next_step(memo, "scroll", turns) or click_on(button_named(tree, "Submit"))
 
 
 def simple_algebra(instruction, tree, memo):
@@ -391,18 +391,18 @@ def simple_algebra(instruction, tree, memo):
         value = total - int(right) if op == "+" else total + int(right)
     else:
         value = total - int(left) if op == "+" else int(left) - total
-    return _fill_once(_find(tree, "entry"), str(value), memo, "answer") or _click(_button(tree, "Submit"))
+    return _fill_once(find_element(tree, "entry"), str(value), memo, "answer") or click_on(button_named(tree, "Submit"))
 
 
 def copy_paste_2(instruction, tree, memo):
     """copy-paste over several text areas: the one the ordinal names."""
     areas = [e for e in tree if e.get("role") == "text"]
     k = _ordinal(instruction) - 1
-    source, box = (areas[k] if k < len(areas) else None), _find(tree, "entry")
+    source, box = (areas[k] if k < len(areas) else None), find_element(tree, "entry")
     if source is None or box is None:
         return None
-    return _steps(memo, "copy", [_click(source), GuiAction("key", keys=("ctrl", "a")), GuiAction("key", keys=("ctrl", "c")),
-                                 _click(box), GuiAction("key", keys=("ctrl", "v"))]) or _click(_button(tree, "Submit"))
+    return next_step(memo, "copy", [click_on(source), GuiAction("key", keys=("ctrl", "a")), GuiAction("key", keys=("ctrl", "c")),
+                                 click_on(box), GuiAction("key", keys=("ctrl", "v"))]) or click_on(button_named(tree, "Submit"))
 
 
 def read_table_2(instruction, tree, memo):
@@ -417,18 +417,18 @@ def read_table_2(instruction, tree, memo):
             action = _fill_once(field, table[name], memo, name)
             if action is not None:
                 return action
-    return _click(_button(tree, "Submit"))
+    return click_on(button_named(tree, "Submit"))
 
 
 def text_transform(instruction, tree, memo):
     """The distorted text is drawn one character per label, between the instruction and the field."""
-    entry = _find(tree, "entry")
+    entry = find_element(tree, "entry")
     if entry is None:
         return None
     chars = [e for e in tree if e.get("role") == "label" and QUERY_BOTTOM <= e["bounds"][1] < entry["bounds"][1]
              and e["bounds"][0] < entry["bounds"][2]]          # not the reward panel to the right
     text = "".join(e["text"] for e in sorted(chars, key=lambda e: e["bounds"][0]))
-    return _fill_once(entry, text, memo, "answer") or _click(_button(tree, "Submit"))
+    return _fill_once(entry, text, memo, "answer") or click_on(button_named(tree, "Submit"))
 
 
 def grid_coordinate(instruction, tree, memo):
@@ -442,7 +442,7 @@ def grid_coordinate(instruction, tree, memo):
     col, row = int(m.group(1)) + len(xs) // 2, len(ys) // 2 - int(m.group(2))
     if not (0 <= col < len(xs) and 0 <= row < len(ys)):
         return None
-    return _click(next((e for e in points if e["bounds"][0] == xs[col] and e["bounds"][1] == ys[row]), None))
+    return click_on(next((e for e in points if e["bounds"][0] == xs[col] and e["bounds"][1] == ys[row]), None))
 
 
 def guess_number(instruction, tree, memo):
@@ -453,11 +453,11 @@ def guess_number(instruction, tree, memo):
     (four guesses at three steps fit the 15-step budget)."""
     rng, k = memo.setdefault("range", [0, 9]), memo.setdefault("k", 0)
     guess = (rng[0] + rng[1]) // 2
-    field = _find(tree, "spin button")
+    field = find_element(tree, "spin button")
     if field is None:
         return None
-    focus = _click_start(field) if k == 0 else GuiAction("key", keys=("shift", "tab"))
-    action = _steps(memo, ("guess", k), [focus, GuiAction("type", text=str(guess)), _click(_button(tree, "Submit"))])
+    focus = click_start(field) if k == 0 else GuiAction("key", keys=("shift", "tab"))
+    action = next_step(memo, ("guess", k), [focus, GuiAction("type", text=str(guess)), click_on(button_named(tree, "Submit"))])
     if action is not None:
         return action
     feedback = " ".join(e.get("text", "") for e in tree if e.get("role") == "label" and e["bounds"][1] >= QUERY_BOTTOM
@@ -473,46 +473,46 @@ def guess_number(instruction, tree, memo):
 def login_user_popup(instruction, tree, memo):
     """login-user, where focusing a field may raise a popup that disables the form: the popup's
     Cancel (its OK ends the episode), then both fields again, replaced, then the form's OK."""
-    cancel = _find(tree, "push button", "Cancel")
+    cancel = find_element(tree, "push button", "Cancel")
     if cancel is not None:
         memo.clear()
         memo["again"] = True
-        return _click(cancel)
+        return click_on(cancel)
     user, password = _quoted(instruction)[:2]
-    entry, secret = _find(tree, "entry"), _find(tree, "password text")
+    entry, secret = find_element(tree, "entry"), find_element(tree, "password text")
     if memo.get("again"):
         fields = _replace(entry, user, memo, "user") or _replace(secret, password, memo, "password")
     else:
         fields = _fill_once(entry, user, memo, "user") or _fill_once(secret, password, memo, "password")
-    return fields or _click(_button(tree, "OK"))
+    return fields or click_on(button_named(tree, "OK"))
 
 
 def search_engine(instruction, tree, memo):
     """The query typed and searched once; the k-th result is on page (k - 1) // 3 + 1 (three results
     a page): that page's link under the results, then the result, counted among the links above it."""
     quoted, k = _quoted(instruction), _ordinal(instruction)
-    pager = _find(tree, "list")
-    action = _steps(memo, "search", [_fill_once(_find(tree, "entry"), quoted[0] if quoted else "", memo, "query"),
-                                     _click(_button(tree, "Search"))])
+    pager = find_element(tree, "list")
+    action = next_step(memo, "search", [_fill_once(find_element(tree, "entry"), quoted[0] if quoted else "", memo, "query"),
+                                     click_on(button_named(tree, "Search"))])
     if action is not None or pager is None:
         return action
     page = (k - 1) // 3 + 1
     if page > 1 and memo.get("page") != page:
         memo["page"] = page
-        return _click(next((e for e in tree if e.get("role") == "link" and e.get("text") == str(page)
+        return click_on(next((e for e in tree if e.get("role") == "link" and e.get("text") == str(page)
                             and e["bounds"][1] >= pager["bounds"][1]), None))
     results = [e for e in tree if e.get("role") == "link" and QUERY_BOTTOM <= e["bounds"][1] < pager["bounds"][1]]
     i = (k - 1) % 3
-    return _click(results[i]) if i < len(results) else None
+    return click_on(results[i]) if i < len(results) else None
 
 
 def terminal(instruction, tree, memo):
     """``ls``, then ``rm`` of the listed file the instruction describes (no extension, or ``.ext``),
     read from the terminal's text between the ``ls`` line and the next prompt."""
-    entry, screen = _find(tree, "entry"), _find(tree, "section")
+    entry, screen = find_element(tree, "entry"), find_element(tree, "section")
     if entry is None or screen is None:
         return None
-    listed = _steps(memo, "ls", [GuiAction("type", element=entry["index"], text="ls"), GuiAction("key", keys=("enter",))])
+    listed = next_step(memo, "ls", [GuiAction("type", element=entry["index"], text="ls"), GuiAction("key", keys=("enter",))])
     if listed is not None:
         return listed
     m = re.search(r"user\$ ls (.*?) user\$", screen.get("text", ""))
@@ -523,7 +523,7 @@ def terminal(instruction, tree, memo):
     target = next((f for f in files if (f.endswith("." + ext.group(1)) if ext else "." not in f)), None)
     if target is None:
         return None
-    return _steps(memo, "rm", [GuiAction("type", element=entry["index"], text=f"rm {target}"), GuiAction("key", keys=("enter",))])
+    return next_step(memo, "rm", [GuiAction("type", element=entry["index"], text=f"rm {target}"), GuiAction("key", keys=("enter",))])
 
 
 TASK_AREA_BOTTOM = 210     # pixels: MiniWoB's task area ends here; a row below it is clipped out of sight
@@ -541,7 +541,7 @@ def _email_compose(tree, memo, field, text: str) -> GuiAction | None:
         return typed
     icons = [e for e in tree if e.get("role") == "image" and e["bounds"][3] <= field["bounds"][1]]
     memo["sent"] = True
-    return _click(max(icons, key=lambda e: e["bounds"][0])) if icons else None
+    return click_on(max(icons, key=lambda e: e["bounds"][0])) if icons else None
 
 
 def email_inbox(instruction, tree, memo):
@@ -554,22 +554,22 @@ def email_inbox(instruction, tree, memo):
     sender, rest = m.groups()
     reply, forward = re.search(r'with the text "(.*)"\.$', rest), re.search(r"forward that email to (\S+?)\.$", rest)
     if reply or forward:
-        field = _find(tree, "text" if reply else "entry")
+        field = find_element(tree, "text" if reply else "entry")
         if field is not None and field.get("editable"):
             return _email_compose(tree, memo, field, (reply or forward).group(1))
-        button = _find(tree, "section", "Reply" if reply else "Forward")
+        button = find_element(tree, "section", "Reply" if reply else "Forward")
         if button is not None:
-            return _click(button)
+            return click_on(button)
     row = _email_row(tree, sender)
     if row is None or row["bounds"][3] > TASK_AREA_BOTTOM:
         return None       # scrolled out of the list: email-inbox itself, left out (see the module doc)
     if reply or forward:
-        return _click(row)
+        return click_on(row)
     icons = [e for e in tree if e.get("role") == "image" and row["bounds"][1] <= (e["bounds"][1] + e["bounds"][3]) / 2 <= row["bounds"][3]]
     if len(icons) < 2:
         return None
     memo["sent"] = True
-    return _click(icons[0] if "trash" in rest else icons[1])
+    return click_on(icons[0] if "trash" in rest else icons[1])
 
 
 EXPERTS = {

@@ -9,15 +9,8 @@ import pytest
 import torch
 
 from embodia.devices.embodiment import Camera, Channel, Embodiment
-from embodia.policies.backbone import (
-    META_FILE,
-    Backbone,
-    BackboneLoadError,
-    prompt_text,
-    text_body,
-    tiny_config,
-    train_tokenizer,
-)
+from embodia.policies.backbone import Backbone, BackboneLoadError, META_FILE, prompt_text, text_body
+from embodia.policies.backbone_tiny import tiny_config, train_tokenizer
 
 torch.set_num_threads(2)
 

@@ -16,7 +16,8 @@ pytest_plugins = ("gui_fixtures", "fake_openai")
 pytest.importorskip("jeepney", reason="jeepney is not installed (pip install jeepney)")
 
 from embodia.devices.atspi import LAUNCHER, start_bus  # noqa: E402
-from embodia.sim.desktop_bench import APPS, TASKS, _discard_button, app_installed, open_desktop_bench  # noqa: E402
+from embodia.sim.desktop_bench import app_installed, open_desktop_bench  # noqa: E402
+from embodia.sim.desktop_tasks import APPS, TASKS, _discard_button  # noqa: E402
 
 if shutil.which("Xvfb") is None:
     pytest.skip("Xvfb is not installed (apt-get install xvfb)", allow_module_level=True)
@@ -181,7 +182,7 @@ def test_sheet_expert_types_only_where_the_focus_is(tmp_path):
     focus back to the sheet (before, it wrote "A4" into A1 and the sum came out wrong)."""
     from types import SimpleNamespace
 
-    from embodia.sim.desktop_bench import _sheet_expert
+    from embodia.sim.desktop_tasks import _sheet_expert
 
     dev = SimpleNamespace(slots={"cell": "A4", "entry": "=SUM(A1:A3)", "file": "s.gnumeric"}, work=tmp_path)
 
@@ -253,14 +254,14 @@ def test_openai_policy_gets_the_tree_and_clicks_real_buttons_by_id(a11y_display,
 
     from embodia.agent.cli.app import app
     from embodia.agent.recording.gui_log import list_gui_episodes, read_gui_episode
-    from embodia.sim.desktop_bench import _calc_keys
+    from embodia.sim.desktop_tasks import calc_keys
     if not app_installed("galculator"):
         pytest.skip("galculator is not installed (apt-get install galculator)")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     uri, seed = "desktop-bench:galculator/add?settle=0.4", 4
     with bench("galculator/add") as dev:
         dev.reset(seed=seed)
-        keys, instruction = _calc_keys(dev.slots), dev.instruction
+        keys, instruction = calc_keys(dev.slots), dev.instruction
     pressed: list[str] = []
 
     def reply(request):

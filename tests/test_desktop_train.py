@@ -73,7 +73,7 @@ def _digest(folder: Path) -> str:
 
 @pytest.mark.slow
 def test_bench_demos_train_a_desktop_head(tmp_path):
-    from embodia.agent.evaluation.offline import read_gui_episodes
+    from embodia.agent.evaluation.offline_gui import read_gui_episodes
     from embodia.devices.atspi import LAUNCHER
     if shutil.which("Xvfb") is None or not Path(LAUNCHER).exists() or shutil.which("mousepad") is None:
         pytest.skip("needs Xvfb, at-spi2-core and mousepad")

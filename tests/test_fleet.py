@@ -14,7 +14,8 @@ ray = pytest.importorskip("ray")
 
 from embodia.agent.cli.app import app  # noqa: E402
 from embodia.agent.fleet import runner as fleet_mod  # noqa: E402
-from embodia.agent.fleet.runner import Fleet, MemoryHost, MemoryProxy, WorkerSpec, ray_session  # noqa: E402
+from embodia.agent.fleet.memory_host import MemoryHost, MemoryProxy  # noqa: E402
+from embodia.agent.fleet.runner import Fleet, WorkerSpec, ray_session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = Path.home() / ".ray" / "auth_token"

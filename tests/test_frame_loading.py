@@ -13,7 +13,8 @@ from embodia.agent.recording.dataset import LocalDataset
 from embodia.agent.training import frames as frames_mod
 from embodia.agent.training.frames import LOADING, load_frames
 from embodia.devices import open_device
-from embodia.policies.backbone import Backbone, tiny_config, train_tokenizer
+from embodia.policies.backbone import Backbone
+from embodia.policies.backbone_tiny import tiny_config, train_tokenizer
 
 cli = importlib.import_module("embodia.agent.cli.app")
 

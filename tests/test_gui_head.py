@@ -14,20 +14,11 @@ from embodia.agent.training.gui_data import GuiTeacher, record_gui_demos
 from embodia.agent.training.gui_train import GuiTrainConfig, build_samples, fit
 from embodia.devices import GuiAction, open_device
 from embodia.policies.backbone import Backbone
-from embodia.policies.gui.head import (
-    ACTIONS,
-    GuiHead,
-    GuiHeadConfig,
-    GuiHeadError,
-    GuiHeadPolicy,
-    SequenceBuilder,
-    backbone_sha256,
-    has_gui_head,
-    label,
-    load_gui_head,
-    save_gui_head,
-    words,
-)
+from embodia.policies.backbone import backbone_sha256
+from embodia.policies.gui.head import GuiHead, GuiHeadPolicy, has_gui_head, load_gui_head, save_gui_head
+from embodia.policies.gui.head_encoding import ACTIONS, GuiHeadConfig, GuiHeadError, SequenceBuilder
+from embodia.policies.gui.head_labels import label
+from embodia.policies.gui.head_layout import words
 from embodia.policies.robot.vla import VLAPolicy
 from embodia.sim.gui import GuiSimDevice
 
@@ -152,7 +143,8 @@ OLD_DECISIONS = [["click", 11, None, 1.0, 1.0], ["click", 16, None, 1.0, 1.0], [
 def test_an_old_format_head_loads_with_the_old_vocabulary_and_acts_as_before(one_thread):
     import json
 
-    from embodia.policies.gui.head import backbone_features, collate, to_action
+    from embodia.policies.gui.head_encoding import backbone_features, collate
+    from embodia.policies.gui.head_labels import to_action
     meta = json.loads((TINY / "gui_head.json").read_text())
     assert not {"actions", "chords", "copy_tree"} & set(meta["config"])          # the old format
     policy = GuiHeadPolicy.from_pretrained(TINY)
@@ -183,7 +175,8 @@ def _chord_steps(seed: int, n: int):
 
 
 def test_a_head_with_the_new_vocabulary_learns_to_press_chords(one_thread):
-    from embodia.policies.gui.head import ACTIONS_V2, CHORDS, extend_vocabulary
+    from embodia.policies.gui.head import extend_vocabulary
+    from embodia.policies.gui.head_encoding import ACTIONS_V2, CHORDS
     torch.manual_seed(0)
     backbone = Backbone.from_pretrained(TINY / "backbone")
     old, _, _ = load_gui_head(TINY, backbone)
@@ -216,7 +209,8 @@ def test_a_head_with_the_new_vocabulary_learns_to_press_chords(one_thread):
 def test_typing_into_the_focused_field_and_copying_words_from_the_tree_are_labelled():
     from dataclasses import replace
 
-    from embodia.policies.gui.head import ACTIONS_V2, CHORDS, span_text
+    from embodia.policies.gui.head_encoding import ACTIONS_V2, CHORDS
+    from embodia.policies.gui.head_labels import span_text
     backbone = Backbone.from_pretrained(TINY / "backbone")
     st = next(s for s in record_gui_demos(4, seed=3, template="send-message", noise=0.0) if s.action.type == "type")
     tree = [dict(e) for e in st.tree] + [{"index": 99, "role": "TextView", "text": "Total: 42 apples, fresh",
@@ -257,7 +251,8 @@ FORM_TREE = [
 
 
 def test_feature_set_2_reads_values_labels_long_texts_and_states_set_1_does_not():
-    from embodia.policies.gui.head import ACTIONS_V2, CHORDS, F_DESC, F_VALUE, span_text
+    from embodia.policies.gui.head_encoding import ACTIONS_V2, CHORDS, F_DESC, F_VALUE
+    from embodia.policies.gui.head_labels import span_text
     backbone = Backbone.from_pretrained(TINY / "backbone")
     new = GuiHeadConfig(actions=ACTIONS_V2, chords=CHORDS, copy_tree=True, features=2)
     old = GuiHeadConfig(actions=ACTIONS_V2, chords=CHORDS, copy_tree=True)
@@ -289,7 +284,7 @@ def test_feature_set_2_reads_values_labels_long_texts_and_states_set_1_does_not(
 
 
 def test_a_wheel_turn_on_a_web_text_area_is_a_scroll_label_on_it():
-    from embodia.policies.gui.head import ACTIONS_V2, CHORDS
+    from embodia.policies.gui.head_encoding import ACTIONS_V2, CHORDS
     backbone = Backbone.from_pretrained(TINY / "backbone")
     cfg = GuiHeadConfig(actions=ACTIONS_V2, chords=CHORDS, copy_tree=True, features=2)
     step = _form_step(FORM_TREE, GuiAction("scroll", point=(475, 571), direction="down"), "Scroll the agreement")
@@ -302,7 +297,8 @@ def test_a_wheel_turn_on_a_web_text_area_is_a_scroll_label_on_it():
 
 @pytest.mark.parametrize("features, added", [(2, 5), (3, 9)])
 def test_extending_to_feature_set_2_or_3_keeps_the_old_heads_choices_until_trained(one_thread, features, added):
-    from embodia.policies.gui.head import collate, extend_vocabulary
+    from embodia.policies.gui.head import extend_vocabulary
+    from embodia.policies.gui.head_encoding import collate
     backbone = Backbone.from_pretrained(TINY / "backbone")
     old, _, _ = load_gui_head(TINY, backbone)
     assert old.cfg.features == 1                                     # the bundled config has no such field
@@ -312,7 +308,7 @@ def test_extending_to_feature_set_2_or_3_keeps_the_old_heads_choices_until_train
     picks = {}
     for name, head in (("old", old), ("new", new)):
         b = SequenceBuilder(backbone, head.cfg)
-        from embodia.policies.gui.head import backbone_features
+        from embodia.policies.gui.head_encoding import backbone_features
         feats = backbone_features(backbone, [b.encode(s.prompt, s.instruction, s.history, s.tree,
                                                        (s.size.width, s.size.height), s.screen) for s in steps])
         picks[name] = [(d["type"], d["element"]) for d in head.decide(collate(feats))]
@@ -324,7 +320,8 @@ def test_extending_to_feature_set_2_or_3_keeps_the_old_heads_choices_until_train
 
 
 def test_a_head_with_case_learns_the_typed_words_in_capitals_from_the_instruction():
-    from embodia.policies.gui.head import ACTIONS_V2, CASES, CHORDS, cased_span_label, in_case
+    from embodia.policies.gui.head_encoding import ACTIONS_V2, CASES, CHORDS
+    from embodia.policies.gui.head_labels import cased_span_label, in_case
     backbone = Backbone.from_pretrained(TINY / "backbone")
     cfg = GuiHeadConfig(actions=ACTIONS_V2, chords=CHORDS, copy_tree=True, features=2, case=True)
     instruction = 'Type "Ronda" in all upper case letters in the textbox'
@@ -343,7 +340,7 @@ def replace_cfg(cfg, **kw):
 
 
 def test_what_sits_beside_an_element_is_found_from_the_boxes_alone():
-    from embodia.policies.gui.head_encoding import beside, container, right_of
+    from embodia.policies.gui.head_layout import beside, container, right_of
     row = [{"text": "Odd", "clickable": True, "bounds": [0, 0, 30, 20]}, {"text": "7", "bounds": [40, 2, 50, 18]},
            {"text": "Even", "clickable": True, "bounds": [60, 0, 90, 20]}]
     assert right_of(row) == [1, -1, -1] and beside(row) == [-1, -1, 1]        # the number, from either button

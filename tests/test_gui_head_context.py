@@ -8,7 +8,7 @@ import pytest
 
 from embodia.agent.loop.factory import BUNDLED
 from embodia.policies.backbone import Backbone
-from embodia.policies.gui.head import ACTIONS_V2, CHORDS, GuiHeadConfig, SequenceBuilder
+from embodia.policies.gui.head_encoding import ACTIONS_V2, CHORDS, GuiHeadConfig, SequenceBuilder
 
 TINY = BUNDLED["embodia-tiny"]
 
@@ -212,7 +212,7 @@ def test_an_ordinal_counts_words_across_a_paragraph_split_into_elements():
 def test_a_field_takes_the_value_beside_the_key_its_label_or_the_instruction_names(backbone):
     from embodia.agent.training.gui_data import GuiStep
     from embodia.devices import GuiAction, Screen
-    from embodia.policies.gui.head import label, span_text
+    from embodia.policies.gui.head_labels import label, span_text
     enc = _encode(backbone, 3, "read-table")
     instr, tree = PAGES["read-table"]
     entry = next(k for k, e in enumerate(tree) if e.get("editable"))

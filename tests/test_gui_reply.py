@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from embodia.devices.actions import GUI_ACTION_TYPES, SCROLL_DIRECTIONS, SYSTEM_BUTTONS, GuiAction
 from embodia.devices.coords import to_pixels
 from embodia.devices.embodiment import Screen
-from embodia.policies.gui.reply import MAX_REPLY_CHARS, ReplyParseError, parse_replies, parse_reply
+from embodia.policies.gui.reply import parse_replies, parse_reply
+from embodia.policies.gui.reply_common import MAX_REPLY_CHARS, ReplyParseError
 
 PHONE = Screen(1080, 2400)
 HIDPI = Screen(2880, 1800, pixel_ratio=2.0)

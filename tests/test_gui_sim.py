@@ -20,7 +20,7 @@ from embodia.sim.gui import (
     list_targets,
     open_gui_sim,
 )
-from embodia.sim.gui.apps import HOME
+from embodia.sim.gui.look import HOME
 from embodia.sim.gui.tasks import new_instance
 from embodia.sim.gui.widgets import MIN_FONT_PX, render
 

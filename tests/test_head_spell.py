@@ -12,15 +12,8 @@ import torch
 from embodia.agent.loop.factory import BUNDLED
 from embodia.agent.training.gui_data import record_gui_demos
 from embodia.policies.backbone import Backbone
-from embodia.policies.gui.head import (
-    GuiHeadConfig,
-    SequenceBuilder,
-    backbone_features,
-    collate,
-    extend_vocabulary,
-    load_gui_head,
-    save_gui_head,
-)
+from embodia.policies.gui.head import extend_vocabulary, load_gui_head, save_gui_head
+from embodia.policies.gui.head_encoding import GuiHeadConfig, SequenceBuilder, backbone_features, collate
 from embodia.policies.gui.head_spell import entered, expression, spell_columns
 
 TINY = BUNDLED["embodia-tiny"]

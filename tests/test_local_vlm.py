@@ -20,7 +20,7 @@ from embodia.devices.coords import to_pixels  # noqa: E402
 from embodia.devices.gui import GuiDevice, gui_embodiment  # noqa: E402
 from embodia.policies.gui.local_vlm import LocalVLMPolicy, ModelLoadError  # noqa: E402
 from embodia.policies.gui.prompt import CORRECTION, system_prompt  # noqa: E402
-from embodia.policies.gui.remote import PolicyGaveUp  # noqa: E402
+from embodia.policies.gui.prompt import PolicyGaveUp  # noqa: E402
 from embodia.policies.gui.reply import parse_reply  # noqa: E402
 
 torch.set_num_threads(2)
@@ -65,7 +65,8 @@ def model_dir(tmp_path_factory):
     from transformers import Qwen2_5_VLForConditionalGeneration
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    from embodia.policies.backbone import _quiet_progress, tiny_config, train_tokenizer
+    from embodia.policies.backbone import quiet_progress
+    from embodia.policies.backbone_tiny import tiny_config, train_tokenizer
 
     emb = Phone().embodiment
     corpus = [system_prompt(emb, "norm1000", (84, 168), with_tree=t) for t in (False, True)]
@@ -76,7 +77,7 @@ def model_dir(tmp_path_factory):
     torch.manual_seed(0)
     model = Qwen2_5_VLForConditionalGeneration(tiny_config(tok, hidden=64)).eval()
     d = tmp_path_factory.mktemp("tiny-vlm")
-    with _quiet_progress():
+    with quiet_progress():
         model.save_pretrained(d)
     tok.save_pretrained(d)
     Qwen2VLImageProcessorPil(min_pixels=56 * 56, max_pixels=128 * 128, patch_size=14, temporal_patch_size=2,

@@ -25,7 +25,8 @@ from typer.testing import CliRunner
 
 cli = importlib.import_module("embodia.agent.cli.app")
 from embodia.agent.evaluation.evaluate import evaluate, write_json  # noqa: E402
-from embodia.agent.recording.dataset import DatasetError, LocalDataset  # noqa: E402
+from embodia.agent.recording.dataset import LocalDataset  # noqa: E402
+from embodia.agent.recording.dataset_checks import DatasetError  # noqa: E402
 from embodia.agent.recording.writer import DatasetWriter  # noqa: E402
 from embodia.devices import open_device  # noqa: E402
 

@@ -292,7 +292,7 @@ def test_an_http_client_that_leaves_gets_its_device_closed_and_episode_saved(htt
 
 def test_devices_left_unused_are_closed_and_saved(tmp_path):
     from embodia.agent.loop.safety import SafetyGate
-    from embodia.agent.serving.mcp import Hub
+    from embodia.agent.serving.mcp_session import Hub
     from embodia.devices import GuiAction
     hub = Hub(tmp_path / "rec", stateful=False)
     old, _fresh = hub.open("old", "gui-sim:settings", seed=0), hub.open("fresh", "gui-sim:settings", seed=1)
@@ -473,7 +473,7 @@ def test_hub_caps_devices_per_server_and_per_client(tmp_path):
 def test_an_unexpected_exception_becomes_a_tool_error_with_its_message():
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from embodia.agent.serving.mcp_tools import _one_line_errors
+    from embodia.agent.serving.mcp_tools import one_line_errors
 
     def boom():
         raise FileExistsError(17, "File exists", "/tmp/x\nsecond line")
@@ -482,6 +482,6 @@ def test_an_unexpected_exception_becomes_a_tool_error_with_its_message():
         boom()
     for fn, call in ((boom, lambda f: f()), (aboom, lambda f: anyio.run(f))):
         with pytest.raises(ToolError) as e:
-            call(_one_line_errors(fn))
+            call(one_line_errors(fn))
         assert str(e.value).startswith(f"{fn.__name__} failed: FileExistsError: [Errno 17] File exists")
         assert "\n" not in str(e.value)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from embodia.agent.training.miniwob_train import BUNDLE, TRAIN_SEED, demo_steps, train_miniwob_head
+from embodia.agent.training.desktop_train import BUNDLE
+from embodia.agent.training.miniwob_train import TRAIN_SEED, demo_steps, train_miniwob_head
 from embodia.devices.cdp import find_chromium
 
 needs_chromium = pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed")
@@ -28,7 +29,8 @@ def test_never_trains_into_the_bundled_checkpoint_nor_on_a_task_without_expert(t
 @needs_chromium
 def test_demos_are_kept_on_a_rerun_and_train_a_head_with_chords(tmp_path):
     pytest.importorskip("embodia.sim.miniwob").html_root()
-    from embodia.policies.gui.head import ACTIONS_V2, CHORDS, load_gui_head
+    from embodia.policies.gui.head import load_gui_head
+    from embodia.policies.gui.head_encoding import ACTIONS_V2, CHORDS
     before = _digest(BUNDLE)
     lines: list[str] = []
     done = train_miniwob_head(tmp_path / "m", tasks=["copy-paste"], episodes=1, steps=5, batch_size=8,

@@ -8,18 +8,15 @@ import pytest
 
 from embodia.agent.evaluation.evaluate import evaluate
 from embodia.agent.evaluation.offline import (
-    RandomClickPolicy,
-    RecordedGuiPolicy,
     RecordedPolicy,
     kendall,
     offline_policy,
     score,
-    score_gui,
     score_robot,
     spearman,
     summary_lines,
-    target_box,
 )
+from embodia.agent.evaluation.offline_gui import RandomClickPolicy, RecordedGuiPolicy, score_gui, target_box
 from embodia.agent.recording.dataset import LocalDataset
 from embodia.devices import GuiAction, open_device
 from embodia.devices.embodiment import Screen

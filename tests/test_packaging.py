@@ -226,7 +226,7 @@ def test_every_package_folder_is_listed_in_pyproject():
     """A wheel holds only the packages pyproject lists: a new subpackage must be added there."""
     import tomllib
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    found = {"embodia"}
+    found = {"embodia"} | {".".join(i.parent.relative_to(ROOT).parts) for i in (ROOT / "embodia").rglob("*/__init__.py")}
     for top in FOLDERS:
         for init in (ROOT / top).rglob("__init__.py"):
             found.add(".".join(["embodia", *init.parent.relative_to(ROOT).parts]))

@@ -17,7 +17,8 @@ import torch
 
 from embodia.action_heads.graphs import eager_capture
 from embodia.policies import prefix_graph
-from embodia.policies.backbone import Backbone, tiny_config, train_tokenizer
+from embodia.policies.backbone import Backbone
+from embodia.policies.backbone_tiny import tiny_config, train_tokenizer
 from embodia.policies.prefix_graph import GraphedPrefix, window_index
 
 WORDS = ["pick up the red block and place it in the bin", "arm body with a gripper and two cameras"]

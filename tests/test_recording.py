@@ -17,9 +17,11 @@ av = pytest.importorskip("av")
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-from embodia.agent.recording.dataset import DatasetError, LocalDataset  # noqa: E402
+from embodia.agent.recording.dataset import LocalDataset  # noqa: E402
+from embodia.agent.recording.dataset_checks import DatasetError  # noqa: E402
 from embodia.agent.recording.steplog import read_steplog  # noqa: E402
-from embodia.agent.recording.writer import DatasetWriter, EmbodimentMismatch, RecordingError  # noqa: E402
+from embodia.agent.recording.steplog import RecordingError  # noqa: E402
+from embodia.agent.recording.writer import DatasetWriter, EmbodimentMismatch  # noqa: E402
 from embodia.devices.embodiment import Camera, Channel, Embodiment  # noqa: E402
 from embodia.devices.observation import Observation  # noqa: E402
 
@@ -352,16 +354,16 @@ def test_crash_during_commit_rolls_back_then_recovers(tmp_path, monkeypatch):
     root = tmp_path / "ds"
     w = DatasetWriter(root, make_embodiment())
     record(w, 6, seed=1, task="a")
-    real = rec._write_json
+    real = rec.write_json
 
     def failing(path, obj):
         if Path(path).name == "info.json":
             raise OSError("disk gone")
         return real(path, obj)
-    monkeypatch.setattr(rec, "_write_json", failing)
+    monkeypatch.setattr(rec, "write_json", failing)
     with pytest.raises(OSError, match="disk gone"):
         record(w, 8, seed=2, task="b")
-    monkeypatch.setattr(rec, "_write_json", real)
+    monkeypatch.setattr(rec, "write_json", real)
     w.close()
     # the uncommitted episode's files exist, but readers trust info.json; the episode itself (its
     # step log has the end record) is read from the step log, after the committed one (issue 22)

@@ -20,7 +20,8 @@ from embodia.devices.gui import GuiDevice, gui_embodiment
 pytest.register_assert_rewrite("fake_openai")
 from fake_openai import FakeOpenAI, Reply  # noqa: E402  (after the rewrite hook, so its asserts report well)
 
-from embodia.policies.gui.remote import EndpointError, OpenAIPolicy, PolicyGaveUp, fit_image
+from embodia.policies.gui.prompt import PolicyGaveUp, fit_image
+from embodia.policies.gui.remote import EndpointError, OpenAIPolicy
 
 pytest_plugins = ("gui_fixtures", "fake_openai")
 

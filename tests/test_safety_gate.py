@@ -10,8 +10,9 @@ from gate_cases import CASES, ISSUE_IDS, button
 from gate_scenes import (abutton, afield, android_dialog, android_screen, arow, atext, chord_in, desktop_dialog,
                          desktop_window, editor, terminal, wbutton, wentry, web_dialog, web_page, wtext)
 
-from embodia.agent.loop.safety import RISK_CLASSES, SafetyGate, classify, normalize
+from embodia.agent.loop.safety import RISK_CLASSES, SafetyGate, classify
 from embodia.agent.loop.safety_keys import chord
+from embodia.agent.loop.safety_words import normalize
 from embodia.devices import GuiAction
 
 

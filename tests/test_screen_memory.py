@@ -90,16 +90,16 @@ def test_bound_action_follows_the_element_to_its_new_index_and_centre():
 
 def test_an_anonymous_text_area_is_found_by_its_role_when_it_is_the_only_one():
     """GTK's text areas (mousepad's editor) have no name, description or id in the AT-SPI tree."""
-    from embodia.memory.screen_refs import _find
+    from embodia.memory.screen_refs import find_element
     menus = [{"index": i, "role": "menu", "text": t, "bounds": [40 * i, 0, 40 * i + 40, 30]}
              for i, t in enumerate(["File", "Edit"])]
     editor = {"index": 2, "role": "text", "text": "", "bounds": [0, 40, 640, 400], "editable": True}
     ref = {"role": "text", "text": "", "id": "", "desc": ""}
-    assert _find(menus + [editor], ref) is editor
-    assert _find(menus + [dict(editor, text="typed since")], ref)["index"] == 2     # its text changed
+    assert find_element(menus + [editor], ref) is editor
+    assert find_element(menus + [dict(editor, text="typed since")], ref)["index"] == 2     # its text changed
     other = dict(editor, index=3, bounds=[0, 400, 640, 500])
-    assert _find(menus + [editor, other], ref) is None                 # two of them: which is unknown
-    assert _find(menus, ref) is None
+    assert find_element(menus + [editor, other], ref) is None                 # two of them: which is unknown
+    assert find_element(menus, ref) is None
 
 
 def test_a_slot_stored_once_serves_every_instance():

@@ -11,7 +11,8 @@ import pytest
 from websockets.sync.client import connect
 
 from embodia.agent.loop.factory import make_device, make_policy
-from embodia.agent.serving.server import Limits, PolicyServer
+from embodia.agent.serving.messages import Limits
+from embodia.agent.serving.server import PolicyServer
 from embodia.policies.wire import packb, unpackb
 
 
@@ -97,7 +98,7 @@ def test_healthz_reports_a_stalled_model_and_a_full_queue_refuses(body):
 
 
 def test_memory_writes_are_off_without_a_token(body, tmp_path):
-    from embodia.agent.evaluation.memory_eval import device_namespace
+    from embodia.agent.loop.factory import device_namespace
     from embodia.policies.robot.steered import memory_for
     pol = make_policy("embodia-tiny", body)
     server = PolicyServer(pol, body.embodiment, memory=memory_for(pol), memory_path=tmp_path / "m",
@@ -156,7 +157,7 @@ def test_an_idle_connection_is_closed_even_if_it_answers_pings(body):
 
 
 def test_the_model_takes_turns_between_addresses():
-    from embodia.agent.serving.server import FairWorker
+    from embodia.agent.serving.connections import FairWorker
     worker, order, gate = FairWorker("test"), [], threading.Event()
     first = worker.submit("a", lambda: (gate.wait(10), order.append("a0")))
     time.sleep(0.1)                                       # a0 holds the model

@@ -18,18 +18,15 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from embodia.agent.loop.episode import run_episode
+from embodia.agent.loop.predicate import PredicateError, Unavailable, evaluate, parse_predicate
 from embodia.agent.loop.success import (
-    JUDGE_THRESHOLD,
     AskLabeler,
     CheckLabeler,
+    JUDGE_THRESHOLD,
     JudgeLabeler,
     Label,
-    PredicateError,
-    Unavailable,
-    evaluate,
     make_labeler,
     parse_judgement,
-    parse_predicate,
 )
 from embodia.devices import open_device
 from embodia.policies import RandomPolicy
@@ -421,7 +418,7 @@ def test_a_misspelled_element_predicate_is_refused_before_any_episode(tmp_path, 
 
 
 def test_element_names_are_checked_against_the_device_schema():
-    from embodia.agent.loop.success import check_predicate
+    from embodia.agent.loop.predicate import check_predicate
     with open_device("gui-sim:settings") as dev:
         ok = parse_predicate('element(role=Switch, text~"blue", checked=false, scrollable!=true) and '
                              'element(role~"button")')

@@ -54,7 +54,7 @@ def mcp(transport: str = typer.Option("stdio", "--transport", help="stdio | http
     check_inputs(locals())
     from embodia.agent.serving.access import read_secret
     from embodia.agent.serving.allowed import Allowed
-    from embodia.agent.serving.mcp import McpLimits
+    from embodia.agent.serving.mcp_session import McpLimits
     from embodia.agent.serving.mcp import serve as serve_mcp
     try:
         token = read_secret(token_env, token_file) if transport == "http" else None

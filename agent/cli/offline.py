@@ -44,7 +44,7 @@ def eval_offline(dataset: Path = typer.Argument(..., help="LeRobot v3 dataset di
     from embodia.agent.evaluation import offline
     from embodia.agent.evaluation.evaluate import write_json
     from embodia.agent.loop.factory import PolicyError
-    from embodia.agent.recording.dataset import DatasetError
+    from embodia.agent.recording.dataset_checks import DatasetError
     try:
         pol = offline.offline_policy(policy, dataset, seed=seed, threads=threads, base_url=base_url,
                                      api_key_env=api_key_env, coords=coords)

@@ -52,7 +52,8 @@ def serve(policy: str = PolicyOpt, device: str = typer.Option(DEFAULT_DEVICE, "-
 
     from embodia.agent.serving.access import read_client_tokens, read_secret, require_credential
     from embodia.agent.serving.connections import server_labeler
-    from embodia.agent.serving.server import MEMORY_TOKEN_ENV, PolicyServer
+    from embodia.agent.serving.server import PolicyServer
+    from embodia.policies.ws_policy import MEMORY_TOKEN_ENV
     from embodia.policies.ws_policy import DEFAULT_KEY_ENV
     try:
         key = read_secret(api_key_env or DEFAULT_KEY_ENV, api_key_file)

@@ -78,7 +78,7 @@ def train(ctx: typer.Context,
 
 
 def _train_success_head(data: list[Path], out: Path, steps: int, seed: int) -> None:
-    from embodia.agent.recording.dataset import DatasetError
+    from embodia.agent.recording.dataset_checks import DatasetError
     from embodia.agent.training.success_train import train_success_head
     from embodia.agent.training.train import expand_data
     from embodia.policies.success_head import SuccessHeadError

@@ -11,7 +11,9 @@ from collections import defaultdict
 import numpy as np
 
 from embodia.agent.evaluation.stats import wilson
-from embodia.agent.loop.episode import EpisodeResult, run_episode
+from embodia.agent.loop.core import EpisodeResult
+from embodia.agent.loop.episode import run_episode
+from embodia.shared.files import write_atomic
 
 
 def _categorical(info: dict, prefix: str = "") -> dict[str, str]:
@@ -133,11 +135,8 @@ def write_json(report: dict, path) -> None:
     """The report as JSON, atomically; a non-finite number (a NaN a policy predicted) is written as
     null: bare NaN/Infinity is not JSON, and a reader of the report would fail on it."""
     from embodia.agent.recording.dataset_checks import json_safe
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(json_safe(report), f, indent=2, default=_jsonable, allow_nan=False)
-        f.write("\n")
-    os.replace(tmp, path)
+    text = json.dumps(json_safe(report), indent=2, default=_jsonable, allow_nan=False) + "\n"
+    write_atomic(path, lambda f: f.write(text.encode("utf-8")))
 
 
 def _jsonable(x):

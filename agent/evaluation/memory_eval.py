@@ -16,6 +16,7 @@ import numpy as np
 from embodia.agent.evaluation.stats import newcombe, wilson
 from embodia.agent.loop.episode import run_episode
 from embodia.agent.loop.factory import device_namespace
+from embodia.shared.files import write_atomic
 
 # failure credit switched off, both rules (pooled per source episode, and per entry)
 NO_CREDIT = {"episode_credit": False, "fail_delete_min": 2 ** 31 - 1}
@@ -496,9 +497,8 @@ def run_cells_parallel(cells: list[dict], *, jobs: int = 2, threads: int = 1, ca
         for i, arm, s, res in results:
             out[i][arm, s] = res
             if cache is not None:
-                tmp = cache_file(i, arm, s).with_suffix(".tmp")
-                tmp.write_text(json.dumps(res, default=float))
-                tmp.replace(cache_file(i, arm, s))
+                text = json.dumps(res, default=float).encode()
+                write_atomic(cache_file(i, arm, s), lambda f: f.write(text))
             if on_stream:
                 on_stream(i, arm, s, res, cached=False)
     finally:
@@ -537,7 +537,8 @@ def _streams_here(init: tuple, todo: list, episodes: int, seed: int):
 
 
 def learning_curve_png(report: dict, path, title: str = "") -> None:
-    """Success per window of episodes (mean over streams) for every arm, drawn with Pillow."""
+    """Success per window of episodes (mean over streams) for every arm, drawn with Pillow (written
+    as a PNG by `embodia.shared.images`)."""
     from PIL import Image, ImageDraw
     W, H, m = 640, 400, 50
     img = Image.new("RGB", (W, H), "white")
@@ -562,4 +563,6 @@ def learning_curve_png(report: dict, path, title: str = "") -> None:
             d.ellipse([x - 3, y - 3, x + 3, y + 3], fill=col)
         d.text((W - m - 150, m + 8 + 14 * j), f"{arm}: {row['success_rate']:.2f}", fill=col)
     d.text((W // 2 - 60, H - m + 15), "episode window within stream", fill="black")
-    img.save(path)
+    from embodia.shared.images import png_bytes
+    data = png_bytes(np.asarray(img))
+    write_atomic(path, lambda f: f.write(data))

@@ -42,18 +42,8 @@ from typing import Callable
 
 import numpy as np
 
-from embodia.agent.evaluation.offline_common import Cued, _check_episodes, _cue, _info
-from embodia.agent.evaluation.offline_gui import (  # noqa: F401 (importable here as before)
-    GUI_METRICS,
-    LOCATED,
-    NEAR,
-    RandomClickPolicy,
-    RecordedGuiPolicy,
-    judge_step,
-    read_gui_episodes,
-    score_gui,
-    target_box,
-)
+from embodia.agent.evaluation.offline_common import Cued, check_episodes, cue_step, policy_info
+from embodia.agent.evaluation.offline_gui import GUI_METRICS, RandomClickPolicy, RecordedGuiPolicy, score_gui
 from embodia.agent.recording.dataset_checks import DatasetError
 from embodia.devices import Device, Observation
 from embodia.policies.base import as_policy, exec_steps
@@ -145,7 +135,7 @@ def score_robot(ds, policy, *, episodes: list[int] | None = None, stride: int | 
     names = [c.name for c in emb.actions]
     stride = max(1, exec_steps(as_policy(policy), emb, stride))
     scoreable(ds)
-    eps = list(range(ds.num_episodes)) if episodes is None else _check_episodes(episodes, ds.num_episodes, ds.root)
+    eps = list(range(ds.num_episodes)) if episodes is None else check_episodes(episodes, ds.num_episodes, ds.root)
     scale = action_scale(ds)
     mean_action = np.asarray(ds.stats.get("action", {}).get("mean", np.zeros(emb.action_dim)), np.float64)
     arms = {"off": policy}
@@ -168,7 +158,7 @@ def score_robot(ds, policy, *, episodes: list[int] | None = None, stride: int | 
             for t in range(T):
                 obs = _robot_obs(ds, ep, frames, t)
                 if t % stride == 0:
-                    _cue(policy, ep, t)
+                    cue_step(policy, ep, t)
                     pred = np.asarray(pol.act(obs, ep["task"]), np.float64).reshape(-1, emb.action_dim)
                     if len(pred) == 0:
                         raise ValueError(f"policy returned an empty chunk at episode {i} step {t}")
@@ -187,7 +177,7 @@ def score_robot(ds, policy, *, episodes: list[int] | None = None, stride: int | 
                 as_policy(pol).after_step(obs, ep["action"][t])   # a steered policy's history: the record
             row[arm] = {"first": first.report(scale, names), "chunk": chunk.report(scale, names)}
             if arm == "memory":
-                row[arm]["memory"] = _info(pol)
+                row[arm]["memory"] = policy_info(pol)
             if arm == "off" and plot_dir is not None and k < plot_episodes:
                 plots.append(str(plot_robot_episode(Path(plot_dir) / f"episode_{i:04d}.png", ep, trace, names,
                                                     title=f"episode {i}: {ep['task']}")))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from embodia.policies.base import as_policy
 
 
-def _check_episodes(episodes, n: int, root) -> list[int]:
+def check_episodes(episodes, n: int, root) -> list[int]:
     bad = [i for i in episodes if not 0 <= int(i) < n]
     if bad:
         raise IndexError(f"episodes {bad} out of range: {root} has {n} (0..{n - 1})")
@@ -20,12 +20,12 @@ class Cued:
         raise NotImplementedError
 
 
-def _cue(policy, episode: dict, t: int) -> None:
+def cue_step(policy, episode: dict, t: int) -> None:
     """Oracle policies (recorded actions) are told which recorded step comes next. ``policy`` is the
     scored one, never the memory arm's wrapper around it, so the cue reaches the base policy."""
     if isinstance(policy, Cued):
         policy.cue(episode, t)
 
 
-def _info(policy) -> dict:
+def policy_info(policy) -> dict:
     return dict(as_policy(policy).info())

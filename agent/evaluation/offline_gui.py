@@ -8,7 +8,7 @@ from typing import Callable
 
 import numpy as np
 
-from embodia.agent.evaluation.offline_common import Cued, _check_episodes, _cue, _info
+from embodia.agent.evaluation.offline_common import Cued, check_episodes, cue_step, policy_info
 from embodia.agent.evaluation.stats import wilson
 from embodia.devices import GuiAction, Observation
 from embodia.policies.base import as_policy
@@ -196,7 +196,7 @@ def read_gui_episodes(root, episodes: list[int] | None = None) -> list[dict]:
     ``seed`` (None where the recording did not name one)."""
     from embodia.agent.recording.gui_log import executed_steps, list_gui_episodes, read_gui_episode
     paths = list_gui_episodes(root)
-    idx = range(len(paths)) if episodes is None else _check_episodes(episodes, len(paths), root)
+    idx = range(len(paths)) if episodes is None else check_episodes(episodes, len(paths), root)
     out = []
     for i in idx:
         ep = read_gui_episode(paths[i], load_images=True)
@@ -209,7 +209,7 @@ def read_gui_episodes(root, episodes: list[int] | None = None) -> list[dict]:
     return out
 
 
-def _gui_obs(step: dict) -> Observation:
+def gui_obs(step: dict) -> Observation:
     s = step.get("screen") or {}
     img = step.get("screenshot")
     if not s and img is not None:
@@ -221,7 +221,8 @@ def _gui_obs(step: dict) -> Observation:
 def _teacher_force(policy, executed: GuiAction, obs: Observation) -> None:
     """Make the policy's history hold the recorded action instead of its own prediction: through
     ``after_step`` where it has one; a GUI head's word history is rewritten in place."""
-    from embodia.policies.gui.head import GuiHeadPolicy, describe
+    from embodia.policies.gui.head import GuiHeadPolicy
+    from embodia.policies.gui.head_encoding import describe
     if isinstance(policy, GuiHeadPolicy):
         if policy.history:
             policy.history[-1] = describe(executed, obs.ui_tree)
@@ -253,7 +254,7 @@ def _screen_memory(policy, episodes: list[dict], scored: dict, embodiment):
         ns = default_namespace(name, ep["info"], ep["task"])
         steps = []
         for s, a in zip(ep["steps"], ep["actions"]):
-            screen = _gui_obs(s).screen
+            screen = gui_obs(s).screen
             steps.append({"elements": list(s.get("ui_tree") or []), "instruction": ep["task"],
                           "action": a.to_dict(), "screen": (screen.width, screen.height)})
         mem.add_episode(ns, steps, True, episode_id=ep["index"], slots=slots if isinstance(slots, dict) else None)
@@ -279,8 +280,8 @@ def score_gui(root, policy, *, episodes: list[int] | None = None, seed: int = 0,
             pol.reset(seed + ep["index"])
             mine = []
             for t, (step, rec) in enumerate(zip(ep["steps"], ep["actions"])):
-                obs = _gui_obs(step)
-                _cue(policy, ep, t)
+                obs = gui_obs(step)
+                cue_step(policy, ep, t)
                 pred = pol.act(obs, ep["task"])
                 if pred is not None and not isinstance(pred, GuiAction):
                     raise ValueError(f"a GUI policy must return a GuiAction, got {type(pred).__name__}")
@@ -292,7 +293,7 @@ def score_gui(root, policy, *, episodes: list[int] | None = None, seed: int = 0,
             verdicts[arm].extend(mine)
             row[arm] = {m: sum(bool(v[m]) for v in mine if v[m] is not None) for m in GUI_METRICS}
             if arm == "memory":
-                mem_info.append(_info(pol))
+                mem_info.append(policy_info(pol))
         rows.append(row)
         if progress:
             progress(k + 1, len(eps))

@@ -32,7 +32,7 @@ from pathlib import Path
 from embodia.agent.evaluation.evaluate import machine, run_episodes
 from embodia.agent.evaluation.stats import mean_of_rates, wilson
 from embodia.agent.evaluation.suite_resume import PartialRun, run_identity
-from embodia.agent.evaluation.workers import TaskFailed, in_processes
+from embodia.agent.evaluation.workers import in_processes
 from embodia.agent.loop.factory import BUNDLED, device_namespace, make_device, make_policy, with_memory
 from embodia.sim import miniwob
 from embodia.sim.metaworld import AGENT_POS, GROUPS, SUITE_MAX_STEPS, SUITES, group_of, state_channels
@@ -194,7 +194,7 @@ def cell(outcomes: list[bool]) -> dict:
             "wilson95": list(wilson(k, n)) if n else None}
 
 
-class _Policies:
+class Policies:
     """One policy per task: a fresh scripted expert per task; a checkpoint loaded once and re-bound.
     With ``memory`` (a persistent memory file) the checkpoint is steered by ONE success memory for
     the whole suite, each task in its own namespace (embodiment/task), saved by `save_memory`."""
@@ -238,7 +238,7 @@ def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, que
     (one process only), ``on_task(task, row)`` after each task. ``jobs`` > 1 runs tasks in that many
     worker processes (one torch thread each; the same outcomes as one process at one thread, tasks
     reported in suite order). ``memory``: a persistent memory file that steers the checkpoint across the
-    whole suite, in one process, in task order (see `_Policies`). ``pool``: runs the tasks elsewhere,
+    whole suite, in one process, in task order (see `Policies`). ``pool``: runs the tasks elsewhere,
     ``pool(names, uris, policy_spec, episodes, seed, on_task) -> {task: row}`` (Ray actors:
     `embodia.agent.fleet.suite_pool.ray_suite_pool`). ``resume``: a partial file (`suite_resume`) that
     keeps every finished task, so the same call after a stop goes on where it stopped (with ``memory``,
@@ -272,7 +272,7 @@ def run_suite(suite: str, policy_spec: str, *, episodes: int, seed: int = 0, que
     elif jobs > 1:
         rows = _run_parallel(todo, q, policy_spec, episodes, seed, jobs, finished, prefix)
     else:
-        policies = _Policies(policy_spec, threads, memory, per_task=partial is not None)
+        policies = Policies(policy_spec, threads, memory, per_task=partial is not None)
         rows = {}
         try:
             for task in todo:
@@ -322,7 +322,7 @@ _WORKER: dict = {}   # per worker process: its policy loader (a checkpoint loads
 
 def _worker_task(task: str, uri: str, policy_spec: str, episodes: int, seed: int) -> tuple[str, dict]:
     if "policies" not in _WORKER:
-        _WORKER["policies"] = _Policies(policy_spec, 1)
+        _WORKER["policies"] = Policies(policy_spec, 1)
     return task, _run_task(task, uri, _WORKER["policies"], episodes, seed, None)
 
 
@@ -331,7 +331,7 @@ class TaskRunner:
     one torch thread, the same outcomes as one process at one thread."""
 
     def __init__(self, policy_spec: str):
-        self.policies = _Policies(policy_spec, 1)
+        self.policies = Policies(policy_spec, 1)
 
     def run(self, task: str, uri: str, episodes: int, seed: int) -> tuple[str, dict]:
         return task, _run_task(task, uri, self.policies, episodes, seed, None)
@@ -381,7 +381,7 @@ def record_suite(suite: str, policy_spec: str, out, *, episodes: int, seed: int 
     if jobs > 1:
         rows = in_processes(_worker_record, [(t, plan, fam.prefix) for t in names], jobs, on_task, "recording")
     else:
-        policies, rows = _Policies(policy_spec, None), {}
+        policies, rows = Policies(policy_spec, None), {}
         for task in names:
             rows[task] = _record_task(task, plan, fam.prefix, policies)
             if on_task:
@@ -403,7 +403,7 @@ class RecordPlan:
     query: dict
 
 
-def _record_task(task: str, plan: RecordPlan, prefix: str, policies: "_Policies") -> dict:
+def _record_task(task: str, plan: RecordPlan, prefix: str, policies: "Policies") -> dict:
     """Record one task into ``plan.out/<task>/``, going on after what a stopped run left there."""
     from embodia.agent.recording.recorder import open_recorder
     uri, root = task_uri(task, plan.query, prefix), Path(plan.out) / task
@@ -431,7 +431,7 @@ def _record_task(task: str, plan: RecordPlan, prefix: str, policies: "_Policies"
 def _worker_record(task: str, plan: RecordPlan, prefix: str) -> tuple[str, dict]:
     key = ("record", plan.policy)
     if key not in _WORKER:
-        _WORKER[key] = _Policies(plan.policy, 1)
+        _WORKER[key] = Policies(plan.policy, 1)
     return task, _record_task(task, plan, prefix, _WORKER[key])
 
 

@@ -34,6 +34,7 @@ from embodia.agent.evaluation.suite import cell as rate
 from embodia.agent.evaluation.suite import run_suite, suite_run
 from embodia.agent.evaluation.suite_resume import run_diff
 from embodia.sim.metaworld import GROUPS
+from embodia.shared.files import commit_dir
 
 
 def suite_memory_gain(suite: str, policy_spec: str, *, episodes: int, streams: int, workdir, seed: int = 0,
@@ -128,7 +129,7 @@ def with_memory_settings(policy_spec: str, settings, folder, *, exec_horizon: in
         (tmp / MEMORY).write_text(json.dumps(settings, indent=1) + "\n")
     (tmp / "config.json").write_text(json.dumps(config, indent=1) + "\n")
     try:
-        tmp.rename(dst)
+        commit_dir(tmp, dst, replace=False)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
         if not dst.exists():

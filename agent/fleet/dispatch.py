@@ -18,7 +18,8 @@ from embodia.agent.evaluation.memory_eval import (
     run_streams_parallel,
     screen_arm_factory,
 )
-from embodia.agent.fleet.runner import Fleet, WorkerSpec, check_device, complete_streams, memory_load_args
+from embodia.agent.fleet.memory_host import memory_load_args
+from embodia.agent.fleet.runner import Fleet, WorkerSpec, check_device, complete_streams
 from embodia.agent.loop.factory import device_namespace, with_memory
 from embodia.policies.base import as_policy
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from embodia.agent.fleet.memory_host import MemoryHost, MemoryProxy, memory_load_args  # noqa: F401 (importable here)
+from embodia.agent.fleet.memory_host import MemoryHost, MemoryProxy
 from embodia.agent.fleet.threads import one_thread
 from embodia.devices.base import environ
 
@@ -438,7 +438,7 @@ class Fleet:
         """Episodes seed..seed+episodes-1 over the workers; returns their EpisodeResults in seed
         order (a lost unit's seeds are missing: see `self.lost`). With `record` (the driver's
         DatasetWriter) every episode is committed into it, in seed order, while the rest run."""
-        from embodia.agent.loop.episode import EpisodeResult
+        from embodia.agent.loop.core import EpisodeResult
         units = blocks(episodes, seed, self.workers, unit_size)
         shards = Path(record.steplog_dir) / SHARD_DIR if record is not None else None
         if shards is not None:

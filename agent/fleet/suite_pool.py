@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Optional
 
 from embodia.agent.evaluation.suite import TaskRunner
-from embodia.agent.fleet.runner import FleetError, one_thread, ray_session
+from embodia.agent.fleet.runner import FleetError, ray_session
+from embodia.agent.fleet.threads import one_thread
 
 
 class _Actor(TaskRunner):

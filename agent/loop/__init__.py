@@ -7,7 +7,8 @@ May import: ``embodia.devices``, ``embodia.policies``, ``embodia.memory``, ``emb
 device URIs) and ``embodia.agent.recording``.
 """
 from embodia.agent.loop.asynchronous import run_async
-from embodia.agent.loop.episode import EpisodeResult, run_episode
+from embodia.agent.loop.core import EpisodeResult
+from embodia.agent.loop.episode import run_episode
 from embodia.agent.loop.factory import PolicyError, make_device, make_policy
 
 __all__ = ["EpisodeResult", "run_episode", "run_async", "make_device", "make_policy", "PolicyError"]

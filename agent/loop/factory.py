@@ -148,13 +148,13 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
                           f"`{REBUILD[spec]}` (records demos, then trains; see docs/metaworld.md)")
     path = BUNDLED.get(spec) or Path(spec).expanduser()
     if path.is_dir() and device.embodiment.is_gui:
-        from embodia.policies.gui.head import GuiHeadError, GuiHeadPolicy
+        from embodia.policies.gui import head, head_encoding
         if "ui_tree" not in device.capabilities:
             raise PolicyError(f"{spec}: its GUI head reads a UI tree, which {device.embodiment.name!r} does not give")
         try:
-            return GuiHeadPolicy.from_pretrained(path, threads=policy_threads(threads)[0], **where).bind(
+            return head.GuiHeadPolicy.from_pretrained(path, threads=policy_threads(threads)[0], **where).bind(
                 device.embodiment)
-        except GuiHeadError as e:
+        except head_encoding.GuiHeadError as e:
             raise PolicyError(str(e)) from None
     if path.is_dir():
         from embodia.policies.robot.vla import VLAPolicy

@@ -46,9 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embodia.agent.loop.predicate import (  # noqa: F401 (MAX_PREDICATE, tokenize: importable here as before)
-    MAX_DEPTH,
-    MAX_PREDICATE,
+from embodia.agent.loop.predicate import (
     PredicateError,
     Unavailable,
     atoms,
@@ -58,9 +56,8 @@ from embodia.agent.loop.predicate import (  # noqa: F401 (MAX_PREDICATE, tokeniz
     named_state,
     parse_predicate,
     scene_bodies,
-    tokenize,
 )
-from embodia.memory.png import png_bytes, png_url
+from embodia.shared.images import png_bytes, png_url
 from embodia.policies.gui.remote import chat_completions_url, chat_headers
 
 JUDGE_THRESHOLD = 0.9     # a judge's label stores only at this confidence or above (no measurement
@@ -262,9 +259,9 @@ class JudgeLabeler:
 
     def ask(self, body: dict) -> str | None:
         """The reply's text, or None (why in ``self.error``) when the endpoint failed, ran past the
-        deadline (``timeout_s`` for the whole exchange, `embodia.agent.loop.bounded_http`), sent
+        deadline (``timeout_s`` for the whole exchange, `embodia.shared.bounded_http`), sent
         more than ``MAX_REPLY_BYTES`` or anything but a chat completion."""
-        from embodia.agent.loop.bounded_http import ReplyError, post
+        from embodia.shared.bounded_http import ReplyError, post
         self.error = None
         try:
             raw = post(self.url, json.dumps(body).encode(), chat_headers(self.key), deadline_s=self.timeout_s)

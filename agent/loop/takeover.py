@@ -222,9 +222,9 @@ class XPerson(PersonInput):
         self._asm = None
 
     def start(self, run) -> None:
-        from embodia.devices.desktop import _x_env
+        from embodia.devices.desktop import x_env
         from embodia.devices.x_input import InputAssembler, XInputRecorder
-        with _x_env(self.display):
+        with x_env(self.display):
             self._rec = XInputRecorder(self.display)
         screen = run.device.embodiment.screen
         self._asm = InputAssembler((screen.width, screen.height))

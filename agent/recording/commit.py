@@ -22,27 +22,22 @@ from embodia.agent.recording.dataset import (
 )
 from embodia.agent.recording.feature_stats import (
     QUANTILES,
-    _c11,
-    _ImageStats,
-    _pool_image_stats,
-    _timing_summary,
+    c11,
+    ImageStats,
+    pool_image_stats,
+    timing_summary,
     vector_stats,
 )
-from embodia.agent.recording.files import (
-    _dumps,
-    _fsync_dir,
-    _jsonable,
-    _normalized,
-    _write_json,
-    _write_parquet,
-)
+from embodia.agent.recording.files import dumps, jsonable, normalized, write_json, write_parquet
 from embodia.agent.recording.steplog import (
-    _BadLog,
+    BadLog,
     iter_steplog,
 )
-from embodia.agent.recording.video import _VideoEncoder, encode_png
+from embodia.agent.recording.video import VideoEncoder
 from embodia.devices.embodiment import Embodiment
 from embodia.devices.observation import ACTION, STATE, image_key
+from embodia.shared.files import fsync_dir
+from embodia.shared.images import png_bytes
 
 INTERVENTION = "intervention"   # frame column: a person chose this action (take over and hand back)
 CHUNKS_SIZE = 1000
@@ -68,8 +63,8 @@ def _tasks_table(tasks: list[str]):
     return table.replace_schema_metadata({b"pandas": json.dumps(pandas_meta).encode()})
 
 
-def _short(v, n: int = 120) -> str:
-    s = json.dumps(v, default=_jsonable)
+def short(v, n: int = 120) -> str:
+    s = json.dumps(v, default=jsonable)
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
@@ -81,9 +76,9 @@ class _Log:
         self.end: dict | None = None
         self.states, self.actions, self.obs_times, self.timings = [], [], [], []
         self.interventions: list[bool] = []
-        self.encoders: dict[str, _VideoEncoder] = {}
+        self.encoders: dict[str, VideoEncoder] = {}
         self.pngs: dict[str, list[bytes]] = {c.name: [] for c in emb.cameras}
-        self.img_stats = {c.name: _ImageStats(c.height, c.width) for c in emb.cameras}
+        self.img_stats = {c.name: ImageStats(c.height, c.width) for c in emb.cameras}
         self.state_dim = emb.state_dim
 
     @property
@@ -102,7 +97,7 @@ class _Log:
             enc.abort()
 
 
-class _Committing:
+class Committing:
     """Reading a step log back and committing it to the dataset (over a `DatasetWriter`'s
     ``root``, ``_info``, episodes and statistics)."""
 
@@ -150,7 +145,7 @@ class _Committing:
 
         self._episodes, self._tasks, self._info, self._arrays = episodes, tasks, info, new_arrays
         path.unlink(missing_ok=True)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return n
 
     def _read_log(self, path: Path, chunk: int, file: int) -> "_Log | None":
@@ -164,8 +159,8 @@ class _Committing:
                     if rec.get("episode_id") in committed_ids:
                         log.abort()
                         return None
-                    if _normalized(rec.get("embodiment")) != self._emb_dict:
-                        raise _BadLog(f"{path}: recorded with another embodiment "
+                    if normalized(rec.get("embodiment")) != self._emb_dict:
+                        raise BadLog(f"{path}: recorded with another embodiment "
                                       f"({(rec.get('embodiment') or {}).get('name')!r})")
                     log.header = rec
                 elif rec["type"] == "step":
@@ -184,7 +179,7 @@ class _Committing:
     def _read_step(self, log: "_Log", rec: dict, path: Path, chunk: int, file: int) -> None:
         emb = self.embodiment
         if len(rec["state"]) != emb.state_dim or len(rec["action"]) != emb.action_dim:
-            raise _BadLog(f"{path}: frame {rec['frame_index']}: state/action sizes "
+            raise BadLog(f"{path}: frame {rec['frame_index']}: state/action sizes "
                           f"{len(rec['state'])}/{len(rec['action'])} do not match {emb.name!r}")
         log.states.append(rec["state"])
         log.actions.append(rec["action"])
@@ -194,15 +189,15 @@ class _Committing:
         for cam in emb.cameras:
             img = rec["images"].get(cam.name)
             if img is None or img.shape != (cam.height, cam.width, 3):
-                raise _BadLog(f"{path}: frame {rec['frame_index']}: camera {cam.name!r} missing "
+                raise BadLog(f"{path}: frame {rec['frame_index']}: camera {cam.name!r} missing "
                               "or of the wrong size")
             log.img_stats[cam.name].add(img)
             if not self.video:
-                log.pngs[cam.name].append(encode_png(img))
+                log.pngs[cam.name].append(png_bytes(img, level=3))
                 continue
             enc = log.encoders.get(cam.name)
             if enc is None:
-                enc = log.encoders[cam.name] = _VideoEncoder(
+                enc = log.encoders[cam.name] = VideoEncoder(
                     self._video_path(image_key(cam.name), chunk, file), cam.width, cam.height, self._fps_frac,
                     self._encoder, self._pix_fmts[cam.name], self._video_options)
             enc.add(img)
@@ -228,7 +223,7 @@ class _Committing:
         cols["task_index"] = pa.array(np.full(length, task_index, np.int64))
         if INTERVENTION in self._info["features"]:      # datasets begun before the column lack it
             cols[INTERVENTION] = pa.array(np.asarray(log.interventions, bool))
-        _write_parquet(self._data_path(chunk, file), pa.table(cols))
+        write_parquet(self._data_path(chunk, file), pa.table(cols))
 
     def _episode_row(self, log: "_Log", n: int, chunk: int, file: int, task: str, start: int) -> dict:
         """The episode's row of meta/episodes: LeRobot's columns, its statistics, and ours."""
@@ -252,16 +247,16 @@ class _Committing:
                     row[f"stats/{key}/{s}"] = np.asarray(v).tolist()
         for cam in self.embodiment.cameras:
             for s, v in log.img_stats[cam.name].result().items():
-                row[f"stats/{image_key(cam.name)}/{s}"] = v.tolist() if s == "count" else _c11(v)
+                row[f"stats/{image_key(cam.name)}/{s}"] = v.tolist() if s == "count" else c11(v)
         row.update({
             f"{EMBODIA}/episode_id": header.get("episode_id"),
             f"{EMBODIA}/seed": header.get("seed"),
             f"{EMBODIA}/success": None if success is None else bool(success),
             f"{EMBODIA}/interrupted": interrupted,
             f"{EMBODIA}/final_state": None if final_state is None else np.asarray(final_state, np.float32).tolist(),
-            f"{EMBODIA}/info": _dumps(ep_info),
-            f"{EMBODIA}/meta": _dumps(header.get("meta") or {}),
-            f"{EMBODIA}/timing": _dumps(_timing_summary(log.timings, [t for t in log.obs_times if t is not None])),
+            f"{EMBODIA}/info": dumps(ep_info),
+            f"{EMBODIA}/meta": dumps(header.get("meta") or {}),
+            f"{EMBODIA}/timing": dumps(timing_summary(log.timings, [t for t in log.obs_times if t is not None])),
             f"{EMBODIA}/start_time": header.get("start_time"),
         })
         return row
@@ -296,8 +291,8 @@ class _Committing:
                         arrays: dict[str, list[np.ndarray]] | None = None) -> None:
         """tasks -> episodes -> stats -> info.json (the commit point), each atomic."""
         import pyarrow as pa
-        _write_parquet(self.root / TASKS_PATH, _tasks_table(tasks))
-        _write_parquet(self.root / EPISODES_PATH.format(chunk_index=0, file_index=0),
+        write_parquet(self.root / TASKS_PATH, _tasks_table(tasks))
+        write_parquet(self.root / EPISODES_PATH.format(chunk_index=0, file_index=0),
                        pa.Table.from_pylist(episodes, schema=self._episodes_schema()))
         for extra in sorted((self.root / EPISODES_DIR).glob("chunk-*/file-*.parquet")):
             if extra != self.root / EPISODES_PATH.format(chunk_index=0, file_index=0):
@@ -311,11 +306,11 @@ class _Committing:
                     stats[key] = {s: np.asarray(v).tolist()
                                   for s, v in vector_stats(np.concatenate(arrays[key])).items()}
             for cam in self.embodiment.cameras:
-                pooled = _pool_image_stats(episodes, image_key(cam.name))
+                pooled = pool_image_stats(episodes, image_key(cam.name))
                 if pooled:
                     stats[image_key(cam.name)] = pooled
-            _write_json(self.root / STATS_PATH, stats)
+            write_json(self.root / STATS_PATH, stats)
         else:
             (self.root / STATS_PATH).unlink(missing_ok=True)
-        _write_json(self.root / INFO_PATH, info)
+        write_json(self.root / INFO_PATH, info)
 

@@ -413,15 +413,15 @@ class LocalDataset:
             return frames_from_log(row, key)
         length = int(row["length"])
         if self.features[key]["dtype"] == "image":
-            import cv2
+            from embodia.shared.images import image_from_bytes
             path, sub = self._episode_rows(i)
             out = []
             for j, cell in enumerate(sub.column(key).to_pylist()):
                 buf = cell.get("bytes") if isinstance(cell, dict) else None
-                img = None if buf is None else cv2.imdecode(np.frombuffer(buf, np.uint8), cv2.IMREAD_COLOR)
-                if img is None:
-                    raise DatasetError(f"{path}: episode {i} frame {j} of {key}: undecodable image")
-                out.append(cv2.cvtColor(img, cv2.COLOR_BGR2RGB))
+                try:
+                    out.append(image_from_bytes(buf if isinstance(buf, bytes) else b""))
+                except ValueError:
+                    raise DatasetError(f"{path}: episode {i} frame {j} of {key}: undecodable image") from None
             if not out:
                 return np.zeros((0, *self.features[key]["shape"]), np.uint8)
             return self._sized(path, key, np.stack(out))

@@ -23,7 +23,7 @@ def vector_stats(x: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
-class _ImageStats:
+class ImageStats:
     """Per-channel min/max/mean/std in 0..1 over frames strided down to ~IMAGE_STATS_MAX_SIDE.
 
     Keeps a 256-bin histogram per channel, so the result is exact for the sampled pixels."""
@@ -53,12 +53,12 @@ class _ImageStats:
                 "count": np.array([self.frames], np.int64)}
 
 
-def _c11(v) -> list:
+def c11(v) -> list:
     """Per-channel values as LeRobot stores image stats: shape [3][1][1]."""
     return [[[float(x)]] for x in np.asarray(v).ravel()]
 
 
-def _pool_image_stats(rows: list[dict], key: str) -> dict | None:
+def pool_image_stats(rows: list[dict], key: str) -> dict | None:
     """Exact pooled per-channel stats from per-episode rows (same pixels per frame in every episode)."""
     parts = []
     for r in rows:
@@ -74,11 +74,11 @@ def _pool_image_stats(rows: list[dict], key: str) -> dict | None:
     sq = np.stack([p[4] ** 2 + p[3] ** 2 for p in parts])
     mean = (n[:, None] * means).sum(0) / total
     std = np.sqrt(np.maximum((n[:, None] * sq).sum(0) / total - mean ** 2, 0.0))
-    return {"min": _c11(np.min([p[1] for p in parts], 0)), "max": _c11(np.max([p[2] for p in parts], 0)),
-            "mean": _c11(mean), "std": _c11(std), "count": [int(total)]}
+    return {"min": c11(np.min([p[1] for p in parts], 0)), "max": c11(np.max([p[2] for p in parts], 0)),
+            "mean": c11(mean), "std": c11(std), "count": [int(total)]}
 
 
-def _timing_summary(timings: list[dict], obs_times: list[float]) -> dict:
+def timing_summary(timings: list[dict], obs_times: list[float]) -> dict:
     keys = []
     for t in timings:
         keys.extend(k for k, v in t.items() if isinstance(v, (int, float)) and k not in keys)

@@ -1,21 +1,21 @@
-"""JSON without pickle, atomic files (written to a temp file in the same folder, fsynced, then
-os.replace'd), and paths named by files that must stay inside a folder."""
+"""JSON without pickle, the recording's JSON and parquet files (written atomically by
+`embodia.shared.files`), and paths named by files that must stay inside a folder."""
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from embodia.memory.persist import fsync_dir as _fsync_dir  # one implementation for every folder
+from embodia.shared.files import write_atomic_path
 
 
 # -- JSON and atomic files ---------------------------------------------------------------------------
-def _jsonable(o):
+def jsonable(o):
+    """``json.dumps``'s ``default`` for what a recording holds: arrays, numpy scalars, sets, paths,
+    objects with ``to_dict``, dataclasses; anything else as its repr."""
     if isinstance(o, np.ndarray):
         return o.tolist()
     if isinstance(o, np.generic):
@@ -31,49 +31,26 @@ def _jsonable(o):
     return repr(o)
 
 
-def _dumps(obj, **kw) -> str:
-    return json.dumps(obj, default=_jsonable, separators=(",", ":"), **kw)
+def dumps(obj, **kw) -> str:
+    """Compact JSON of a recording's record (`jsonable` for what JSON lacks)."""
+    return json.dumps(obj, default=jsonable, separators=(",", ":"), **kw)
 
 
-def _normalized(d) -> Any:
+def normalized(d) -> Any:
     """The JSON round trip of d (tuples -> lists, numpy -> Python), for comparisons."""
-    return json.loads(_dumps(d))
+    return json.loads(dumps(d))
 
 
-def _fsync_file(p: Path) -> None:
-    fd = os.open(p, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def write_json(path: Path, obj) -> None:
+    """``obj`` as indented JSON at ``path``, atomically and durably."""
+    text = json.dumps(obj, indent=2, default=jsonable) + "\n"
+    write_atomic_path(path, lambda p: p.write_text(text, encoding="utf-8"))
 
 
-def _tmp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-
-
-def _atomic_write(path: Path, write) -> None:
-    """write(tmp_path) then fsync and os.replace onto path: readers see the old or the new file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_path(path)
-    try:
-        write(tmp)
-        _fsync_file(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _write_json(path: Path, obj) -> None:
-    _atomic_write(path, lambda p: p.write_text(json.dumps(obj, indent=2, default=_jsonable) + "\n",
-                                               encoding="utf-8"))
-
-
-def _write_parquet(path: Path, table) -> None:
+def write_parquet(path: Path, table) -> None:
+    """A pyarrow table as a parquet file at ``path``, atomically and durably."""
     import pyarrow.parquet as pq
-    _atomic_write(path, lambda p: pq.write_table(table, p))
+    write_atomic_path(path, lambda p: pq.write_table(table, p))
 
 
 # -- paths named by a file or a request ----------------------------------------------------------------

@@ -26,14 +26,16 @@ from pathlib import Path
 
 import numpy as np
 
-from embodia.agent.recording.files import _jsonable, _tmp_path, _write_json, resolved_inside
+from embodia.agent.recording.files import jsonable, resolved_inside, write_json
 from embodia.agent.recording.steplog import RecordingError
 from embodia.devices import GuiAction
 from embodia.devices.gui import SCREEN
+from embodia.shared.files import write_atomic
+from embodia.shared.images import image_bytes, image_from_bytes
 
 GUI_FORMAT = "embodia-gui-episodes"
 GUI_VERSION = 1
-IMAGE_FORMATS = {"png": ("PNG", {"compress_level": 1}), "jpeg": ("JPEG", {"quality": 90})}
+IMAGE_FORMATS = ("png", "jpeg")
 
 
 def _screen_dict(screen) -> dict | None:
@@ -54,15 +56,8 @@ def is_gui_recording(path) -> bool:
 def _encode(img: np.ndarray, path: Path, fmt: str) -> None:
     """Write the image under a temporary name, then rename it into place (no fsync per frame: a
     killed process never leaves a torn screenshot; the OS crashing is not what a step log guards)."""
-    from PIL import Image
-    name, kw = IMAGE_FORMATS[fmt]
-    tmp = _tmp_path(path)
-    try:
-        Image.fromarray(np.ascontiguousarray(img, dtype=np.uint8)).save(tmp, name, **kw)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    data = image_bytes(img, fmt, level=1)
+    write_atomic(path, lambda f: f.write(data), sync=False)
 
 
 class GuiEpisode:
@@ -82,7 +77,7 @@ class GuiEpisode:
         return self._n
 
     def _line(self, rec: dict, sync: bool = False) -> None:
-        self._f.write(json.dumps(rec, default=_jsonable, ensure_ascii=False, allow_nan=False) + "\n")
+        self._f.write(json.dumps(rec, default=jsonable, ensure_ascii=False, allow_nan=False) + "\n")
         self._f.flush()
         if sync:
             os.fsync(self._f.fileno())
@@ -153,7 +148,7 @@ class GuiRecorder:
             raise RecordingError(f"{self.root} exists and is not a GUI recording; choose another directory")
         else:
             self.root.mkdir(parents=True, exist_ok=True)
-            _write_json(info, {"format": GUI_FORMAT, "version": GUI_VERSION,
+            write_json(info, {"format": GUI_FORMAT, "version": GUI_VERSION,
                                "embodiment": embodiment.to_dict(), "created": time.time()})
         (self.root / "episodes").mkdir(exist_ok=True)
 
@@ -234,9 +229,7 @@ def load_screen(episode_path, image: dict | None) -> np.ndarray | None:
     p = screen_file(episode_path, image)
     if p is None:
         return None
-    from PIL import Image
-    with Image.open(p) as im:
-        return np.asarray(im.convert("RGB"))
+    return image_from_bytes(p.read_bytes())
 
 
 def load_actions(path) -> list[GuiAction]:

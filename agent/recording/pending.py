@@ -45,9 +45,9 @@ def _writer_alive(steplogs: Path) -> bool:
 def complete_logs(root: Path, committed_ids: set, embodiment=None) -> list[dict]:
     """Rows (like `LocalDataset.episodes` rows) of the uncommitted step logs under ``root`` that
     were recorded with ``embodiment`` (any, if None)."""
-    from embodia.agent.recording.files import _normalized
+    from embodia.agent.recording.files import normalized
     from embodia.agent.recording.steplog import RecordingError, read_steplog
-    emb_dict = _normalized(embodiment.to_dict()) if embodiment is not None else None
+    emb_dict = normalized(embodiment.to_dict()) if embodiment is not None else None
     from embodia.agent.recording.dataset_checks import inside
     steplogs = Path(root) / ".steplogs"
     if not steplogs.is_dir():
@@ -65,7 +65,7 @@ def complete_logs(root: Path, committed_ids: set, embodiment=None) -> list[dict]
             continue
         if end is None and alive:
             continue
-        if emb_dict and _normalized(header.get("embodiment")) != emb_dict:
+        if emb_dict and normalized(header.get("embodiment")) != emb_dict:
             continue
         found.append((float(header.get("start_time") or 0.0), p.name, p, header, steps, end))
     rows = []

@@ -20,10 +20,9 @@ from typing import Iterator
 
 import numpy as np
 
-from embodia.agent.recording.files import (
-    _dumps,
-    _fsync_dir,
-)
+from embodia.agent.recording.files import dumps
+from embodia.shared.files import fsync_dir
+from embodia.shared.images import image_from_bytes, png_bytes
 
 STEPLOG_FORMAT = "embodia-steplog"
 
@@ -37,7 +36,7 @@ class RecordingError(ValueError):
     A ValueError, so callers that report bad inputs (the CLI) catch it with the others."""
 
 
-class _BadLog(RecordingError):
+class BadLog(RecordingError):
     """A step log that cannot become an episode (corrupt, other embodiment)."""
 
 
@@ -47,11 +46,7 @@ def _image_bytes(img: np.ndarray, encoding: str) -> tuple[tuple[int, ...], bytes
     if encoding == "raw":
         return img.shape, img.data
     if encoding == "png":
-        import cv2
-        ok, buf = cv2.imencode(".png", cv2.cvtColor(img, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_PNG_COMPRESSION, 1])
-        if not ok:
-            raise RecordingError(f"PNG encoding failed for an image of shape {img.shape}")
-        return img.shape, buf.data
+        return img.shape, png_bytes(img, level=1)
     raise ValueError(f"unknown step-log image encoding {encoding!r}; use 'raw' or 'png'")
 
 
@@ -61,7 +56,7 @@ def encode_image(img: np.ndarray, encoding: str = "raw") -> dict:
     return {"enc": encoding, "shape": list(shape), "b64": base64.b64encode(data).decode("ascii")}
 
 
-def _image_json(img: np.ndarray, encoding: str) -> bytes:
+def image_json(img: np.ndarray, encoding: str) -> bytes:
     """`encode_image` serialized straight to JSON bytes (json.dumps would rescan the long base64 string)."""
     shape, data = _image_bytes(img, encoding)
     head = '{"enc":"%s","shape":[%s],"b64":"' % (encoding, ",".join(str(int(x)) for x in shape))
@@ -74,11 +69,7 @@ def decode_image(d: dict) -> np.ndarray:
     if d["enc"] == "raw":
         return np.frombuffer(data, np.uint8).reshape(d["shape"])
     if d["enc"] == "png":
-        import cv2
-        img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
-        if img is None:
-            raise ValueError("undecodable PNG")
-        return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+        return image_from_bytes(data)
     raise ValueError(f"unknown image encoding {d['enc']!r}")
 
 
@@ -91,10 +82,10 @@ class StepLogWriter:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         self._size = 0
         self.append(header, sync=True)
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
 
     def append(self, record: dict, *, sync: bool = False) -> None:
-        self.append_line((_dumps(record) + "\n").encode("ascii"), sync=sync)
+        self.append_line((dumps(record) + "\n").encode("ascii"), sync=sync)
 
     def append_line(self, data: bytes, *, sync: bool = False) -> None:
         """Append one complete JSON line (must end with a newline)."""
@@ -142,17 +133,17 @@ def iter_steplog(path, *, decode_images: bool = True) -> Iterator[dict]:
             try:
                 rec = json.loads(line)
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise _BadLog(f"{path}: line {lineno} is corrupt ({e})") from None
+                raise BadLog(f"{path}: line {lineno} is corrupt ({e})") from None
             kind = rec.get("type") if isinstance(rec, dict) else None
             if lineno == 1:
                 if kind != "header" or rec.get("format") != STEPLOG_FORMAT:
-                    raise _BadLog(f"{path}: line 1 is not an {STEPLOG_FORMAT} header")
+                    raise BadLog(f"{path}: line 1 is not an {STEPLOG_FORMAT} header")
                 if rec.get("version", 0) > STEPLOG_VERSION:
-                    raise _BadLog(f"{path}: step log version {rec.get('version')} is newer than "
+                    raise BadLog(f"{path}: step log version {rec.get('version')} is newer than "
                                   f"this reader ({STEPLOG_VERSION})")
             elif kind == "step":
                 if rec.get("frame_index") != expect:
-                    raise _BadLog(f"{path}: line {lineno}: frame_index {rec.get('frame_index')}, "
+                    raise BadLog(f"{path}: line {lineno}: frame_index {rec.get('frame_index')}, "
                                   f"expected {expect}")
                 expect += 1
                 try:
@@ -161,12 +152,12 @@ def iter_steplog(path, *, decode_images: bool = True) -> Iterator[dict]:
                     if decode_images:
                         rec["images"] = {k: decode_image(v) for k, v in rec.get("images", {}).items()}
                 except (KeyError, TypeError, ValueError) as e:
-                    raise _BadLog(f"{path}: line {lineno}: bad step ({type(e).__name__}: {e})") from None
+                    raise BadLog(f"{path}: line {lineno}: bad step ({type(e).__name__}: {e})") from None
             elif kind == "end":
                 if rec.get("final_state") is not None:
                     rec["final_state"] = np.asarray(rec["final_state"], np.float32)
             else:
-                raise _BadLog(f"{path}: line {lineno}: unknown record type {kind!r}")
+                raise BadLog(f"{path}: line {lineno}: unknown record type {kind!r}")
             yield rec
             if kind == "end":
                 return

@@ -1,19 +1,13 @@
-"""Video files of a LeRobot v3 dataset: the codecs we write (PyAV), one encoder per episode and camera, and PNG frames where a dataset keeps images instead of video."""
+"""Video files of a LeRobot v3 dataset: the codecs we write (PyAV), one encoder per episode and camera
+(PNG frames, where a dataset keeps images instead of video, are `embodia.shared.images.png_bytes`)."""
 from __future__ import annotations
 
-import os
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
-from embodia.agent.recording.files import (
-    _fsync_file,
-    _tmp_path,
-)
-from embodia.agent.recording.steplog import (
-    RecordingError,
-)
+from embodia.shared.files import commit_file, temp_path
 
 # codec name -> (PyAV encoder, codec name in info.json, default options)
 CODECS = {
@@ -25,7 +19,7 @@ CODECS["libx264"], CODECS["libsvtav1"] = CODECS["h264"], CODECS["av1"]
 
 
 # -- video ---------------------------------------------------------------------------------------------
-class _VideoEncoder:
+class VideoEncoder:
     """Streams RGB frames into an mp4 (temp name until `finish`), pts = frame_index / fps."""
 
     def __init__(self, path: Path, width: int, height: int, fps: Fraction, encoder: str, pix_fmt: str,
@@ -33,7 +27,7 @@ class _VideoEncoder:
         import av
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = _tmp_path(path)
+        self.tmp = temp_path(path)
         self.container = av.open(str(self.tmp), "w", format="mp4")
         try:
             self.stream = self.container.add_stream(encoder, rate=fps)
@@ -57,8 +51,7 @@ class _VideoEncoder:
         for packet in self.stream.encode():
             self.container.mux(packet)
         self.container.close()
-        _fsync_file(self.tmp)
-        os.replace(self.tmp, self.path)
+        commit_file(self.tmp, self.path)
 
     def abort(self) -> None:
         try:
@@ -68,14 +61,6 @@ class _VideoEncoder:
         self.tmp.unlink(missing_ok=True)
 
 
-def _fps_value(fps: float):
+def fps_value(fps: float):
     return int(fps) if float(fps).is_integer() else float(fps)
 
-
-def encode_png(img: np.ndarray) -> bytes:
-    import cv2
-    ok, buf = cv2.imencode(".png", cv2.cvtColor(np.ascontiguousarray(img), cv2.COLOR_RGB2BGR),
-                           [cv2.IMWRITE_PNG_COMPRESSION, 3])
-    if not ok:
-        raise RecordingError(f"PNG encoding failed for an image of shape {img.shape}")
-    return buf.tobytes()

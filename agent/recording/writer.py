@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embodia.agent.recording.commit import CHUNKS_SIZE, INTERVENTION, _Committing, _short
+from embodia.agent.recording.commit import CHUNKS_SIZE, INTERVENTION, Committing, short
 from embodia.agent.recording.dataset import (
     CODEBASE_VERSION,
     DATA_PATH,
@@ -55,28 +55,23 @@ from embodia.agent.recording.dataset import (
     STEPLOG_DIR,
     TASKS_PATH,
     VIDEO_PATH,
-    DatasetError,
-    load_json,
     read_table,
 )
+from embodia.agent.recording.dataset_checks import DatasetError, load_json
 from embodia.agent.recording.dataset_checks import check_info, check_rows
 from embodia.agent.recording.feature_stats import (
     IMAGE_STATS_MAX_SIDE,
 )
-from embodia.agent.recording.files import (
-    _dumps,
-    _normalized,
-    _write_json,
-)
+from embodia.agent.recording.files import dumps, normalized, write_json
 from embodia.agent.recording.steplog import (
     STEPLOG_FORMAT,
     STEPLOG_VERSION,
     RecordingError,
     StepLogWriter,
-    _BadLog,
-    _image_json,
+    BadLog,
+    image_json,
 )
-from embodia.agent.recording.video import CODECS, _fps_value
+from embodia.agent.recording.video import CODECS, fps_value
 from embodia.devices.embodiment import Embodiment
 from embodia.devices.observation import ACTION, STATE, image_key
 
@@ -135,11 +130,11 @@ class Episode:
             rec["timing"] = timing
         if intervention:
             rec["intervention"] = True
-        line = _dumps(rec).encode("ascii")
+        line = dumps(rec).encode("ascii")
         if emb.cameras:
             parts = [line[:-1], b',"images":{']
             for k, c in enumerate(emb.cameras):
-                parts += [b"," if k else b"", self._cam_keys[k], _image_json(obs.images[c.name], self._enc)]
+                parts += [b"," if k else b"", self._cam_keys[k], image_json(obs.images[c.name], self._enc)]
             parts.append(b"}}\n")
             line = b"".join(parts)
         else:
@@ -161,7 +156,7 @@ class Episode:
 
 
 # -- the writer ----------------------------------------------------------------------------------------
-class DatasetWriter(_Committing):
+class DatasetWriter(Committing):
     """Creates or resumes a LeRobotDataset v3.0 directory and turns step logs into its episodes.
 
     fps, video, codec default to the existing dataset's (resume) or embodiment.hz, True, "h264" (new).
@@ -185,7 +180,7 @@ class DatasetWriter(_Committing):
         self.embodiment = embodiment
         self.steplog_images = steplog_images
         self.fsync_steps = fsync_steps
-        self._emb_dict = _normalized(embodiment.to_dict())
+        self._emb_dict = normalized(embodiment.to_dict())
         self._commit_lock = threading.RLock()
         self._open: dict[str, Episode] = {}
         self._closed = False
@@ -267,7 +262,7 @@ class DatasetWriter(_Committing):
             if video:
                 f["info"] = {"video.height": cam.height, "video.width": cam.width, "video.codec": codec_name,
                              "video.pix_fmt": pix_fmts[cam.name], "video.is_depth_map": False,
-                             "video.fps": _fps_value(fps), "video.channels": 3, "has_audio": False}
+                             "video.fps": fps_value(fps), "video.channels": 3, "has_audio": False}
             feats[image_key(cam.name)] = f
         for key, dtype in (("timestamp", "float32"), ("frame_index", "int64"), ("episode_index", "int64"),
                            ("index", "int64"), ("task_index", "int64")):
@@ -292,7 +287,7 @@ class DatasetWriter(_Committing):
             "robot_type": robot_type or self.embodiment.name,
             "total_episodes": 0, "total_frames": 0, "total_tasks": 0,
             "chunks_size": CHUNKS_SIZE, "data_files_size_in_mb": 100, "video_files_size_in_mb": 200,
-            "fps": _fps_value(fps), "splits": {"train": "0:0"},
+            "fps": fps_value(fps), "splits": {"train": "0:0"},
             "data_path": DATA_PATH,
             "video_path": VIDEO_PATH if (video and self.embodiment.cameras) else None,
             "features": self._features(fps, video, name, pix_fmts),
@@ -303,7 +298,7 @@ class DatasetWriter(_Committing):
                                f"per channel in 0..1 on frames strided to <= {IMAGE_STATS_MAX_SIDE} px"},
         }
         (self.root / "meta").mkdir(parents=True, exist_ok=True)
-        _write_json(self.root / INFO_PATH, info)
+        write_json(self.root / INFO_PATH, info)
         self._set_config(info, fps, video, codec, encoder, options, pix_fmts)
 
     def _open_existing(self, fps, robot_type, video, codec, video_options) -> None:
@@ -320,7 +315,7 @@ class DatasetWriter(_Committing):
         stored = section["embodiment"]
         if stored != self._emb_dict:
             diffs = [k for k in sorted(set(stored) | set(self._emb_dict)) if stored.get(k) != self._emb_dict.get(k)]
-            detail = "; ".join(f"{k}: dataset {_short(stored.get(k))} vs given {_short(self._emb_dict.get(k))}"
+            detail = "; ".join(f"{k}: dataset {short(stored.get(k))} vs given {short(self._emb_dict.get(k))}"
                                for k in diffs)
             raise EmbodimentMismatch(f"{self.root} was recorded with another embodiment "
                                      f"({stored.get('name')!r}); differs in {detail}")
@@ -439,7 +434,7 @@ class DatasetWriter(_Committing):
         episode_id = uuid.uuid4().hex
         header = {"type": "header", "format": STEPLOG_FORMAT, "version": STEPLOG_VERSION,
                   "episode_id": episode_id, "embodiment": self._emb_dict, "task": str(task or ""),
-                  "seed": seed, "meta": _normalized(meta or {}), "start_time": time.time(),
+                  "seed": seed, "meta": normalized(meta or {}), "start_time": time.time(),
                   "fps": self.fps, "image_encoding": self.steplog_images}
         path = self.steplog_dir / f"episode_{episode_id}.jsonl"
         ep = Episode(self, episode_id, path, header)
@@ -464,7 +459,7 @@ class DatasetWriter(_Committing):
         self._own(ep)
         end = {"type": "end", "success": bool(success),
                "final_state": None if final_state is None else np.asarray(final_state, np.float32).tolist(),
-               "info": _normalized(info or {}), "end_time": time.time()}
+               "info": normalized(info or {}), "end_time": time.time()}
         try:
             ep._finish(end)
         finally:
@@ -505,7 +500,7 @@ class DatasetWriter(_Committing):
             for _, _, p in sorted(logs):
                 try:
                     idx = self._commit_log(p)
-                except _BadLog as e:
+                except BadLog as e:
                     bad = p.with_name(p.name + ".unrecoverable")
                     os.replace(p, bad)
                     warnings.warn(f"step log not recovered, kept as {bad}: {e}", RuntimeWarning, stacklevel=2)

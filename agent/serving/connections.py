@@ -39,7 +39,8 @@ def server_labeler(spec: str, embodiment: Embodiment, *, base_url: str | None = 
     Traceback (most recent call last):
     embodia.agent.loop.success.SuccessSourceError: serve --success ask: a server has nobody at its terminal to answer for each client; use check:<predicate> or judge:<model>
     """
-    from embodia.agent.loop.success import SuccessSourceError, atoms, check_source, make_labeler, parse_predicate
+    from embodia.agent.loop.predicate import atoms, parse_predicate
+    from embodia.agent.loop.success import SuccessSourceError, check_source, make_labeler
     check_source(spec)
     if spec == "ask":
         raise SuccessSourceError("serve --success ask: a server has nobody at its terminal to answer for each "

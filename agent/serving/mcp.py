@@ -37,7 +37,7 @@ from embodia.agent.serving.access import BearerAuth, is_loopback, is_wildcard, r
 
 from embodia.agent.serving.allowed import Allowed
 from embodia.agent.serving.mcp_session import Hub, McpLimits
-from embodia.agent.serving.mcp_tools import TOOLS, Setup, _confirm_model, _one_line_errors
+from embodia.agent.serving.mcp_tools import TOOLS, Setup, confirmation_model, one_line_errors
 
 INSTRUCTIONS = (
     "Drive embodia devices: open_device (e.g. gui-sim:settings, desktop:, android:<serial>, "
@@ -53,13 +53,13 @@ def build_server(*, allow=(), record_root: Optional[str] = "runs/mcp", memory: O
     SafetyGate(allow)                      # an unknown class fails now, not at the first risky action
     if memory:                             # the operator's own memory is always allowed
         allowed = dataclasses.replace(allowed, memory_roots=(*allowed.memory_roots, memory))
-    setup = Setup(Hub(record_root, stateful, limits), allow, allowed, limits, memory, _confirm_model())
+    setup = Setup(Hub(record_root, stateful, limits), allow, allowed, limits, memory, confirmation_model())
     server = MCPServer("embodia", instructions=INSTRUCTIONS,
                        lifespan=_lifespan(setup.hub, stateful, limits.idle_close_s))
     server.hub = setup.hub
     for make in TOOLS:
         # every failure of a tool is a one-line tool error with its message
-        server.tool()(_one_line_errors(make(setup)))
+        server.tool()(one_line_errors(make(setup)))
     return server
 
 

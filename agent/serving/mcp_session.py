@@ -22,7 +22,7 @@ from embodia.agent.loop.core import EpisodeRun, episode_limit
 from embodia.agent.loop.episode import pass_gate
 from embodia.agent.loop.safety import SafetyGate
 from embodia.devices import ActionError, GuiAction, check_chunk
-from embodia.memory.png import png_base64
+from embodia.shared.images import png_base64
 from embodia.policies.base import Policy, as_policy
 
 MAX_CHUNK_ROWS = 1024
@@ -144,7 +144,8 @@ def parse_action(action: Union[str, dict, list], device) -> "GuiAction | np.ndar
     """
     emb = device.embodiment
     if emb.is_gui:
-        from embodia.policies.gui.reply import ReplyParseError, parse_reply
+        from embodia.policies.gui.reply import parse_reply
+        from embodia.policies.gui.reply_common import ReplyParseError
         if isinstance(action, dict):
             # the object form is read as the reply parser reads GuiAction.to_dict() in a reply, so it
             # meets the same limits (length, NUL characters, key counts): one set of rules for both

@@ -39,7 +39,7 @@ def _can_elicit(ctx) -> bool:
     return bool(caps is not None and getattr(caps, "elicitation", None) is not None)
 
 
-def _confirm_model():
+def confirmation_model():
     from pydantic import BaseModel, Field
 
     class Confirm(BaseModel):
@@ -314,7 +314,7 @@ TOOLS = (_tool_list_devices, _tool_open_device, _tool_observe, _tool_act, _tool_
          _tool_close_device)
 
 
-def _one_line_errors(fn):
+def one_line_errors(fn):
     """``fn`` with every exception turned into a ToolError that carries its message: the client
     learns what went wrong, and the log gets the SDK's one line instead of a traceback (a bare
     FileExistsError reached the client as an empty error and the log as 100 lines)."""

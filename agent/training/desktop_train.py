@@ -129,7 +129,7 @@ def iter_bench_demos(tasks, episodes: int, *, seed: int = 10_000, out: Path | No
     from embodia.agent.loop.safety import SafetyGate
     from embodia.agent.recording.gui_log import GuiRecorder
     from embodia.agent.training.gui_data import HISTORY, GuiStep
-    from embodia.policies.gui.head import describe
+    from embodia.policies.gui.head_encoding import describe
     from embodia.sim.desktop_bench import GATE_ALLOW, open_desktop_bench
     for task in tasks:
         t0, kept, ok = time.perf_counter(), 0, 0
@@ -163,7 +163,8 @@ def train_desktop_head(out: Path, *, tasks=HEAD_TASKS, bench_episodes: int = 10,
     written into ``out``/gui_head.json."""
     from embodia.agent.training.gui_data import iter_gui_demos
     from embodia.agent.training.gui_train import GuiTrainConfig, build_samples, fit
-    from embodia.policies.gui.head import SequenceBuilder, save_gui_head
+    from embodia.policies.gui.head import save_gui_head
+    from embodia.policies.gui.head_encoding import SequenceBuilder
     out = Path(out)
     if out.resolve() == BUNDLE.resolve():
         raise ValueError(f"{out} is the bundled checkpoint: train the desktop variant into a folder of its own")

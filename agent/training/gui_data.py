@@ -26,7 +26,7 @@ import numpy as np
 
 from embodia.devices import GuiAction, Screen
 from embodia.policies.base import Policy
-from embodia.policies.gui.head import describe
+from embodia.policies.gui.head_encoding import describe
 
 SHIFT_MIX = (("", 0.25), ("layout", 0.3), ("theme", 0.1), ("font", 0.1), ("layout,theme,font", 0.25))
 HISTORY = 12                 # past actions a step remembers
@@ -50,7 +50,7 @@ class GuiStep:
 def teacher_action(world, task, visited: set) -> GuiAction:
     """The expert's next action, except on the Settings page of a setting task whose setting sits in
     a category: open the first category (screen order) not yet looked in (`visited`)."""
-    from embodia.sim.gui.apps import slug
+    from embodia.sim.gui.look import slug
     from embodia.sim.gui.tasks import click, expert_action
     a = expert_action(world, task)
     if task.id in ("turn-on", "open-turn-off") and world.page == ("settings",) and "setting" in task.slots:

@@ -55,7 +55,8 @@ def build_samples(steps, builder, backbone, *, batch: int = 32, log=print) -> li
     """Encode and label recorded steps (any iterable: a generator keeps only ``batch`` screens in
     memory), run the frozen backbone over them in batches; one dict of cached features + labels per
     usable step."""
-    from embodia.policies.gui.head import backbone_features, label
+    from embodia.policies.gui.head_encoding import backbone_features
+    from embodia.policies.gui.head_labels import label
 
     out, pending, seen = [], [], 0
     t0 = time.perf_counter()
@@ -87,7 +88,7 @@ def fit(head, samples: list[dict], cfg: GuiTrainConfig, *, log=print, progress: 
     """Train `head` on cached samples; returns it holding the EMA weights. ``on_save(step, head)``
     runs every ``save_every`` steps with the EMA weights swapped in (e.g. to save or score them)."""
     from embodia.agent.training.train import ema_update, warmup_cosine
-    from embodia.policies.gui.head import ACTIONS, collate
+    from embodia.policies.gui.head_encoding import ACTIONS, collate
 
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -143,7 +144,8 @@ def train_gui_head(cfg: GuiTrainConfig, *, log=print, progress: bool = True, on_
     ``on_save(step, head)`` / ``save_every``: see `fit`."""
     from embodia.agent.training.gui_data import iter_gui_demos
     from embodia.policies.backbone import Backbone
-    from embodia.policies.gui.head import GuiHead, GuiHeadConfig, SequenceBuilder, save_gui_head
+    from embodia.policies.gui.head import GuiHead, save_gui_head
+    from embodia.policies.gui.head_encoding import GuiHeadConfig, SequenceBuilder
 
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
@@ -181,7 +183,8 @@ def score_gui_heldout(head, backbone, cfg: GuiTrainConfig, out: Path, step: int,
     line to ``<out>.heldout.jsonl`` (`embodia.agent.training.train.heldout_log`)."""
     import json
 
-    from embodia.agent.evaluation.offline import embodiment_of, score_gui
+    from embodia.agent.evaluation.offline import embodiment_of
+    from embodia.agent.evaluation.offline_gui import score_gui
     from embodia.agent.training.train import heldout_log
     from embodia.policies.gui.head import GuiHeadPolicy
     t0 = time.perf_counter()

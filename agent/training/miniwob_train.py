@@ -65,11 +65,11 @@ TRAIN_SEED = 100_000
 def enter_date_as_written(instruction, tree, memo):
     """enter-date typing the date as the instruction writes it (a span the head can copy)."""
     from embodia.devices import GuiAction
-    from embodia.sim.miniwob_experts import _button, _click, _click_start, _find, _steps
+    from embodia.sim.miniwob_experts import button_named, click_on, click_start, find_element, next_step
     m = re.search(r"Enter (\d\d/\d\d/\d{4})", instruction)
-    field = _find(tree, "date")
-    typed = _steps(memo, "date", [_click_start(field), GuiAction("type", text=m.group(1))]) if m and field else None
-    return typed or _click(_button(tree, "Submit"))
+    field = find_element(tree, "date")
+    typed = next_step(memo, "date", [click_start(field), GuiAction("type", text=m.group(1))]) if m and field else None
+    return typed or click_on(button_named(tree, "Submit"))
 
 
 DEMO_PLANS = {"enter-date": enter_date_as_written}     # demo experts that differ from `EXPERTS`
@@ -124,10 +124,10 @@ def record_demos(tasks, episodes: int, root: Path, *, seed: int = TRAIN_SEED, lo
 def demo_steps(root: Path, tasks, seeds: range):
     """`GuiStep`s of the successful recorded episodes (waits left out, as a policy never sees its
     own waits in its history)."""
-    from embodia.agent.evaluation.offline_gui import _gui_obs, read_gui_episodes
+    from embodia.agent.evaluation.offline_gui import gui_obs, read_gui_episodes
     from embodia.agent.training.gui_data import HISTORY, GuiStep
     from embodia.devices.embodiment import Embodiment
-    from embodia.policies.gui.head import describe
+    from embodia.policies.gui.head_encoding import describe
     for task in tasks:
         for ep in read_gui_episodes(root / task):
             if not ep["success"] or ep["seed"] not in seeds:
@@ -137,7 +137,7 @@ def demo_steps(root: Path, tasks, seeds: range):
             for step, action in zip(ep["steps"], ep["actions"]):
                 if action.type == "wait":
                     continue
-                obs = _gui_obs(step)
+                obs = gui_obs(step)
                 yield GuiStep(ep["task"], history[-HISTORY:], obs.ui_tree or [], obs.images["screen"], obs.screen,
                               action, task, prompt, {"seed": ep["seed"], "task": task})
                 history.append(describe(action, obs.ui_tree))
@@ -158,8 +158,9 @@ def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int 
     """Record (or keep) the demos, fine-tune an extended copy of the bundled GUI head on them, save
     it into ``out``; returns what was done (counts and seconds), also written into gui_head.json."""
     from embodia.agent.training.gui_train import GuiTrainConfig, build_samples, fit
-    from embodia.policies.gui.head import SequenceBuilder, save_gui_head
-    from embodia.sim.miniwob import EXPERTS
+    from embodia.policies.gui.head import save_gui_head
+    from embodia.policies.gui.head_encoding import SequenceBuilder
+    from embodia.sim.miniwob_experts import EXPERTS
     out = Path(out)
     tasks = sorted(EXPERTS) if tasks is None else list(tasks)
     unknown = [t for t in tasks if t not in EXPERTS]

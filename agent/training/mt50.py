@@ -109,6 +109,8 @@ def bundle(checkpoint: Path, dest: Path, exec_horizon: int | None = None) -> Non
     train_state/ stay behind (ten times the size). ``exec_horizon``: the bundle decides after that
     many actions of each chunk (its config's ``exec_horizon``; None: the body's)."""
     import shutil
+
+    from embodia.shared.files import commit_dir
     checkpoint, dest = Path(checkpoint), Path(dest)
     if not (checkpoint / "model.safetensors").is_file():
         raise FileNotFoundError(f"{checkpoint} holds no trained checkpoint (model.safetensors)")
@@ -127,6 +129,5 @@ def bundle(checkpoint: Path, dest: Path, exec_horizon: int | None = None) -> Non
         cfg["exec_horizon"] = int(exec_horizon)
     cfg_path.write_text(json.dumps(cfg, indent=1) + "\n")
     (tmp / "memory.json").write_text(json.dumps(MEMORY_SETTINGS, indent=1) + "\n")
-    shutil.rmtree(dest, ignore_errors=True)
-    tmp.rename(dest)
+    commit_dir(tmp, dest)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -25,9 +24,11 @@ from embodia.action_heads import QuantileNormalizer, flow_loss
 from embodia.agent.recording.dataset import LocalDataset
 from embodia.agent.recording.dataset_checks import DatasetError, json_safe
 from embodia.agent.training.frames import load_frames
-from embodia.policies.backbone import Backbone, tiny_config, train_tokenizer
+from embodia.policies.backbone import Backbone
+from embodia.policies.backbone_tiny import tiny_config, train_tokenizer
 from embodia.policies.placement import to_device
 from embodia.policies.robot.vla import VLAConfig, VLAModel, load_checkpoint, save_checkpoint
+from embodia.shared.files import commit_dir
 
 TRAIN_STATE = "train_state"
 # Default batches: the CPU's are what embodia-tiny and embodia-mt50 were trained with; on CUDA a step
@@ -286,10 +287,7 @@ def _save_train_state(dirpath: Path, model, ema: dict, opt, step: int, rng: np.r
     save_file(opt_tensors, tmp / "optimizer.safetensors")
     (tmp / "state.json").write_text(json.dumps({"step": step, "rng": rng.bit_generator.state,
                                                 "config": asdict(cfg), "norms": norms}, default=int))
-    if dirpath.exists():
-        import shutil
-        shutil.rmtree(dirpath)
-    os.replace(tmp, dirpath)
+    commit_dir(tmp, dirpath)
 
 
 def _load_train_state(dirpath: Path, model, ema: dict, opt, gen: torch.Generator, log=print):

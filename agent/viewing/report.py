@@ -210,7 +210,8 @@ def _reply_text(rec: dict) -> str | None:
 
 # -- LeRobot datasets (robot episodes) ------------------------------------------------------------------
 def _dataset_view(src: Path, out: Path, rows: list | None = None, skipped: list | None = None) -> dict:
-    from embodia.agent.recording.dataset import DatasetError, LocalDataset
+    from embodia.agent.recording.dataset import LocalDataset
+    from embodia.agent.recording.dataset_checks import DatasetError
     try:
         ds = LocalDataset(src)
         episodes = ds.episodes

@@ -54,51 +54,38 @@ from torch import nn
 from torch.nn import functional as F
 
 from embodia.devices import GuiAction, Observation
-from embodia.memory.persist import write_atomic
+from embodia.shared.files import write_atomic
 from embodia.policies.backbone import Backbone, backbone_sha256, read_head_files
 from embodia.policies.base import Policy
-from embodia.policies.gui.head_encoding import (  # noqa: F401 (words, quoted, ...: importable here as before)
+from embodia.policies.gui.head_encoding import (
     ACTIONS,
     ACTIONS_V2,
     CASES,
     CHORDS,
+    Encoded,
+    FORMAT,
     F_DESC,
     F_TEXT,
     F_VALUE,
-    FORMAT,
+    GuiHeadConfig,
+    GuiHeadError,
     HEAD_CONFIG,
     HEAD_WEIGHTS,
-    N_ELEM_FEATS,
-    N_ELEM_FEATS_V2,
-    N_SIMS,
     NEAR,
     NEEDS_ELEMENT,
+    N_ELEM_FEATS,
+    N_SIMS,
     ROLES,
     SEG_INSTR,
     SEG_PAD,
     SEG_TREE,
-    UNIT_FEATS,
-    Encoded,
-    GuiHeadConfig,
-    GuiHeadError,
     SequenceBuilder,
+    UNIT_FEATS,
     backbone_features,
-    chord_name,
     collate,
     describe,
-    element_name,
-    image_size_for,
-    quoted,
-    words,
 )
-from embodia.policies.gui.head_labels import (  # noqa: F401 (label, span_text: importable here as before)
-    cased_span_label,
-    in_case,
-    label,
-    span_label,
-    span_text,
-    to_action,
-)
+from embodia.policies.gui.head_labels import to_action
 from embodia.policies.gui.head_spell import SPELL_COLUMNS
 from embodia.policies.placement import Placement, to_device
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embodia.policies.gui.head_layout import _is_text, beside, container, right_of, words
+from embodia.policies.gui.head_layout import is_text, beside, container, right_of, words
 
 _SPACE = re.compile(r"\s+")
 _NUMBER = re.compile(r"^[-+]?\d+(?:\.\d+)?$")
@@ -88,7 +88,7 @@ def text_blocks(elems: list[dict], copy: list[bool]) -> list[list[int]]:
     """Runs of consecutive text elements (not the instruction's copy) that read as one text."""
     blocks: list[list[int]] = []
     for i, e in enumerate(elems):
-        if not _is_text(e) or copy[i]:
+        if not is_text(e) or copy[i]:
             if blocks and blocks[-1]:
                 blocks.append([])
             continue
@@ -127,7 +127,7 @@ def key_values(elems: list[dict], instruction: str, copy: list[bool]) -> list[in
     whose whole text the instruction names (the longest such)."""
     near_left, right = beside(elems), right_of(elems)
     said = " " + _SPACE.sub(" ", (instruction or "").lower()) + " "
-    named = [i for i, e in enumerate(elems) if _is_text(e) and not copy[i] and right[i] >= 0 and len(_key(e.get("text"))) > 1
+    named = [i for i, e in enumerate(elems) if is_text(e) and not copy[i] and right[i] >= 0 and len(_key(e.get("text"))) > 1
              and re.search(r"(?<![a-z0-9])" + re.escape(_key(e["text"])) + r"(?![a-z0-9])", said)]
     default = right[max(named, key=lambda i: len(_key(elems[i]["text"])))] if named else -1
     out = []
@@ -137,7 +137,7 @@ def key_values(elems: list[dict], instruction: str, copy: list[bool]) -> list[in
             continue
         lab = near_left[i]
         name = _key(elems[lab].get("text")) if lab >= 0 else ""
-        keys = [k for k, t in enumerate(elems) if name and k not in (i, lab) and _is_text(t) and not copy[k]
+        keys = [k for k, t in enumerate(elems) if name and k not in (i, lab) and is_text(t) and not copy[k]
                 and _key(t.get("text")) == name and right[k] not in (-1, i)]
         out.append(right[keys[0]] if keys else default)
     return out
@@ -168,7 +168,7 @@ def at_coordinate(elems: list[dict], instruction: str) -> list[bool]:
     if not pairs:
         return out
     nums = [((e["bounds"][0] + e["bounds"][2]) / 2, (e["bounds"][1] + e["bounds"][3]) / 2, float(e["text"]))
-            for e in elems if _is_text(e) and _NUMBER.match(str(e["text"]).strip())]
+            for e in elems if is_text(e) and _NUMBER.match(str(e["text"]).strip())]
     xs, ys = _axis([(x, y, v) for x, y, v in nums]), _axis([(y, x, v) for x, y, v in nums])
     if xs is None or ys is None:
         return out

@@ -16,14 +16,7 @@ from torch.nn import functional as F
 from embodia.devices import GuiAction
 from embodia.policies.backbone import Backbone
 from embodia.policies.gui.head_context import page_context
-from embodia.policies.gui.head_layout import (  # noqa: F401  (names its users import from here)
-    _is_text,
-    beside,
-    container,
-    element_name,
-    right_of,
-    words,
-)
+from embodia.policies.gui.head_layout import beside, container, element_name, right_of, words
 from embodia.policies.gui.head_spell import spell_columns
 
 HEAD_WEIGHTS = "gui_head.safetensors"

@@ -24,7 +24,7 @@ def element_name(e: dict) -> str:
     return str(e.get("text") or e.get("desc") or e.get("role") or "element")
 
 
-def _is_text(e: dict) -> bool:
+def is_text(e: dict) -> bool:
     return bool(e.get("text")) and not e.get("clickable") and not e.get("editable")
 
 
@@ -38,7 +38,7 @@ def right_of(elems: list[dict]) -> list[int]:
     out = []
     for i, e in enumerate(elems):
         x0, y0, x1, y1 = e["bounds"]
-        row = [(j, t) for j, t in enumerate(elems) if j != i and _is_text(t)
+        row = [(j, t) for j, t in enumerate(elems) if j != i and is_text(t)
                and y0 <= (t["bounds"][1] + t["bounds"][3]) / 2 <= y1 and t["bounds"][0] >= x1 - 2]
         out.append(min(row, key=lambda jt: jt[1]["bounds"][0])[0] if row else -1)
     return out
@@ -74,12 +74,12 @@ def beside(elems: list[dict]) -> list[int]:
     out = []
     for i, e in enumerate(elems):
         x0, y0, x1, y1 = e["bounds"]
-        row = [(j, t) for j, t in enumerate(elems) if j != i and _is_text(t)
+        row = [(j, t) for j, t in enumerate(elems) if j != i and is_text(t)
                and y0 <= (t["bounds"][1] + t["bounds"][3]) / 2 <= y1 and t["bounds"][2] <= x0 + 2]
         if row:
             out.append(max(row, key=lambda jt: jt[1]["bounds"][2])[0])
             continue
-        above = [(j, t) for j, t in enumerate(elems) if j != i and _is_text(t) and y0 - 12 <= t["bounds"][3] <= y0 + 2
+        above = [(j, t) for j, t in enumerate(elems) if j != i and is_text(t) and y0 - 12 <= t["bounds"][3] <= y0 + 2
                  and t["bounds"][0] < x1 and t["bounds"][2] > x0]
         out.append(max(above, key=lambda jt: jt[1]["bounds"][3])[0] if above else -1)
     return out

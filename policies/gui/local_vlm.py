@@ -52,15 +52,15 @@ import torch
 
 from embodia.devices import Embodiment
 from embodia.policies.backbone import (
-    _TOKENIZER_FILES,
-    _WEIGHT_FILES,
-    _load_image_processor,
-    _quiet_progress,
-    _size_bounds,
-    smart_resize,
+    TOKENIZER_FILES,
+    WEIGHT_FILES,
+    load_image_processor,
+    quiet_progress,
     step_loader,
 )
-from embodia.policies.gui.prompt import SAMPLE_TEMPERATURE, VOTE_GRID, ChatGuiPolicy, fit_image, resize_screen
+from embodia.policies.backbone_images import size_bounds, smart_resize
+from embodia.policies.gui.prompt import ChatGuiPolicy, SAMPLE_TEMPERATURE, fit_image, resize_screen
+from embodia.policies.gui.selection import VOTE_GRID
 from embodia.policies.placement import Placement
 
 _JOINER = "\u2060"          # word joiner: breaks a special token's literal match, reads the same
@@ -242,8 +242,8 @@ def _load(src: str, device: torch.device, dtype) -> dict:
             raise ModelLoadError(f"hf:{src}: {str(p)!r} is not a directory (a model folder written by "
                                  f"save_pretrained)")
         missing = [what for what, names in (("config.json", ("config.json",)),
-                                            ("model weights (model.safetensors)", _WEIGHT_FILES),
-                                            ("tokenizer files (tokenizer.json)", _TOKENIZER_FILES))
+                                            ("model weights (model.safetensors)", WEIGHT_FILES),
+                                            ("tokenizer files (tokenizer.json)", TOKENIZER_FILES))
                    if not any((p / n).is_file() for n in names)]
         if missing:
             raise ModelLoadError(f"hf:{src}: {str(p)!r} lacks " + ", ".join(missing))
@@ -285,7 +285,7 @@ def _processor(src: str, config, load):
     from transformers import AutoImageProcessor, AutoProcessor, AutoTokenizer
 
     try:
-        with _quiet_progress():
+        with quiet_progress():
             proc = AutoProcessor.from_pretrained(src)
         if getattr(proc, "image_processor", None) is None or getattr(proc, "tokenizer", None) is None:
             raise TypeError(f"it gave a {type(proc).__name__} without an image processor and a tokenizer")
@@ -295,7 +295,7 @@ def _processor(src: str, config, load):
         reason = f"{type(e).__name__}: {text if len(text) <= 160 else text[:159] + '…'}"
     tokenizer = load("tokenizer", lambda: AutoTokenizer.from_pretrained(src))
     ip = load("image processor (preprocessor_config.json)",
-              lambda: _load_image_processor(src, AutoImageProcessor))
+              lambda: load_image_processor(src, AutoImageProcessor))
     image_id = getattr(config, "image_token_id", None)
     if _qwen_grid(ip) is None or image_id is None:
         raise ModelLoadError(f"hf:{src}: AutoProcessor cannot be built here ({reason}), and the fallback "
@@ -337,7 +337,7 @@ def _qwen_grid(ip) -> tuple[int, int, int] | None:
     """(patch * merge, min_pixels, max_pixels) of a Qwen-VL-style image processor, else None."""
     if ip is None or not all(hasattr(ip, a) for a in ("patch_size", "merge_size", "temporal_patch_size")):
         return None
-    lo, hi = _size_bounds(ip)
+    lo, hi = size_bounds(ip)
     return int(ip.patch_size) * int(ip.merge_size), lo, hi
 
 

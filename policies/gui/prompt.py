@@ -66,7 +66,7 @@ from embodia.devices.coords import SPACES, convert
 from embodia.devices.gui import SCREEN
 from embodia.policies.base import Policy
 from embodia.policies.gui.reply import parse_replies
-from embodia.policies.gui.selection import VOTE_GRID, Candidate, vote, vote_key  # noqa: F401 (importable here)
+from embodia.policies.gui.selection import VOTE_GRID, Candidate, vote
 
 REPLY_LOG_CHARS = 4000      # a reply as kept in step records and in a correction turn
 TREE_MAX_ELEMENTS = 200

@@ -9,9 +9,12 @@ One decision is one chat request carrying the conversation of `embodia.policies.
 with the action schema and coordinates; the instruction, embodiment, history, UI tree and the
 screenshot as a PNG data URL), read and retried as described there: nothing unparsed is ever
 executed, and after ``max_retries`` refused replies the policy raises `PolicyGaveUp`.
-HTTP 408/429/5xx, timeouts and refused connections are retried with exponential backoff (at most
-``http_retries`` times, honouring Retry-After up to a bound); any other HTTP error raises
-`EndpointError` naming the URL and the environment variable the key comes from.
+Every request goes through `embodia.shared.bounded_http`: ``timeout_s`` bounds the whole exchange of
+one request, retries and their waits included (a reply trickled byte by byte ends there), and a reply
+over ``max_reply_bytes`` is refused unread. HTTP 408/429/5xx and refused connections are retried
+with exponential backoff within that time (at most ``http_retries`` times, honouring Retry-After up
+to a bound); any other HTTP error, the deadline and the size cap raise `EndpointError` (one line)
+naming the URL and, for a refused key, the environment variable it comes from.
 
 Test-time scaling (``samples=N``, ``select="vote"|"judge"``, see `embodia.policies.gui.prompt`): the N
 candidates come from one request with the chat-completions ``n`` parameter at
@@ -31,36 +34,23 @@ echoes it is redacted.
 from __future__ import annotations
 
 import email.utils
-import http.client
 import json
 import os
 import time
-import urllib.error
-import urllib.request
 
 import numpy as np
 
 from embodia.devices import Embodiment
-from embodia.memory.png import png_url
-from embodia.policies.gui.prompt import (
-    CORRECTION,
-    QWEN_PATCH,
-    REPLY_LOG_CHARS,
-    SAMPLE_TEMPERATURE,
-    VOTE_GRID,
-    ChatGuiPolicy,
-    PolicyGaveUp,
-    fit_image,
-    resize_screen,
-    system_prompt,
-    tree_text,
-)
+from embodia.policies.gui.prompt import SAMPLE_TEMPERATURE, ChatGuiPolicy, resize_screen
+from embodia.policies.gui.selection import VOTE_GRID
+from embodia.shared.bounded_http import HTTPStatusError, ReplyDeadline, ReplyError, ReplyTooLarge, post
+from embodia.shared.images import png_url
 
-__all__ = ["OpenAIPolicy", "EndpointError", "PolicyGaveUp", "fit_image", "png_data_url", "system_prompt",
-           "tree_text", "CORRECTION", "QWEN_PATCH", "REPLY_LOG_CHARS"]
+__all__ = ["OpenAIPolicy", "EndpointError", "png_data_url", "chat_completions_url", "chat_headers"]
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 RETRY_AFTER_MAX_S = 30.0
+MAX_REPLY_BYTES = 16 << 20     # a chat completion is a few KB; n samples with long thoughts stay far below
 _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 
@@ -106,7 +96,7 @@ class OpenAIPolicy(ChatGuiPolicy):
                  system_prompt: str | None = None, extra_body: dict | None = None, supported=None,
                  http_retries: int = 3, backoff_s: float = 1.0, samples: int = 1, select="vote",
                  sample_temperature: float = SAMPLE_TEMPERATURE, vote_grid: float = VOTE_GRID,
-                 judge_model: str | None = None):
+                 judge_model: str | None = None, max_reply_bytes: int = MAX_REPLY_BYTES):
         if not model:
             raise ValueError("OpenAIPolicy needs a model name (openai:<model>)")
         if not base_url or not base_url.startswith(("http://", "https://")):
@@ -118,7 +108,10 @@ class OpenAIPolicy(ChatGuiPolicy):
         self.url = chat_completions_url(self.base_url)
         self.api_key_env = api_key_env
         self.http_retries, self.backoff_s = http_retries, backoff_s
+        if timeout_s <= 0 or max_reply_bytes <= 0:
+            raise ValueError(f"timeout_s and max_reply_bytes must be > 0, got {timeout_s} and {max_reply_bytes}")
         self.timeout_s, self.temperature, self.max_tokens = timeout_s, temperature, max_tokens
+        self.max_reply_bytes = max_reply_bytes
         self.extra_body = dict(extra_body or {})
         self.judge_model = judge_model or None
         self._n_ignored = False             # the server answered fewer choices than ``n`` asked for
@@ -172,23 +165,34 @@ class OpenAIPolicy(ChatGuiPolicy):
         return self._reply_texts(self._post(json.dumps(body, ensure_ascii=False).encode("utf-8")))
 
     def _post(self, data: bytes) -> bytes:
+        """The reply's body, all of it within ``timeout_s`` (retries and their waits included) and
+        ``max_reply_bytes``, through `embodia.shared.bounded_http`; EndpointError (one line) otherwise."""
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
-        req = urllib.request.Request(self.url, data=data, headers=chat_headers(key), method="POST")
+        end = time.monotonic() + self.timeout_s
         for attempt in range(self.http_retries + 1):
             wait = self.backoff_s * 2 ** attempt
+            left = end - time.monotonic()
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
-                    return r.read()
-            except urllib.error.HTTPError as e:
-                detail = self._redact(_error_message(e), key)
+                if left <= 0:
+                    raise ReplyDeadline(self.url)
+                return post(self.url, data, chat_headers(key), deadline_s=left, max_bytes=self.max_reply_bytes)
+            except HTTPStatusError as e:
+                detail = self._redact(_error_message(e.body), key)
                 if e.code not in _RETRY_STATUS or attempt == self.http_retries:
                     raise EndpointError(self._refusal(e.code, e.reason, detail, key, attempt + 1)) from None
-                wait = _retry_after(e.headers, wait)
-            except (OSError, http.client.HTTPException) as e:     # refused, reset, timed out
-                if attempt == self.http_retries:
-                    reason = getattr(e, "reason", None) or e
-                    raise EndpointError(f"cannot reach {self.url} ({type(e).__name__}: {reason}) after "
-                                        f"{attempt + 1} tries; is the server running?") from None
+                wait, cause = _retry_after(e.headers, wait), f"HTTP {e.code}"
+            except ReplyDeadline:           # final: the decision's time is spent
+                raise EndpointError(f"no complete reply from {self.url} within {self.timeout_s:g} s "
+                                    f"(timeout_s; {attempt + 1} tries)") from None
+            except ReplyTooLarge as e:      # final: a retry would read as much again
+                raise EndpointError(f"{self._redact(str(e), key)} (max_reply_bytes)") from None
+            except ReplyError as e:
+                msg = cause = self._redact(str(e), key)
+                if attempt == self.http_retries:                                 # refused, reset, cut short
+                    raise EndpointError(f"{msg} after {attempt + 1} tries; is the server running?") from None
+            if time.monotonic() + wait >= end:
+                raise EndpointError(f"no complete reply from {self.url} within {self.timeout_s:g} s "
+                                    f"({attempt + 1} tries, the last: {cause[:200]})")
             self._stats["http_retries"] += 1
             time.sleep(wait)
         raise AssertionError("unreachable")
@@ -243,12 +247,9 @@ class OpenAIPolicy(ChatGuiPolicy):
         return text
 
 
-def _error_message(e: urllib.error.HTTPError) -> str:
+def _error_message(raw: bytes) -> str:
     """The server's own words about an HTTP error (OpenAI's error.message, or the body's start)."""
-    try:
-        body = e.read(4096).decode("utf-8", "replace")
-    except (OSError, http.client.HTTPException):
-        return ""
+    body = raw.decode("utf-8", "replace")
     try:
         err = json.loads(body).get("error")
         msg = err.get("message") if isinstance(err, dict) else err

@@ -93,20 +93,20 @@ from embodia.devices.actions import ActionError, GuiAction
 from embodia.devices.coords import SPACES, convert
 from embodia.policies.gui.reply_calls import CallForms
 from embodia.policies.gui.reply_common import (
-    _MAX_KEYS,
-    _TAGGED,
-    _VERB,
-    _WS,
+    MAX_KEYS,
+    TAGGED,
+    VERB,
+    WS,
     MAX_ACTIONS,
     MAX_REPLY_CHARS,
     ReplyParseError,
-    _brief,
-    _excerpt,
-    _fmt,
-    _show,
-    _size_ok,
+    brief,
+    short_excerpt,
+    point_text,
+    show,
+    size_ok,
 )
-from embodia.policies.gui.reply_json import _DECODER, JsonForms
+from embodia.policies.gui.reply_json import DECODER, JsonForms
 
 
 def parse_reply(text: str, *, coords: str = "norm1000", screen=None, image=None) -> GuiAction:
@@ -199,15 +199,15 @@ class _Reader(JsonForms, CallForms):
     def __init__(self, coords: str, screen, image):
         if coords not in SPACES:
             raise ValueError(f"unknown coordinate space {coords!r}; known: {SPACES}")
-        if coords in ("screen_px", "logical_px") and not _size_ok(screen):
+        if coords in ("screen_px", "logical_px") and not size_ok(screen):
             raise ValueError(f"coords={coords!r} needs screen= (a Screen or (width, height)), got {screen!r}")
-        if coords == "image_px" and not _size_ok(image):
+        if coords == "image_px" and not size_ok(image):
             raise ValueError(f"coords='image_px' needs image=(width, height) of the model input, got {image!r}")
         self.coords, self.screen, self.image = coords, screen, image
         self.reply = ""
 
     def fail(self, problem: str, where: str | None = None) -> NoReturn:
-        raise ReplyParseError(problem, _excerpt(self.reply if where is None else where))
+        raise ReplyParseError(problem, short_excerpt(self.reply if where is None else where))
 
     # -- the reply ---------------------------------------------------------------------------------
     def parse(self, text) -> GuiAction:
@@ -236,7 +236,7 @@ class _Reader(JsonForms, CallForms):
                 unique.append(a)
         if len(unique) > 1:
             self.fail(f"{len(unique)} different actions in one reply "
-                      f"({'; '.join(map(_brief, unique))}); expected exactly one")
+                      f"({'; '.join(map(brief, unique))}); expected exactly one")
         return unique[0]
 
     def _tool_calls(self, body):
@@ -286,7 +286,7 @@ class _Reader(JsonForms, CallForms):
 
     def _whole(self, body):
         s = body.strip()
-        if s.startswith("{") or re.match(r"\[\s*\{", s) or _VERB.match(s):
+        if s.startswith("{") or re.match(r"\[\s*\{", s) or VERB.match(s):
             return self._section(s)
         return None
 
@@ -320,7 +320,7 @@ class _Reader(JsonForms, CallForms):
         if not s:
             self.fail("the action section is empty")
         out, pos = [], 0
-        while (pos := _WS.match(s, pos).end()) < len(s):
+        while (pos := WS.match(s, pos).end()) < len(s):
             if len(out) >= MAX_ACTIONS:
                 self.fail(f"more than {MAX_ACTIONS} actions in one reply")
             action, pos = self._call(s, pos)
@@ -330,7 +330,7 @@ class _Reader(JsonForms, CallForms):
     # -- JSON --------------------------------------------------------------------------------------
     def _decode(self, s: str, pos: int = 0):
         try:
-            return _DECODER.raw_decode(s, pos)
+            return DECODER.raw_decode(s, pos)
         except json.JSONDecodeError as e:
             self.fail(f"invalid JSON ({e.msg} at character {e.pos - pos})", s[pos:])
         except (ValueError, OverflowError) as e:      # _JsonBad from the hooks, int digit limits
@@ -342,7 +342,7 @@ class _Reader(JsonForms, CallForms):
         while True:
             obj, end = self._decode(s, pos)
             out.append(self.from_json(obj, s[pos:end]))
-            pos = _WS.match(s, end).end()
+            pos = WS.match(s, end).end()
             if pos >= len(s):
                 return out
             if not s.startswith(("{", "["), pos):
@@ -360,7 +360,7 @@ class _Reader(JsonForms, CallForms):
 
     def number(self, v, what: str, where: str) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            self.fail(f"{what} must be a number, got {_show(v)}", where)
+            self.fail(f"{what} must be a number, got {show(v)}", where)
         v = float(v)
         if not math.isfinite(v):
             self.fail(f"{what} is not a finite number", where)
@@ -368,7 +368,7 @@ class _Reader(JsonForms, CallForms):
 
     def text(self, v, what: str, where: str, strip: bool = False) -> str:
         if not isinstance(v, str):
-            self.fail(f"{what} must be a string, got {_show(v)}", where)
+            self.fail(f"{what} must be a string, got {show(v)}", where)
         if not v.strip():
             self.fail(f"{what} is empty", where)
         if "\x00" in v:
@@ -393,14 +393,14 @@ class _Reader(JsonForms, CallForms):
             if any(not p for p in parts):
                 self.fail(f"empty key name in {v!r}", where)
             keys += parts
-        if len(keys) > _MAX_KEYS:
-            self.fail(f"more than {_MAX_KEYS} keys in {v!r}", where)
+        if len(keys) > MAX_KEYS:
+            self.fail(f"more than {MAX_KEYS} keys in {v!r}", where)
         return tuple(self.text(k, "key", where) for k in keys)
 
     def literal_point(self, v: str, what: str, where: str):
         """'(x,y)', '[x1,y1,x2,y2]', '<point>x y</point>', '<|box_start|>(x,y)<|box_end|>' -> 0..1000."""
         s = v.strip()
-        if t := _TAGGED.fullmatch(s):
+        if t := TAGGED.fullmatch(s):
             s = t.group(1).strip()
         if s[:1] + s[-1:] in ("()", "[]"):
             s = s[1:-1].strip()
@@ -425,9 +425,9 @@ class _Reader(JsonForms, CallForms):
             try:
                 p = convert((x, y), space, "norm1000", screen=self.screen, image=self.image)
             except (ValueError, OverflowError, ZeroDivisionError) as e:
-                self.fail(f"{what} {_fmt((x, y))} cannot be converted from {space}: {e}", where)
+                self.fail(f"{what} {point_text((x, y))} cannot be converted from {space}: {e}", where)
         if not all(math.isfinite(c) and 0.0 <= c <= 1000.0 for c in p):
             if space == "norm1000":
-                self.fail(f"{what} {_fmt((x, y))} is outside the 0..1000 screen", where)
-            self.fail(f"{what} {_fmt((x, y))} in {space} is outside the screen ({_fmt(p)} of 0..1000)", where)
+                self.fail(f"{what} {point_text((x, y))} is outside the 0..1000 screen", where)
+            self.fail(f"{what} {point_text((x, y))} in {space} is outside the screen ({point_text(p)} of 0..1000)", where)
         return (float(p[0]) + 0.0, float(p[1]) + 0.0)      # + 0.0: no -0.0

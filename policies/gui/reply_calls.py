@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from embodia.devices.actions import SCROLL_DIRECTIONS, GuiAction
-from embodia.policies.gui.reply_common import _MAX_ARGS, _NOT_EXPRESSIBLE, _TAGGED, _VERB, _WS, CENTRE
+from embodia.policies.gui.reply_common import MAX_ARGS, NOT_EXPRESSIBLE, TAGGED, VERB, WS, CENTRE
 
 _CALLS = {   # UI-TARS verb -> (GuiAction type, argument roles in positional order)
     "click": ("click", ("point",)), "left_single": ("click", ("point",)),
@@ -42,14 +42,14 @@ class CallForms:
     # -- UI-TARS calls -----------------------------------------------------------------------------
     def _call(self, s: str, pos: int):
         """One ``verb(args)`` or ``verb <point>x y</point>`` at ``pos``; returns (action, end)."""
-        m = _VERB.match(s, pos)
+        m = VERB.match(s, pos)
         if not m:
             self.fail("expected an action call such as click(start_box='(x,y)')", s[pos:])
         verb, pos = m.group(1), m.end()
         if s[pos] == "(":
             args, pos = self._args(s, pos + 1, verb, m.start())
         else:
-            t = _TAGGED.match(s, pos)
+            t = TAGGED.match(s, pos)
             if not t:
                 self.fail(f"expected '(' or <point>x y</point> after {verb!r}", s[m.start():])
             args, pos = [(None, t.group(0), False)], t.end()
@@ -58,23 +58,23 @@ class CallForms:
     def _args(self, s: str, pos: int, verb: str, start: int):
         args = []
         while True:
-            pos = _WS.match(s, pos).end()
+            pos = WS.match(s, pos).end()
             if pos >= len(s):
                 self.fail(f"{verb}( is never closed", s[start:])
             if s[pos] == ")":
                 return args, pos + 1
-            if len(args) >= _MAX_ARGS:
-                self.fail(f"{verb}() has more than {_MAX_ARGS} arguments", s[start:])
+            if len(args) >= MAX_ARGS:
+                self.fail(f"{verb}() has more than {MAX_ARGS} arguments", s[start:])
             name = None
             if kw := _KEYWORD.match(s, pos):
-                name, pos = kw.group(1), _WS.match(s, kw.end()).end()
+                name, pos = kw.group(1), WS.match(s, kw.end()).end()
             if pos < len(s) and s[pos] in _QUOTED:
                 value, pos = self._quoted(s, pos, verb)
                 args.append((name, value, True))
             else:
                 value, pos = self._bare(s, pos, verb)
                 args.append((name, value, False))
-            pos = _WS.match(s, pos).end()
+            pos = WS.match(s, pos).end()
             if pos < len(s) and s[pos] == ",":
                 pos += 1
             elif pos < len(s) and s[pos] != ")":
@@ -118,8 +118,8 @@ class CallForms:
 
     def _from_call(self, verb: str, args: list, where: str) -> GuiAction:
         name = verb.lower()
-        if name in _NOT_EXPRESSIBLE:
-            self.fail(f"{verb}() cannot be expressed as a GuiAction ({_NOT_EXPRESSIBLE[name]})", where)
+        if name in NOT_EXPRESSIBLE:
+            self.fail(f"{verb}() cannot be expressed as a GuiAction ({NOT_EXPRESSIBLE[name]})", where)
         if name not in _CALLS:
             self.fail(f"unknown action {verb}(); known: {', '.join(sorted(_CALLS))}", where)
         gtype, roles = _CALLS[name]

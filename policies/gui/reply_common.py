@@ -15,16 +15,16 @@ CENTRE = (500.0, 500.0)        # where a scroll without a point happens
 MAX_ACTIONS = 8                # candidate actions in one reply before we stop reading
 
 
-_MAX_ARGS = 8
+MAX_ARGS = 8
 
 
-_MAX_KEYS = 8
+MAX_KEYS = 8
 
 
-_MAX_INDEX = 1_000_000
+MAX_INDEX = 1_000_000
 
 
-_MAX_SECONDS = 60.0            # GuiAction.duration_ms allows up to 60 s
+MAX_SECONDS = 60.0            # GuiAction.duration_ms allows up to 60 s
 
 
 class ReplyParseError(ValueError):
@@ -38,27 +38,27 @@ class ReplyParseError(ValueError):
         super().__init__(f"{problem}; reply: {excerpt!r}" if excerpt else problem)
 
 
-def _excerpt(s: str, limit: int = 80) -> str:
+def short_excerpt(s: str, limit: int = 80) -> str:
     s = " ".join(s[: limit * 4].split())
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
-def _show(v) -> str:
+def show(v) -> str:
     if isinstance(v, (list, dict)):
         return f"a {type(v).__name__} of {len(v)}"
     r = repr(v)
     return r if len(r) <= 40 else r[:39] + "…"
 
 
-def _brief(a: GuiAction) -> str:
-    return a.type + "".join(f" {_fmt(p)}" for p in (a.point, a.end) if p is not None)
+def brief(a: GuiAction) -> str:
+    return a.type + "".join(f" {point_text(p)}" for p in (a.point, a.end) if p is not None)
 
 
-def _fmt(p) -> str:
+def point_text(p) -> str:
     return "(" + ", ".join(f"{c:g}" for c in p) + ")"
 
 
-def _size_ok(v) -> bool:
+def size_ok(v) -> bool:
     try:
         w, h = (v.width, v.height) if hasattr(v, "width") else v
         return float(w) >= 1 and float(h) >= 1
@@ -66,22 +66,22 @@ def _size_ok(v) -> bool:
         return False
 
 
-_OUR_FIELDS = tuple(f for f in GuiAction.__dataclass_fields__ if f != "type")
+OUR_FIELDS = tuple(f for f in GuiAction.__dataclass_fields__ if f != "type")
 
 
-_WS = re.compile(r"\s*")
+WS = re.compile(r"\s*")
 
 
-_VERB = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)[ \t]*(?=[(<])")
+VERB = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)[ \t]*(?=[(<])")
 
 
-_TAGGED = re.compile(r"(?:<point>|<bbox>|<\|box_start\|>)([^<]{0,200})(?:</point>|</bbox>|<\|box_end\|>)")
+TAGGED = re.compile(r"(?:<point>|<bbox>|<\|box_start\|>)([^<]{0,200})(?:</point>|</bbox>|<\|box_end\|>)")
 
 
-_OPPOSITE = {"up": "down", "down": "up", "left": "right", "right": "left"}
+OPPOSITE = {"up": "down", "down": "up", "left": "right", "right": "left"}
 
 
-_NOT_EXPRESSIBLE = {   # names in the schemas above that no GuiAction means; refused, never approximated
+NOT_EXPRESSIBLE = {   # names in the schemas above that no GuiAction means; refused, never approximated
     "mouse_move": "it only moves the pointer", "hover": "it only moves the pointer",
     "middle_click": "GuiAction has no middle button", "triple_click": "GuiAction has no triple click",
     "interact": "it asks the user, which is not a device action",

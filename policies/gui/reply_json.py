@@ -9,14 +9,14 @@ import re
 
 from embodia.devices.actions import GUI_ACTION_TYPES, SCROLL_DIRECTIONS, SYSTEM_BUTTONS, GuiAction
 from embodia.policies.gui.reply_common import (
-    _MAX_INDEX,
-    _MAX_KEYS,
-    _MAX_SECONDS,
-    _NOT_EXPRESSIBLE,
-    _OPPOSITE,
-    _OUR_FIELDS,
+    MAX_INDEX,
+    MAX_KEYS,
+    MAX_SECONDS,
+    NOT_EXPRESSIBLE,
+    OPPOSITE,
+    OUR_FIELDS,
     CENTRE,
-    _show,
+    show,
 )
 
 # -- vocabularies ------------------------------------------------------------------------------------
@@ -61,7 +61,7 @@ def _json_pairs(pairs):
     return d
 
 
-_DECODER = json.JSONDecoder(parse_float=_json_float, parse_int=_json_int,
+DECODER = json.JSONDecoder(parse_float=_json_float, parse_int=_json_int,
                             parse_constant=_json_constant, object_pairs_hook=_json_pairs)
 
 
@@ -96,7 +96,7 @@ class _Fields:
         if v is None:
             return None
         if not isinstance(v, list) or len(v) != 2:
-            self.r.fail(f"{k!r} must be [x, y], got {_show(v)}", self.where)
+            self.r.fail(f"{k!r} must be [x, y], got {show(v)}", self.where)
         return self.r.point([self.r.number(c, f"{k!r}", self.where) for c in v], k, self.where, space)
 
     def choice(self, k, options, required=True):
@@ -107,8 +107,8 @@ class _Fields:
         v = self.get(k)
         if isinstance(v, str) and re.fullmatch(r"[0-9]{1,9}", v.strip()):
             v = int(v.strip())      # AndroidWorld's own JSONAction takes "3" too
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < _MAX_INDEX:
-            self.r.fail(f"{k!r} must be an element index 0..{_MAX_INDEX - 1}, got {_show(v)}", self.where)
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < MAX_INDEX:
+            self.r.fail(f"{k!r} must be an element index 0..{MAX_INDEX - 1}, got {show(v)}", self.where)
         return v
 
     def millis(self, k, required=False, unit=1000.0):
@@ -116,16 +116,16 @@ class _Fields:
         if v is None:
             return None
         ms = v * unit
-        if not 0 <= ms <= _MAX_SECONDS * 1000:
-            self.r.fail(f"{k!r} {v:g} is out of range (0..{_MAX_SECONDS:g} s)", self.where)
+        if not 0 <= ms <= MAX_SECONDS * 1000:
+            self.r.fail(f"{k!r} {v:g} is out of range (0..{MAX_SECONDS:g} s)", self.where)
         if unit == 1.0 and ms != int(ms):
             self.r.fail(f"{k!r} must be whole milliseconds, got {v:g}", self.where)
         return int(round(ms))
 
     def keys(self, k="keys"):
         v = self.get(k)
-        if not isinstance(v, list) or not 1 <= len(v) <= _MAX_KEYS:
-            self.r.fail(f"{k!r} must be a list of 1..{_MAX_KEYS} key names, got {_show(v)}", self.where)
+        if not isinstance(v, list) or not 1 <= len(v) <= MAX_KEYS:
+            self.r.fail(f"{k!r} must be a list of 1..{MAX_KEYS} key names, got {show(v)}", self.where)
         return tuple(self.r.text(x, f"key in {k!r}", self.where, strip=True) for x in v)
 
     def done(self) -> None:
@@ -141,7 +141,7 @@ class JsonForms:
 
     def from_json(self, obj, where: str) -> GuiAction:
         if not isinstance(obj, dict):
-            self.fail(f"expected a JSON object holding the action, got {_show(obj)}", where)
+            self.fail(f"expected a JSON object holding the action, got {show(obj)}", where)
         kinds = [k for k in ("name", "action_type", "action", "type") if k in obj]
         if not kinds:
             self.fail("JSON action has none of 'action', 'action_type', 'type' or a tool call's 'name'", where)
@@ -157,7 +157,7 @@ class JsonForms:
                 if not isinstance(args, dict) or f.obj["arguments"].strip()[end:].strip():
                     self.fail("tool call 'arguments' string must hold exactly one JSON object", where)
             if not isinstance(args, dict):
-                self.fail(f"tool call 'arguments' must be a JSON object, got {_show(args)}", where)
+                self.fail(f"tool call 'arguments' must be a JSON object, got {show(args)}", where)
             f.done()
             if name not in _TOOLS:
                 self.fail(f"unknown tool {name!r}; expected one of {sorted(_TOOLS)}", where)
@@ -171,8 +171,8 @@ class JsonForms:
     def _tool(self, f: _Fields, allowed) -> GuiAction:
         act = f.text("action", strip=True)
         f.action = act
-        if act in _NOT_EXPRESSIBLE:
-            self.fail(f"{f.form} action {act!r} cannot be expressed as a GuiAction ({_NOT_EXPRESSIBLE[act]})",
+        if act in NOT_EXPRESSIBLE:
+            self.fail(f"{f.form} action {act!r} cannot be expressed as a GuiAction ({NOT_EXPRESSIBLE[act]})",
                       f.where)
         if act not in allowed:
             self.fail(f"unknown {f.form} action {act!r}; known: {', '.join(sorted(allowed))}", f.where)
@@ -248,7 +248,7 @@ class JsonForms:
             out = dict(type="system_button", button=buttons[act])
         elif act in ("scroll", "swipe"):
             direction = f.choice("direction", SCROLL_DIRECTIONS)
-            out = dict(type="scroll", direction=direction if act == "scroll" else _OPPOSITE[direction],
+            out = dict(type="scroll", direction=direction if act == "scroll" else OPPOSITE[direction],
                        **(target(False) or {"point": CENTRE}))
         elif act == "open_app":
             out = dict(type="open_app", app=f.text("app_name", strip=True))
@@ -272,7 +272,7 @@ class JsonForms:
         if kind not in GUI_ACTION_TYPES:
             self.fail(f"unknown GuiAction type {kind!r}; known: {', '.join(sorted(GUI_ACTION_TYPES))}", f.where)
         out = {"type": kind}
-        for k in _OUR_FIELDS:
+        for k in OUR_FIELDS:
             if not f.has(k):
                 f.seen.add(k)
             elif k in ("point", "end"):

@@ -37,7 +37,8 @@ import math
 import re
 
 from embodia.devices import GuiAction
-from embodia.memory.screen import ScreenMemory, ScreenRetrieval
+from embodia.memory.screen import ScreenMemory
+from embodia.memory.screen_query import ScreenRetrieval
 from embodia.memory.screen_refs import canonical
 from embodia.policies.base import Policy, as_policy
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from embodia.action_heads.dit import draw_noise
+from embodia.shared.noise import draw_noise
 from embodia.memory import MemoryConfig, SuccessMemory, stable_hash
 from embodia.policies.base import Policy
 from embodia.policies.robot.vla import MEMORY_KEYS

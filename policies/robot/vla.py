@@ -16,7 +16,6 @@ backbone/              the transformers model, tokenizer and image processor (lo
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -27,7 +26,6 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from embodia.action_heads import ActionDiT, QuantileNormalizer, sample
-from embodia.action_heads.dit import draw_noise
 from embodia.action_heads.dit import PrefixPin
 from embodia.action_heads.graphs import GraphedSampler, pad_context
 from embodia.policies.prefix_graph import GraphedPrefix
@@ -35,6 +33,8 @@ from embodia.devices import Embodiment, Observation
 from embodia.policies.backbone import Backbone
 from embodia.policies.base import Policy
 from embodia.policies.placement import Placement
+from embodia.shared.files import commit_dir
+from embodia.shared.noise import draw_noise
 
 CONFIG = "config.json"
 NORMS = "normalization.json"
@@ -344,15 +344,7 @@ def save_checkpoint(model: VLAModel, norms: dict, path, *, extra: dict | None = 
     save_file({k: v.detach().contiguous().cpu() for k, v in model.head_state_dict().items()}, tmp / WEIGHTS)
     (tmp / CONFIG).write_text(json.dumps({"format": FORMAT, **asdict(model.cfg), **(extra or {})}, indent=2))
     (tmp / NORMS).write_text(json.dumps(norms, indent=2))
-    if path.exists():
-        old = path.with_name(path.name + ".old")
-        if old.exists():
-            shutil.rmtree(old)
-        os.replace(path, old)
-        os.replace(tmp, path)
-        shutil.rmtree(old)
-    else:
-        os.replace(tmp, path)
+    commit_dir(tmp, path)
 
 
 MEMORY_KEYS = ("state", "offsets")     # what memory.json's "key" may name (encoders in steered.KEYS)

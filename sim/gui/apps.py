@@ -19,21 +19,8 @@ import copy
 from dataclasses import dataclass, field
 
 from embodia.devices.actions import ActionError, GuiAction
-from embodia.sim.gui.layout import Layout, grid_jitter, tile_colours  # noqa: F401 (importable here as before)
-from embodia.sim.gui.look import (  # noqa: F401 (importable here as before)
-    CORE_APPS,
-    HOME,
-    KEYS,
-    METRICS,
-    PAGE_APP,
-    ROOTS,
-    Contact,
-    Look,
-    Palette,
-    light_palette,
-    random_palette,
-    slug,
-)
+from embodia.sim.gui.layout import Layout
+from embodia.sim.gui.look import HOME, KEYS, PAGE_APP, ROOTS, Contact, Look, slug
 from embodia.sim.gui.widgets import Widget, hit
 
 

@@ -21,19 +21,9 @@ from dataclasses import dataclass, field
 
 from embodia.devices.actions import GuiAction
 from embodia.devices.coords import element_point, to_pixels
-from embodia.sim.gui.apps import (
-    CORE_APPS,
-    HOME,
-    ROOTS,
-    Contact,
-    Look,
-    World,
-    grid_jitter,
-    light_palette,
-    random_palette,
-    slug,
-    tile_colours,
-)
+from embodia.sim.gui.apps import World
+from embodia.sim.gui.layout import grid_jitter, tile_colours
+from embodia.sim.gui.look import CORE_APPS, Contact, HOME, Look, ROOTS, light_palette, random_palette, slug
 from embodia.sim.gui.widgets import Widget, hit
 
 # -- slot values: (train, held-out) ------------------------------------------------------------------
