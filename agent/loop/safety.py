@@ -72,7 +72,7 @@ from embodia.agent.loop.safety_words import command_risk as _command_risk
 from embodia.agent.loop.safety_words import match as _match
 from embodia.agent.loop.safety_words import pattern as _pattern
 from embodia.agent.loop.safety_words import strip_format as _strip_format
-from embodia.devices import GuiAction
+from embodia.devices import GuiAction, Screen
 
 RISK_CLASSES = ("send", "delete", "pay", "purchase", "install", "password", "system", "unknown")
 
@@ -127,11 +127,7 @@ _QUIT = [({"ctrl", "q"}, "ctrl+q (quit)"), ({"alt", "f4"}, "alt+F4 (close the wi
 
 # -- what an action targets -------------------------------------------------------------------------
 def _screen_size(screen):
-    if screen is None:
-        return None
-    if hasattr(screen, "width"):
-        return screen.width, screen.height
-    return tuple(screen)
+    return None if screen is None else Screen.of(screen).size
 
 
 def _pixel(point, screen):
