@@ -58,7 +58,7 @@ class Device:
       only of a device with the "frames_on_demand" capability (the others need not take it).
     - ``act(action)``: execute one action; returns the action actually executed (after clipping,
       element references resolved). The verb is the device's side of the word the policy uses for
-      deciding (ARCHITECTURE.md section 2 says why both keep it).
+      deciding (ARCHITECTURE.md section 3 says why both keep it).
     - ``step(action, images=True)`` -> (executed, Observation): what the loop calls once per step;
       by default ``act`` then ``observe`` (a device may override it, e.g. to observe and act in one
       round trip).
