@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from embodia.agent.evaluation.stats import wilson
+from embodia.agent.loop.asynchronous import run_async
 from embodia.agent.loop.episode import run_episode
 from embodia.agent.loop.factory import make_policy
 from embodia.devices import open_device
@@ -73,8 +74,10 @@ def run_arm(dev, policy, norm, *, async_exec: bool, smooth: str, hz: float, seed
     policy = policy if async_exec else KeepChunks(policy)
     for seed in seeds:
         sent, acts = [], []
-        r = run_episode(dev, policy, seed=seed, pace=True, hz=hz, async_exec=async_exec, smooth=smooth,
-                        on_step=lambda t, o, a, n: sent.append(time.perf_counter()) or acts.append(a) and False)
+        def listen(step, sent=sent, acts=acts):
+            return sent.append(time.perf_counter()) or acts.append(step.action) and False
+        loop = dict(loop=run_async, smooth=smooth) if async_exec else dict(loop=run_episode)
+        r = loop.pop("loop")(dev, policy, seed=seed, pace=True, hz=hz, on_step=listen, **loop)
         if r.error:
             raise RuntimeError(f"seed {seed}: {r.error}")
         wins.append(bool(r.success))

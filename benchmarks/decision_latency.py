@@ -73,7 +73,7 @@ def memory_latency(policy, dev, repeats: int) -> dict:
     for s in range(20):
         states, actions = [], []
         run_episode(dev, dev.expert(), seed=1000 + s,
-                    on_step=lambda t, o, a, n: states.append(o.state) or actions.append(a) and False)
+                    on_step=lambda step: states.append(step.obs.state) or actions.append(step.action) and False)
         steered.remember(np.stack(states), np.stack(actions))
     times = {"without_memory": [], "with_memory": []}
     for i in range(repeats + 5):

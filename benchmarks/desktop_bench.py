@@ -108,8 +108,8 @@ def run_task(target: str, episodes: int, split: str, policy: str = "expert") -> 
         for seed in range(episodes):
             t0 = time.perf_counter()
             r = run_episode(dev, pol, seed=seed, gate=SafetyGate(allow=GATE_ALLOW),
-                            on_step=lambda t, obs, a, nxt: (chance.append(chance_rate(dev, obs.ui_tree))
-                                                            if t == 0 else None))
+                            on_step=lambda step: (chance.append(chance_rate(dev, step.obs.ui_tree))
+                                                  if step.t == 0 else None))
             secs.append(time.perf_counter() - t0)
             ok += bool(r.success)
             steps.append(r.steps)

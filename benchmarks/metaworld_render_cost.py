@@ -86,7 +86,7 @@ def frames_between_decisions(args) -> None:
             t0 = time.perf_counter()
             for ep in range(args.episodes):
                 r = run_episode(dev, policy, seed=args.seed + ep,
-                                on_step=(lambda *a: False) if mode == "every_step" else None)
+                                on_step=(lambda step: False) if mode == "every_step" else None)
                 steps[mode] += r.steps
                 outcomes[mode].append(bool(r.success))
             wall[mode] += time.perf_counter() - t0

@@ -38,7 +38,7 @@ def demos(dev: TwoGapPush, n: int, noise: float, seed: int):
     for i in range(n):
         states, actions = [], []
         r = run_episode(dev, dev.expert(noise=noise), seed=seed + i,
-                        on_step=lambda t, o, a, nxt: states.append(o.state) or actions.append(a) and False)
+                        on_step=lambda step: states.append(step.obs.state) or actions.append(step.action) and False)
         if r.success:
             out.append((np.stack(states), np.stack(actions)))
     return out, len(out) / n

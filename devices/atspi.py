@@ -49,6 +49,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from embodia.devices.embodiment import Screen
+
 __all__ = ["AtspiTree", "NoBus", "BusHandle", "find_bus", "start_bus", "STATES"]
 
 REGISTRY = ("org.a11y.atspi.Registry", "/org/a11y/atspi/accessible/root")
@@ -348,7 +350,7 @@ class AtspiTree:
         what lies off the screen.
         """
         t0 = time.perf_counter()
-        w, h = (screen.width, screen.height) if hasattr(screen, "width") else tuple(screen)
+        w, h = Screen.of(screen).size
         out: list[dict] = []
         self.nodes_visited = 0
         apps = self.applications()

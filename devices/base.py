@@ -54,17 +54,30 @@ class Device:
       gives one).
     - ``max_steps``: the episode's length limit the task sets (None: the runtime's default).
     - ``reset(seed)`` -> Observation: a new episode starts.
-    - ``observe()`` -> Observation: what the body sees now.
-    - ``act(action)``: execute one step; returns the action actually executed (after clipping,
-      element references resolved).
+    - ``observe(images=True)`` -> Observation: what the body sees now; ``images=False`` is asked
+      only of a device with the "frames_on_demand" capability (the others need not take it).
+    - ``act(action)``: execute one action; returns the action actually executed (after clipping,
+      element references resolved). The verb is the device's side of the word the policy uses for
+      deciding (ARCHITECTURE.md section 3 says why both keep it).
+    - ``step(action, images=True)`` -> (executed, Observation): what the loop calls once per step;
+      by default ``act`` then ``observe`` (a device may override it, e.g. to observe and act in one
+      round trip).
     - ``done()``: the episode is over by the device's own account (a GUI agent's ``terminate``).
     - ``success()``: the task is achieved (only with the "success" capability).
     - ``expert()``: a scripted policy that solves the task (only with the "expert" capability).
     - ``info()``: facts the environment measured about the episode (e.g. which gap the puck used).
     - ``close()``: release what it holds (a process, a connection, a renderer).
+    - ``wait_still(timeout_s)``: wait until the screen stops changing after input that did not come
+      from ``act`` (a person's); True once still (a body with nothing to settle is still at once).
+    - ``person_start()``, ``person_poll()``, ``person_stop()``: the person's own input during a
+      take-over, as GuiActions (only with the "person_input" capability).
+    - ``bodies()``: ``{name: world position (x, y, z)}`` of the simulated scene's bodies now, what a
+      ``check:`` predicate's ``body.NAME.x`` reads (None: the device has no such scene).
 
     GUI bodies also declare ``supported`` (the GuiAction types they execute), ``element_fields``
-    and ``roles`` (what their UI tree's elements carry; None: not declared, an open set).
+    and ``roles`` (what their UI tree's elements carry; None: not declared, an open set), and
+    ``display``: the X display their screen is on, where a person's input is read from the X
+    server during a take-over (None: not an X screen).
 
     A device is a context manager that closes itself:
 
@@ -76,8 +89,10 @@ class Device:
     ...     def observe(self): return Observation(state=np.zeros(1, np.float32))
     ...     def act(self, action): return action
     >>> with Still() as d:
-    ...     d.reset(0).state.tolist(), d.done(), d.info(), d.max_steps, d.instruction
-    ([0.0], False, {}, None, '')
+    ...     d.reset(0).state.tolist(), d.done(), d.info(), d.max_steps, d.instruction, d.bodies()
+    ([0.0], False, {}, None, '', None)
+    >>> executed, obs = Still().step(np.ones(1, np.float32)); executed.tolist(), obs.state.tolist()
+    ([1.0], [0.0])
     """
 
     embodiment: Embodiment
@@ -87,15 +102,22 @@ class Device:
     supported: frozenset[str] | None = None
     element_fields: frozenset[str] | None = None
     roles: frozenset[str] | None = None
+    display: str | None = None
 
     def reset(self, seed: int | None = None) -> Observation:
         raise NotImplementedError(f"{type(self).__name__}.reset")
 
-    def observe(self) -> Observation:
+    def observe(self, images: bool = True) -> Observation:
         raise NotImplementedError(f"{type(self).__name__}.observe")
 
     def act(self, action) -> Any:
         raise NotImplementedError(f"{type(self).__name__}.act")
+
+    def step(self, action, images: bool = True) -> tuple[Any, Observation]:
+        executed = self.act(action)
+        if images or "frames_on_demand" not in self.capabilities:
+            return executed, self.observe()
+        return executed, self.observe(images=False)
 
     def done(self) -> bool:
         return False
@@ -111,6 +133,21 @@ class Device:
 
     def close(self) -> None:
         pass
+
+    def wait_still(self, timeout_s: float = 1.5) -> bool:
+        return True
+
+    def person_start(self) -> None:
+        raise NotImplementedError(f"{type(self).__name__} reports no person's input (no \"person_input\" capability)")
+
+    def person_poll(self) -> list:
+        raise NotImplementedError(f"{type(self).__name__} reports no person's input (no \"person_input\" capability)")
+
+    def person_stop(self) -> list:
+        raise NotImplementedError(f"{type(self).__name__} reports no person's input (no \"person_input\" capability)")
+
+    def bodies(self) -> dict | None:
+        return None
 
     def __enter__(self):
         return self
@@ -131,8 +168,9 @@ class _AdaptedDevice(Device):
     seen through the declared members: what it defines is used, the rest keeps `Device`'s defaults
     (a missing ``act`` raises NotImplementedError when asked)."""
 
-    _HOOKS = ("reset", "observe", "act", "done", "success", "expert", "info", "close")
-    _FACTS = ("capabilities", "instruction", "max_steps", "supported", "element_fields", "roles")
+    _HOOKS = ("reset", "observe", "act", "step", "done", "success", "expert", "info", "close", "wait_still",
+              "person_start", "person_poll", "person_stop", "bodies")
+    _FACTS = ("capabilities", "instruction", "max_steps", "supported", "element_fields", "roles", "display")
 
     def __init__(self, inner):
         self.inner = inner

@@ -41,11 +41,35 @@ class Camera:
 
 @dataclass(frozen=True)
 class Screen:
-    """A GUI device's screen in physical pixels, with its device pixel ratio."""
+    """A GUI device's screen in physical pixels, with its device pixel ratio: what
+    `Observation.screen` holds and what every function taking a ``screen`` reads (through `of`).
+
+    >>> Screen.of((1080, 2400)).size, Screen.of(Screen(720, 1600, 2.0)).pixel_ratio
+    ((1080, 2400), 2.0)
+    """
 
     width: int
     height: int
     pixel_ratio: float = 1.0
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(width, height) in physical pixels."""
+        return self.width, self.height
+
+    @classmethod
+    def of(cls, value) -> "Screen":
+        """``value`` itself when it is a `Screen`, else one from (width, height[, pixel_ratio]);
+        a ValueError names anything else."""
+        if isinstance(value, Screen):
+            return value
+        try:
+            parts = tuple(value)
+            if len(parts) not in (2, 3):
+                raise ValueError
+            return cls(*parts)
+        except (TypeError, ValueError):
+            raise ValueError(f"a screen is a Screen or (width, height[, pixel_ratio]), got {value!r}") from None
 
 
 def group_names(names) -> str:

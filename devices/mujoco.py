@@ -188,6 +188,11 @@ class MujocoDevice(SimDevice):
             return self.data.sensordata.astype(np.float32).copy()
         return np.concatenate([self.data.qpos, self.data.qvel]).astype(np.float32)
 
+    def bodies(self) -> dict[str, np.ndarray]:
+        """Each body's world position now, by name (an unnamed body is ``body<id>``)."""
+        return {mujoco.mj_id2name(self.model, mujoco.mjtObj.mjOBJ_BODY, i) or f"body{i}": self.data.xpos[i].copy()
+                for i in range(self.model.nbody)}
+
     def render(self) -> dict[str, np.ndarray]:
         if self._renderer is None:
             return {}

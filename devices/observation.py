@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
+
+from embodia.devices.embodiment import Screen
 
 # One vocabulary everywhere: the same strings name features in the recorder, the LeRobot-layout
 # dataset, the policy inputs and the memory.
@@ -23,15 +23,19 @@ def image_key(camera: str) -> str:
 class Observation:
     """Images by camera name (uint8 HxWx3), the state vector (float32), GUI screen data.
 
-    `screen` holds the screen size and pixel ratio of GUI devices; `ui_tree` their accessibility
-    elements when the device gives them.
+    `screen` holds the screen size and pixel ratio of GUI devices (a `Screen`; a (width, height)
+    given here becomes one); `ui_tree` their accessibility elements when the device gives them.
     """
 
     images: dict[str, np.ndarray] = field(default_factory=dict)
     state: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     timestamp: float = field(default_factory=time.monotonic)
-    screen: Any = None
+    screen: Screen | None = None
     ui_tree: list | None = None
+
+    def __post_init__(self):
+        if self.screen is not None:
+            self.screen = Screen.of(self.screen)
 
     def features(self) -> dict[str, np.ndarray]:
         """Flat LeRobot-style feature dict: observation.state, observation.images.<cam>."""

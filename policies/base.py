@@ -39,13 +39,20 @@ class Policy:
       a chunk whose flow starts at ``tau0`` from ``(1 - tau0) * noise + tau0 * prior`` (``prior``:
       float[H, D] normalized by ``body_norms()["action"]``), and the state and action normalizers the
       success memory keys and stores by (`embodia.policies.robot.steered`).
+    - ``bind(embodiment)`` (only with ``rebinds``): switch the loaded model to another body it was
+      trained on, so that a suite of tasks loads it once.
+    - ``teacher_force(obs, executed)``: offline evaluation scored a decision and the recorded action
+      takes its place in the policy's history (default: ``after_step``).
 
     Capabilities and facts the runtime asks about: ``ensemble`` (not None: the policy blends its own
     chunks into single actions, which asynchronous execution must not do again), ``accepts_prefix``,
     ``steerable`` (a flow policy the success memory can steer: ``steer_chunk``, ``body_norms``, ``steps``),
     ``steer_local`` (its sampler runs in this process, which the memory's select and noise-recall
     ablations reach into: ``predict_candidates``, ``generator``),
-    ``proposes``, ``horizon`` (the length of the chunks it returns; None: the embodiment's chunk),
+    ``proposes``, ``rebinds``, ``placement`` (where its model runs in this process, a
+    `embodia.policies.placement.Placement`; None: it holds no model here), ``loop_threads`` (a
+    bundled-size model that runs at the runtime's torch threads, `policy_threads`),
+    ``horizon`` (the length of the chunks it returns; None: the embodiment's chunk),
     ``exec_horizon`` (how many actions of each chunk run before it decides again; None: the
     embodiment's ``exec_horizon``, see `exec_steps`),
     ``embodiment`` (the body it was built for; None: not bound to one), ``memory`` (the success or
@@ -67,6 +74,9 @@ class Policy:
     steerable: bool = False
     steer_local: bool = False
     proposes: bool = False
+    rebinds: bool = False
+    placement = None
+    loop_threads: bool = False
     horizon: int | None = None
     exec_horizon: int | None = None
     embodiment: Embodiment | None = None
@@ -115,13 +125,19 @@ class Policy:
     def prompt_tokens(self, instruction: str) -> int | None:
         return None
 
+    def bind(self, embodiment: Embodiment) -> "Policy":
+        raise NotImplementedError(f"{type(self).__name__} is not rebound to another body (rebinds is False)")
+
+    def teacher_force(self, obs: Observation, executed) -> None:
+        self.after_step(obs, executed)
+
 
 class _Adapted(Policy):
     """A duck-typed policy (any object with ``act``, and ``reset``) seen through the declared hooks:
     the hooks it defines are used, the others keep the defaults."""
 
     _HOOKS = ("reset", "instruct", "after_step", "step_record", "end_episode", "hold_episode", "info", "close",
-              "predict_chunk", "propose", "prompt_tokens", "steer_chunk", "body_norms")
+              "predict_chunk", "propose", "prompt_tokens", "steer_chunk", "body_norms", "bind", "teacher_force")
 
     def __init__(self, inner):
         if callable(getattr(inner, "observe", None)) and not callable(getattr(inner, "after_step", None)):

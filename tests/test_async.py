@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from embodia.action_heads import sample
-from embodia.agent.loop.asynchronous import THREAD_NAME, _Plan, check_async, inpaint_weights
+from embodia.agent.loop.asynchronous import THREAD_NAME, _Plan, check_async, inpaint_weights, run_async
 from embodia.agent.loop.episode import run_episode
 from embodia.devices import Channel, DeviceLost, Embodiment, Observation, SimDevice, check_action, open_device
 
@@ -90,9 +90,9 @@ def rate(stamps):
 def test_async_holds_the_control_rate_a_sync_loop_cannot():
     stamps = []
     run_episode(StepDevice(), SlowRamp(), max_steps=20, pace=True,
-                on_step=lambda *a: stamps.append(time.perf_counter()) and False)
+                on_step=lambda step: stamps.append(time.perf_counter()) and False)
     sync_frac = rate(stamps) / HZ
-    r = run_episode(StepDevice(), SlowRamp(), max_steps=60, async_exec=True)     # paced by default
+    r = run_async(StepDevice(), SlowRamp(), max_steps=60)     # paced by default
     a = r.timing["async"]
     assert sync_frac < 0.6, sync_frac                 # a decision every step: the loop waits for each
     assert a["rate_frac"] > 0.9 and a["achieved_hz"] > 0.9 * HZ, a
@@ -103,7 +103,7 @@ def test_async_holds_the_control_rate_a_sync_loop_cannot():
 
 def test_the_delayed_prefix_is_skipped_and_every_row_lands_on_its_own_step():
     dev = StepDevice()
-    r = run_episode(dev, SlowRamp(), max_steps=50, async_exec=True)
+    r = run_async(dev, SlowRamp(), max_steps=50)
     got = np.stack(dev.received)
     # channel 0 names the step a row was meant for: every step got its own row, none late or early
     assert np.allclose(got[:, 0] * 1000, np.arange(50), atol=1e-3)
@@ -116,14 +116,14 @@ def test_the_delayed_prefix_is_skipped_and_every_row_lands_on_its_own_step():
 
 
 def test_a_chunk_shorter_than_the_delay_stalls_and_the_stalls_are_counted():
-    r = run_episode(StepDevice(), SlowRamp(length=1), max_steps=10, async_exec=True)
+    r = run_async(StepDevice(), SlowRamp(length=1), max_steps=10)
     assert r.steps == 10 and r.timing["async"]["stall_steps"] >= 8
     assert r.timing["async"]["rate_frac"] < 0.7
 
 
 def test_the_recorder_gets_every_executed_step_and_the_end():
     dev, rec = StepDevice(), Recorder()
-    r = run_episode(dev, SlowRamp(), max_steps=30, async_exec=True, recorder=rec)
+    r = run_async(dev, SlowRamp(), max_steps=30, recorder=rec)
     assert [s for s, _ in rec.steps] == list(range(30))      # frame t = (obs before, action executed)
     assert np.allclose(np.stack([a for _, a in rec.steps]), np.stack(dev.received))
     assert rec.ended["final_state"].tolist() == [30.0] and r.episode_index == 3
@@ -132,7 +132,7 @@ def test_the_recorder_gets_every_executed_step_and_the_end():
 @pytest.mark.parametrize("fail, field", [(KeyboardInterrupt(), "interrupted"), (DeviceLost("unplugged"), "error")])
 def test_ctrl_c_or_a_lost_device_stops_the_inference_thread_and_closes_the_episode(fail, field):
     dev, rec = StepDevice(fail_at=12, fail=fail), Recorder()
-    r = run_episode(dev, SlowRamp(), max_steps=100, async_exec=True, recorder=rec)
+    r = run_async(dev, SlowRamp(), max_steps=100, recorder=rec)
     assert r.steps == 12 and len(rec.steps) == 12 and not inference_threads()
     if field == "interrupted":
         assert r.interrupted and rec.ended["info"]["interrupted"] is True
@@ -143,7 +143,7 @@ def test_ctrl_c_or_a_lost_device_stops_the_inference_thread_and_closes_the_episo
 def test_a_bug_in_the_policy_thread_saves_the_episode_then_surfaces():
     rec = Recorder()
     with pytest.raises(KeyError):
-        run_episode(StepDevice(), SlowRamp(fail_at_call=3), max_steps=100, async_exec=True, recorder=rec)
+        run_async(StepDevice(), SlowRamp(fail_at_call=3), max_steps=100, recorder=rec)
     assert rec.ended is not None and "KeyError" in rec.ended["info"]["error"] and not inference_threads()
 
 
@@ -157,7 +157,7 @@ def test_torch_threads_are_limited_during_the_episode_and_restored_after():
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        run_episode(StepDevice(), Probe(), max_steps=5, async_exec=True)
+        run_async(StepDevice(), Probe(), max_steps=5)
         assert seen and max(seen) == 1 and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
@@ -183,8 +183,10 @@ def test_what_async_cannot_run_is_refused_before_the_episode():
         check_async(StepDevice(), SlowRamp(), "inpaint")
     with pytest.raises(ValueError, match="unknown smoothing"):
         check_async(StepDevice(), SlowRamp(), "blur")
-    with pytest.raises(ValueError, match="async"):
+    with pytest.raises(TypeError, match="smooth"):      # one entry point: smoothing is run_async's alone
         run_episode(StepDevice(), SlowRamp(), max_steps=2, smooth="ensemble")
+    with pytest.raises(TypeError, match="async_exec"):
+        run_episode(StepDevice(), SlowRamp(), max_steps=2, async_exec=True)
 
 
 # -- prefix inpainting in the real bundled model ---------------------------------------------------
@@ -246,7 +248,7 @@ def test_inpainting_continues_the_old_chunk_and_shrinks_the_jump_at_the_switch(t
 
 def test_async_inpainting_runs_the_bundled_model_without_stalls(tiny):
     dev, pol = tiny
-    r = run_episode(dev, pol, seed=0, max_steps=30, async_exec=True, smooth="inpaint", hz=30.0)
+    r = run_async(dev, pol, seed=0, max_steps=30, smooth="inpaint", hz=30.0)
     a = r.timing["async"]
     assert r.steps == 30 and r.error is None and a["stall_steps"] == 0 and a["chunks"] > 10
     assert not inference_threads()

@@ -246,7 +246,7 @@ def test_a_killed_browser_is_a_lost_device_and_the_episode_is_saved(site, tmp_pa
         pear = element(dev.observe(), "pear")["index"]
         rec = GuiRecorder(tmp_path / "rec", dev.embodiment)
 
-        def kill(t, *_):                  # the browser dies after the first step
+        def kill(step):                  # the browser dies after the first step
             os.killpg(dev.chrome.pid, signal.SIGKILL)
             assert dev.chrome.why_gone(5)
 

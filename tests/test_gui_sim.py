@@ -184,7 +184,7 @@ def test_heldout_values_never_appear_in_train_instances():
     seen = set()
     for seed in range(40):
         run_episode(dev, dev.expert(), seed=seed, gate=GATE,
-                    on_step=lambda t, o, a, n: seen.update(e["text"] for e in n.ui_tree) and False)
+                    on_step=lambda step: seen.update(e["text"] for e in step.next_obs.ui_tree) and False)
     assert not any(h in text for text in seen for h in held)
     test = open_gui_sim("all", split="test")
     for seed in range(100):

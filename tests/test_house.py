@@ -1,6 +1,7 @@
 """The house keeps its declared doors: the runtime asks a device or a policy only what `Device` and
-`Policy` declare (no `getattr`/`hasattr` probes outside the adapters of foreign objects), and the
-docs' hook lists name every member the two classes declare."""
+`Policy` declare (no `getattr`/`hasattr` probes outside the adapters of foreign objects, no
+`isinstance` against a concrete device or policy class outside the factory), and the docs' hook
+lists name every member the two classes declare."""
 from __future__ import annotations
 
 import ast
@@ -75,6 +76,67 @@ def test_no_probe_of_a_device_or_a_policy_outside_the_adapters():
                     bad.append(f"{rel}:{line} in {qual}: {text}")
     assert bad == [], "ask the declared members of Device / Policy instead:\n" + "\n".join(bad)
     assert seen, "the adapters probe: the finder must see them (else it finds nothing at all)"
+
+
+# where the concrete classes are chosen: the factory turns --device/--policy strings into objects
+MAY_NAME_CLASSES = {"agent/loop/factory.py"}
+
+
+def subclasses(sources: dict[str, str], roots=("Device", "Policy")) -> set[str]:
+    """The names of every class that derives, directly or not, from ``roots`` in ``sources``
+    ({path: text}), read from the class statements' bases (the roots themselves excluded)."""
+    bases: dict[str, set[str]] = {}
+    for text in sources.values():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef):
+                names = {b.id if isinstance(b, ast.Name) else b.attr for b in node.bases
+                         if isinstance(b, (ast.Name, ast.Attribute))}
+                bases.setdefault(node.name, set()).update(names)
+    found, grew = set(), True
+    while grew:
+        new = {c for c, bs in bases.items() if c not in found and bs & (found | set(roots))}
+        found |= new
+        grew = bool(new)
+    return found - set(roots)
+
+
+def class_tests(source: str, concrete: set[str]) -> list[tuple[int, str]]:
+    """(line, call text) of every ``isinstance(x, C)`` whose class argument names one of ``concrete``
+    (a tuple of classes and ``module.C`` included)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"
+                and len(node.args) == 2):
+            named = {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node.args[1])
+                     if isinstance(n, (ast.Name, ast.Attribute))}
+            if named & concrete:
+                found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def runtime_sources() -> dict[str, str]:
+    return {path.relative_to(ROOT).as_posix(): path.read_text()
+            for folder in SOURCES for path in sorted((ROOT / folder).rglob("*.py"))}
+
+
+def test_the_class_test_finder_finds_tests_of_concrete_classes():
+    src = ("class Arm(SimDevice):\n    pass\nclass Vla(base.Policy):\n    pass\nclass Other:\n    pass\n"
+           "def f(d, p, vlm):\n    return isinstance(d, Arm), isinstance(p, (Other, *([vlm.Vla] if vlm else []))), "
+           "isinstance(d, Device), isinstance(p, Other)\n")
+    concrete = subclasses({"x.py": src}, roots=("Device", "SimDevice", "Policy"))
+    assert concrete == {"Arm", "Vla"}
+    assert [n for n, _ in class_tests(src, concrete)] == [8, 8]
+
+
+def test_no_isinstance_on_a_concrete_device_or_policy_outside_the_factory():
+    """The runtime asks what a device or a policy declares (capabilities, facts, hooks) instead of
+    testing its class; only the factory, which makes them from strings, names the classes."""
+    sources = runtime_sources()
+    concrete = subclasses(sources)
+    assert {"MujocoDevice", "DesktopDevice", "VLAPolicy", "GuiHeadPolicy", "LocalVLMPolicy"} <= concrete
+    bad = [f"{rel}:{line}: {text}" for rel, text in sources.items() if rel not in MAY_NAME_CLASSES
+           for line, text in class_tests(text, concrete)]
+    assert bad == [], "declare a capability on Device / Policy and ask it instead:\n" + "\n".join(bad)
 
 
 def hooks(cls) -> set[str]:

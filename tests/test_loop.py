@@ -4,6 +4,7 @@ import time
 import numpy as np
 import pytest
 
+from embodia.agent.loop.asynchronous import run_async
 from embodia.agent.loop.episode import run_episode
 from embodia.devices import Channel, DeviceLost, Embodiment, Observation, SimDevice, check_action
 
@@ -67,7 +68,7 @@ class FakeRecorder:
         self.steps.append((float(obs.state[0]), float(action[0])))
 
     def end_episode(self, ep, success, info, final_obs):
-        self.ended = dict(success=success, final_state=final_obs.state, info=info)
+        self.ended = dict(success=success, final_state=None if final_obs is None else final_obs.state, info=info)
         return 7
 
 
@@ -194,12 +195,50 @@ class VanishingDevice(CounterDevice):
         return super().reset(seed)
 
 
-@pytest.mark.parametrize("async_exec", [False, True])
-def test_a_device_lost_while_it_resets_ends_that_episode_with_an_error_not_a_traceback(async_exec):
-    rec = FakeRecorder()
-    r = run_episode(VanishingDevice(1), ChunkPolicy(), seed=7, max_steps=10, recorder=rec, async_exec=async_exec)
+@pytest.mark.parametrize("loop", [run_episode, run_async], ids=["sync", "async"])
+def test_a_device_lost_while_it_resets_ends_that_episode_with_its_record_saved(loop):
+    """The reset runs inside the loop's guard: a loss there ends the episode as a loss mid-episode
+    does, with an error instead of a traceback and a record that says so (no step, no final frame)."""
+    rec, pol = FakeRecorder(), ChunkPolicy()
+    r = loop(VanishingDevice(1), pol, seed=7, max_steps=10, recorder=rec, instruction="count")
     assert r.error == "DeviceLost: unplugged between episodes" and r.steps == 0 and r.seed == 7
-    assert r.success is False and rec.ended is None          # nothing ran, so nothing was recorded
+    assert r.success is False and r.episode_index == 7 and pol.calls == 0
+    assert rec.steps == [] and rec.task == "count" and rec.seed == 7
+    assert rec.ended["success"] is False and rec.ended["final_state"] is None
+    assert rec.ended["info"]["error"] == r.error and rec.ended["info"]["steps"] == 0
+
+
+def test_a_reset_refused_for_another_reason_still_surfaces_after_the_record_is_saved():
+    class Misconfigured(CounterDevice):
+        def reset(self, seed=None):
+            raise ValueError("no such task variant")
+    rec = FakeRecorder()
+    with pytest.raises(ValueError, match="no such task variant"):
+        run_episode(Misconfigured(), ChunkPolicy(), max_steps=10, recorder=rec)
+    assert "no such task variant" in rec.ended["info"]["error"]
+
+
+class StepCountingDevice(CounterDevice):
+    """A CounterDevice that overrides ``step`` (act and observe in one call) and counts the calls."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.stepped = 0
+
+    def step(self, action, images=True):
+        self.stepped += 1
+        return super().step(action, images)
+
+
+def test_the_loop_drives_a_device_through_step_and_every_listener_gets_one_transition():
+    dev, rec, heard = StepCountingDevice(), FakeRecorder(), []
+    r = run_episode(dev, ChunkPolicy(), seed=1, max_steps=10, recorder=rec, on_step=lambda step: heard.append(step) and False)
+    assert dev.stepped == r.steps == 10
+    assert [s.t for s in heard] == list(range(10))
+    assert [float(s.obs.state[0]) for s in heard] == [s for s, _ in rec.steps] == list(range(10))
+    assert [float(s.next_obs.state[0]) for s in heard] == list(range(1, 11))
+    assert [float(s.action[0]) for s in heard] == [a for _, a in rec.steps] == dev.executed
+    assert set(heard[0].timing) == {"policy_ms", "device_ms"} and heard[0].extra is None
 
 
 def test_a_run_stops_at_a_lost_device_and_reports_the_episodes_before_it():
@@ -260,7 +299,7 @@ def test_every_frame_is_rendered_when_something_reads_the_steps_between_decision
     dev = FramedDevice()
     pol = StepFrameReader() if reader == "after_step" else FrameReader()
     kw = {"recorder": FakeRecorder()} if reader == "recorder" else (
-        {"on_step": lambda t, o, a, n: int(n.images["cam"][0, 0, 0]) != t + 1} if reader == "on_step" else {})
+        {"on_step": lambda step: int(step.next_obs.images["cam"][0, 0, 0]) != step.t + 1} if reader == "on_step" else {})
     r = run_episode(dev, pol, seed=1, max_steps=20, **kw)
     assert r.steps == 20 and dev.renders == 21
     if reader == "after_step":

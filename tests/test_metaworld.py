@@ -381,7 +381,7 @@ def test_rendering_only_the_frames_decisions_read_changes_nothing_the_policy_doe
         renders, render = [], dev.render
         dev.render = lambda: renders.append(1) or render()
         r = run_episode(dev, make_policy("embodia-mt50", dev, threads=1), seed=3,
-                        on_step=(lambda *a: False) if every_frame else None)
+                        on_step=(lambda step: False) if every_frame else None)
         runs.append((r.steps, r.success, dev.full_state().round(6).tolist(), len(renders)))
         dev.close()
     (steps, ok, state, lean), (steps1, ok1, state1, every) = runs

@@ -88,7 +88,7 @@ def test_key_chords_copy_and_paste_on_a_page():
     with open_device("sim:miniwob/copy-paste") as dev:
         expert = dev.expert()
         steps = []
-        r = run_episode(dev, expert, seed=1000, on_step=lambda t, obs, a, nxt: steps.append(a))
+        r = run_episode(dev, expert, seed=1000, on_step=lambda step: steps.append(step.action))
     assert r.success
     chords = [a.keys for a in steps if a.type == "key"]
     assert chords == [("ctrl", "a"), ("ctrl", "c"), ("ctrl", "v")] and not any(a.type == "type" for a in steps)

@@ -54,7 +54,7 @@ def expert_episode(dev, seed):
     """Keys and normalized actions of one successful expert episode (to seed a memory by hand)."""
     states, actions = [], []
     r = run_episode(dev, dev.expert(), seed=seed,
-                    on_step=lambda t, o, a, n: states.append(o.state) or actions.append(a) and False)
+                    on_step=lambda step: states.append(step.obs.state) or actions.append(step.action) and False)
     assert r.success
     return np.stack(states), np.stack(actions)
 

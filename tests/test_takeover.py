@@ -262,8 +262,8 @@ def test_a_person_finishes_a_desktop_task_and_the_next_run_does_it_from_memory(d
         person = threading.Thread(target=_person, args=(server.display, takeover, tree, log), daemon=True)
         person.start()
 
-        def after_step(t, obs, action, next_obs):
-            if t == 2:              # the agent has entered the first number
+        def after_step(step):
+            if step.t == 2:              # the agent has entered the first number
                 takeover.take()
         rec = GuiRecorder(tmp_path / "runs", dev.embodiment)
         first = run_episode(dev, policy, instruction=INSTRUCTION, max_steps=20, on_step=after_step,
@@ -376,8 +376,8 @@ def test_a_stand_in_on_a_robot_is_flagged_in_the_lerobot_intervention_column(tmp
         takeover = Takeover(person=StandIn(dev.expert()), say=lambda m: None)
         writer = DatasetWriter(tmp_path / "ds", dev.embodiment, video=False)
 
-        def after_step(t, obs, action, next_obs):
-            if t == 3:
+        def after_step(step):
+            if step.t == 3:
                 takeover.take()
         r = run_episode(dev, RandomPolicy(dev.embodiment), seed=0, recorder=writer, takeover=takeover,
                         on_step=after_step, exec_horizon=1)
@@ -482,8 +482,8 @@ def test_handing_back_lets_the_agent_go_on_and_a_person_may_take_over_again(tmp_
         takeover = Takeover(person=StandIn(dev.expert(), max_steps=1), say=lambda m: None)   # one step a turn
         takeover.take()
 
-        def after_step(t, obs, action, next_obs):
-            if t == 1:                                   # after the agent's first step back
+        def after_step(step):
+            if step.t == 1:                                   # after the agent's first step back
                 takeover.take()
         rec = GuiRecorder(tmp_path / "rec", dev.embodiment)
         r = run_episode(dev, Idle(), seed=0, max_steps=12, takeover=takeover, recorder=rec, on_step=after_step)
@@ -540,8 +540,8 @@ def test_a_person_drives_a_robot_from_the_terminal_keys(tmp_path):
             os.write(master, b"r")
         threading.Thread(target=person, daemon=True).start()
 
-        def after_step(t, obs, action, next_obs):
-            if t == 2:
+        def after_step(step):
+            if step.t == 2:
                 os.write(master, b"t")
                 time.sleep(0.3)              # the key thread reads it before the next decision
         writer = DatasetWriter(tmp_path / "ds", dev.embodiment, video=False)

@@ -224,13 +224,12 @@ def say_threads(pol) -> None:
     if "torch" not in sys.modules:      # no model loaded (scripted expert, ...): nothing to say
         return
     from embodia.agent.loop.factory import policy_threads
-    from embodia.policies.gui.head import GuiHeadPolicy
-    from embodia.policies.robot.vla import VLAPolicy
-    if isinstance(pol, (VLAPolicy, GuiHeadPolicy)):
+    from embodia.policies.base import as_policy
+    pol = as_policy(pol)
+    if pol.loop_threads:
         import torch
         console.print(f"torch threads: {torch.get_num_threads()} ({policy_threads()[1]})")
-    vlm = sys.modules.get("embodia.policies.gui.local_vlm")      # loaded where an hf: policy was made
-    if isinstance(pol, (VLAPolicy, GuiHeadPolicy, *([vlm.LocalVLMPolicy] if vlm else []))):   # they hold a model
+    if pol.placement is not None:      # it holds a model
         console.print(f"torch device: {pol.placement.describe()} ({placement_source()})")
 
 

@@ -104,14 +104,17 @@ def episodes_with_progress(device, policy, *, episodes: int, seed: int, label: s
     """``run_episodes`` with a progress bar showing the running success rate; errors and Ctrl-C
     are said as they happen."""
     from embodia.agent.evaluation.evaluate import device_lost, run_episodes
-    from embodia.agent.loop.asynchronous import check_async
-    if run_kw.get("smooth", "none") != "none" and not run_kw.get("async_exec"):
+    from embodia.agent.loop.asynchronous import check_async, run_async
+    smooth = run_kw.pop("smooth", "none")
+    if smooth != "none" and not run_kw.get("async_exec"):
         fail("--smooth applies with --async")
-    if run_kw.get("async_exec"):
+    if run_kw.pop("async_exec", False):
         try:
-            check_async(device, policy, run_kw.get("smooth", "none"))
+            check_async(device, policy, smooth)
         except ValueError as e:
             fail(f"--async: {e}")
+        run_kw.pop("gate", None)        # continuous bodies only (check_async): no GUI action to gate
+        run_kw.update(loop=run_async, smooth=smooth)
     from embodia.agent.loop.success import AskLabeler, JudgeLabeler
     lab = run_kw.get("labeler")
     asking = isinstance(lab, AskLabeler) and lab.interactive

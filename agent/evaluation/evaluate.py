@@ -95,15 +95,16 @@ def device_lost(result) -> bool:
 
 
 def run_episodes(device, policy, *, episodes: int, seed: int = 0, on_episode=None,
-                 until_successes: int | None = None, **run_kw) -> list[EpisodeResult]:
+                 until_successes: int | None = None, loop=run_episode, **run_kw) -> list[EpisodeResult]:
     """Episodes ``seed .. seed + episodes - 1`` in order (seeds paired across policies); stops after an
     interrupted one (Ctrl-C), after one whose device was lost (it will not come back by itself: the
     episodes done so far are kept and reported), or once ``until_successes`` episodes succeeded
-    (``episodes`` is then the most it tries). ``on_episode(i, result)`` after each; ``run_kw`` go to ``run_episode``
-    (recorder, episode_meta, instruction, max_steps, gate, async_exec, smooth)."""
+    (``episodes`` is then the most it tries). ``on_episode(i, result)`` after each; ``run_kw`` go to
+    ``loop``: `run_episode` (recorder, episode_meta, instruction, max_steps, gate, ...) or
+    `embodia.agent.loop.asynchronous.run_async` (and its ``smooth``)."""
     results = []
     for i in range(episodes):
-        r = run_episode(device, policy, seed=seed + i, **run_kw)
+        r = loop(device, policy, seed=seed + i, **run_kw)
         results.append(r)
         if on_episode:
             on_episode(i, r)

@@ -222,8 +222,7 @@ def _steered_robot(ds, policy, scored: int, ep: dict):
     """The VLA steered by a frozen memory of every other successful episode of ``ds``."""
     from embodia.agent.loop.factory import device_namespace
     from embodia.policies.robot.steered import SteeredPolicy, memory_for
-    from embodia.policies.robot.vla import VLAPolicy
-    if not isinstance(policy, VLAPolicy):
+    if not as_policy(policy).steer_local:
         raise ValueError("memory=True on a robot dataset needs a VLA policy (embodia-tiny or a checkpoint)")
     ns = device_namespace((ep.get("meta") or {}).get("device") or "dataset:task", ds.embodiment)
     steered = SteeredPolicy(policy, memory_for(policy), namespace=ns, learn=False)

@@ -221,13 +221,7 @@ def gui_obs(step: dict) -> Observation:
 def _teacher_force(policy, executed: GuiAction, obs: Observation) -> None:
     """Make the policy's history hold the recorded action instead of its own prediction: through
     ``after_step`` where it has one; a GUI head's word history is rewritten in place."""
-    from embodia.policies.gui.head import GuiHeadPolicy
-    from embodia.policies.gui.head_encoding import describe
-    if isinstance(policy, GuiHeadPolicy):
-        if policy.history:
-            policy.history[-1] = describe(executed, obs.ui_tree)
-        return
-    as_policy(policy).after_step(obs, executed)
+    as_policy(policy).teacher_force(obs, executed)
 
 
 class _RecordedInfo:

@@ -208,8 +208,7 @@ class Policies:
             if self.memory:
                 raise ValueError(f"--memory steers a VLA checkpoint, not {self.spec!r}")
             return make_policy(self.spec, dev, threads=self.threads)
-        from embodia.policies.robot.vla import VLAPolicy
-        if isinstance(self.loaded, VLAPolicy):
+        if self.loaded is not None and self.loaded.rebinds:     # loaded once, bound to this task's body
             self.loaded.bind(dev.embodiment)
         else:
             self.loaded = make_policy(self.spec, dev, threads=self.threads)

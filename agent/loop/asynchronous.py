@@ -22,7 +22,7 @@ and observations); `smooth` says what to do about it:
 Pacing is on by default: holding the control rate is the point.
 
 >>> with open_device("sim:twogap-push") as dev:                                  # doctest: +SKIP
-...     r = run_episode(dev, policy, seed=0, async_exec=True, smooth="inpaint")
+...     r = run_async(dev, policy, seed=0, smooth="inpaint")
 ...     r.timing["async"]["rate_frac"], r.timing["async"]["stall_steps"]
 (0.99, 0)
 """
@@ -38,8 +38,8 @@ from typing import Callable
 
 import numpy as np
 
-from embodia.agent.loop.core import EpisodeResult, EpisodeRun, latency_summary, lost_at_reset
-from embodia.devices import DeviceLost
+from embodia.agent.loop.core import EpisodeResult, EpisodeRun, latency_summary
+from embodia.devices import as_device
 from embodia.policies.base import as_policy, exec_steps
 
 SMOOTHING = ("none", "inpaint", "ensemble")
@@ -282,21 +282,21 @@ def run_async(device, policy, *, seed: int | None = None, instruction: str | Non
               max_steps: int | None = None, exec_horizon: int | None = None, recorder=None,
               episode_meta: dict | None = None, pace: bool = True, on_step: Callable | None = None,
               smooth: str = "none", hz: float | None = None, labeler=None) -> EpisodeResult:
-    """One episode with asynchronous execution; the arguments mean what they mean for
-    `run_episode`. `timing["async"]` holds the achieved control rate, the inference delays (in
+    """One episode with asynchronous execution, the one entry point to it; the arguments mean what
+    they mean for `embodia.agent.loop.episode.run_episode` (a person's take-over, between two
+    decisions, is the synchronous loop's alone). `timing["async"]` holds the achieved control rate, the inference delays (in
     control steps), the stall steps, the steps where a new chunk took over and, for each, the action
     the previous plan held for that step (how far the switch departs from the old plan)."""
+    device = as_device(device)
     check_async(device, policy, smooth)
-    try:
-        run = EpisodeRun(device, policy, seed=seed, instruction=instruction, max_steps=max_steps,
-                         recorder=recorder, episode_meta=episode_meta, pace=pace, on_step=on_step, hz=hz,
-                         labeler=labeler)
-    except DeviceLost as e:
-        return lost_at_reset(seed, instruction, e)
+    run = EpisodeRun(device, policy, seed=seed, instruction=instruction, max_steps=max_steps,
+                     recorder=recorder, episode_meta=episode_meta, pace=pace, on_step=on_step, hz=hz,
+                     labeler=labeler)
     old_threads = _limit_torch_threads()
     loop = _AsyncRun(run, smooth, exec_steps(run.policy, device.embodiment, exec_horizon))
     try:
         with run.guarded():
+            run.start()
             loop.steps()
     finally:
         if not loop.worker.close():

@@ -1,10 +1,22 @@
 """What every way of running an episode shares: setup, one executed step, the error policy, shutdown.
 
-The synchronous loop (``episode.run_episode``) and the asynchronous one (``asynchronous.run_async``)
-differ only in how they get the next action; both drive an ``EpisodeRun``:
+One step, and who hears of it::
+
+      policy.act(obs, instruction) -> chunk or GuiAction      (run_episode: in the loop;
+             |                                                  run_async: in its own thread)
+             v  one action of it (a GuiAction passes the safety gate first)
+      device.step(action) -> (executed, next_obs)              (default: act, then observe)
+             |
+             v  Transition(t, obs, action=executed, next_obs, timing, extra)
+      policy.after_step(obs, executed)    the recorder's ep.step(obs, executed, timing, extra)
+      on_step(transition) -> stop?        then success(), done(), pacing; obs = next_obs
+
+The synchronous loop (``episode.run_episode``) and the asynchronous one (``asynchronous.run_async``,
+the one entry point to it) differ only in how they get the next action; both drive an ``EpisodeRun``:
 
 >>> run = EpisodeRun(device, policy, seed=0)                                   # doctest: +SKIP
 >>> with run.guarded():                                                        # doctest: +SKIP
+...     run.start()                       # the reset, inside the guard: a device lost there ends the episode
 ...     while run.steps < run.max_steps and not run.execute(next_action()):
 ...         pass
 >>> result = run.finish(run.timing())                                           # doctest: +SKIP
@@ -14,7 +26,7 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -41,12 +53,17 @@ class EpisodeResult:
         return {k: v for k, v in self.__dict__.items()}
 
 
-def lost_at_reset(seed: int | None, instruction: str | None, error: Exception) -> EpisodeResult:
-    """The result of an episode whose device was lost while it reset (a phone unplugged, a browser
-    closed between two episodes): nothing was executed, so nothing is recorded, and the error says
-    what happened instead of a traceback ending the whole run."""
-    return EpisodeResult(seed=seed, instruction=instruction or "", success=False, steps=0,
-                         timing=step_timing(0.0, [], [], [], []), error=f"{type(error).__name__}: {error}")
+@dataclass
+class Transition:
+    """One executed step, as every listener hears of it: the policy (``after_step``), the recorder
+    (``ep.step``) and the caller's ``on_step``."""
+
+    t: int                      # the step's index in the episode
+    obs: Observation            # what the step started from
+    action: Any                 # what the device executed (clipped, element resolved; a person's)
+    next_obs: Observation       # what the step ended in
+    timing: dict                # {"policy_ms": the decision's time, "device_ms": the device's}
+    extra: dict | None = None   # the step's notes: "intervention" (a person's), the safety decision, ...
 
 
 def latency_summary(ms: list[float]) -> dict:
@@ -84,9 +101,9 @@ def episode_limit(device, max_steps: int | None = None) -> int:
 
 
 class EpisodeRun:
-    """One episode in progress: the device reset, the policy reset, the recorder's episode begun,
-    and the per-step timings. ``execute`` runs one action; ``guarded`` turns the ways an episode can
-    end early into its outcome; ``finish`` closes it."""
+    """One episode in progress: ``start`` resets the device and the policy and begins the
+    recorder's episode; ``execute`` runs one action; ``guarded`` turns the ways an episode can end
+    early (the reset included) into its outcome; ``finish`` closes it."""
 
     def __init__(self, device, policy, *, seed: int | None = None, instruction: str | None = None,
                  max_steps: int | None = None, recorder=None, episode_meta: dict | None = None,
@@ -108,14 +125,13 @@ class EpisodeRun:
         self.max_steps = episode_limit(device, max_steps)
         self.period = 1.0 / (hz or emb.hz)
         self.pace, self.on_step, self.seed = pace, on_step, seed
-        self.obs = self.first_obs = device.reset(seed) if obs is None else obs
-        self.policy.reset(seed)
-        self.instruction = instruction or device.instruction or ""
+        self.asked_instruction, self.instruction = instruction, instruction or ""
         self.episode_meta = episode_meta or {}
         self.ep = None
-        if obs is None:
-            self._recording()
-        self.policy.instruct(self.instruction)
+        self.obs = self.first_obs = obs
+        self.started = False           # the device reset (or taken as it is), the policy told the task
+        if obs is not None:
+            self._begin(record=False)
         self.steps, self.success, self.interrupted = 0, False, False
         self.person_steps = 0          # steps a person took (take over and hand back)
         self.error: str | None = None
@@ -128,6 +144,22 @@ class EpisodeRun:
         self.lean = ("frames_on_demand" in device.capabilities and recorder is None and on_step is None
                      and labeler is None and not reads_step_images(self.policy))
         self.t_start = self.next_tick = time.perf_counter()
+
+    def start(self) -> None:
+        """Reset the device and begin the episode; call it inside ``guarded``, where a device lost
+        while it resets ends the episode as a loss mid-episode does (its record saved)."""
+        if not self.started:
+            self.obs = self.first_obs = self.device.reset(self.seed)
+            self._begin(record=True)
+            self.t_start = self.next_tick = time.perf_counter()
+
+    def _begin(self, record: bool) -> None:
+        self.policy.reset(self.seed)
+        self.instruction = self.asked_instruction or self.device.instruction or ""
+        if record:
+            self._recording()
+        self.policy.instruct(self.instruction)
+        self.started = True
 
     def _recording(self):
         """The recorder's episode, begun on first use (None without a recorder)."""
@@ -145,8 +177,7 @@ class EpisodeRun:
         ``decides_next=False``: no decision reads the observation this step ends in (the chunk goes
         on), so where nothing else reads frames (`lean`) the device leaves its cameras unrendered."""
         ts = time.perf_counter()
-        executed = self.device.act(action)
-        next_obs = self.device.observe(images=False) if self.lean and not decides_next else self.device.observe()
+        executed, next_obs = self.device.step(action, images=not (self.lean and not decides_next))
         return self._stepped(executed, next_obs, ts, policy_ms=policy_ms, on_path=on_path, extra=extra,
                              busy_since=busy_since, person=person)
 
@@ -162,15 +193,16 @@ class EpisodeRun:
                  extra: dict | None = None, busy_since: float | None = None, person: bool = False,
                  pace: bool = True, tell_policy: bool = True) -> bool:
         td = time.perf_counter()
+        step = Transition(self.steps, self.obs, executed, next_obs, {"policy_ms": policy_ms, "device_ms": (td - ts) * 1e3},
+                          {**(extra or {}), "intervention": True} if person else extra)
         if tell_policy:
-            self.policy.after_step(self.obs, executed)
+            self.policy.after_step(step.obs, step.action)
         if person:
             self.person_steps += 1
         if self._recording() is not None:
-            timing = {"policy_ms": policy_ms, "device_ms": (td - ts) * 1e3}
-            self.ep.step(self.obs, executed, timing, {**(extra or {}), "intervention": True} if person else extra)
+            self.ep.step(step.obs, step.action, step.timing, step.extra)
         tr = time.perf_counter()
-        stop = bool(self.on_step(self.steps, self.obs, executed, next_obs)) if self.on_step else False
+        stop = bool(self.on_step(step)) if self.on_step else False
         self.obs = next_obs
         self.steps += 1
         self.policy_ms.append(policy_ms if on_path else 0.0)
@@ -205,6 +237,8 @@ class EpisodeRun:
             self.interrupted = True
         except (DeviceLost, FloatingPointError, ValueError, RiskRefused) as e:
             self.error = f"{type(e).__name__}: {e}"
+            if not self.started and not isinstance(e, DeviceLost):
+                self.unexpected = e     # a reset refused for another reason (a bad setting) still surfaces
         except Exception as e:
             self.error = f"{type(e).__name__}: {e}"
             self.unexpected = e
@@ -217,6 +251,8 @@ class EpisodeRun:
         """The verified outcome, the device's and the policy's facts, the policy's end-of-episode
         hook and the recorder's end of the episode; then a bug seen during the episode surfaces."""
         result = self._outcome(timing)
+        if not self.started:
+            self._recording()           # lost at the reset: the record says so, as for a loss mid-episode
         if self.ep is not None:
             result.episode_index = self._save(result)
         if self.unexpected is not None:
@@ -224,11 +260,11 @@ class EpisodeRun:
         return result
 
     def _outcome(self, timing: dict) -> EpisodeResult:
-        ok = self.error is None
+        ok = self.error is None and self.started
         if self.can_verify and ok:
             self.success = bool(self.device.success())
         info = dict(self.device.info()) if ok else {}
-        pinfo = self.policy.info()
+        pinfo = self.policy.info() if self.started else {}
         if pinfo:
             info["policy"] = dict(pinfo)
         if self.person_steps:

@@ -18,10 +18,9 @@ from typing import Callable
 
 import numpy as np
 
-from embodia.agent.loop.asynchronous import run_async
-from embodia.agent.loop.core import EpisodeResult, EpisodeRun, lost_at_reset
+from embodia.agent.loop.core import EpisodeResult, EpisodeRun
 from embodia.agent.loop.safety import RiskRefused, default_gate
-from embodia.devices import DeviceLost, GuiAction, as_device
+from embodia.devices import GuiAction, as_device
 from embodia.policies.base import exec_steps
 
 __all__ = ["EpisodeResult", "run_episode"]
@@ -30,17 +29,15 @@ __all__ = ["EpisodeResult", "run_episode"]
 def run_episode(device, policy, *, seed: int | None = None, instruction: str | None = None,
                 max_steps: int | None = None, exec_horizon: int | None = None, recorder=None,
                 episode_meta: dict | None = None, pace: bool | None = None,
-                on_step: Callable | None = None, gate=None, async_exec: bool = False,
-                smooth: str = "none", hz: float | None = None, labeler=None, takeover=None) -> EpisodeResult:
+                on_step: Callable | None = None, gate=None, hz: float | None = None, labeler=None,
+                takeover=None) -> EpisodeResult:
     """Run one episode; record it if `recorder` (a DatasetWriter, or a GuiRecorder for GUI
-    devices) is given.
+    devices) is given. (To compute the next chunk while the current one executes, run the same
+    episode with `embodia.agent.loop.asynchronous.run_async`.) `hz` overrides the embodiment's
+    control rate for pacing (benchmarks).
 
-    `async_exec` computes the next chunk while the current one executes (paced by default; see
-    `embodia.agent.loop.asynchronous`, and `smooth` there for the chunk boundaries). `hz` overrides the
-    embodiment's control rate for pacing (benchmarks).
-
-    `on_step(t, obs, action, next_obs)` is called after every executed step; returning True stops
-    the episode (replay uses it to stop on divergence). A policy returning None (or an empty chunk)
+    `on_step(transition)` (a `embodia.agent.loop.core.Transition`) is called after every executed
+    step; returning True stops the episode (replay uses it to stop on divergence). A policy returning None (or an empty chunk)
     has nothing more to do. GUI actions pass `gate` (a SafetyGate; by default one whose answer is
     always No, except on a "sandbox" device such as gui-sim): a refused action is recorded, not
     executed, and ends the episode. A `terminate` action ends it too. `labeler` labels the episode's
@@ -48,25 +45,14 @@ def run_episode(device, policy, *, seed: int | None = None, instruction: str | N
     `embodia.agent.loop.takeover.Takeover`) lets a person take the device between two decisions,
     act, and hand it back (synchronous loop only).
     """
-    if async_exec and takeover is not None:
-        raise ValueError("a person takes over between decisions of the synchronous loop; drop async_exec")
     device = as_device(device)       # any object that acts, seen through the declared members
-    if async_exec:
-        return run_async(device, policy, seed=seed, instruction=instruction, max_steps=max_steps,
-                         exec_horizon=exec_horizon, recorder=recorder, episode_meta=episode_meta,
-                         pace=True if pace is None else pace, on_step=on_step, smooth=smooth, hz=hz,
-                         labeler=labeler)
-    if smooth != "none":
-        raise ValueError(f"smooth={smooth!r} applies to asynchronous execution (async_exec=True)")
-    try:
-        run = EpisodeRun(device, policy, seed=seed, instruction=instruction, max_steps=max_steps,
-                         recorder=recorder, episode_meta=episode_meta, on_step=on_step, hz=hz, labeler=labeler,
-                         pace=("realtime" in device.capabilities) if pace is None else pace)
-    except DeviceLost as e:
-        return lost_at_reset(seed, instruction, e)
+    run = EpisodeRun(device, policy, seed=seed, instruction=instruction, max_steps=max_steps,
+                     recorder=recorder, episode_meta=episode_meta, on_step=on_step, hz=hz, labeler=labeler,
+                     pace=("realtime" in device.capabilities) if pace is None else pace)
     if run.gui and gate is None:
         gate = default_gate(run.device)
     with run.guarded():
+        run.start()
         if takeover is not None:
             takeover.attach()
         try:

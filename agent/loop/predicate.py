@@ -39,6 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from embodia.devices import as_device
+
 MAX_PREDICATE = 2000      # characters
 MAX_DEPTH = 32            # nesting of not/( ... ): deeper is an error, never a RecursionError
 
@@ -398,26 +400,17 @@ def _same(got, want) -> bool:
 
 
 def scene_bodies(device) -> list | None:
-    """The body names of a MuJoCo device's scene (None for any other device)."""
-    try:
-        import mujoco
-
-        from embodia.devices.mujoco import MujocoDevice
-    except ImportError:
-        return None
-    if not isinstance(device, MujocoDevice):
-        return None
-    return [mujoco.mj_id2name(device.model, mujoco.mjtObj.mjOBJ_BODY, i) or f"body{i}"
-            for i in range(device.model.nbody)]
+    """The body names of the device's simulated scene (None: it has none, `Device.bodies`)."""
+    bodies = as_device(device).bodies()
+    return None if bodies is None else list(bodies)
 
 
 def body_positions(device) -> dict | None:
-    """``{"NAME.x": ..., "NAME.y": ..., "NAME.z": ...}``: each body's world position now (None: no MuJoCo scene)."""
-    names = scene_bodies(device)
-    if names is None:
+    """``{"NAME.x": ..., "NAME.y": ..., "NAME.z": ...}``: each body's world position now (None: no scene)."""
+    bodies = as_device(device).bodies()
+    if bodies is None:
         return None
-    xpos = np.asarray(device.data.xpos, dtype=np.float64)
-    return {f"{n}.{ax}": float(xpos[i, k]) for i, n in enumerate(names) for k, ax in enumerate("xyz")}
+    return {f"{n}.{ax}": float(p[k]) for n, p in bodies.items() for k, ax in enumerate("xyz")}
 
 
 def named_state(obs, embodiment) -> dict:

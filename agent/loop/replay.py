@@ -28,10 +28,10 @@ def replay_episode(dataset, index: int, *, device=None, device_uri: str | None =
     rec_state = np.asarray(ep["state"], dtype=np.float32)
     diffs, last = [], {}
 
-    def check(t, obs, action, next_obs):
-        if t < len(rec_state):
-            diffs.append(float(np.max(np.abs(obs.state - rec_state[t]))) if rec_state.shape[1] else 0.0)
-        last["state"] = next_obs.state
+    def check(step):
+        if step.t < len(rec_state):
+            diffs.append(float(np.max(np.abs(step.obs.state - rec_state[step.t]))) if rec_state.shape[1] else 0.0)
+        last["state"] = step.next_obs.state
         return stop_on_divergence is not None and diffs and diffs[-1] > stop_on_divergence
 
     try:

@@ -82,7 +82,7 @@ from embodia.agent.loop.safety_words import SENTENCE_PATTERNS as _SENTENCE_VERBS
 from embodia.agent.loop.safety_words import normalize
 from embodia.agent.loop.safety_words import command_risk as _command_risk
 from embodia.agent.loop.safety_words import match as _match
-from embodia.devices import GuiAction
+from embodia.devices import GuiAction, Screen
 
 RISK_CLASSES = ("send", "delete", "pay", "purchase", "install", "password", "system", "unknown")
 
@@ -98,11 +98,7 @@ class RiskRefused(RuntimeError):
 
 # -- what an action targets -------------------------------------------------------------------------
 def _screen_size(screen):
-    if screen is None:
-        return None
-    if hasattr(screen, "width"):
-        return screen.width, screen.height
-    return tuple(screen)
+    return None if screen is None else Screen.of(screen).size
 
 
 def _pixel(point, screen):

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import re
 
+from embodia.devices.embodiment import Screen
+
 DIALOG_ROLES = {"alert", "dialog", "file chooser", "android.app.dialog"}
 # roles whose text is a title or a statement, read as the context of a page
 _STATIC_ROLES = {"label", "heading", "paragraph", "static", "android.widget.textview", "textview", "text view"}
@@ -62,7 +64,7 @@ def role(e: dict) -> str:
 
 def screen_area(tree: list[dict], screen) -> float:
     if screen is not None:
-        w, h = (screen.width, screen.height) if hasattr(screen, "width") else tuple(screen)
+        w, h = Screen.of(screen).size
         return float(w * h)
     return max((area(e) for e in tree), default=0.0)
 

@@ -229,13 +229,13 @@ class JudgeLabeler:
         self.error: str | None = None       # why the last ask got no reply
         self.source = f"judge:{'hf' if reply is not None else 'openai'}:{model}"
 
-    def on_step(self, t, obs, action, next_obs) -> bool:
+    def on_step(self, step) -> bool:
         """Keep a bounded, evenly thinned set of the episode's frames (halved, stride doubled, when it
         outgrows 2 * middle + 1); never stops the episode."""
-        if t == 0:
+        if step.t == 0:
             self._kept, self._stride = [], 1
-        if self.middle and (t + 1) % self._stride == 0:
-            img = frame(next_obs)
+        if self.middle and (step.t + 1) % self._stride == 0:
+            img = frame(step.next_obs)
             if img is not None:
                 self._kept.append(np.array(img))        # a copy: a device may reuse its buffer
             if len(self._kept) > 2 * self.middle + 1:
@@ -341,13 +341,13 @@ class LearnedLabeler:
         emb = device.embodiment
         every = every or (1 if emb.is_gui else max(1, int(emb.exec_horizon)))
 
-        def on_step(t, obs, action, next_obs) -> bool:
-            if t == 0:
-                first[:] = [obs]
-            if (t + 1) % every:
+        def on_step(step) -> bool:
+            if step.t == 0:
+                first[:] = [step.obs]
+            if (step.t + 1) % every:
                 return False
             text = instruction if instruction is not None else device.instruction or ""
-            return self.detector.probability(device.embodiment, first[0], next_obs, text) >= self.threshold
+            return self.detector.probability(device.embodiment, first[0], step.next_obs, text) >= self.threshold
         return on_step
 
 

@@ -368,8 +368,7 @@ class ScreensOnly(PersonInput):
 def person_for(device, *, keyboard: bool = False) -> PersonInput:
     """How a person's actions on ``device`` are known (see the module doc); ``keyboard``: a person
     is at a terminal whose keys reach the turn."""
-    from embodia.devices.desktop import DesktopDevice
-    if isinstance(device, DesktopDevice):
+    if device.display:          # an X screen: the X server reports the person's input
         return XPerson(device.display)
     if "person_input" in device.capabilities:
         return DevicePerson()

@@ -13,6 +13,7 @@ from contextlib import nullcontext
 
 import numpy as np
 
+from embodia.agent.loop.core import Transition
 from embodia.agent.loop.success import JudgeLabeler
 from embodia.devices import Device, Embodiment, Observation
 from embodia.policies.base import as_policy
@@ -86,7 +87,7 @@ class ConnectionSession:
             self.episode = {"first": obs, "last": obs, "prompt": prompt, "seed": begin["seed"], "t": 0}
         elif self.episode is not None:
             if isinstance(self.labeler, JudgeLabeler):      # a few frames in between, as in the loop
-                self.labeler.on_step(self.episode["t"], self.episode["last"], None, obs)
+                self.labeler.on_step(Transition(self.episode["t"], self.episode["last"], None, obs, {}))
             self.episode["last"], self.episode["t"] = obs, self.episode["t"] + 1
         with self._credit():
             chunk = np.atleast_2d(np.asarray(self.policy.act(obs, prompt), np.float32))

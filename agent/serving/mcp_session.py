@@ -351,8 +351,8 @@ def run_task_episodes(s: DeviceSession, policy_spec, instruction, episodes, seed
     rows = []
     try:
         for i in range(episodes):
-            def on_step(t, obs, action, next_obs, i=i):
-                progress(i * limit + t + 1, episodes * limit, f"episode {i + 1}/{episodes}, step {t + 1}")
+            def on_step(step, i=i):
+                progress(i * limit + step.t + 1, episodes * limit, f"episode {i + 1}/{episodes}, step {step.t + 1}")
                 return stop.is_set()
             r = run_episode(s.device, steered or pol, seed=None if seed is None else seed + i,
                             instruction=instruction, max_steps=max_steps, recorder=s.recorder,

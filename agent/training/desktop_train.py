@@ -138,7 +138,7 @@ def iter_bench_demos(tasks, episodes: int, *, seed: int = 10_000, out: Path | No
             for i in range(episodes):
                 pairs: list = []
                 r = run_episode(dev, EnterAsKey(dev.expert()), seed=seed + i, recorder=rec, gate=SafetyGate(allow=GATE_ALLOW),
-                                on_step=lambda t, obs, a, nxt, pairs=pairs: pairs.append((obs, a)) and None,
+                                on_step=lambda step, pairs=pairs: pairs.append((step.obs, step.action)) and None,
                                 episode_meta={"device": f"desktop-bench:{task}", "policy": "expert"})
                 if not r.success:
                     continue

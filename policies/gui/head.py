@@ -451,6 +451,8 @@ class GuiHeadPolicy(Policy):
     has already looked in, what it has typed); `reset` forgets them.
     """
 
+    loop_threads = True        # a bundled-size model, at the runtime's torch threads
+
     def __init__(self, head: GuiHead, backbone: Backbone, *, embodiment=None, threads: int | None = None,
                  torch_device: str | None = None, dtype: str | None = None):
         """``torch_device`` / ``dtype`` as `VLAPolicy`'s (`embodia.policies.placement`); the dtype is the
@@ -507,3 +509,8 @@ class GuiHeadPolicy(Policy):
 
     def info(self) -> dict:
         return {"head": "gui", **({"last": self.last} if self.last else {})}
+
+    def teacher_force(self, obs: Observation, executed: GuiAction) -> None:
+        """The recorded action replaces the head's own latest one in its word history."""
+        if self.history:
+            self.history[-1] = describe(executed, obs.ui_tree)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from embodia.devices.actions import GuiAction
+from embodia.devices.embodiment import Screen
 
 MAX_REPLY_CHARS = 64 * 1024
 
@@ -60,7 +61,7 @@ def point_text(p) -> str:
 
 def size_ok(v) -> bool:
     try:
-        w, h = (v.width, v.height) if hasattr(v, "width") else v
+        w, h = Screen.of(v).size
         return float(w) >= 1 and float(h) >= 1
     except (TypeError, ValueError):
         return False

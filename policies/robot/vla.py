@@ -109,6 +109,8 @@ class VLAPolicy(Policy):
     accepts_prefix = True      # predict_chunk(prefix=...) continues an unexecuted plan (--smooth inpaint)
     steerable = True           # steer_chunk: the success memory sets where the flow starts
     steer_local = True         # and its sampler is here, for the select and noise-recall ablations
+    rebinds = True             # bind(): one checkpoint drives every body it was trained on
+    loop_threads = True        # a bundled-size model, at the runtime's torch threads
 
     @property
     def horizon(self) -> int:
