@@ -40,9 +40,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from embodia.shared.files import write_atomic, write_atomic_path
 from embodia.policies.backbone import Backbone, backbone_sha256, read_head_files
 from embodia.policies.placement import Placement, to_device
+from embodia.shared.files import write_atomic, write_atomic_path
 
 HEAD_WEIGHTS = "success_head.safetensors"
 HEAD_CONFIG = "success_head.json"

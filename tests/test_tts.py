@@ -18,9 +18,9 @@ from embodia.agent.recording.gui_log import list_gui_episodes, read_gui_episode 
 from embodia.devices import GuiAction, Observation, Screen  # noqa: E402
 from embodia.devices.coords import to_pixels  # noqa: E402
 from embodia.devices.gui import gui_embodiment  # noqa: E402
-from embodia.policies.gui.selection import vote, vote_key  # noqa: E402
 from embodia.policies.gui.prompt import PolicyGaveUp  # noqa: E402
 from embodia.policies.gui.remote import OpenAIPolicy  # noqa: E402
+from embodia.policies.gui.selection import vote, vote_key  # noqa: E402
 
 pytest.register_assert_rewrite("fake_openai")
 import test_local_vlm  # noqa: E402

@@ -33,8 +33,8 @@ from embodia.agent.evaluation.stats import clustered_gain, newcombe, newcombe_pa
 from embodia.agent.evaluation.suite import cell as rate
 from embodia.agent.evaluation.suite import run_suite, suite_run
 from embodia.agent.evaluation.suite_resume import run_diff
-from embodia.sim.metaworld import GROUPS
 from embodia.shared.files import commit_dir
+from embodia.sim.metaworld import GROUPS
 
 
 def suite_memory_gain(suite: str, policy_spec: str, *, episodes: int, streams: int, workdir, seed: int = 0,

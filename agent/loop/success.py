@@ -57,8 +57,8 @@ from embodia.agent.loop.predicate import (
     parse_predicate,
     scene_bodies,
 )
-from embodia.shared.images import png_bytes, png_url
 from embodia.policies.gui.remote import chat_completions_url, chat_headers
+from embodia.shared.images import png_bytes, png_url
 
 JUDGE_THRESHOLD = 0.9     # a judge's label stores only at this confidence or above (no measurement
                           # chose it yet: conservative, a false success poisons the memory)

@@ -22,8 +22,8 @@ from embodia.agent.loop.core import EpisodeRun, episode_limit
 from embodia.agent.loop.episode import pass_gate
 from embodia.agent.loop.safety import SafetyGate
 from embodia.devices import ActionError, GuiAction, check_chunk
-from embodia.shared.images import png_base64
 from embodia.policies.base import Policy, as_policy
+from embodia.shared.images import png_base64
 
 MAX_CHUNK_ROWS = 1024
 IDLE_CLOSE_S = 300.0             # a device unused this long (stateless HTTP: its client left) is closed and saved

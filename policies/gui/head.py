@@ -54,7 +54,6 @@ from torch import nn
 from torch.nn import functional as F
 
 from embodia.devices import GuiAction, Observation
-from embodia.shared.files import write_atomic
 from embodia.policies.backbone import Backbone, backbone_sha256, read_head_files
 from embodia.policies.base import Policy
 from embodia.policies.gui.head_encoding import (
@@ -88,6 +87,7 @@ from embodia.policies.gui.head_encoding import (
 from embodia.policies.gui.head_labels import to_action
 from embodia.policies.gui.head_spell import SPELL_COLUMNS
 from embodia.policies.placement import Placement, to_device
+from embodia.shared.files import write_atomic
 
 
 # -- the model ----------------------------------------------------------------------------------------

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from embodia.shared.noise import draw_noise
 from embodia.memory import MemoryConfig, SuccessMemory, stable_hash
 from embodia.policies.base import Policy
 from embodia.policies.robot.vla import MEMORY_KEYS
+from embodia.shared.noise import draw_noise
 
 KEY_ENCODER = "normalized-state/v1"       # the default key: the normalized state
 OFFSETS_ENCODER = "point-offsets/v1"      # opt-in (memory.json "key": "offsets"): see OffsetKey
