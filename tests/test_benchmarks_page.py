@@ -37,7 +37,7 @@ def first_table(text: str) -> tuple[list[str], list[list[str]]]:
 
 
 def without_code(text: str) -> str:
-    """Text with its code spans and link targets dropped: `embodia-mt50` and docs/x.md hold no figure."""
+    """Text with its code spans and link targets dropped: `embodia-mt50` and link targets hold no figure."""
     return re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`\n]*`", "", text))
 
 

@@ -284,10 +284,10 @@ def test_round_5_tuning_what_a_confirm_agrees_to():
 
 
 def test_round_5_misses_a_dialogs_own_verb_secrets_and_guards():
-    save = ["Save changes to \u201cnotes.md\u201d before closing?", "If you don't save, changes will be permanently lost."]
+    save = ["Save changes to \u201cnotes.odt\u201d before closing?", "If you don't save, changes will be permanently lost."]
     buttons = ["Close without Saving", "Cancel", "Save"]
-    assert _risk(desktop_dialog("*notes.md - gedit", "gedit", "", save, buttons, "Save", dialog_named=False)) is None
-    assert _risk(desktop_dialog("*notes.md - gedit", "gedit", "", save, buttons, "Close without Saving",
+    assert _risk(desktop_dialog("*notes.odt - gedit", "gedit", "", save, buttons, "Save", dialog_named=False)) is None
+    assert _risk(desktop_dialog("*notes.odt - gedit", "gedit", "", save, buttons, "Close without Saving",
                                 dialog_named=False)) == "delete"
     assert _risk(web_dialog("Sign in", "n.example", "Save password?", ["ana@mail.com"], ["Never", "Save"], "Save")) \
         == "password"
