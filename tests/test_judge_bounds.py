@@ -6,14 +6,13 @@ Before: a trickled reply ran 102 s past a 60 s timeout and ended in an Incomplet
 reply cut short or nested deeply ended in a traceback, and an 80 KB reason took 82 s to print."""
 import json
 import os
-import socketserver
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from bad_endpoint import BadEndpoint
 
 from embodia.agent.cli.run import label_note
 from embodia.agent.loop.episode import run_episode
@@ -41,67 +40,11 @@ REPLIES = {
 }
 
 
-class Judge(socketserver.ThreadingTCPServer):
-    """A loopback 'OpenAI-compatible' endpoint that misbehaves as ``mode`` says, on raw sockets."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.mode = "trickle"
-        self.stop = threading.Event()
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
-
-class Handler(socketserver.BaseRequestHandler):
-    def handle(self):
-        s, mode = self.request, self.server.mode
-        data = b""
-        while b"\r\n\r\n" not in data:
-            data += s.recv(65536)
-        head, _, body = data.partition(b"\r\n\r\n")
-        length = int(next(h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")))
-        while len(body) < length:
-            body += s.recv(65536)
-        reply = REPLIES[mode]
-        header = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(reply)}\r\n\r\n".encode()
-        try:
-            if mode == "trickle":
-                s.sendall(header)
-                for b in reply:
-                    if self.server.stop.wait(0.25):
-                        return
-                    s.sendall(bytes([b]))
-            elif mode == "trickle-headers":
-                for b in header:
-                    if self.server.stop.wait(0.25):
-                        return
-                    s.sendall(bytes([b]))
-            elif mode == "truncate":
-                s.sendall(header.replace(str(len(reply)).encode(), str(len(reply) + 500).encode()) + reply)
-            elif mode == "stall":
-                self.server.stop.wait(60)
-            elif mode == "huge":
-                s.sendall(header.replace(b"Content-Length: 0", b"Content-Length: 50000000"))
-                self.server.stop.wait(60)
-            else:
-                s.sendall(header + reply)
-        except OSError:
-            pass
-
-
 @pytest.fixture
 def judge():
-    srv = Judge()
+    srv = BadEndpoint(REPLIES)
     yield srv
-    srv.stop.set()
-    srv.shutdown()
-    srv.server_close()
+    srv.close()
 
 
 @pytest.mark.parametrize("mode", list(REPLIES))

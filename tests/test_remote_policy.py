@@ -15,10 +15,11 @@ from embodia.agent.loop.factory import POLICY_SPECS, PolicyError, make_policy
 from embodia.agent.recording.gui_log import GuiRecorder, list_gui_episodes, read_gui_episode
 from embodia.devices import Channel, Embodiment, GuiAction, Observation, Screen
 from embodia.devices.coords import to_pixels
-from embodia.devices.gui import GuiDevice, gui_embodiment
+from embodia.devices.gui import gui_embodiment
 
 pytest.register_assert_rewrite("fake_openai")
 from fake_openai import FakeOpenAI, Reply  # noqa: E402  (after the rewrite hook, so its asserts report well)
+from fake_phone import Phone  # noqa: E402
 
 from embodia.policies.gui.prompt import PolicyGaveUp, fit_image
 from embodia.policies.gui.remote import EndpointError, OpenAIPolicy
@@ -147,23 +148,6 @@ def test_two_bad_replies_then_a_good_one_succeeds_on_the_third_attempt(fake_open
 
 def test_giving_up_after_max_retries_executes_nothing_and_keeps_the_replies(fake_openai, tmp_path):
     fake_openai.script(*["no idea"] * 3)
-
-    class Phone(GuiDevice):
-        supported = frozenset({"click", "type"})
-
-        def __init__(self):
-            super().__init__()
-            self.embodiment = gui_embodiment("fake-phone", "gui-phone", Screen(400, 800))
-            self.log = []
-
-        def _screen(self):
-            return Screen(400, 800)
-
-        def _grab(self):
-            return np.zeros((800, 400, 3), np.uint8)
-
-        def _execute(self, action, p, q):
-            self.log.append(action)
 
     dev = Phone()
     pol = OpenAIPolicy("test", fake_openai.url, max_retries=2).bind(dev.embodiment)

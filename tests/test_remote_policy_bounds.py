@@ -6,16 +6,13 @@ names the cause, and the device executes nothing.
 Before: the policy read replies with ``urlopen(timeout=T)``, which bounds each socket read, not the
 reply: a trickled reply ran on for as long as the server kept sending, and any body was read whole."""
 import json
-import socketserver
-import threading
 import time
 
-import numpy as np
 import pytest
+from bad_endpoint import BadEndpoint
+from fake_phone import Phone
 
 from embodia.agent.loop.episode import run_episode
-from embodia.devices import Screen
-from embodia.devices.gui import GuiDevice, gui_embodiment
 from embodia.policies.gui.remote import EndpointError, OpenAIPolicy
 
 DEADLINE = 2.0
@@ -24,85 +21,15 @@ GOOD = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant",
                                                         "content": '{"type": "click", "point": [500, 500]}'}}]}).encode()
 
 
-class Endpoint(socketserver.ThreadingTCPServer):
-    """A loopback chat endpoint on raw sockets that answers as ``mode`` says."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, mode: str):
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.mode, self.stop = mode, threading.Event()
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
-
-class Handler(socketserver.BaseRequestHandler):
-    def handle(self):
-        s, srv = self.request, self.server
-        data = b""
-        while b"\r\n\r\n" not in data:
-            data += s.recv(65536)
-        head, _, body = data.partition(b"\r\n\r\n")
-        length = int(next(h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")))
-        while len(body) < length:
-            body += s.recv(65536)
-        header = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(GOOD)}\r\n\r\n".encode()
-        try:
-            if srv.mode in ("trickle", "trickle-headers"):
-                sent = header if srv.mode == "trickle-headers" else header + GOOD
-                start = 0 if srv.mode == "trickle-headers" else len(header)
-                s.sendall(sent[:start])
-                for b in sent[start:]:                      # one byte every 0.2 s: minutes in all
-                    if srv.stop.wait(0.2):
-                        return
-                    s.sendall(bytes([b]))
-            elif srv.mode == "huge-declared":
-                s.sendall(header.replace(str(len(GOOD)).encode(), b"50000000"))
-                srv.stop.wait(30)
-            elif srv.mode == "huge-chunked":                # no length: the body just keeps coming
-                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n")
-                block = b" " * 65536
-                while not srv.stop.is_set():
-                    s.sendall(block)
-        except OSError:
-            pass
-
-
-class Phone(GuiDevice):
-    """A screen that records every action it is asked to execute."""
-
-    supported = frozenset({"click", "type"})
-
-    def __init__(self):
-        super().__init__()
-        self.embodiment = gui_embodiment("fake-phone", "gui-phone", Screen(400, 800))
-        self.log = []
-
-    def _screen(self):
-        return Screen(400, 800)
-
-    def _grab(self):
-        return np.zeros((800, 400, 3), np.uint8)
-
-    def _execute(self, action, p, q):
-        self.log.append(action)
-
-
 @pytest.fixture
 def endpoint(request):
-    srv = Endpoint(request.param)
+    srv = BadEndpoint(GOOD, request.param, byte_s=0.2)
     yield srv
-    srv.stop.set()
-    srv.shutdown()
-    srv.server_close()
+    srv.close()
 
 
 CAUSES = {"trickle": f"within {DEADLINE:g} s", "trickle-headers": f"within {DEADLINE:g} s",
-          "huge-declared": f"over the {CAP} byte limit", "huge-chunked": f"longer than the {CAP} byte limit"}
+          "huge": f"over the {CAP} byte limit", "huge-chunked": f"longer than the {CAP} byte limit"}
 
 
 @pytest.mark.parametrize("endpoint", list(CAUSES), indirect=True)
