@@ -278,3 +278,46 @@ class ScreenQueryMixin:
         fields = {k: (tuple(x) if isinstance(x, list) else x) for k, x in v["fields"].items()}
         return canon(v["type"], v["ref"], fields, v["point"], self.config.point_grid)
 
+
+    def exemplars(self, namespace: str, screen_elements, instruction: str, *, slots: Optional[dict] = None,
+                  page: Optional[str] = None, k: int = 2, max_steps: int = 16) -> List[List[dict]]:
+        """Whole stored successes to show a model as examples (as Synapse shows its exemplars, but
+        filled online from verified successes): the source episodes of the entries nearest to this
+        screen, most similar first, at most ``k``, each as its stored steps in order, at most
+        ``max_steps``. A step is ``{"type", "target": {role, text, id, desc} of the element it
+        acted on, and the action's own fields (text typed, keys...)}``, placeholders filled with
+        ``slots`` (this task's values) or else with the values the success was stored with. []
+        when nothing stored is near (``min_similarity``)."""
+        s = self._ns.get(namespace)
+        if s is None or s.n == 0 or k <= 0:
+            return []
+        q = self.key(list(screen_elements or []), instruction, slots, page)
+        score, ids = s.index.search(q[None], min(self.config.k, s.n))
+        episodes: List[int] = []
+        for sc, r in zip(score[0], s.rows(ids[0])):
+            e = int(s.num["episode_id"][r]) if r >= 0 and sc >= self.config.min_similarity else None
+            if e is not None and e not in episodes:
+                episodes.append(e)
+        out = []
+        for e in episodes[:k]:
+            rows = sorted(np.flatnonzero(s.num["episode_id"] == e), key=lambda r: int(s.num["step"][r]))
+            out.append([_exemplar_step(s.values[r], slots) for r in rows[:max_steps]])
+        return out
+
+
+def _exemplar_step(value: dict, slots: Optional[dict]) -> dict:
+    """A stored step as a model reads it, its placeholders filled (`ScreenQueryMixin.exemplars`)."""
+    stored = dict(kv.split("=", 1) for kv in ((value.get("vals") or [""])[0] or "").split("|") if "=" in kv)
+    values = slots or stored
+
+    def show(text, slug=False):
+        return (fill(text, values, slug) or text) if isinstance(text, str) and PLACEHOLDER.search(text) else text
+
+    step = {"type": value["type"]}
+    ref = value.get("ref")
+    if ref is not None:
+        step["target"] = {key: show(v, key == "id") for key, v in ref.items() if v}
+    elif value.get("point") is not None:
+        step["point"] = [round(float(x), 1) for x in value["point"]]
+    step.update({key: show(v) for key, v in (value.get("fields") or {}).items()})
+    return step

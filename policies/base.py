@@ -43,13 +43,16 @@ class Policy:
       trained on, so that a suite of tasks loads it once.
     - ``teacher_force(obs, executed)``: offline evaluation scored a decision and the recorded action
       takes its place in the policy's history (default: ``after_step``).
+    - ``show_exemplars(exemplars)`` (only with ``takes_exemplars``): verified successes a screen memory
+      retrieved for the next decision, each a list of steps (``ScreenMemory.exemplars``), for the
+      policy to read as examples (a chat model gets them in its prompt).
 
     Capabilities and facts the runtime asks about: ``ensemble`` (not None: the policy blends its own
     chunks into single actions, which asynchronous execution must not do again), ``accepts_prefix``,
     ``steerable`` (a flow policy the success memory can steer: ``steer_chunk``, ``body_norms``, ``steps``),
     ``steer_local`` (its sampler runs in this process, which the memory's select and noise-recall
     ablations reach into: ``predict_candidates``, ``generator``),
-    ``proposes``, ``rebinds``, ``placement`` (where its model runs in this process, a
+    ``proposes``, ``takes_exemplars``, ``rebinds``, ``placement`` (where its model runs in this process, a
     `embodia.policies.placement.Placement`; None: it holds no model here), ``loop_threads`` (a
     bundled-size model that runs at the runtime's torch threads, `policy_threads`),
     ``horizon`` (the length of the chunks it returns; None: the embodiment's chunk),
@@ -74,6 +77,7 @@ class Policy:
     steerable: bool = False
     steer_local: bool = False
     proposes: bool = False
+    takes_exemplars: bool = False
     rebinds: bool = False
     placement = None
     loop_threads: bool = False
@@ -131,13 +135,17 @@ class Policy:
     def teacher_force(self, obs: Observation, executed) -> None:
         self.after_step(obs, executed)
 
+    def show_exemplars(self, exemplars: list) -> None:
+        raise NotImplementedError(f"{type(self).__name__} reads no exemplars (takes_exemplars is False)")
+
 
 class _Adapted(Policy):
     """A duck-typed policy (any object with ``act``, and ``reset``) seen through the declared hooks:
     the hooks it defines are used, the others keep the defaults."""
 
     _HOOKS = ("reset", "instruct", "after_step", "step_record", "end_episode", "hold_episode", "info", "close",
-              "predict_chunk", "propose", "prompt_tokens", "steer_chunk", "body_norms", "bind", "teacher_force")
+              "predict_chunk", "propose", "prompt_tokens", "steer_chunk", "body_norms", "bind", "teacher_force",
+              "show_exemplars")
 
     def __init__(self, inner):
         if callable(getattr(inner, "observe", None)) and not callable(getattr(inner, "after_step", None)):
@@ -154,6 +162,7 @@ class _Adapted(Policy):
         self.horizon = getattr(inner, "horizon", None)
         self.exec_horizon = getattr(inner, "exec_horizon", None)
         self.proposes = callable(getattr(inner, "propose", None))
+        self.takes_exemplars = callable(getattr(inner, "show_exemplars", None))
         self.embodiment = getattr(inner, "embodiment", None)
         self.memory = getattr(inner, "memory", None)
         self.step_images = getattr(inner, "step_images", None)

@@ -72,6 +72,8 @@ REPLY_LOG_CHARS = 4000      # a reply as kept in step records and in a correctio
 TREE_MAX_ELEMENTS = 200
 TREE_TEXT_CHARS = 80
 QWEN_PATCH = 28             # Qwen2.5-VL / UI-TARS-1.5 image sides are multiples of this
+MAX_EXEMPLARS = 3           # verified successes a prompt carries (`show_exemplars`)
+MAX_EXEMPLAR_STEPS = 16
 _GENERIC = ("wait", "answer", "terminate")
 SELECTIONS = ("vote", "judge")
 SAMPLE_TEMPERATURE = 0.7
@@ -272,6 +274,7 @@ class ChatGuiPolicy(Policy):
     """
 
     model: str = "?"
+    takes_exemplars = True          # a screen memory's verified successes go into the prompt
 
     def __init__(self, *, embodiment: Embodiment | None = None, coords: str = "norm1000", max_retries: int = 2,
                  image_max_side: int = 1280, image_multiple: int | None = None, history: int = 4,
@@ -319,6 +322,12 @@ class ChatGuiPolicy(Policy):
         self._record: dict | None = None
         self._stats = {"decisions": 0, "calls": 0, "parse_failures": 0, "gave_up": 0}
         self._ms: list[float] = []
+        self._exemplars: list = []
+
+    def show_exemplars(self, exemplars: list) -> None:
+        """Verified successes (lists of steps, `ScreenMemory.exemplars`) for the next decision's
+        prompt: at most ``MAX_EXEMPLARS`` of them, each cut to ``MAX_EXEMPLAR_STEPS`` steps."""
+        self._exemplars = [list(e)[:MAX_EXEMPLAR_STEPS] for e in (exemplars or [])[:MAX_EXEMPLARS] if e]
 
     # -- the loop's calls --------------------------------------------------------------------------
     def act(self, obs: Observation, instruction: str) -> GuiAction:
@@ -414,6 +423,8 @@ class ChatGuiPolicy(Policy):
                         {"type": "text", "text": self._user_text(instruction, emb, screen, size, tree)},
                         image_part]}]
         record = {"model": self.model, "coords": self.coords, "input_size": [size[0], size[1]], "attempts": []}
+        if self._exemplars:
+            record["exemplars"] = len(self._exemplars)
         self._record = record
         return _Turn(messages, image_part, img, screen, size, emb, tree, instruction, record)
 
@@ -547,6 +558,11 @@ class ChatGuiPolicy(Policy):
             lines += [json.dumps(h, ensure_ascii=False) for h in recent]
         else:
             lines.append("Previous actions: none.")
+        if self._exemplars:
+            lines.append("Verified successful runs of this task from earlier episodes, each step in order (the "
+                         "element it acted on, by role and text); follow one where this screen agrees:")
+            for k, run in enumerate(self._exemplars, 1):
+                lines.append(f"Run {k}: " + json.dumps(run, ensure_ascii=False))
         if tree:
             lines.append("UI tree (index, role, text, bounds [x0,y0,x1,y1] in the coordinates of your replies):")
             lines.append(tree_text(tree, screen, self.coords, size))

@@ -12,7 +12,14 @@ instruction and the actions executed so far. Then, by ``mode``:
   first, or of ``(GuiAction, log_prob)`` pairs) has its candidates re-scored with
   ``log pi(a) + lambda(c) * log(eps + P_mem(a))`` (a plain list counts as uniform); a policy
   without ``propose`` gets the ``"replace"`` behaviour.
+- ``"exemplars"``: the base policy always decides, shown the stored successes (below); the memory
+  never acts itself.
 - ``"off"``: the base policy alone (the memory still learns when ``learn``), the paired control arm.
+
+Whenever the base policy decides (not ``"off"``) and it reads exemplars (``takes_exemplars``: the
+``openai:`` and ``hf:`` chat policies), it is first shown up to ``exemplars`` whole stored
+successes near this screen (`ScreenMemory.exemplars`), which a chat model gets in its prompt, as
+Synapse gives its exemplars, but filled online from verified successes.
 
 The loop reports every executed step (``after_step``) and the verified outcome (``end_episode``):
 successes are stored, failures credited to the entries that decided. Steps it observes without
@@ -42,7 +49,7 @@ from embodia.memory.screen_query import ScreenRetrieval
 from embodia.memory.screen_refs import canonical
 from embodia.policies.base import Policy, as_policy
 
-MODES = ("replace", "rerank", "off")
+MODES = ("replace", "rerank", "exemplars", "off")
 
 
 def default_namespace(embodiment: str | None, info: dict | None, instruction: str) -> str:
@@ -66,13 +73,17 @@ class ScreenMemoryPolicy(Policy):
     credited). ``device``: where the task id, slots and page name come from (its ``info()``)."""
 
     def __init__(self, policy, memory: ScreenMemory, namespace: str | None = None, mode: str = "replace",
-                 learn: bool = True, *, device=None, n_propose: int = 5):
+                 learn: bool = True, *, device=None, n_propose: int = 5, exemplars: int = 2):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         self.policy, self.memory, self.mode, self.learn = as_policy(policy), memory, mode, learn
+        if mode == "exemplars" and not self.policy.takes_exemplars:
+            raise ValueError(f"mode 'exemplars' needs a policy that reads exemplars (openai:, hf:); "
+                             f"{type(self.policy).__name__} does not")
         self.fixed_namespace = namespace
         self.device = device          # optional: task id, slots and page name from its info()
         self.n_propose = int(n_propose)
+        self.n_exemplars = int(exemplars)   # stored successes shown to a policy that reads them (0: none)
         self.totals = {"episodes": 0, "decisions": 0, "replaced": 0, "reranked": 0, "hits": 0,
                        "moved": 0, "base_calls": 0, "episodes_replaced": 0, "episodes_replaced_ok": 0,
                        "stored": 0, "deleted": 0}
@@ -126,6 +137,12 @@ class ScreenMemoryPolicy(Policy):
     # -- deciding --------------------------------------------------------------------------------
     def _base(self, obs, instruction: str):
         self.episode["base_calls"] += 1
+        if self.policy.takes_exemplars and self.mode != "off":
+            shown = self.memory.exemplars(self.namespace, obs.ui_tree or [], instruction, slots=self.slots,
+                                          page=self._page, k=self.n_exemplars)
+            self.policy.show_exemplars(shown)
+            if self._record is not None:
+                self._record["exemplars"] = len(shown)
         action = self.policy.act(obs, instruction)
         self._base_record = self.policy.step_record()
         return action
@@ -147,7 +164,7 @@ class ScreenMemoryPolicy(Policy):
         self.episode["decisions"] += 1
         rec = {"mode": self.mode, "namespace": self.namespace, "source": "base", "replaced": False}
         self._record = rec
-        if self.mode == "off":
+        if self.mode in ("off", "exemplars"):
             return self._base(obs, instruction)
         tree, screen = obs.ui_tree or [], self._screen(obs)
         r = self.memory.query(self.namespace, tree, instruction, self._hist, slots=self.slots, screen=screen,
