@@ -115,7 +115,7 @@ def test_missing_or_foreign_gui_heads_are_refused_with_the_file_named(tmp_path):
     bare = tmp_path / "bare"
     shutil.copytree(TINY, bare, ignore=shutil.ignore_patterns("gui_head.*"))
     dev = GuiSimDevice("launcher")
-    with pytest.raises(PolicyError, match="gui_train"):
+    with pytest.raises(PolicyError, match="embodia train gui-head"):
         make_policy(str(bare), dev)
     head, _, _ = load_gui_head(TINY)                       # a saved head loads back bit for bit
     save_gui_head(head, bare)
