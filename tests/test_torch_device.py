@@ -84,7 +84,7 @@ def test_the_default_path_acts_exactly_as_an_explicit_cpu(clean_env):
 def _expert_episode(dev, seed):
     states, actions = [], []
     run_episode(dev, dev.expert(), seed=seed,
-                on_step=lambda t, o, a, n: states.append(o.state) or actions.append(a) and False)
+                on_step=lambda step: states.append(step.obs.state) or actions.append(step.action) and False)
     return np.stack(states), np.stack(actions)
 
 
