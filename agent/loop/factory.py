@@ -108,19 +108,17 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
         return LocalVLMPolicy(spec[len("hf:"):], embodiment=device.embodiment, coords=coords or "norm1000",
                               threads=threads, supported=device.supported, device=torch_device,
                               dtype=dtype, **tts)
-    if spec.startswith(("remote:", "lerobot:")) and device.embodiment.is_gui:
-        raise PolicyError(f"{spec}: remote policies drive robots for now, not GUI bodies like "
-                          f"{device.embodiment.name!r}")
     if spec.startswith(("remote:", "lerobot:")):
-        from embodia.policies.ws_policy import DEFAULT_KEY_ENV
+        if device.embodiment.is_gui:
+            raise PolicyError(f"{spec}: remote policies drive robots for now, not GUI bodies like "
+                              f"{device.embodiment.name!r}")
+        from embodia.policies.ws_policy import DEFAULT_KEY_ENV, WebsocketPolicy
         # The CLI's default names the OpenAI key: never send that one to a policy server.
         key_env = DEFAULT_KEY_ENV if api_key_env in (None, "OPENAI_API_KEY") else api_key_env
-    if spec.startswith("lerobot:"):
-        from embodia.policies.robot.lerobot import open_lerobot
-        return open_lerobot(spec[len("lerobot:"):], device.embodiment, api_key_env=key_env,
-                            threads=policy_threads(threads)[0])
-    if spec.startswith("remote:"):
-        from embodia.policies.ws_policy import WebsocketPolicy
+        if spec.startswith("lerobot:"):
+            from embodia.policies.robot.lerobot import open_lerobot
+            return open_lerobot(spec[len("lerobot:"):], device.embodiment, api_key_env=key_env,
+                                threads=policy_threads(threads)[0])
         return WebsocketPolicy(spec[len("remote:"):], api_key_env=key_env).bind(device.embodiment)
     if spec == "expert":
         if "expert" not in device.capabilities:

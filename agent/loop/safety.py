@@ -198,8 +198,9 @@ def _parts_of(el: dict, tree: list) -> list[str]:
     accessible name differs from its text holds that text as a label)."""
     if role(el) in _TOGGLES and _match([("install", _INSTALL_TOGGLE)], _label(el)) and not el.get("checked"):
         return [f"{_label(el)}: install apps from unknown sources"]
-    if role(el) in _TOGGLES and el.get("checked") and phrases.GUARD.search(" ".join([_label(el), page_text(el, tree)])):
-        return [f"{_label(el)}: shut down {phrases.GUARD.search(' '.join([_label(el), page_text(el, tree)])).group(0)}"]
+    guard = role(el) in _TOGGLES and el.get("checked") and phrases.GUARD.search(f"{_label(el)} {page_text(el, tree)}")
+    if guard:
+        return [f"{_label(el)}: shut down {guard.group(0)}"]
     if role(el) in _NO_ACT_ROLES or (el.get("clickable") and _content_item(el, tree)):
         return []
     if role(el) == "link" and len(str(el.get("text") or "").split()) >= 5:      # an article's title
@@ -223,8 +224,6 @@ def _target_parts(action, tree, screen) -> tuple[dict | None, list[str]]:
 
 
 # -- context: dialogs, pages, fields ----------------------------------------------------------------
-
-
 def _shown(el: dict, tree: list) -> list[str]:
     """The texts and descriptions a pressable element shows or is named by (its own and those of
     the labels inside it; ids do not count)."""
@@ -232,9 +231,8 @@ def _shown(el: dict, tree: list) -> list[str]:
     return [str(e[k]) for e in [el, *inner] for k in ("text", "desc") if e.get(k)]
 
 
-def _confirms(el: dict, tree: list, question: str = "") -> bool:
-    """Whether the button shows or is named a bare confirmation, or the verb its dialog's question
-    starts with ("Add" under "Add uBlock Origin?", "Revert" under "Revert to draft?")."""
+def _confirms(el: dict, tree: list) -> bool:
+    """Whether the button shows or is named a confirmation ("OK", "I understand, proceed")."""
     for f in (f for t in _shown(el, tree) for f in normalize(t)):
         words = set(f.split())
         if phrases.CONFIRM.match(f) or (words & phrases.CONFIRM_CORE and words <= phrases.CONFIRM_FILLER):
@@ -259,8 +257,6 @@ def _pays(text: str):
         (phrases.MONEY.search(text) and _match([("pay", phrases.PRICE_CONTEXT)], text, False)) or None
 
 
-
-
 def _asked(text: str):
     """(class, words) of the act a dialog's (or a page's) question asks about: a risky verb in any
     form ("will be erased", "Powering off"), or words that say what is lost or allowed."""
@@ -268,28 +264,27 @@ def _asked(text: str):
         or _match(phrases.CONTEXT_ONLY, text)
 
 
-def _question(el: dict, tree: list, screen) -> str:
-    """The text of the dialog around ``el``, else the page's when it asks a question ("¿Confirmar
-    transferencia?" above an Aceptar button), else ''."""
-    box = dialog_of(el, tree, screen)
+def _question(el: dict, tree: list, box: dict | None) -> str:
+    """The text of ``el``'s dialog ``box`` (what it says happens if you do not press left out),
+    else the page's when it asks a question ("¿Confirmar transferencia?" above an Aceptar button),
+    else ''."""
     if box is not None:
         return " | ".join(t for t in dialog_text(box, tree).split(" | ") if not phrases.OTHERWISE.search(t))
     text = page_text(el, tree)
     return text if re.search(r"[?\uff1f]", text) else ""
 
 
-def _confirm_in_context(el: dict, tree: list, screen):
-    """What a confirm button (OK, Yes, Proceed, Submit...) agrees to: the act its dialog (or a
-    page's question) asks about (a dialog that only reports asks nothing), or paying, on a page
-    about payment."""
-    text = _question(el, tree, screen)
+def _confirm_in_context(el: dict, tree: list, box: dict | None, text: str):
+    """What a confirm button (OK, Yes, Proceed, Submit...) agrees to: the act its dialog ``box``
+    (or a page's question; ``text``: `_question`) asks about (a dialog that only reports asks
+    nothing), or paying, on a page about payment."""
     if text:
         money = phrases.MONEY.search(text)
         if phrases.ASKS.search(text) or money:
             m = _asked(text) or (money and _pays(text))
             if m:
                 return m[0], f"confirms {text[:160]!r} ({m[1]!r})"
-        if dialog_of(el, tree, screen) is not None:
+        if box is not None:
             return None
     text = page_text(el, tree)
     m = _pays(text)
@@ -299,13 +294,12 @@ def _confirm_in_context(el: dict, tree: list, screen):
     return ("password", f"confirms a new secret on {text[:160]!r} ({m.group(0)!r})") if m else None
 
 
-def _replaces(el: dict, tree: list, screen):
+def _replaces(el: dict, tree: list, box: dict | None):
     """("delete", words) for a Replace / Overwrite button where a file or item of that name already
-    exists (its dialog or page says so), not the Replace of a find-and-replace bar."""
+    exists (its dialog ``box`` or page says so), not the Replace of a find-and-replace bar."""
     words = [m for t in _shown(el, tree) if (m := _match(phrases.REPLACE, t))]
     if not words:
         return None
-    box = dialog_of(el, tree, screen)
     text = dialog_text(box, tree) if box is not None else page_text(el, tree)
     return ("delete", f"{words[0][1]!r} where {text[:160]!r} already exists") if phrases.EXISTS.search(text) else None
 
@@ -318,15 +312,16 @@ def _press(el: dict, parts: list[str], tree: list, screen, how: str):
         return m[0], f"{how} on element {m[2].strip()!r} ({m[1]!r})"
     if el is None:
         return None, ""
-    question = _question(el, tree, screen)
+    box = dialog_of(el, tree, screen)
+    question = _question(el, tree, box)
     echo = _echoed(el, tree, question)
     m = echo and (_asked(echo) or _match([("send", phrases.SHARE), ("password", _CREDENTIAL)], echo))
     if m:               # the dialog's own verb: "Save" under "Save password?", "Share" under 'Share "Plan"'
         return m[0], f"{how} on {' | '.join(parts[:2])!r}, which does {echo[:120]!r} ({m[1]!r})"
-    c = (echo or _confirms(el, tree)) and _confirm_in_context(el, tree, screen)
+    c = (echo or _confirms(el, tree)) and _confirm_in_context(el, tree, box, question)
     if c:
         return c[0], f"{how} on {' | '.join(parts[:2])!r}, which {c[1]}"
-    r = _replaces(el, tree, screen)
+    r = _replaces(el, tree, box)
     if r:
         return r[0], f"{how} on {r[1]}"
     if any(re.fullmatch(r"turn off|switch off|disable|deactivate", f) for t in _shown(el, tree) for f in normalize(t)):
