@@ -320,8 +320,9 @@ def test_extending_to_feature_set_2_or_3_keeps_the_old_heads_choices_until_train
 
 
 def test_a_head_with_case_learns_the_typed_words_in_capitals_from_the_instruction():
-    from embodia.policies.gui.head_encoding import ACTIONS_V2, CASES, CHORDS
-    from embodia.policies.gui.head_labels import cased_span_label, in_case
+    from embodia.policies.gui.head_encoding import ACTIONS_V2, CHORDS
+    from embodia.policies.gui.head_labels import cased_span_label
+    from embodia.policies.gui.text_ops import CASES, apply_text_op
     backbone = Backbone.from_pretrained(TINY / "backbone")
     cfg = GuiHeadConfig(actions=ACTIONS_V2, chords=CHORDS, copy_tree=True, features=2, case=True)
     instruction = 'Type "Ronda" in all upper case letters in the textbox'
@@ -329,7 +330,7 @@ def test_a_head_with_case_learns_the_typed_words_in_capitals_from_the_instructio
                                                 np.zeros((210, 160, 3), np.uint8))
     for typed, case in (("Ronda", "as written"), ("RONDA", "upper"), ("ronda", "lower")):
         span, k = cased_span_label(typed, instruction, enc, cfg)
-        assert CASES[k] == case and in_case(instruction[enc.spans[span[0]][0]:enc.spans[span[1]][1]], case) == typed
+        assert CASES[k] == case and apply_text_op(instruction[enc.spans[span[0]][0]:enc.spans[span[1]][1]], case) == typed
     assert cased_span_label("RoNDA", instruction, enc, cfg) == (None, -1)
     assert cased_span_label("RONDA", instruction, enc, replace_cfg(cfg, case=False)) == (None, -1)
 

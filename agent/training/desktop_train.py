@@ -67,10 +67,11 @@ def head_can_do(action, instruction: str = "") -> bool:
     return False
 
 
-def extended_bundled_head(features: int, seed: int, spell: bool = False):
+def extended_bundled_head(features: int, seed: int, spell: bool = False, compute: bool = False):
     """(head, backbone): a copy of the bundled GUI head (never one fine-tuned before in the output
     folder) extended to the larger vocabulary with element feature set ``features``, typed-copy
-    case and (``spell``) the spelling columns, ready to fine-tune; torch on one thread, seeded.
+    case, (``spell``) the spelling columns and (``compute``) computed answers (`text_ops`), ready to
+    fine-tune; torch on one thread, seeded.
     Shared by the desktop and MiniWoB variants."""
     import torch
 
@@ -78,7 +79,7 @@ def extended_bundled_head(features: int, seed: int, spell: bool = False):
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     old, backbone, _ = load_gui_head(BUNDLE)
-    return extend_vocabulary(old, features=features, case=True, spell=spell), backbone
+    return extend_vocabulary(old, features=features, case=True, spell=spell, compute=compute), backbone
 
 
 class EnterAsKey(Policy):

@@ -29,12 +29,16 @@ for the instruction's word in capitals or small letters). The browser tree flags
 content overflows as scrollable, so sign-agreement's and scroll-text-2's wheel turns are demos the
 head learns (a turn is labelled on the element under it).
 
+The head may also type a computed answer (`GuiHeadConfig.compute`, `embodia.policies.gui.text_ops`):
+the copied words' arithmetic calculated (simple-arithmetic's ``3 + 4 =`` -> ``7``, simple-algebra's
+``x - 4 = 9`` -> ``13``) or compacted as a masked field takes them (enter-time's ``2:30 PM`` ->
+``0230PM``). Which operation and which words is learnt from the demos: a typed text that is no span
+of the page is labelled with the words and operation that give it (`computed_span_label`); no task
+is named in the head.
+
 Experts whose actions the head cannot express, still recorded and evaluated (their score is
 reported, not hidden):
 
-- simple-arithmetic, simple-algebra: the typed answer is computed (``3 + 4`` -> ``7``), not on the page;
-- enter-time: the typed text is the time rewritten (``0230PM`` for ``2:30 PM``), not a span of the
-  instruction (typed as written, ``2:30 PM``, the page refuses it);
 - terminal: the typed commands (``ls``, ``rm <file>``) are not a span of the page or instruction;
 - text-transform: the typed text is one character from each of several elements;
 - button-delay: its expert waits the named seconds between two clicks; the head has no wait action
@@ -170,7 +174,7 @@ def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int 
     t0 = time.perf_counter()
     demos = record_demos(tasks, episodes, out / "demos", seed=seed, log=log)
     t1 = time.perf_counter()
-    head, backbone = extended_bundled_head(features, seed)
+    head, backbone = extended_bundled_head(features, seed, compute=True)
     samples = build_samples(demo_steps(out / "demos", tasks, range(seed, seed + episodes)),
                             SequenceBuilder(backbone, head.cfg), backbone, log=log)
     if not samples:

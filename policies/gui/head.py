@@ -59,7 +59,6 @@ from embodia.policies.base import Policy
 from embodia.policies.gui.head_encoding import (
     ACTIONS,
     ACTIONS_V2,
-    CASES,
     CHORDS,
     Encoded,
     FORMAT,
@@ -133,7 +132,7 @@ class GuiHead(nn.Module):
         if cfg.chords:          # only a head with a chord vocabulary has this (old heads load strictly)
             self.chord = _mlp(2 * d, d, len(cfg.chords))      # [CLS, the focused element]
         if cfg.case:
-            self.case = _mlp(2 * d, d, len(CASES))              # [CLS, the field typed into]
+            self.case = _mlp(2 * d, d, len(cfg.text_ops))       # [CLS, the field typed into]
         if cfg.features >= 2:     # [its label, the text right of it, its container]; starts at zero:
             self.near = nn.Linear(NEAR * d, d)                  # a head extended to set 2 reads as before
             self.ordinal = nn.Embedding(2, d)                   # a word at the position asked for ("3rd word")
@@ -248,8 +247,9 @@ class GuiHead(nn.Module):
         return self.chord(torch.cat([z["g"], f], -1))
 
     def case_logits(self, z: dict, elems: torch.Tensor) -> torch.Tensor:
-        """Scores over `CASES` for the text typed into ``elems`` (-1: the focused field): the
-        instruction says how ("in upper case"), CLS has read it."""
+        """Scores over the head's text operations (`GuiHeadConfig.text_ops`: a case, or a computed
+        answer) for the text typed into ``elems`` (-1: the focused field): the instruction says
+        how ("in upper case", "solve for x"), CLS has read it."""
         chosen = z["elems"][torch.arange(len(elems), device=elems.device), elems.clamp(min=0)] * (elems >= 0)[:, None]
         return self.case(torch.cat([z["g"], chosen], -1))
 
@@ -344,7 +344,7 @@ class GuiHead(nn.Module):
         best, L = self._best_span(z, torch.where(types == acts.index("type"), elems, -1))
         chords = self.chord_logits(z).softmax(-1) if self.cfg.chords else None
         typed_into = torch.where(types == acts.index("type"), elems, -1)
-        cases = self.case_logits(z, typed_into).argmax(-1) if self.cfg.case else torch.zeros_like(types)
+        ops = self.case_logits(z, typed_into).argsort(-1, descending=True) if self.cfg.case else None
         cells = self.cell_logits(z).argmax(-1)
         inp = self.point_inputs(z, cells)
         pts = sample(self.dit, inp["ctx"], inp["state"], inp["state_mask"], inp["emb_id"],
@@ -353,7 +353,7 @@ class GuiHead(nn.Module):
         tp, pp = tl.softmax(-1), pl.softmax(-1)
         out = [{"type": acts[int(types[b])], "type_p": float(tp[b, types[b]]), "element": int(elems[b]),
                 "element_p": float(pp[b, elems[b]]), "span": (int(best[b] // L), int(best[b] % L)),
-                "case": CASES[int(cases[b])],
+                "ops": [self.cfg.text_ops[int(k)] for k in ops[b]] if ops is not None else ["as written"],
                 "cell": int(cells[b]),
                 "point": pts[b].clamp(-1, 1).tolist()} for b in range(len(types))]
         if chords is not None:
@@ -420,17 +420,20 @@ def load_gui_head(checkpoint, backbone: Backbone | None = None) -> tuple[GuiHead
 
 
 def extend_vocabulary(head: GuiHead, *, actions=ACTIONS_V2, chords=CHORDS, copy_tree: bool = True,
-                      features: int | None = None, case: bool = False, spell: bool | None = None) -> GuiHead:
+                      features: int | None = None, case: bool = False, spell: bool | None = None,
+                      compute: bool = False) -> GuiHead:
     """A copy of ``head`` with a larger action vocabulary (and, with ``features``, a later element
     feature set), every trained weight kept: the new action types are appended (old indices
     unchanged), so the type head's and type embedding's old rows carry over and only the new rows
     and the chord head start fresh; the element inputs a later feature set adds come after the old
     ones and start at zero weight, so the copy reads a page as the old head did until fine-tuning
     teaches it the new ones. ``case``: the copy may also type copied words in upper or lower case
-    (its case head starts fresh). ``spell`` (None: as ``head``): the copy also reads the spelling
+    (its case head starts fresh). ``compute``: it may also type a computed answer (`text_ops`; the
+    case head's rows for the cases carry over, the new ones start fresh). ``spell`` (None: as ``head``): the copy also reads the spelling
     columns (`embodia.policies.gui.head_spell`), through a projection that starts at zero."""
     cfg = replace(head.cfg, actions=tuple(actions), chords=tuple(chords), copy_tree=copy_tree,
-                  features=head.cfg.features if features is None else features, case=case,
+                  features=head.cfg.features if features is None else features, case=case or compute,
+                  compute=compute,
                   spell=head.cfg.spell if spell is None else spell)
     new = GuiHead(cfg, head.hidden)
     state = new.state_dict()

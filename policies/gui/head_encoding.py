@@ -18,6 +18,7 @@ from embodia.policies.backbone import Backbone
 from embodia.policies.gui.head_context import page_context
 from embodia.policies.gui.head_layout import beside, container, element_name, right_of, words
 from embodia.policies.gui.head_spell import spell_columns
+from embodia.policies.gui.text_ops import CASES, TEXT_OPS
 
 HEAD_WEIGHTS = "gui_head.safetensors"
 HEAD_CONFIG = "gui_head.json"
@@ -42,7 +43,6 @@ N_ELEM_FEATS_V2 = N_ELEM_FEATS + 4   # feature set 2 adds: enabled, editable, ho
 N_ELEM_FEATS_V3 = N_ELEM_FEATS_V2 + 4
 ORDINAL_WORDS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 _ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\b|\b(" + "|".join(ORDINAL_WORDS) + r")\b", re.IGNORECASE)
-CASES = ("as written", "upper", "lower")   # what a head with ``case`` may do to the words it copies
 NEAR = 3                             # feature set 2: elements read beside each one (see `Encoded.elem_near`)
 LONG_TAIL = 4                        # feature set 2: words kept from the end of a long text
 
@@ -86,6 +86,9 @@ class GuiHeadConfig:
     # typed text may also be the copied words in upper or lower case ("type it in capitals"): a
     # three-way choice (`CASES`) beside the span; off for old heads
     case: bool = False
+    # and (issue 54) a computed answer: the copied words' arithmetic calculated, or compacted as a
+    # masked date or time field takes them (`text_ops.COMPUTED`), chosen by the same head
+    compute: bool = False
     max_text_words: int = 24             # feature set 2: words read of an element's text or value
     # two more element columns after the feature set's flags: the key of the expression's next
     # character, and "all of it entered" (`embodia.policies.gui.head_spell`); off for old heads
@@ -99,8 +102,15 @@ class GuiHeadConfig:
                                f"{list(ACTIONS_V2)}; got {list(self.actions)}")
         if ("key" in self.actions) != bool(self.chords):
             raise GuiHeadError("a GUI head with the 'key' action needs a chord vocabulary, and only it")
+        if self.compute and not self.case:
+            raise GuiHeadError("a GUI head that computes answers chooses among its text operations: it needs case=True")
         if self.features not in (1, 2, 3):
             raise GuiHeadError(f"GUI head feature set {self.features!r} is unknown (1, 2 or 3)")
+
+    @property
+    def text_ops(self) -> tuple[str, ...]:
+        """What this head may do to copied words before typing them (`text_ops.TEXT_OPS`)."""
+        return TEXT_OPS if self.compute else CASES
 
     @property
     def elem_feats(self) -> int:

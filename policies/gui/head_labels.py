@@ -3,12 +3,14 @@ decided on (`to_action`), and a recorded step as the labels its training reads (
 typed-text spans between them (whole words of the instruction or of one element, in a case)."""
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import torch
 
 from embodia.devices import GuiAction
 from embodia.policies.gui.head_encoding import ACTIONS, Encoded, GuiHeadConfig, chord_name
+from embodia.policies.gui.text_ops import COMPUTED, apply_text_op, first_defined
 
 
 def to_action(d: dict, enc: Encoded, instruction: str) -> GuiAction:
@@ -22,18 +24,20 @@ def to_action(d: dict, enc: Encoded, instruction: str) -> GuiAction:
     if t == "key":
         return GuiAction("key", keys=tuple(d["chord"].split("+")))
     if t == "type_focused":
-        return GuiAction("type", text=in_case(span_text(d["span"], enc, instruction), d.get("case")))
+        return GuiAction("type", text=typed_text(d, enc, instruction))
     element = enc.elem_index[d["element"]]
     if t == "click":
         return GuiAction("click", element=element)
     if t == "type":
-        return GuiAction("type", element=element, text=in_case(span_text(d["span"], enc, instruction), d.get("case")))
+        return GuiAction("type", element=element, text=typed_text(d, enc, instruction))
     return GuiAction("scroll", element=element, direction="down" if t == "scroll_down" else "up")
 
 
-def in_case(text: str, case: str | None) -> str:
-    """The copied words as a head with ``case`` types them (`CASES`)."""
-    return text.upper() if case == "upper" else text.lower() if case == "lower" else text
+def typed_text(d: dict, enc: Encoded, instruction: str) -> str:
+    """The text a decided row types: its span's words through the best-scored of its text
+    operations that applies to them (`text_ops.first_defined`: arithmetic that does not parse is
+    never typed half-made)."""
+    return first_defined(span_text(d["span"], enc, instruction), d.get("ops") or ("as written",))[1]
 
 
 def span_text(span: tuple[int, int], enc: Encoded, instruction: str) -> str:
@@ -85,17 +89,61 @@ def _tree_spans_of(text: str, i: int, enc: Encoded, instruction: str) -> list[tu
 
 
 def cased_span_label(text: str, instruction: str, enc: Encoded, cfg: GuiHeadConfig) -> tuple:
-    """(span, `CASES` index) of a typed text: its words as written, else (a head with ``case``)
-    the words it spells in upper or lower case; (None, -1) where neither is on the page."""
+    """(span, index in ``cfg.text_ops``) of a typed text: its words as written, else (a head with
+    ``case``) the words it spells in upper or lower case, else (a head with ``compute``) words
+    whose arithmetic or compacted form it is (`computed_span_label`); (None, -1) where none is
+    on the page. Words as written that lie inside words computing to the same text are the
+    computation's (the answer of ``x - 0 = 25`` is 25 by solving, not by copying its last word)."""
     span = span_label(text, instruction, enc, cfg.copy_tree)
-    if span is not None or not cfg.case or not text or len(instruction.lower()) != len(instruction):
+    if span is not None and cfg.compute and re.search(r"\d", text):
+        computed, op = computed_span_label(text, instruction, enc, cfg)
+        if computed is not None and _inside(span, computed, enc):
+            return computed, op             # "1" copied out of "0 + 1 =" is the sum, not a copy
+    if span is not None or not cfg.case or not text:
         return span, (0 if span is not None else -1)
     case = 1 if text == text.upper() else 2 if text == text.lower() else -1
-    if case < 0:
-        return None, -1
-    folded = replace(enc, elem_texts=[t.lower() if len(t.lower()) == len(t) else t for t in enc.elem_texts])
-    span = span_label(text.lower(), instruction.lower(), folded, cfg.copy_tree)
-    return (span, case) if span is not None else (None, -1)
+    if case >= 0 and len(instruction.lower()) == len(instruction):
+        folded = replace(enc, elem_texts=[t.lower() if len(t.lower()) == len(t) else t for t in enc.elem_texts])
+        span = span_label(text.lower(), instruction.lower(), folded, cfg.copy_tree)
+        if span is not None:
+            return span, case
+    return computed_span_label(text, instruction, enc, cfg) if cfg.compute else (None, -1)
+
+
+def _inside(span: tuple[int, int], outer: tuple[int, int], enc: Encoded) -> bool:
+    """Whether the words of ``span`` lie within those of ``outer`` (both of the instruction, or of
+    the same element's text)."""
+    def where(u):
+        return enc.tree_spans[u] if u in enc.tree_spans else (-1, *enc.spans[u])
+    (i, a, _), (_, _, b) = where(span[0]), where(span[1])
+    (j, c, _), (_, _, d) = where(outer[0]), where(outer[1])
+    return i == j and c <= a and b <= d
+
+
+def computed_span_label(text: str, instruction: str, enc: Encoded, cfg: GuiHeadConfig) -> tuple:
+    """(span, index in ``cfg.text_ops``) of a typed text that an operation of `COMPUTED` makes of
+    some words: of the instruction first, then (``copy_tree``) of one element's text, the longest
+    such run of at most ``max_span`` words (``3 + 4 =`` rather than ``3 + 4``: one choice for every
+    page alike); (None, -1) where no words give it."""
+    sources = [[(k, k, a, b) for k, (a, b) in enumerate(enc.spans)]]
+    if cfg.copy_tree:
+        by_text: dict[int, list] = {}
+        for u, (i, a, b) in sorted(enc.tree_spans.items()):
+            by_text.setdefault(i, []).append((u, i, a, b))
+        sources += list(by_text.values())
+    for units in sources:
+        found = []
+        for x in range(len(units)):
+            for y in range(x, min(len(units), x + cfg.max_span)):
+                whole = instruction if units is sources[0] else enc.elem_texts[units[x][1]]
+                words = whole[units[x][2]:units[y][3]]
+                for op in COMPUTED:
+                    if words != text and apply_text_op(words, op) == text:      # a computation, not a copy
+                        found.append((y - x, units[x][0], units[y][0], op))
+        if found:
+            _, s, e, op = max(found, key=lambda f: (f[0], -f[1]))
+            return (s, e), cfg.text_ops.index(op)
+    return None, -1
 
 
 def label(step, enc: Encoded, cfg: GuiHeadConfig | None = None) -> dict | None:

@@ -1,0 +1,144 @@
+"""Computed answers (issue 54): the GUI head may type the arithmetic of copied words calculated, or
+the words compacted as a masked field takes them; which words and which operation are labelled
+from demos whose typed text is on no page, chosen by the head, and never typed half-made."""
+import random
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from embodia.agent.loop.factory import BUNDLED
+from embodia.agent.training.gui_data import GuiStep
+from embodia.agent.training.gui_train import GuiTrainConfig, build_samples, fit
+from embodia.devices import GuiAction, Observation, Screen
+from embodia.policies.backbone import Backbone
+from embodia.policies.gui.head import GuiHeadPolicy, extend_vocabulary, load_gui_head, save_gui_head
+from embodia.policies.gui.head_encoding import ACTIONS_V2, CHORDS, GuiHeadConfig, GuiHeadError, SequenceBuilder
+from embodia.policies.gui.head_labels import cased_span_label, label, span_text, to_action
+from embodia.policies.gui.text_ops import TEXT_OPS, apply_text_op, calculate, compact, first_defined
+
+TINY = BUNDLED["embodia-tiny"]
+CFG = GuiHeadConfig(actions=ACTIONS_V2, chords=CHORDS, copy_tree=True, features=3, case=True, compute=True)
+SIZE = (160, 210)
+
+
+@pytest.mark.parametrize("text, value", [("3 + 4 =", "7"), ("-6 - 2 =", "-8"), ("12 x 3 =", "36"), ("8 * -2", "-16"),
+                                         ("(1 + 2) x 3", "9"), ("9 / 4", "2.25"), ("x + 5 = 12", "7"),
+                                         ("x - 4 = 9", "13"), ("20 - x = 6", "14"), ("3 x x = 21", "7"),
+                                         ("2 × 8 ÷ 4", "4")])
+def test_calculate_evaluates_and_solves_without_running_code(text, value):
+    assert calculate(text) == value
+
+
+@pytest.mark.parametrize("text", ["Hello", "", "1 +", "x x x = 2", "x = x", "3 / 0", "x + y = 2", "__import__('os')",
+                                  "2 ** 8", "1" + " + 1" * 40])
+def test_calculate_refuses_what_is_not_arithmetic_in_one_unknown(text):
+    assert calculate(text) is None
+
+
+def test_compact_pads_lone_digits_and_drops_separators():
+    assert compact("2:30 PM") == "0230PM" and compact("12:05 AM") == "1205AM" and compact("3/7/2016") == "03072016"
+    assert compact("PM") is None and compact("0230PM") is None
+    with pytest.raises(ValueError, match="unknown text operation"):
+        apply_text_op("3", "shout")
+    assert first_defined("Hello", ("calculate", "compact", "as written")) == ("as written", "Hello")
+    assert first_defined("5 - 7", ("calculate", "as written")) == ("calculate", "-2")
+
+
+def _encode(instruction, tree, cfg=CFG):
+    backbone = Backbone.from_pretrained(TINY / "backbone")
+    return SequenceBuilder(backbone, cfg).encode("", instruction, [], tree, SIZE, np.zeros((210, 160, 3), np.uint8))
+
+
+def _problem_tree(text):
+    return [{"index": 0, "role": "label", "text": text, "bounds": [20, 60, 90, 75]},
+            {"index": 1, "role": "entry", "text": "", "value": "", "bounds": [20, 90, 140, 110], "clickable": True,
+             "editable": True, "enabled": True},
+            {"index": 2, "role": "push button", "text": "Submit", "bounds": [20, 130, 80, 150], "clickable": True}]
+
+
+def test_a_computed_answer_is_labelled_with_the_words_and_operation_that_give_it():
+    instruction = "Enter 2:30 PM as the time and press submit."
+    enc = _encode(instruction, _problem_tree("Time:"))
+    span, k = cased_span_label("0230PM", instruction, enc, CFG)
+    assert TEXT_OPS[k] == "compact" and span_text(span, enc, instruction) == "2:30 PM"
+    for problem, typed in (("3 + 4 =", "7"), ("x - 4 = 9", "13"), ("-5 x 6 =", "-30")):
+        instruction = "Solve the math problem and type your answer into the textbox. Press submit when done."
+        enc = _encode(instruction, _problem_tree(problem))
+        span, k = cased_span_label(typed, instruction, enc, CFG)
+        assert TEXT_OPS[k] == "calculate" and span_text(span, enc, instruction) == problem   # the whole problem
+        step = GuiStep(instruction, [], _problem_tree(problem), np.zeros((210, 160, 3), np.uint8), Screen(*SIZE),
+                       GuiAction("type", element=1, text=typed))
+        lab = label(step, enc, CFG)
+        assert lab["label_case"] == k and (lab["label_start"], lab["label_end"]) == span
+        # decided as labelled, the head types the answer; a head without compute finds no label
+        d = {"type": "type", "element": 1, "span": span, "ops": ["calculate", "as written"]}
+        assert to_action(d, enc, instruction) == GuiAction("type", element=1, text=typed)
+        assert cased_span_label(typed, instruction, enc, replace(CFG, compute=False)) == (None, -1)
+    assert cased_span_label("8", instruction, _encode(instruction, _problem_tree("3 + 4 =")), CFG) == (None, -1)
+    # a number that is its own problem's answer is the answer ("x - 0 = 25"), a quoted one a copy
+    for problem, typed, instruction in (("x - 0 = 25", "25", instruction), ("0 + 1 =", "1", instruction),
+                                        ("Code:", "17", 'Type "17" into the textbox.'),
+                                        ("17 + 0 =", "17", 'Type "17" into the textbox.')):
+        enc = _encode(instruction, _problem_tree(problem))
+        span, k = cased_span_label(typed, instruction, enc, CFG)
+        want = ("calculate", problem) if problem[0] in "x0" else ("as written", typed)
+        assert (TEXT_OPS[k], span_text(span, enc, instruction)) == want, (problem, typed)
+
+
+def test_an_operation_that_does_not_apply_falls_back_and_never_types_half_made():
+    instruction = 'Type "Hello" into the field.'
+    enc = _encode(instruction, _problem_tree("Name:"))
+    span, _ = cased_span_label("Hello", instruction, enc, CFG)
+    d = {"type": "type", "element": 1, "span": span, "ops": ["calculate", "compact", "upper", "as written"]}
+    assert to_action(d, enc, instruction).text == "HELLO"        # the next operation that applies
+    with pytest.raises(GuiHeadError, match="case=True"):
+        GuiHeadConfig(actions=ACTIONS_V2, chords=CHORDS, compute=True)
+
+
+def _arith_steps(seed, n):
+    """Form steps: a problem on the page to calculate, or a quoted number to type as written."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        a, b = rng.randint(2, 40), rng.randint(2, 40)
+        if i % 2:
+            op = rng.choice("+-x")
+            problem, typed = f"{a} {op} {b} =", calculate(f"{a} {op} {b}")
+            instruction = "Solve the math problem and type your answer into the textbox."
+        else:
+            problem, typed = "Code:", str(a * 100 + b)
+            instruction = f'Type "{typed}" into the textbox.'
+        out.append(GuiStep(instruction, [], _problem_tree(problem), np.zeros((210, 160, 3), np.uint8), Screen(*SIZE),
+                           GuiAction("type", element=1, text=typed)))
+    return out
+
+
+def test_a_head_extended_to_compute_learns_when_to_calculate(one_thread):
+    torch.manual_seed(0)
+    backbone = Backbone.from_pretrained(TINY / "backbone")
+    old, _, _ = load_gui_head(TINY, backbone)
+    cased = extend_vocabulary(old, features=3, case=True)
+    head = extend_vocabulary(cased, features=3, compute=True)
+    assert head.cfg.text_ops == TEXT_OPS and head.cfg.case
+    for k, v in cased.state_dict().items():            # the case rows carry over, the new rows start fresh
+        assert torch.equal(head.state_dict()[k][tuple(slice(0, n) for n in v.shape)], v), k
+    samples = build_samples(_arith_steps(1, 40), SequenceBuilder(backbone, head.cfg), backbone, log=lambda *_: None)
+    assert {TEXT_OPS[int(s["label_case"])] for s in samples} == {"as written", "calculate"}
+    fit(head, samples, GuiTrainConfig(out="", steps=120, batch_size=16, lr=3e-3, warmup=10, threads=1),
+        log=lambda *_: None, progress=False)
+    policy = GuiHeadPolicy(head, backbone)
+    got = []
+    for st in _arith_steps(2, 12):                     # numbers never seen
+        policy.reset(0)
+        a = policy.act(Observation(images={"screen": st.screen}, ui_tree=st.tree, screen=st.size), st.instruction)
+        got.append((a.type, a.text, st.action.text))
+    assert sum(t == "type" and typed == want for t, typed, want in got) >= 10, got
+    ck = Path(tempfile.mkdtemp()) / "ck"
+    __import__("shutil").copytree(TINY, ck)
+    save_gui_head(head, ck)
+    back, _, meta = load_gui_head(ck)
+    assert meta["config"]["compute"] is True and back.cfg.text_ops == TEXT_OPS
