@@ -172,7 +172,8 @@ def gui_head(out: Optional[Path] = typer.Option(None, "--out", help="checkpoint 
 
 
 @train_app.command()
-def miniwob(out: Path = typer.Option(Path("data/embodia-tiny-miniwob"), "--out", help="the new checkpoint "
+def miniwob(ctx: typer.Context,
+            out: Path = typer.Option(Path("data/embodia-tiny-miniwob"), "--out", help="the new checkpoint "
                                      "folder (the bundled one is copied, never written)"),
             episodes: int = typer.Option(20, "--episodes", min=1, help="expert demos per task"),
             steps: int = typer.Option(2000, "--steps", min=1),
@@ -181,14 +182,17 @@ def miniwob(out: Path = typer.Option(Path("data/embodia-tiny-miniwob"), "--out",
             tasks: str = typer.Option("", "--tasks", help="comma-separated tasks (default: every task with an "
                                       "expert)"),
             features: int = typer.Option(3, "--features", min=1, max=3, help="the element feature set "
-                                         "(GuiHeadConfig.features; 1: the bundled head's)")):
+                                         "(GuiHeadConfig.features; 1: the bundled head's)"),
+            bundle: Optional[Path] = typer.Option(None, "--bundle", help="then copy the checkpoint, without its "
+                                                  "demos, here (e.g. policies/checkpoints/embodia-miniwob)")):
     """A MiniWoB++ variant of embodia-tiny's GUI head, fine-tuned on the experts' demos of every task."""
     check_inputs(dict(out=out, steps=steps, batch_size=batch_size))
     from embodia.agent.training.miniwob_train import train_miniwob_head
     try:
         train_miniwob_head(out, tasks=tasks_of(tasks) or None, episodes=episodes, steps=steps, seed=seed,
                            batch_size=batch_size, features=features, log=console.print,
-                           progress=sys.stderr.isatty())
+                           progress=sys.stderr.isatty(), bundle_to=bundle,
+                           command=" ".join(["embodia", "train", "miniwob", *given_options(ctx)]))
     except ValueError as e:
         fail(str(e))
 
