@@ -142,3 +142,23 @@ def test_a_head_extended_to_compute_learns_when_to_calculate(one_thread):
     save_gui_head(head, ck)
     back, _, meta = load_gui_head(ck)
     assert meta["config"]["compute"] is True and back.cfg.text_ops == TEXT_OPS
+
+
+def test_a_wait_the_page_asks_for_is_labelled_with_the_words_that_name_its_length():
+    from embodia.policies.gui.head_encoding import ACTIONS_V3
+    from embodia.policies.gui.text_ops import duration_ms
+    assert (duration_ms("3 seconds"), duration_ms("1.5 s"), duration_ms("2 minutes"), duration_ms("250 ms")) == \
+        (3000, 1500, 60_000, 250)
+    cfg = replace(CFG, actions=ACTIONS_V3)
+    instruction = "Click button ONE, wait 3 seconds, then click button TWO."
+    enc = _encode(instruction, _problem_tree("ONE"), cfg)
+    step = GuiStep(instruction, ["click ONE"], _problem_tree("ONE"), np.zeros((210, 160, 3), np.uint8), Screen(*SIZE),
+                   GuiAction("wait", duration_ms=3300))            # the expert's wait, a little over
+    lab = label(step, enc, cfg)
+    assert ACTIONS_V3[lab["label_type"]] == "wait"
+    assert span_text((lab["label_start"], lab["label_end"]), enc, instruction) == "3 seconds"
+    d = {"type": "wait", "span": (lab["label_start"], lab["label_end"])}
+    assert to_action(d, enc, instruction) == GuiAction("wait", duration_ms=3000)
+    # a pause the page names no time for is no wait the head learns; a head without the wait none at all
+    assert label(replace(step, action=GuiAction("wait", duration_ms=8000)), enc, cfg) is None
+    assert label(step, enc, CFG) is None

@@ -67,19 +67,22 @@ def head_can_do(action, instruction: str = "") -> bool:
     return False
 
 
-def extended_bundled_head(features: int, seed: int, spell: bool = False, compute: bool = False):
+def extended_bundled_head(features: int, seed: int, spell: bool = False, compute: bool = False,
+                          wait: bool = False):
     """(head, backbone): a copy of the bundled GUI head (never one fine-tuned before in the output
     folder) extended to the larger vocabulary with element feature set ``features``, typed-copy
-    case, (``spell``) the spelling columns and (``compute``) computed answers (`text_ops`), ready to
-    fine-tune; torch on one thread, seeded.
+    case, (``spell``) the spelling columns, (``compute``) computed answers (`text_ops`) and (``wait``)
+    the wait whose length it reads off the page, ready to fine-tune; torch on one thread, seeded.
     Shared by the desktop and MiniWoB variants."""
     import torch
 
     from embodia.policies.gui.head import extend_vocabulary, load_gui_head
+    from embodia.policies.gui.head_encoding import ACTIONS_V2, ACTIONS_V3
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     old, backbone, _ = load_gui_head(BUNDLE)
-    return extend_vocabulary(old, features=features, case=True, spell=spell, compute=compute), backbone
+    return extend_vocabulary(old, actions=ACTIONS_V3 if wait else ACTIONS_V2, features=features, case=True, spell=spell,
+                             compute=compute), backbone
 
 
 class EnterAsKey(Policy):

@@ -32,7 +32,9 @@ head learns (a turn is labelled on the element under it).
 The head may also type a computed answer (`GuiHeadConfig.compute`, `embodia.policies.gui.text_ops`):
 the copied words' arithmetic calculated (simple-arithmetic's ``3 + 4 =`` -> ``7``, simple-algebra's
 ``x - 4 = 9`` -> ``13``) or compacted as a masked field takes them (enter-time's ``2:30 PM`` ->
-``0230PM``). Which operation and which words is learnt from the demos: a typed text that is no span
+``0230PM``), and may wait as long as the page asks (button-delay's ``wait 2 seconds``: the wait
+action's length is copied words naming a time, `text_ops.duration_ms`). Which operation and which
+words is learnt from the demos: a typed text that is no span
 of the page is labelled with the words and operation that give it (`computed_span_label`); no task
 is named in the head.
 
@@ -41,8 +43,6 @@ reported, not hidden):
 
 - terminal: the typed commands (``ls``, ``rm <file>``) are not a span of the page or instruction;
 - text-transform: the typed text is one character from each of several elements;
-- button-delay: its expert waits the named seconds between two clicks; the head has no wait action
-  (the demos' waits are left out);
 - guess-number: each guess is computed from the page's feedback on the last one.
 
 enter-date's expert types the date's digits (``11052016``); its demos here come from a variant
@@ -125,9 +125,13 @@ def record_demos(tasks, episodes: int, root: Path, *, seed: int = TRAIN_SEED, lo
     return out
 
 
+IDLE_MS = 1000      # a shorter wait is the expert idling while the page changes, not a step of its plan
+
+
 def demo_steps(root: Path, tasks, seeds: range):
-    """`GuiStep`s of the successful recorded episodes (waits left out, as a policy never sees its
-    own waits in its history)."""
+    """`GuiStep`s of the successful recorded episodes. Waits shorter than `IDLE_MS` are left out (the
+    expert idling until the page shows what it reads next; a policy never sees those in its
+    history); a longer one is the plan's own (button-delay's "wait 2 seconds"), a step like any."""
     from embodia.agent.evaluation.offline_gui import gui_obs, read_gui_episodes
     from embodia.agent.training.gui_data import HISTORY, GuiStep
     from embodia.devices.embodiment import Embodiment
@@ -139,7 +143,7 @@ def demo_steps(root: Path, tasks, seeds: range):
             prompt = Embodiment.from_dict(ep["embodiment"]).prompt() if ep["embodiment"] else ""
             history: list[str] = []
             for step, action in zip(ep["steps"], ep["actions"]):
-                if action.type == "wait":
+                if action.type == "wait" and (action.duration_ms or 0) < IDLE_MS:
                     continue
                 obs = gui_obs(step)
                 yield GuiStep(ep["task"], history[-HISTORY:], obs.ui_tree or [], obs.images["screen"], obs.screen,
@@ -198,7 +202,7 @@ def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int 
     t0 = time.perf_counter()
     demos = record_demos(tasks, episodes, out / "demos", seed=seed, log=log)
     t1 = time.perf_counter()
-    head, backbone = extended_bundled_head(features, seed, compute=True)
+    head, backbone = extended_bundled_head(features, seed, compute=True, wait=True)
     samples = build_samples(demo_steps(out / "demos", tasks, range(seed, seed + episodes)),
                             SequenceBuilder(backbone, head.cfg), backbone, log=log)
     if not samples:

@@ -334,8 +334,8 @@ class GuiHead(nn.Module):
         for a in NEEDS_ELEMENT:                     # no element that can take it: not this type
             none = ~able(z, torch.full((len(tl),), acts.index(a), dtype=torch.long, device=dev)).any(1)
             tl[none, acts.index(a)] = float("-inf")
-        nothing = ~self.copyable(z).any(1)          # nothing to copy: no typing
-        for a in ("type", "type_focused"):
+        nothing = ~self.copyable(z).any(1)          # nothing to copy: no typing, no wait read off the page
+        for a in ("type", "type_focused", "wait"):
             if a in acts:
                 tl[nothing, acts.index(a)] = float("-inf")
         types = tl.argmax(-1)

@@ -28,6 +28,8 @@ ACTIONS = ("click", "type", "scroll_down", "scroll_up", "click_point", "backspac
 # whatever field has the focus (after a click on a list, a date field, a terminal); appended after
 # ACTIONS so that a head extended from an old one keeps its action indices
 ACTIONS_V2 = ACTIONS + ("key", "type_focused")
+# and a wait whose length the head copies from the page ("wait 2 seconds": `text_ops.duration_ms`)
+ACTIONS_V3 = ACTIONS_V2 + ("wait",)
 CHORDS = ("enter", "tab", "esc", "ctrl+a", "ctrl+c", "ctrl+v", "ctrl+x", "ctrl+z", "ctrl+s", "ctrl+w",
           "ctrl+end", "ctrl+home", "delete", "up", "down", "left", "right", "home", "end", "space",
           "shift+tab")         # back to the field before (a spin box whose arrows sit on its right end)
@@ -96,10 +98,10 @@ class GuiHeadConfig:
 
     def __post_init__(self):
         self.actions, self.chords = tuple(self.actions), tuple(self.chords)
-        unknown = [a for a in self.actions if a not in ACTIONS_V2]
+        unknown = [a for a in self.actions if a not in ACTIONS_V3]
         if unknown or self.actions[:len(ACTIONS)] != ACTIONS:
             raise GuiHeadError(f"GUI head actions must start with {list(ACTIONS)} and come from "
-                               f"{list(ACTIONS_V2)}; got {list(self.actions)}")
+                               f"{list(ACTIONS_V3)}; got {list(self.actions)}")
         if ("key" in self.actions) != bool(self.chords):
             raise GuiHeadError("a GUI head with the 'key' action needs a chord vocabulary, and only it")
         if self.compute and not self.case:

@@ -10,7 +10,7 @@ import torch
 
 from embodia.devices import GuiAction
 from embodia.policies.gui.head_encoding import ACTIONS, Encoded, GuiHeadConfig, chord_name
-from embodia.policies.gui.text_ops import COMPUTED, apply_text_op, first_defined
+from embodia.policies.gui.text_ops import COMPUTED, apply_text_op, duration_ms, first_defined
 
 
 def to_action(d: dict, enc: Encoded, instruction: str) -> GuiAction:
@@ -23,6 +23,8 @@ def to_action(d: dict, enc: Encoded, instruction: str) -> GuiAction:
         return GuiAction("key", keys=("backspace",))
     if t == "key":
         return GuiAction("key", keys=tuple(d["chord"].split("+")))
+    if t == "wait":                 # as long as the copied words say; a second where they name no time
+        return GuiAction("wait", duration_ms=duration_ms(span_text(d["span"], enc, instruction)) or 1000)
     if t == "type_focused":
         return GuiAction("type", text=typed_text(d, enc, instruction))
     element = enc.elem_index[d["element"]]
@@ -110,6 +112,19 @@ def cased_span_label(text: str, instruction: str, enc: Encoded, cfg: GuiHeadConf
     return computed_span_label(text, instruction, enc, cfg) if cfg.compute else (None, -1)
 
 
+def wait_span_label(ms: int, instruction: str, enc: Encoded, slack_ms: int = 500) -> tuple[int, int] | None:
+    """(start, end) instruction words naming a time within ``slack_ms`` of a recorded wait of
+    ``ms`` (the shortest such run: ``2 seconds``); None where the instruction names none."""
+    found = []
+    for x in range(len(enc.spans)):
+        for y in range(x, min(len(enc.spans), x + 4)):
+            told = duration_ms(instruction[enc.spans[x][0]:enc.spans[y][1]])
+            if told is not None and abs(told - ms) <= slack_ms:
+                found.append((y - x, x, y))
+                break
+    return min(found)[1:] if found else None
+
+
 def _inside(span: tuple[int, int], outer: tuple[int, int], enc: Encoded) -> bool:
     """Whether the words of ``span`` lie within those of ``outer`` (both of the instruction, or of
     the same element's text)."""
@@ -184,6 +199,11 @@ def label(step, enc: Encoded, cfg: GuiHeadConfig | None = None) -> dict | None:
         if not lists:
             return None
         out.update(label_type=ACTIONS.index("scroll_" + a.direction), label_elem=lists[-1])
+    elif a.type == "wait" and "wait" in cfg.actions:
+        span = wait_span_label(a.duration_ms, step.instruction, enc)
+        if span is None:
+            return None             # a pause the page does not ask for: not a wait the head learns
+        out.update(label_type=cfg.actions.index("wait"), label_start=span[0], label_end=span[1])
     elif a.type == "key" and tuple(a.keys) == ("backspace",):
         out.update(label_type=ACTIONS.index("backspace"))
     elif a.type == "key" and chord_name(a.keys) in cfg.chords:

@@ -44,6 +44,25 @@ def apply_text_op(text: str, op: str | None) -> str | None:
     raise ValueError(f"unknown text operation {op!r}; known: {', '.join(TEXT_OPS)}")
 
 
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(milliseconds?|ms|seconds?|secs?|s|minutes?|mins?)\b", re.I)
+LONGEST_WAIT_MS = 60_000
+
+
+def duration_ms(text: str) -> int | None:
+    """The length of time a text names, in milliseconds (at most a minute); None where it names none.
+
+    >>> duration_ms("2 seconds"), duration_ms("wait 1 second"), duration_ms("500 ms"), duration_ms("soon") is None
+    (2000, 1000, 500, True)
+    """
+    m = _DURATION.search(text or "")
+    if m is None:
+        return None
+    unit = m.group(2).lower()
+    scale = 1 if unit.startswith("m") and unit not in ("min", "mins", "minute", "minutes") else \
+        60_000 if unit.startswith("min") else 1000
+    return min(LONGEST_WAIT_MS, round(float(m.group(1)) * scale))
+
+
 def first_defined(text: str, ops) -> tuple[str, str]:
     """(operation, typed text) of the first of ``ops`` (best first) that applies to ``text``; the
     words as written when none does."""
