@@ -16,7 +16,7 @@ from embodia.agent.training.gui_train import GuiTrainConfig, build_samples, fit
 from embodia.devices import GuiAction, Observation, Screen
 from embodia.policies.backbone import Backbone
 from embodia.policies.gui.head import GuiHeadPolicy, extend_vocabulary, load_gui_head, save_gui_head
-from embodia.policies.gui.head_encoding import ACTIONS_V2, CHORDS, GuiHeadConfig, GuiHeadError, SequenceBuilder
+from embodia.policies.gui.head_encoding import ACTIONS_V2, CHORDS, GuiHeadConfig, GuiHeadError, SequenceBuilder, collate
 from embodia.policies.gui.head_labels import cased_span_label, label, span_text, to_action
 from embodia.policies.gui.text_ops import TEXT_OPS, apply_text_op, calculate, compact, first_defined
 
@@ -89,6 +89,18 @@ def test_a_computed_answer_is_labelled_with_the_words_and_operation_that_give_it
         assert (TEXT_OPS[k], span_text(span, enc, instruction)) == want, (problem, typed)
 
 
+def test_a_word_drawn_one_letter_per_element_is_labelled_joined_across_them():
+    instruction = "Type the text below into the text field and press Submit."
+    tree = _letters_tree("kx7q")
+    enc = _encode(instruction, tree)
+    span, k = cased_span_label("kx7q", instruction, enc, CFG)
+    assert TEXT_OPS[k] == "joined" and span_text(span, enc, instruction) == "k x 7 q"
+    assert to_action({"type": "type", "element": 4, "span": span, "ops": ["joined"]}, enc, instruction).text == "kx7q"
+    assert cased_span_label("kx7", instruction, enc, CFG)[0] is not None          # a run of them
+    assert cased_span_label("kq", instruction, enc, CFG) == (None, -1)            # not consecutive
+    assert cased_span_label("kx7q", instruction, enc, replace(CFG, compute=False)) == (None, -1)
+
+
 def test_an_operation_that_does_not_apply_falls_back_and_never_types_half_made():
     instruction = 'Type "Hello" into the field.'
     enc = _encode(instruction, _problem_tree("Name:"))
@@ -99,25 +111,37 @@ def test_an_operation_that_does_not_apply_falls_back_and_never_types_half_made()
         GuiHeadConfig(actions=ACTIONS_V2, chords=CHORDS, compute=True)
 
 
+def _letters_tree(letters):
+    """A word drawn one letter per element, above the field (text-transform's page)."""
+    tree = [{"index": 10 + k, "role": "label", "text": c, "bounds": [20 + 12 * k, 50, 30 + 12 * k, 65]}
+            for k, c in enumerate(letters)]
+    return tree + [dict(e) for e in _problem_tree("Text:")[1:]]
+
+
 def _arith_steps(seed, n):
-    """Form steps: a problem on the page to calculate, or a quoted number to type as written."""
+    """Form steps: a problem on the page to calculate, a quoted number to type as written, or a
+    word drawn one letter per element to type joined."""
     rng = random.Random(seed)
     out = []
     for i in range(n):
         a, b = rng.randint(2, 40), rng.randint(2, 40)
-        if i % 2:
+        tree = None
+        if i % 3 == 1:
             op = rng.choice("+-x")
             problem, typed = f"{a} {op} {b} =", calculate(f"{a} {op} {b}")
             instruction = "Solve the math problem and type your answer into the textbox."
+        elif i % 3 == 2:
+            typed = "".join(rng.choice("abcdefghkmnpqrstuvwxyz0123456789") for _ in range(rng.randint(3, 5)))
+            instruction, tree = "Type the text below into the text field.", _letters_tree(typed)
         else:
             problem, typed = "Code:", str(a * 100 + b)
             instruction = f'Type "{typed}" into the textbox.'
-        out.append(GuiStep(instruction, [], _problem_tree(problem), np.zeros((210, 160, 3), np.uint8), Screen(*SIZE),
-                           GuiAction("type", element=1, text=typed)))
+        out.append(GuiStep(instruction, [], tree or _problem_tree(problem), np.zeros((210, 160, 3), np.uint8),
+                           Screen(*SIZE), GuiAction("type", element=1, text=typed)))
     return out
 
 
-def test_a_head_extended_to_compute_learns_when_to_calculate(one_thread):
+def test_a_head_extended_to_compute_learns_when_to_calculate_and_when_to_join(one_thread):
     torch.manual_seed(0)
     backbone = Backbone.from_pretrained(TINY / "backbone")
     old, _, _ = load_gui_head(TINY, backbone)
@@ -126,17 +150,26 @@ def test_a_head_extended_to_compute_learns_when_to_calculate(one_thread):
     assert head.cfg.text_ops == TEXT_OPS and head.cfg.case
     for k, v in cased.state_dict().items():            # the case rows carry over, the new rows start fresh
         assert torch.equal(head.state_dict()[k][tuple(slice(0, n) for n in v.shape)], v), k
-    samples = build_samples(_arith_steps(1, 40), SequenceBuilder(backbone, head.cfg), backbone, log=lambda *_: None)
-    assert {TEXT_OPS[int(s["label_case"])] for s in samples} == {"as written", "calculate"}
-    fit(head, samples, GuiTrainConfig(out="", steps=120, batch_size=16, lr=3e-3, warmup=10, threads=1),
+    samples = build_samples(_arith_steps(1, 60), SequenceBuilder(backbone, head.cfg), backbone, log=lambda *_: None)
+    assert {TEXT_OPS[int(s["label_case"])] for s in samples} == {"as written", "calculate", "joined"}
+    fit(head, samples, GuiTrainConfig(out="", steps=200, batch_size=16, lr=3e-3, warmup=10, threads=1),
         log=lambda *_: None, progress=False)
+    head.eval()
+    steps = _arith_steps(2, 12)                        # numbers and words never seen
+    tests = build_samples(steps, SequenceBuilder(backbone, head.cfg), backbone, log=lambda *_: None)
+    chosen = [d["ops"][0] for d in head.decide(collate(tests))]
+    assert chosen == [TEXT_OPS[int(t["label_case"])] for t in tests]          # when to calculate, join, copy
     policy = GuiHeadPolicy(head, backbone)
     got = []
-    for st in _arith_steps(2, 12):                     # numbers never seen
+    for st in steps:
         policy.reset(0)
         a = policy.act(Observation(images={"screen": st.screen}, ui_tree=st.tree, screen=st.size), st.instruction)
         got.append((a.type, a.text, st.action.text))
-    assert sum(t == "type" and typed == want for t, typed, want in got) >= 10, got
+    plain = [g for g, op in zip(got, chosen) if op != "joined"]
+    assert sum(t == "type" and typed == want for t, typed, want in plain) >= len(plain) - 1, repr(got)
+    # joined words run over the drawn letters only; which run, 20 words here do not teach (what the
+    # MiniWoB head does on text-transform is measured in docs/benchmarks/miniwob.md)
+    assert all(typed and typed in want for (_, typed, want), op in zip(got, chosen) if op == "joined"), repr(got)
     ck = Path(tempfile.mkdtemp()) / "ck"
     __import__("shutil").copytree(TINY, ck)
     save_gui_head(head, ck)

@@ -83,7 +83,7 @@ from embodia.policies.gui.head_encoding import (
     collate,
     describe,
 )
-from embodia.policies.gui.head_labels import to_action
+from embodia.policies.gui.head_labels import JOIN_UNITS, to_action
 from embodia.policies.gui.head_spell import SPELL_COLUMNS
 from embodia.policies.placement import Placement, to_device
 from embodia.shared.files import write_atomic
@@ -341,10 +341,11 @@ class GuiHead(nn.Module):
         types = tl.argmax(-1)
         pl = self.pointer_logits(z, types)
         elems = pl.argmax(-1)
-        best, L = self._best_span(z, torch.where(types == acts.index("type"), elems, -1))
-        chords = self.chord_logits(z).softmax(-1) if self.cfg.chords else None
         typed_into = torch.where(types == acts.index("type"), elems, -1)
         ops = self.case_logits(z, typed_into).argsort(-1, descending=True) if self.cfg.case else None
+        across = ops[:, 0] == self.cfg.text_ops.index("joined") if self.cfg.compute else None
+        best, L = self._best_span(z, typed_into, across)
+        chords = self.chord_logits(z).softmax(-1) if self.cfg.chords else None
         cells = self.cell_logits(z).argmax(-1)
         inp = self.point_inputs(z, cells)
         pts = sample(self.dit, inp["ctx"], inp["state"], inp["state_mask"], inp["emb_id"],
@@ -362,9 +363,11 @@ class GuiHead(nn.Module):
                 row.update(chord=self.cfg.chords[k], chord_p=float(chords[b, k]))
         return out
 
-    def _best_span(self, z: dict, elems: torch.Tensor) -> tuple[torch.Tensor, int]:
+    def _best_span(self, z: dict, elems: torch.Tensor, across: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
         """The best (start, end) pair, flattened as start * L + end, of at most ``max_span`` words;
-        a span copied from the tree stays inside one element's text."""
+        a span copied from the tree stays inside one element's text, except in the rows of
+        ``across`` (words to be joined), which may run over consecutive elements' texts (at most
+        `JOIN_UNITS` units, from a text to a text)."""
         st, en = self.span_logits(z, elems)
         L, dev = st.shape[1], st.device
         score = st[:, :, None] + en[:, None, :]
@@ -373,6 +376,10 @@ class GuiHead(nn.Module):
         if self.cfg.copy_tree:      # one element's text, or its value (feature set 2)
             src = z["uelem"] * 2 + (z["fld"] == F_VALUE).long()
             ok = ok & (src[:, :, None] == src[:, None, :])
+            if across is not None and across.any():
+                tree = (z["seg"] == SEG_TREE) & (z["fld"] == F_TEXT)
+                run = (j >= i) & (j - i < JOIN_UNITS) & tree[:, :, None] & tree[:, None, :]
+                ok = torch.where(across[:, None, None], ok | run, ok)
         return score.masked_fill(~ok, float("-inf")).flatten(1).argmax(-1), L
 
 

@@ -47,8 +47,12 @@ def span_text(span: tuple[int, int], enc: Encoded, instruction: str) -> str:
     element's text where a head copying from the tree chose words there."""
     s, e = span
     if s in enc.tree_spans and e in enc.tree_spans:
-        i, a, _ = enc.tree_spans[s]
-        return enc.elem_texts[i][a:enc.tree_spans[e][2]]
+        (i, a, _), (j, _, b) = enc.tree_spans[s], enc.tree_spans[e]
+        if i == j:
+            return enc.elem_texts[i][a:b]
+        # over several elements (a head's ``joined`` words): their texts in the page's order
+        parts = [enc.elem_texts[i][a:]] + [enc.elem_texts[k] for k in range(i + 1, j)] + [enc.elem_texts[j][:b]]
+        return " ".join(p for p in parts if p)
     s, e = min(s, len(enc.spans) - 1), min(e, len(enc.spans) - 1)
     return instruction[enc.spans[s][0]:enc.spans[e][1]]
 
@@ -112,6 +116,9 @@ def cased_span_label(text: str, instruction: str, enc: Encoded, cfg: GuiHeadConf
     return computed_span_label(text, instruction, enc, cfg) if cfg.compute else (None, -1)
 
 
+JOIN_UNITS = 40     # units a span of joined words may cover (one letter per element: role, letter, separator)
+
+
 def wait_span_label(ms: int, instruction: str, enc: Encoded, slack_ms: int = 500) -> tuple[int, int] | None:
     """(start, end) instruction words naming a time within ``slack_ms`` of a recorded wait of
     ``ms`` (the shortest such run: ``2 seconds``); None where the instruction names none."""
@@ -158,6 +165,29 @@ def computed_span_label(text: str, instruction: str, enc: Encoded, cfg: GuiHeadC
         if found:
             _, s, e, op = max(found, key=lambda f: (f[0], -f[1]))
             return (s, e), cfg.text_ops.index(op)
+    return joined_span_label(text, enc, cfg) if cfg.copy_tree else (None, -1)
+
+
+def joined_span_label(text: str, enc: Encoded, cfg: GuiHeadConfig) -> tuple:
+    """(span, index of ``joined``) where ``text`` is the whole texts of consecutive elements with
+    no space between them (a word drawn one letter per element), over at most `JOIN_UNITS`
+    units; (None, -1) where no run of elements spells it."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for u, (i, _, _) in sorted(enc.tree_spans.items()):
+        first.setdefault(i, u)
+        last[i] = u
+    order = sorted(first)
+    for x, i in enumerate(order):
+        spelled = ""
+        for j in order[x:]:
+            if j != order[x] and (j - 1 not in first or last[j] - first[i] >= JOIN_UNITS):
+                break               # a gap in the run (an element without text), or too long
+            spelled += re.sub(r"\s+", "", enc.elem_texts[j])
+            if spelled == text and j != i:
+                return (first[i], last[j]), cfg.text_ops.index("joined")
+            if not text.startswith(spelled):
+                break
     return None, -1
 
 

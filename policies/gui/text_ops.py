@@ -4,7 +4,10 @@ written, in upper or lower case, or, for a head with ``compute`` (issue 54, comp
 * ``calculate``: the value the words' arithmetic defines: ``3 + 4 =`` types ``7``, ``12 x 3``
   types ``36``; an equation in one unknown letter is solved for it (``x - 4 = 9`` types ``13``);
 * ``compact``: the words as a masked field takes them: each lone digit padded to two, every
-  separator and space left out (``2:30 PM`` types ``0230PM``, ``3/7/2016`` types ``03072016``).
+  separator and space left out (``2:30 PM`` types ``0230PM``, ``3/7/2016`` types ``03072016``);
+* ``joined``: the words with no space between them, and the only operation whose words may run
+  over several elements, whole texts in the page's order (a word drawn one letter per element,
+  ``k`` ``x`` ``7`` types ``kx7``).
 
 An operation either gives the text or None (the words are no arithmetic; nothing to compact): the
 head then types what its next-best operation gives (`apply_text_op`), never a half-made answer.
@@ -21,7 +24,7 @@ import re
 from fractions import Fraction
 
 CASES = ("as written", "upper", "lower")       # what a head with ``case`` may do to the words it copies
-COMPUTED = ("calculate", "compact")             # and a head with ``compute`` besides
+COMPUTED = ("calculate", "compact", "joined")   # and a head with ``compute`` besides
 TEXT_OPS = CASES + COMPUTED
 
 _TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d+)?)|([A-Za-z])|([-+*/×÷=()−]))")
@@ -41,6 +44,8 @@ def apply_text_op(text: str, op: str | None) -> str | None:
         return calculate(text)
     if op == "compact":
         return compact(text)
+    if op == "joined":
+        return joined(text)
     raise ValueError(f"unknown text operation {op!r}; known: {', '.join(TEXT_OPS)}")
 
 
@@ -71,6 +76,16 @@ def first_defined(text: str, ops) -> tuple[str, str]:
         if out:
             return op, out
     return "as written", text
+
+
+def joined(text: str) -> str | None:
+    """The text with its spaces left out; None where it has none to leave out.
+
+    >>> joined("k x 7"), joined("kx7") is None
+    ('kx7', True)
+    """
+    out = re.sub(r"\s+", "", text or "")
+    return out if out and out != text else None
 
 
 def compact(text: str) -> str | None:
