@@ -195,3 +195,26 @@ def test_a_wait_the_page_asks_for_is_labelled_with_the_words_that_name_its_lengt
     # a pause the page names no time for is no wait the head learns; a head without the wait none at all
     assert label(replace(step, action=GuiAction("wait", duration_ms=8000)), enc, cfg) is None
     assert label(step, enc, CFG) is None
+
+
+def test_snippets_are_learnt_from_texts_no_page_holds_and_typed_alone_or_before_copied_words():
+    from embodia.policies.gui.head_labels import learn_snippets, snippet_label
+    texts = ["ls"] * 4 + [f"rm notes{k}.gif" for k in range(4)] + ["4"] * 3 + ["Ada"] * 2
+    vocab = learn_snippets(texts, least=3)
+    assert vocab == ("ls", "rm ", "4")
+    cfg = replace(CFG, snippets=vocab)
+    instruction = "Use the terminal below to delete a file ending with the extension .gif"
+    tree = _problem_tree("user$ ls notes.gif todo.txt user$")
+    enc = _encode(instruction, tree, cfg)
+    assert snippet_label("ls", instruction, _encode(instruction, _problem_tree("user$"), cfg), cfg) == (None, -1, 1)
+    assert snippet_label("ls", instruction, enc, cfg)[2] == 0      # once the page shows it, a copy
+    span, case, k = snippet_label("rm notes.gif", instruction, enc, cfg)
+    assert vocab[k - 1] == "rm " and span_text(span, enc, instruction) == "notes.gif"
+    assert snippet_label("todo.txt", instruction, enc, cfg)[2] == 0           # copied: no snippet
+    assert snippet_label("cat x", instruction, enc, cfg) == (None, -1, -1)     # nothing gives it: no label
+    row = {"type": "type", "element": 1, "span": span, "ops": ["as written"]}
+    assert to_action({**row, "snippet": "rm "}, enc, instruction).text == "rm notes.gif"
+    assert to_action({**row, "snippet": "ls"}, enc, instruction).text == "ls"
+    assert to_action({**row, "snippet": None}, enc, instruction).text == "notes.gif"
+    with pytest.raises(GuiHeadError, match="snippets"):
+        replace(CFG, snippets=("ls", " "))

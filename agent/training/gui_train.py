@@ -83,6 +83,21 @@ def build_samples(steps, builder, backbone, *, batch: int = 32, log=print) -> li
     return out
 
 
+def unexplained_texts(steps, builder) -> list[str]:
+    """The typed texts of ``steps`` that no span of their page gives, as ``builder``'s head would
+    label them (`cased_span_label`: copied, in a case, computed): what a snippet vocabulary is
+    learnt from (`head_labels.learn_snippets`)."""
+    from embodia.policies.gui.head_labels import cased_span_label
+    out = []
+    for st in steps:
+        if st.action.type != "type" or not st.action.text:
+            continue
+        enc = builder.encode(st.prompt, st.instruction, st.history, st.tree, (st.size.width, st.size.height), st.screen)
+        if cased_span_label(st.action.text, st.instruction, enc, builder.cfg)[0] is None:
+            out.append(st.action.text)
+    return out
+
+
 def fit(head, samples: list[dict], cfg: GuiTrainConfig, *, log=print, progress: bool = True,
         on_save=None, save_every: int | None = None):
     """Train `head` on cached samples; returns it holding the EMA weights. ``on_save(step, head)``

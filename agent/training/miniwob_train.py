@@ -31,19 +31,15 @@ head learns (a turn is labelled on the element under it).
 
 The head may also type a computed answer (`GuiHeadConfig.compute`, `embodia.policies.gui.text_ops`):
 the copied words' arithmetic calculated (simple-arithmetic's ``3 + 4 =`` -> ``7``, simple-algebra's
-``x - 4 = 9`` -> ``13``) or compacted as a masked field takes them (enter-time's ``2:30 PM`` ->
-``0230PM``), and may wait as long as the page asks (button-delay's ``wait 2 seconds``: the wait
-action's length is copied words naming a time, `text_ops.duration_ms`). Which operation and which
-words is learnt from the demos: a typed text that is no span
-of the page is labelled with the words and operation that give it (`computed_span_label`); no task
-is named in the head.
-
-Experts whose actions the head cannot express, still recorded and evaluated (their score is
-reported, not hidden):
-
-- terminal: the typed commands (``ls``, ``rm <file>``) are not a span of the page or instruction;
-- text-transform: the typed text is one character from each of several elements;
-- guess-number: each guess is computed from the page's feedback on the last one.
+``x - 4 = 9`` -> ``13``), compacted as a masked field takes them (enter-time's ``2:30 PM`` ->
+``0230PM``), or joined with no space over consecutive elements (text-transform's word drawn one
+letter per element); it may wait as long as the page asks (button-delay's ``wait 2 seconds``: the
+wait action's length is copied words naming a time, `text_ops.duration_ms`); and it may type a
+literal snippet, alone or before copied words, from a vocabulary learnt from the demos' typed texts
+that no page holds (`head_labels.learn_snippets`: terminal's ``ls`` and ``rm `` + a listed file;
+guess-number's guesses, a table the head may learn from the page's feedback). Which operation,
+snippet and words is learnt from the demos: a typed text that is no span of the page is labelled
+with what gives it (`computed_span_label`, `snippet_label`); no task is named in the head.
 
 enter-date's expert types the date's digits (``11052016``); its demos here come from a variant
 (`DEMO_PLANS`) that types the date as the instruction writes it (``11/05/2016``), which the page
@@ -189,8 +185,9 @@ def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int 
     """Record (or keep) the demos, fine-tune an extended copy of the bundled GUI head on them, save
     it into ``out``; returns what was done (counts and seconds), also written into gui_head.json.
     ``bundle_to``: then copy the checkpoint there (`bundle_head`, ``command`` as its rebuild line)."""
-    from embodia.agent.training.gui_train import GuiTrainConfig, build_samples, fit
-    from embodia.policies.gui.head import save_gui_head
+    from embodia.agent.training.gui_train import GuiTrainConfig, build_samples, fit, unexplained_texts
+    from embodia.policies.gui.head import extend_vocabulary, save_gui_head
+    from embodia.policies.gui.head_labels import learn_snippets
     from embodia.policies.gui.head_encoding import SequenceBuilder
     from embodia.sim.miniwob_experts import EXPERTS
     out = Path(out)
@@ -203,8 +200,13 @@ def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int 
     demos = record_demos(tasks, episodes, out / "demos", seed=seed, log=log)
     t1 = time.perf_counter()
     head, backbone = extended_bundled_head(features, seed, compute=True, wait=True)
-    samples = build_samples(demo_steps(out / "demos", tasks, range(seed, seed + episodes)),
-                            SequenceBuilder(backbone, head.cfg), backbone, log=log)
+    steps = list(demo_steps(out / "demos", tasks, range(seed, seed + episodes)))
+    snippets = learn_snippets(unexplained_texts(steps, SequenceBuilder(backbone, head.cfg)), least=3, most=24)
+    if snippets:
+        head = extend_vocabulary(head, actions=head.cfg.actions, chords=head.cfg.chords, features=head.cfg.features,
+                                 compute=True, snippets=snippets)
+        log(f"snippets learnt from typed texts no page holds: {list(snippets)}")
+    samples = build_samples(steps, SequenceBuilder(backbone, head.cfg), backbone, log=log)
     if not samples:
         raise ValueError("no usable demo steps: every expert episode failed or none was recorded")
     t2 = time.perf_counter()

@@ -133,6 +133,8 @@ class GuiHead(nn.Module):
             self.chord = _mlp(2 * d, d, len(cfg.chords))      # [CLS, the focused element]
         if cfg.case:
             self.case = _mlp(2 * d, d, len(cfg.text_ops))       # [CLS, the field typed into]
+        if cfg.snippets:        # none, or one of the literal texts: [CLS, the field typed into]
+            self.snippet = _mlp(2 * d, d, len(cfg.snippets) + 1)
         if cfg.features >= 2:     # [its label, the text right of it, its container]; starts at zero:
             self.near = nn.Linear(NEAR * d, d)                  # a head extended to set 2 reads as before
             self.ordinal = nn.Embedding(2, d)                   # a word at the position asked for ("3rd word")
@@ -253,6 +255,11 @@ class GuiHead(nn.Module):
         chosen = z["elems"][torch.arange(len(elems), device=elems.device), elems.clamp(min=0)] * (elems >= 0)[:, None]
         return self.case(torch.cat([z["g"], chosen], -1))
 
+    def snippet_logits(self, z: dict, elems: torch.Tensor) -> torch.Tensor:
+        """Scores over [no snippet] + the head's literal texts for the text typed into ``elems``."""
+        chosen = z["elems"][torch.arange(len(elems), device=elems.device), elems.clamp(min=0)] * (elems >= 0)[:, None]
+        return self.snippet(torch.cat([z["g"], chosen], -1))
+
     def span_logits(self, z: dict, elems: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Start and end scores over the copyable words for the text typed into ``elems`` (-1: into
         the focused field, no element chosen)."""
@@ -311,6 +318,9 @@ class GuiHead(nn.Module):
             cs = batch.get("label_case")
             if self.cfg.case and cs is not None and (cs >= 0).any():
                 parts["case"] = F.cross_entropy(self.case_logits(z, el)[cs >= 0], cs[cs >= 0])
+        sn = batch.get("label_snippet")
+        if self.cfg.snippets and sn is not None and (sn >= 0).any():
+            parts["snippet"] = F.cross_entropy(self.snippet_logits(z, el)[sn >= 0], sn[sn >= 0])
         pt = t == self.cfg.actions.index("click_point")
         if pt.any():
             cells = batch["label_cell"]
@@ -357,6 +367,9 @@ class GuiHead(nn.Module):
                 "ops": [self.cfg.text_ops[int(k)] for k in ops[b]] if ops is not None else ["as written"],
                 "cell": int(cells[b]),
                 "point": pts[b].clamp(-1, 1).tolist()} for b in range(len(types))]
+        if self.cfg.snippets:
+            for b, k in enumerate(self.snippet_logits(z, typed_into).argmax(-1).tolist()):
+                out[b]["snippet"] = self.cfg.snippets[k - 1] if k else None
         if chords is not None:
             for b, row in enumerate(out):
                 k = int(chords[b].argmax())
@@ -428,7 +441,7 @@ def load_gui_head(checkpoint, backbone: Backbone | None = None) -> tuple[GuiHead
 
 def extend_vocabulary(head: GuiHead, *, actions=ACTIONS_V2, chords=CHORDS, copy_tree: bool = True,
                       features: int | None = None, case: bool = False, spell: bool | None = None,
-                      compute: bool = False) -> GuiHead:
+                      compute: bool = False, snippets: tuple = ()) -> GuiHead:
     """A copy of ``head`` with a larger action vocabulary (and, with ``features``, a later element
     feature set), every trained weight kept: the new action types are appended (old indices
     unchanged), so the type head's and type embedding's old rows carry over and only the new rows
@@ -436,11 +449,12 @@ def extend_vocabulary(head: GuiHead, *, actions=ACTIONS_V2, chords=CHORDS, copy_
     ones and start at zero weight, so the copy reads a page as the old head did until fine-tuning
     teaches it the new ones. ``case``: the copy may also type copied words in upper or lower case
     (its case head starts fresh). ``compute``: it may also type a computed answer (`text_ops`; the
-    case head's rows for the cases carry over, the new ones start fresh). ``spell`` (None: as ``head``): the copy also reads the spelling
+    case head's rows for the cases carry over, the new ones start fresh); ``snippets``: literal
+    texts it may type (their head starts fresh). ``spell`` (None: as ``head``): the copy also reads the spelling
     columns (`embodia.policies.gui.head_spell`), through a projection that starts at zero."""
     cfg = replace(head.cfg, actions=tuple(actions), chords=tuple(chords), copy_tree=copy_tree,
                   features=head.cfg.features if features is None else features, case=case or compute,
-                  compute=compute,
+                  compute=compute, snippets=tuple(snippets),
                   spell=head.cfg.spell if spell is None else spell)
     new = GuiHead(cfg, head.hidden)
     state = new.state_dict()

@@ -91,19 +91,24 @@ class GuiHeadConfig:
     # and (issue 54) a computed answer: the copied words' arithmetic calculated, or compacted as a
     # masked date or time field takes them (`text_ops.COMPUTED`), chosen by the same head
     compute: bool = False
+    # literal texts the head may type, learnt from demos whose typed text no page holds (a shell's
+    # ``ls``); one ending in a space is a prefix the copied words follow (``rm `` + a listed file)
+    snippets: tuple = ()
     max_text_words: int = 24             # feature set 2: words read of an element's text or value
     # two more element columns after the feature set's flags: the key of the expression's next
     # character, and "all of it entered" (`embodia.policies.gui.head_spell`); off for old heads
     spell: bool = False
 
     def __post_init__(self):
-        self.actions, self.chords = tuple(self.actions), tuple(self.chords)
+        self.actions, self.chords, self.snippets = tuple(self.actions), tuple(self.chords), tuple(self.snippets)
         unknown = [a for a in self.actions if a not in ACTIONS_V3]
         if unknown or self.actions[:len(ACTIONS)] != ACTIONS:
             raise GuiHeadError(f"GUI head actions must start with {list(ACTIONS)} and come from "
                                f"{list(ACTIONS_V3)}; got {list(self.actions)}")
         if ("key" in self.actions) != bool(self.chords):
             raise GuiHeadError("a GUI head with the 'key' action needs a chord vocabulary, and only it")
+        if any(not isinstance(t, str) or not t.strip() for t in self.snippets):
+            raise GuiHeadError(f"GUI head snippets must be non-empty texts; got {list(self.snippets)}")
         if self.compute and not self.case:
             raise GuiHeadError("a GUI head that computes answers chooses among its text operations: it needs case=True")
         if self.features not in (1, 2, 3):
@@ -480,7 +485,8 @@ def collate(samples: list[dict]) -> dict:
            "elem_near": near, "elem_lookup": lookup, "elem_mask": emask, "img": img, "img_rc": img_rc,
            "img_mask": img_mask, "grid": torch.stack([s["grid"] for s in samples])}
     if "label_type" in samples[0]:
-        for k in ("label_type", "label_elem", "label_start", "label_end", "label_cell", "label_chord", "label_case"):
+        for k in ("label_type", "label_elem", "label_start", "label_end", "label_cell", "label_chord", "label_case",
+                  "label_snippet"):
             out[k] = torch.tensor([int(s.get(k, -1)) for s in samples])
         out["label_point"] = torch.stack([s["label_point"] for s in samples])
     return out

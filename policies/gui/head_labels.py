@@ -38,8 +38,12 @@ def to_action(d: dict, enc: Encoded, instruction: str) -> GuiAction:
 def typed_text(d: dict, enc: Encoded, instruction: str) -> str:
     """The text a decided row types: its span's words through the best-scored of its text
     operations that applies to them (`text_ops.first_defined`: arithmetic that does not parse is
-    never typed half-made)."""
-    return first_defined(span_text(d["span"], enc, instruction), d.get("ops") or ("as written",))[1]
+    never typed half-made); a literal snippet chosen instead, or before them where it ends in a
+    space (``rm `` + the copied file name)."""
+    snippet = d.get("snippet")
+    if snippet and not snippet.endswith(" "):
+        return snippet
+    return (snippet or "") + first_defined(span_text(d["span"], enc, instruction), d.get("ops") or ("as written",))[1]
 
 
 def span_text(span: tuple[int, int], enc: Encoded, instruction: str) -> str:
@@ -92,6 +96,40 @@ def _tree_spans_of(text: str, i: int, enc: Encoded, instruction: str) -> list[tu
             break
         at = whole.find(text, at + 1)
     return out
+
+
+def snippet_label(text: str, instruction: str, enc: Encoded, cfg: GuiHeadConfig) -> tuple:
+    """(span, text operation, snippet) labels of a typed text (-1: none). The words copied, as
+    `cased_span_label` finds them, and snippet 0 (none); else, for a head with ``snippets``, the
+    literal text itself (index + 1, no span), or a prefix snippet and the words after it."""
+    span, case = cased_span_label(text, instruction, enc, cfg)
+    if span is not None or not cfg.snippets:
+        return span, case, (0 if cfg.snippets and span is not None else -1)
+    if text in cfg.snippets:
+        return None, -1, cfg.snippets.index(text) + 1
+    for k, p in enumerate(cfg.snippets):
+        if p.endswith(" ") and text.startswith(p) and len(text) > len(p):
+            span, case = cased_span_label(text[len(p):], instruction, enc, cfg)
+            if span is not None:
+                return span, case, k + 1
+    return None, -1, -1
+
+
+def learn_snippets(texts, least: int = 5, most: int = 24) -> tuple[str, ...]:
+    """The literal texts a head may type, from the typed texts of its demos: every text typed at
+    least ``least`` times whole, and every first word typed at least ``least`` times before other
+    words (as a prefix, with its space), at most ``most`` of them, most frequent first. Which of
+    them a step is labelled with is `snippet_label`'s: only a text no page holds gets one.
+
+    >>> learn_snippets(["ls"] * 5 + [f"rm f{k}.txt" for k in range(6)] + ["Ada Byron"] * 2)
+    ('rm ', 'ls')
+    """
+    from collections import Counter
+    whole = Counter(t for t in texts if t and t.strip())
+    prefix = Counter(t.split(" ", 1)[0] + " " for t in texts if t and " " in t.strip() and t.split(" ", 1)[0])
+    ranked = sorted([(n, t) for t, n in whole.items() if n >= least] + [(n, p) for p, n in prefix.items() if n >= least],
+                    key=lambda nt: (-nt[0], nt[1]))
+    return tuple(dict.fromkeys(t for _, t in ranked))[:most]
 
 
 def cased_span_label(text: str, instruction: str, enc: Encoded, cfg: GuiHeadConfig) -> tuple:
@@ -198,7 +236,7 @@ def label(step, enc: Encoded, cfg: GuiHeadConfig | None = None) -> dict | None:
     cfg = cfg or GuiHeadConfig()
     a = step.action
     out = {"label_type": -1, "label_elem": -1, "label_start": -1, "label_end": -1, "label_cell": -1,
-           "label_point": torch.zeros(2), "label_chord": -1, "label_case": -1}
+           "label_point": torch.zeros(2), "label_chord": -1, "label_case": -1, "label_snippet": -1}
     pos = {idx: k for k, idx in enumerate(enc.elem_index)}
     if a.type == "click" and a.element is not None:
         if a.element not in pos:
@@ -214,9 +252,10 @@ def label(step, enc: Encoded, cfg: GuiHeadConfig | None = None) -> dict | None:
             out.update(label_type=cfg.actions.index("type_focused"))
         else:
             out.update(label_type=ACTIONS.index("type"), label_elem=pos[a.element])
-        span, case = cased_span_label(a.text, step.instruction, enc, cfg)
+        span, case, snippet = snippet_label(a.text, step.instruction, enc, cfg)
         if span is not None:
             out.update(label_start=span[0], label_end=span[1], label_case=case)
+        out.update(label_snippet=snippet)
     elif a.type == "scroll" and a.point is not None and a.direction in ("up", "down"):
         W, H = step.size.width, step.size.height
         x, y = a.point[0] * W / 1000.0, a.point[1] * H / 1000.0
