@@ -218,3 +218,18 @@ def test_snippets_are_learnt_from_texts_no_page_holds_and_typed_alone_or_before_
     assert to_action({**row, "snippet": None}, enc, instruction).text == "notes.gif"
     with pytest.raises(GuiHeadError, match="snippets"):
         replace(CFG, snippets=("ls", " "))
+
+
+def test_a_head_may_read_the_end_of_a_long_text_further_back():
+    """A terminal's listing sits at the end of its text, after the welcome lines: a head with a
+    longer tail reads the file names there; the default reads only the last four words."""
+    text = "terminal Welcome! Type help for a list of available commands. Last login: Mon Dec 07 2026 " \
+           "user$ ls bash.zip file.txt search.py user$"
+    instruction = "Use the terminal below to delete a file ending with the extension .txt"
+    tree = [{"index": 0, "role": "section", "text": text, "bounds": [0, 50, 160, 200]}] + _problem_tree("x")[1:]
+    long = replace(CFG, max_text_words=32, long_tail=16)
+    assert cased_span_label("file.txt", instruction, _encode(instruction, tree, CFG), CFG) == (None, -1)
+    span, _ = cased_span_label("file.txt", instruction, _encode(instruction, tree, long), long)
+    assert span_text(span, _encode(instruction, tree, long), instruction) == "file.txt"
+    with pytest.raises(GuiHeadError, match="32 words"):
+        replace(CFG, max_text_words=40)

@@ -140,7 +140,7 @@ def fit(head, samples: list[dict], cfg: GuiTrainConfig, *, log=print, progress: 
                 bar.update(task, completed=step + 1, status=" ".join(f"{k} {v:.3f}" for k, v in recent.items())
                            + f", {(step + 1) / (time.perf_counter() - t0):.1f} it/s")
             if (step + 1) % 500 == 0 or step + 1 == cfg.steps:
-                recent = {k: round(float(np.mean(v)), 4) for k in ("type", "pointer", "span", "cell", "point", "chord", "case")
+                recent = {k: round(float(np.mean(v)), 4) for k in ("type", "pointer", "span", "cell", "point", "chord", "case", "snippet")
                           if (v := [h[k] for h in hist[-500:] if k in h])}
                 log(f"step {step + 1}: {recent}")
             if on_save is not None and save_every and (step + 1) % save_every == 0:

@@ -54,7 +54,7 @@ from __future__ import annotations
 import re
 import shutil
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from embodia.agent.training.desktop_train import BUNDLE, extended_bundled_head
@@ -121,6 +121,9 @@ def record_demos(tasks, episodes: int, root: Path, *, seed: int = TRAIN_SEED, lo
     return out
 
 
+# how the head reads long texts: 32 words, the last 16 of a longer one (a terminal's listing sits
+# at the end of its text, after the welcome lines)
+READING = {"max_text_words": 32, "long_tail": 16}
 IDLE_MS = 1000      # a shorter wait is the expert idling while the page changes, not a step of its plan
 
 
@@ -200,13 +203,13 @@ def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int 
     demos = record_demos(tasks, episodes, out / "demos", seed=seed, log=log)
     t1 = time.perf_counter()
     head, backbone = extended_bundled_head(features, seed, compute=True, wait=True)
-    steps = list(demo_steps(out / "demos", tasks, range(seed, seed + episodes)))
-    snippets = learn_snippets(unexplained_texts(steps, SequenceBuilder(backbone, head.cfg)), least=3, most=24)
-    if snippets:
-        head = extend_vocabulary(head, actions=head.cfg.actions, chords=head.cfg.chords, features=head.cfg.features,
-                                 compute=True, snippets=snippets)
-        log(f"snippets learnt from typed texts no page holds: {list(snippets)}")
-    samples = build_samples(steps, SequenceBuilder(backbone, head.cfg), backbone, log=log)
+    recorded = list(demo_steps(out / "demos", tasks, range(seed, seed + episodes)))
+    reads = replace(head.cfg, **READING)
+    snippets = learn_snippets(unexplained_texts(recorded, SequenceBuilder(backbone, reads)), least=3, most=24)
+    head = extend_vocabulary(head, actions=head.cfg.actions, chords=head.cfg.chords, features=head.cfg.features,
+                             compute=True, snippets=snippets, **READING)
+    log(f"snippets learnt from typed texts no page holds: {list(snippets)}")
+    samples = build_samples(recorded, SequenceBuilder(backbone, head.cfg), backbone, log=log)
     if not samples:
         raise ValueError("no usable demo steps: every expert episode failed or none was recorded")
     t2 = time.perf_counter()

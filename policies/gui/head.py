@@ -441,7 +441,7 @@ def load_gui_head(checkpoint, backbone: Backbone | None = None) -> tuple[GuiHead
 
 def extend_vocabulary(head: GuiHead, *, actions=ACTIONS_V2, chords=CHORDS, copy_tree: bool = True,
                       features: int | None = None, case: bool = False, spell: bool | None = None,
-                      compute: bool = False, snippets: tuple = ()) -> GuiHead:
+                      compute: bool = False, snippets: tuple = (), **reading) -> GuiHead:
     """A copy of ``head`` with a larger action vocabulary (and, with ``features``, a later element
     feature set), every trained weight kept: the new action types are appended (old indices
     unchanged), so the type head's and type embedding's old rows carry over and only the new rows
@@ -450,11 +450,12 @@ def extend_vocabulary(head: GuiHead, *, actions=ACTIONS_V2, chords=CHORDS, copy_
     teaches it the new ones. ``case``: the copy may also type copied words in upper or lower case
     (its case head starts fresh). ``compute``: it may also type a computed answer (`text_ops`; the
     case head's rows for the cases carry over, the new ones start fresh); ``snippets``: literal
-    texts it may type (their head starts fresh). ``spell`` (None: as ``head``): the copy also reads the spelling
+    texts it may type (their head starts fresh); ``reading``: other `GuiHeadConfig` fields of how it
+    reads a page (``max_text_words``, ``long_tail``). ``spell`` (None: as ``head``): the copy also reads the spelling
     columns (`embodia.policies.gui.head_spell`), through a projection that starts at zero."""
     cfg = replace(head.cfg, actions=tuple(actions), chords=tuple(chords), copy_tree=copy_tree,
                   features=head.cfg.features if features is None else features, case=case or compute,
-                  compute=compute, snippets=tuple(snippets),
+                  compute=compute, snippets=tuple(snippets), **reading,
                   spell=head.cfg.spell if spell is None else spell)
     new = GuiHead(cfg, head.hidden)
     state = new.state_dict()

@@ -95,6 +95,7 @@ class GuiHeadConfig:
     # ``ls``); one ending in a space is a prefix the copied words follow (``rm `` + a listed file)
     snippets: tuple = ()
     max_text_words: int = 24             # feature set 2: words read of an element's text or value
+    long_tail: int = LONG_TAIL           # of those, the last ones of a longer text (a terminal's newest lines)
     # two more element columns after the feature set's flags: the key of the expression's next
     # character, and "all of it entered" (`embodia.policies.gui.head_spell`); off for old heads
     spell: bool = False
@@ -109,6 +110,9 @@ class GuiHeadConfig:
             raise GuiHeadError("a GUI head with the 'key' action needs a chord vocabulary, and only it")
         if any(not isinstance(t, str) or not t.strip() for t in self.snippets):
             raise GuiHeadError(f"GUI head snippets must be non-empty texts; got {list(self.snippets)}")
+        if not 0 <= self.long_tail < self.max_text_words <= 32:
+            raise GuiHeadError(f"GUI head reads at most 32 words of a text, its last long_tail fewer than all; "
+                               f"got max_text_words={self.max_text_words}, long_tail={self.long_tail}")
         if self.compute and not self.case:
             raise GuiHeadError("a GUI head that computes answers chooses among its text operations: it needs case=True")
         if self.features not in (1, 2, 3):
@@ -337,7 +341,7 @@ class SequenceBuilder:
         near = np.asarray(list(zip(beside(elems), right_of(elems), container(elems))) if v2
                           else [(-1,) * NEAR] * len(elems), np.int64).reshape(-1, NEAR)
         left = near[:, 0]
-        limit, tail = (cfg.max_text_words, LONG_TAIL) if v2 else (cfg.max_words, 0)
+        limit, tail = (cfg.max_text_words, cfg.long_tail) if v2 else (cfg.max_words, 0)
         for i, e in enumerate(elems):
             x0, y0, x1, y1 = e["bounds"]
             checked = e.get("checked")
