@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from embodia.agent.training.desktop_train import BUNDLE
-from embodia.agent.training.miniwob_train import TRAIN_SEED, demo_steps, train_miniwob_head
+from embodia.agent.training.miniwob_train import TRAIN_SEED, bundle_head, demo_steps, train_miniwob_head
 from embodia.devices.cdp import find_chromium
 
 needs_chromium = pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed")
@@ -23,6 +23,26 @@ def test_never_trains_into_the_bundled_checkpoint_nor_on_a_task_without_expert(t
         train_miniwob_head(BUNDLE, tasks=["click-button"], episodes=0, steps=0)
     with pytest.raises(ValueError, match="no scripted expert"):
         train_miniwob_head(tmp_path / "m", tasks=["not-a-task"], episodes=0, steps=0)
+
+
+def test_a_bundle_is_the_checkpoint_without_its_demos_with_its_sha256_and_rebuild_line(tmp_path):
+    import shutil
+    ck = tmp_path / "run"
+    shutil.copytree(BUNDLE, ck)
+    (ck / "demos" / "click-button").mkdir(parents=True)
+    (ck / "demos" / "click-button" / "ep.jsonl").write_text("{}\n")
+    dest = tmp_path / "bundle"
+    (dest / "stale").mkdir(parents=True)                  # what was there before is replaced whole
+    facts = bundle_head(ck, dest, "embodia train miniwob --bundle x")
+    assert not (dest / "demos").exists() and not (dest / "stale").exists()
+    assert facts == json.loads((dest / "bundle.json").read_text())
+    assert facts["sha256"] == hashlib.sha256((dest / "gui_head.safetensors").read_bytes()).hexdigest()
+    assert facts["rebuild"] == "embodia train miniwob --bundle x"
+    assert facts["bytes"] == sum(p.stat().st_size for p in dest.rglob("*") if p.is_file() and p.name != "bundle.json")
+    (ck / "gui_head.safetensors").unlink()
+    with pytest.raises(ValueError, match="no trained GUI head"):
+        bundle_head(ck, dest, "x")
+    assert (dest / "gui_head.safetensors").is_file()     # a refused bundle leaves the old one
 
 
 @pytest.mark.slow
