@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from embodia.agent.training.desktop_train import BUNDLE
-from embodia.agent.training.miniwob_train import TRAIN_SEED, bundle_head, demo_steps, train_miniwob_head
+from embodia.agent.training.gui_train import bundle_head
+from embodia.agent.training.miniwob_train import TRAIN_SEED, demo_steps, train_miniwob_head
 from embodia.devices.cdp import find_chromium
 
 needs_chromium = pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed")

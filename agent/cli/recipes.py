@@ -198,7 +198,8 @@ def miniwob(ctx: typer.Context,
 
 
 @train_app.command()
-def desktop(out: Path = typer.Option(Path("data/embodia-tiny-desktop"), "--out", help="the new checkpoint "
+def desktop(ctx: typer.Context,
+            out: Path = typer.Option(Path("data/embodia-tiny-desktop"), "--out", help="the new checkpoint "
                                      "folder (the bundled one is copied, never written)"),
             bench_episodes: int = typer.Option(10, "--bench-episodes", min=1, help="expert demos per bench task"),
             sim_episodes: int = typer.Option(300, "--sim-episodes", min=0, help="gui-sim teacher episodes"),
@@ -212,13 +213,16 @@ def desktop(out: Path = typer.Option(Path("data/embodia-tiny-desktop"), "--out",
                                          "(GuiHeadConfig.features; 1: the bundled head's)"),
             spell: bool = typer.Option(True, "--spell/--no-spell", help="the head reads which key enters the "
                                        "instruction's expression's next character (GuiHeadConfig.spell)"),
-            max_elements: int = typer.Option(96, "--max-elements", min=1, help="tree elements the head reads")):
+            max_elements: int = typer.Option(96, "--max-elements", min=1, help="tree elements the head reads"),
+            bundle: Optional[Path] = typer.Option(None, "--bundle", help="then copy the checkpoint, without its "
+                                                  "demos, here (e.g. policies/checkpoints/embodia-desktop)")):
     """A desktop variant of embodia-tiny's GUI head: the desktop bench's expert demos plus gui-sim's."""
     check_inputs(dict(out=out, steps=steps))
     from embodia.agent.training.desktop_train import HEAD_TASKS, train_desktop_head
     try:
         train_desktop_head(out, tasks=tasks_of(tasks) or HEAD_TASKS, bench_episodes=bench_episodes, sim_episodes=sim_episodes,
                            steps=steps, seed=seed, bench_repeat=bench_repeat, features=features, spell=spell,
-                           max_elements=max_elements, log=console.print, progress=sys.stderr.isatty())
+                           max_elements=max_elements, log=console.print, progress=sys.stderr.isatty(),
+                           bundle_to=bundle, command=" ".join(["embodia", "train", "desktop", *given_options(ctx)]))
     except ValueError as e:
         fail(str(e))

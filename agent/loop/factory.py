@@ -11,13 +11,15 @@ from embodia.policies.base import as_policy
 
 BUNDLED = {"embodia-tiny": BUNDLED_CHECKPOINTS / "embodia-tiny",
            "embodia-mt50": BUNDLED_CHECKPOINTS / "embodia-mt50",
-           "embodia-mt50-pixels": BUNDLED_CHECKPOINTS / "embodia-mt50-pixels"}
+           "embodia-mt50-pixels": BUNDLED_CHECKPOINTS / "embodia-mt50-pixels",
+           "embodia-miniwob": BUNDLED_CHECKPOINTS / "embodia-miniwob"}
 # the committed command that rebuilds each bundled checkpoint
 REBUILD = {"embodia-tiny": "embodia train tiny",
            "embodia-mt50": "embodia train mt50 --steps 5000 --bundle policies/checkpoints/embodia-mt50",
            "embodia-mt50-pixels": "embodia train mt50 --obs lerobot --size 96x96 "
                                   "--data data/mt50-lerobot --out ckpt/mt50-lerobot --shift 0 --freeze-after 6000 "
-                                  "--steps 12000 --bundle policies/checkpoints/embodia-mt50-pixels --exec-horizon 2"}
+                                  "--steps 12000 --bundle policies/checkpoints/embodia-mt50-pixels --exec-horizon 2",
+           "embodia-miniwob": "embodia train miniwob --bundle policies/checkpoints/embodia-miniwob"}
 
 POLICY_SPECS = {
     "embodia-tiny": "the bundled VLA (tiny Qwen2.5-VL backbone + DiT head), trained on sim demos; on GUI "
@@ -26,6 +28,8 @@ POLICY_SPECS = {
                     "with the goal); serves sim:metaworld/* (docs/metaworld.md: which checkpoint serves which)",
     "embodia-mt50-pixels": "the same architecture trained on MT50 from LeRobot's view only (the corner2 image and "
                            "agent_pos, no object or goal position); evaluated under sim:metaworld/*?obs=lerobot",
+    "embodia-miniwob": "embodia-tiny with a GUI head trained on the scripted experts of MiniWoB++ (computed answers, "
+                       "waits, snippets); serves sim:miniwob/* and other web pages (docs/browser.md)",
     "<path/to/checkpoint>": "a VLA checkpoint directory written by `embodia train`",
     "expert": "the device's scripted expert (simulated tasks)",
     "random": "uniform random actions within the embodiment's limits",
@@ -143,7 +147,7 @@ def make_policy(spec: str, device, *, threads: int | None = None, base_url: str 
         return ReplayPolicy(episode["action"], chunk=device.embodiment.exec_horizon)
     if spec in BUNDLED and not BUNDLED[spec].is_dir():
         raise PolicyError(f"{spec} is not in this checkout ({BUNDLED[spec]}); build it with "
-                          f"`{REBUILD[spec]}` (records demos, then trains; see docs/metaworld.md)")
+                          f"`{REBUILD[spec]}` (records demos, then trains; docs/training.md)")
     path = BUNDLED.get(spec) or Path(spec).expanduser()
     if path.is_dir() and device.embodiment.is_gui:
         from embodia.policies.gui import head, head_encoding

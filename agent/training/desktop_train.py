@@ -161,10 +161,12 @@ def iter_bench_demos(tasks, episodes: int, *, seed: int = 10_000, out: Path | No
 def train_desktop_head(out: Path, *, tasks=HEAD_TASKS, bench_episodes: int = 10, sim_episodes: int = 300,
                        steps: int = 1000, seed: int = 10_000, bench_repeat: int = 2, features: int = 2,
                        spell: bool = True, max_elements: int = MAX_ELEMENTS, log=print,
-                       progress: bool = False) -> dict:
+                       progress: bool = False, bundle_to: Path | None = None,
+                       command: str = "embodia train desktop") -> dict:
     """Copy the bundled checkpoint to ``out``, record and encode the demos, fine-tune an extended
     copy of its GUI head (`extend_vocabulary`); returns what was done (counts and seconds), also
-    written into ``out``/gui_head.json."""
+    written into ``out``/gui_head.json. ``bundle_to``: then copy the checkpoint there without its
+    demos (`gui_train.bundle_head`, ``command`` as its rebuild line)."""
     from embodia.agent.training.gui_data import iter_gui_demos
     from embodia.agent.training.gui_train import GuiTrainConfig, build_samples, fit
     from embodia.policies.gui.head import save_gui_head
@@ -198,5 +200,9 @@ def train_desktop_head(out: Path, *, tasks=HEAD_TASKS, bench_episodes: int = 10,
     save_gui_head(head, out, extra={"trained_steps": steps, "desktop": done})
     log(f"bench demos {t1 - t0:.0f} s, gui-sim demos {t2 - t1:.0f} s, training {t3 - t2:.0f} s; "
         f"wall time {t3 - t0:.0f} s; head in {out}")
+    if bundle_to is not None:
+        from embodia.agent.training.gui_train import bundle_head
+        facts = bundle_head(out, Path(bundle_to), command)
+        log(f"bundled to {bundle_to}: GUI head sha256 {facts['sha256']}, {facts['bytes']} bytes")
     return done
 

@@ -16,6 +16,7 @@ The run is deterministic: the same command writes the same weights.
 """
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -214,3 +215,24 @@ def score_gui_heldout(head, backbone, cfg: GuiTrainConfig, out: Path, step: int,
     log(f"held-out at step {step}: step success {row['step_success']:.3f} ({rep['steps']} steps)")
     return row
 
+
+def bundle_head(checkpoint: Path, dest: Path, rebuild: str) -> dict:
+    """Copy what `GuiHeadPolicy.from_pretrained` reads of ``checkpoint`` (not its demos) into ``dest``,
+    replacing it whole, with a ``bundle.json`` of the GUI head's sha256, the folder's bytes and the
+    command that rebuilds it; returns that record."""
+    import hashlib
+    import shutil
+
+    from embodia.policies.gui.head_encoding import HEAD_WEIGHTS
+    from embodia.shared.files import commit_dir
+    checkpoint, dest = Path(checkpoint), Path(dest)
+    if not (checkpoint / HEAD_WEIGHTS).is_file():
+        raise ValueError(f"{checkpoint} holds no trained GUI head ({HEAD_WEIGHTS})")
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(checkpoint, tmp, ignore=shutil.ignore_patterns("demos", "*.tmp", "bundle.json"))
+    facts = {"sha256": hashlib.sha256((tmp / HEAD_WEIGHTS).read_bytes()).hexdigest(),
+             "bytes": sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()), "rebuild": rebuild}
+    (tmp / "bundle.json").write_text(json.dumps(facts, indent=1) + "\n")
+    commit_dir(tmp, dest)
+    return facts

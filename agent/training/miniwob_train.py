@@ -160,28 +160,6 @@ def prepare_checkpoint(out: Path) -> None:
             (shutil.copytree if p.is_dir() else shutil.copy2)(p, out / p.name)
 
 
-def bundle_head(checkpoint: Path, dest: Path, rebuild: str) -> dict:
-    """Copy what `GuiHeadPolicy.from_pretrained` reads of ``checkpoint`` (not its demos) into ``dest``,
-    replacing it whole, with a ``bundle.json`` of the GUI head's sha256, the folder's bytes and the
-    command that rebuilds it; returns that record."""
-    import hashlib
-    import json
-
-    from embodia.policies.gui.head_encoding import HEAD_WEIGHTS
-    from embodia.shared.files import commit_dir
-    checkpoint, dest = Path(checkpoint), Path(dest)
-    if not (checkpoint / HEAD_WEIGHTS).is_file():
-        raise ValueError(f"{checkpoint} holds no trained GUI head ({HEAD_WEIGHTS})")
-    tmp = dest.with_name(dest.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(checkpoint, tmp, ignore=shutil.ignore_patterns("demos", "*.tmp", "bundle.json"))
-    facts = {"sha256": hashlib.sha256((tmp / HEAD_WEIGHTS).read_bytes()).hexdigest(),
-             "bytes": sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()), "rebuild": rebuild}
-    (tmp / "bundle.json").write_text(json.dumps(facts, indent=1) + "\n")
-    commit_dir(tmp, dest)
-    return facts
-
-
 def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int = 2000, seed: int = TRAIN_SEED,
                        batch_size: int = 64, features: int = 3, log=print, progress: bool = False,
                        bundle_to: Path | None = None, command: str = "embodia train miniwob") -> dict:
@@ -226,6 +204,7 @@ def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int 
     log(f"demos {t1 - t0:.0f} s, features {t2 - t1:.0f} s, training {t3 - t2:.0f} s; "
         f"wall time {t3 - t0:.0f} s; head in {out}")
     if bundle_to is not None:
+        from embodia.agent.training.gui_train import bundle_head
         facts = bundle_head(out, Path(bundle_to), command)
         log(f"bundled to {bundle_to}: GUI head sha256 {facts['sha256']}, {facts['bytes']} bytes")
     return done
