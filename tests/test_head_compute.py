@@ -96,6 +96,10 @@ def test_a_word_drawn_one_letter_per_element_is_labelled_joined_across_them():
     span, k = cased_span_label("kx7q", instruction, enc, CFG)
     assert TEXT_OPS[k] == "joined" and span_text(span, enc, instruction) == "k x 7 q"
     assert to_action({"type": "type", "element": 4, "span": span, "ops": ["joined"]}, enc, instruction).text == "kx7q"
+    # the word's extent is its line's: from the first letter pointed at, whatever end was scored
+    for one_letter in ((span[0], span[0]), (span[1], span[1])):
+        assert to_action({"type": "type", "element": 4, "span": one_letter, "ops": ["joined"]}, enc,
+                         instruction).text == "kx7q"
     assert cased_span_label("kx7", instruction, enc, CFG)[0] is not None          # a run of them
     assert cased_span_label("kq", instruction, enc, CFG) == (None, -1)            # not consecutive
     assert cased_span_label("kx7q", instruction, enc, replace(CFG, compute=False)) == (None, -1)

@@ -43,7 +43,36 @@ def typed_text(d: dict, enc: Encoded, instruction: str) -> str:
     snippet = d.get("snippet")
     if snippet and not snippet.endswith(" "):
         return snippet
-    return (snippet or "") + first_defined(span_text(d["span"], enc, instruction), d.get("ops") or ("as written",))[1]
+    ops = d.get("ops") or ("as written",)
+    words = span_text(d["span"], enc, instruction)
+    if ops[0] == "joined" and d["span"][0] in enc.tree_spans:
+        words = row_run(enc, enc.tree_spans[d["span"][0]][0]) or words
+    return (snippet or "") + first_defined(words, ops)[1]
+
+
+def row_run(enc: Encoded, i: int) -> str | None:
+    """The texts of the line element ``i`` sits in, left to right, with spaces between: the
+    elements before and after it in the tree that each hold text, sit right of the one before and
+    share most of its height. The letters of a word drawn one per element: the head points at one
+    of them, the layout gives the extent (the span's ends it scores are learnt from few words and
+    not trusted). None for a value's text or an element without text."""
+    n = len(enc.elem_index)
+    if i >= n or not enc.elem_texts[i]:
+        return None
+    box = enc.elem_feats[:, :4]
+
+    def beside(a: int, b: int) -> bool:          # b follows a on a's line
+        top, bottom = max(box[a, 1], box[b, 1]), min(box[a, 3], box[b, 3])
+        shorter = min(box[a, 3] - box[a, 1], box[b, 3] - box[b, 1])
+        return bool(enc.elem_texts[a]) and bool(enc.elem_texts[b]) and box[b, 0] >= box[a, 0] and \
+            bottom - top >= 0.5 * shorter
+    first = i
+    while first > 0 and beside(first - 1, first):
+        first -= 1
+    last = i
+    while last + 1 < n and beside(last, last + 1):
+        last += 1
+    return " ".join(enc.elem_texts[first:last + 1])
 
 
 def span_text(span: tuple[int, int], enc: Encoded, instruction: str) -> str:
