@@ -287,3 +287,17 @@ def test_openai_policy_gets_the_tree_and_clicks_real_buttons_by_id(a11y_display,
     ep = read_gui_episode(list_gui_episodes(tmp_path / "rec")[0])
     assert ep["end"]["success"] is True          # galculator's own display showed the sum
     assert len(ep["steps"]) == len(keys) and all(st["action"]["type"] == "click" for st in ep["steps"])
+
+
+@pytest.mark.slow
+def test_the_bundled_desktop_head_computes_on_galculator(a11y_display):
+    """embodia-desktop, found by name, clicks a held-out expression's keys and "=" in a real
+    galculator (its recorded figure: 40/40 over the four galculator tasks, docs/benchmarks/screens.md)."""
+    from embodia.agent.loop.episode import run_episode
+    from embodia.agent.loop.factory import BUNDLED, make_policy
+    if "embodia-desktop" not in BUNDLED or not BUNDLED["embodia-desktop"].is_dir():
+        pytest.skip("embodia-desktop is not bundled in this checkout")
+    with bench("galculator/add", split="test") as dev:
+        policy = make_policy("embodia-desktop", dev, threads=1)
+        wins = [run_episode(dev, policy, seed=seed).success for seed in (3, 4, 5)]
+    assert sum(wins) >= 2, wins

@@ -12,14 +12,16 @@ from embodia.policies.base import as_policy
 BUNDLED = {"embodia-tiny": BUNDLED_CHECKPOINTS / "embodia-tiny",
            "embodia-mt50": BUNDLED_CHECKPOINTS / "embodia-mt50",
            "embodia-mt50-pixels": BUNDLED_CHECKPOINTS / "embodia-mt50-pixels",
-           "embodia-miniwob": BUNDLED_CHECKPOINTS / "embodia-miniwob"}
+           "embodia-miniwob": BUNDLED_CHECKPOINTS / "embodia-miniwob",
+           "embodia-desktop": BUNDLED_CHECKPOINTS / "embodia-desktop"}
 # the committed command that rebuilds each bundled checkpoint
 REBUILD = {"embodia-tiny": "embodia train tiny",
            "embodia-mt50": "embodia train mt50 --steps 5000 --bundle policies/checkpoints/embodia-mt50",
            "embodia-mt50-pixels": "embodia train mt50 --obs lerobot --size 96x96 "
                                   "--data data/mt50-lerobot --out ckpt/mt50-lerobot --shift 0 --freeze-after 6000 "
                                   "--steps 12000 --bundle policies/checkpoints/embodia-mt50-pixels --exec-horizon 2",
-           "embodia-miniwob": "embodia train miniwob --bundle policies/checkpoints/embodia-miniwob"}
+           "embodia-miniwob": "embodia train miniwob --bundle policies/checkpoints/embodia-miniwob",
+           "embodia-desktop": "embodia train desktop --bundle policies/checkpoints/embodia-desktop"}
 
 POLICY_SPECS = {
     "embodia-tiny": "the bundled VLA (tiny Qwen2.5-VL backbone + DiT head), trained on sim demos; on GUI "
@@ -30,6 +32,8 @@ POLICY_SPECS = {
                            "agent_pos, no object or goal position); evaluated under sim:metaworld/*?obs=lerobot",
     "embodia-miniwob": "embodia-tiny with a GUI head trained on the scripted experts of MiniWoB++ (computed answers, "
                        "waits, snippets); serves sim:miniwob/* and other web pages (docs/browser.md)",
+    "embodia-desktop": "embodia-tiny with a GUI head trained on the desktop bench's experts (galculator, mousepad, "
+                       "gnumeric through AT-SPI) and gui-sim; serves desktop: (docs/benchmarks/screens.md)",
     "<path/to/checkpoint>": "a VLA checkpoint directory written by `embodia train`",
     "expert": "the device's scripted expert (simulated tasks)",
     "random": "uniform random actions within the embodiment's limits",
