@@ -65,11 +65,13 @@ from pathlib import Path
 
 from embodia.devices.actions import GuiAction
 from embodia.devices.browser import BrowserDevice, parse_size
-from embodia.sim.miniwob_experts import EXPERTS, TreeExpert
+from embodia.sim import miniwob_experts, miniwob_experts_more
+from embodia.sim.miniwob_experts import TreeExpert
 
 __all__ = ["EXPERTS", "NOT_BUILT", "SUITES", "MiniWobDevice", "RandomTreePolicy", "group_of", "list_tasks", "open_miniwob",
            "suite_coverage", "suite_tasks"]
 
+EXPERTS = {**miniwob_experts.EXPERTS, **miniwob_experts_more.EXPERTS}     # task -> plan
 READY_TIMEOUT_S = 2.0
 STATE = "[WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_GLOBAL, WOB_REWARD_REASON, core.EPISODE_MAX_TIME]"
 
@@ -131,8 +133,13 @@ class MiniWobDevice(BrowserDevice):
                 raise RuntimeError(f"miniwob/{self.task}: the task did not get ready in {READY_TIMEOUT_S:g} s")
             time.sleep(0.05)
         self._settle()
-        self.instruction = str(self.evaluate("core.getUtterance()") or "")
-        self.slots = task_fields(self.task, self.instruction)
+        utterance = self.evaluate("core.getUtterance()") or ""
+        if isinstance(utterance, dict):      # the -nl tasks in train mode: the utterance and its fields
+            self.instruction = str(utterance.get("utterance") or "")
+            self.slots = {str(k): v for k, v in (utterance.get("fields") or {}).items() if isinstance(v, str) and v.strip()}
+        else:
+            self.instruction = str(utterance)
+            self.slots = task_fields(self.task, self.instruction)
         self._state = [False, 0.0, 0.0, None, 10000]
         self.answer, self.status = None, None
         return self.observe()

@@ -160,7 +160,7 @@ def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int 
     from embodia.agent.training.gui_train import GuiTrainConfig, build_samples, fit
     from embodia.policies.gui.head import save_gui_head
     from embodia.policies.gui.head_encoding import SequenceBuilder
-    from embodia.sim.miniwob_experts import EXPERTS
+    from embodia.sim.miniwob import EXPERTS
     out = Path(out)
     tasks = sorted(EXPERTS) if tasks is None else list(tasks)
     unknown = [t for t in tasks if t not in EXPERTS]
