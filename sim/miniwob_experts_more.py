@@ -12,6 +12,10 @@ from embodia.sim.miniwob_experts import (QUERY_BOTTOM, button_named, click_on, e
 
 __all__ = ["EXPERTS"]
 
+TASK_AREA_RIGHT = 160     # pixels: MiniWoB's task area ends here; its reward panel sits to the right
+FEED = (50, 200)          # pixels: the top and bottom of a scrolled list's box (posts, a menu) in the task area
+POST_ICONS = ("Reply", "Retweet", "Like")      # a post's first icons, in the page's order; then Share or More
+
 
 def middle_y(e) -> float:
     return (e["bounds"][1] + e["bounds"][3]) / 2
@@ -35,22 +39,26 @@ def minutes(text: str) -> int:
     return (int(h.group(1)) * 60 if h else 0) + (int(m.group(1)) if m else 0)
 
 
-def buy_ticket(instruction, tree, memo):
-    """Each offer is a "Book for $N" button under the row whose "Duration:" label gives its length."""
-    offers = []
-    for button in (e for e in tree if e.get("role") == "push button" and e.get("text", "").startswith("Book for $")):
+def offers(tree) -> list[tuple[int, int, dict]]:
+    """(price, minutes, its button) per "Book ... $N" button, the length read from the nearest
+    duration ("11h 30m") above it."""
+    out = []
+    for button in (e for e in tree if e.get("role") == "push button" and re.match(r"Book .*\$\d+", e.get("text", ""))):
         above = [e for e in tree if e.get("role") == "label" and re.fullmatch(r"(\d+h)? ?(\d+m)?", e.get("text", "").strip())
-                 and e["bounds"][3] <= button["bounds"][1] + 2]
+                 and e.get("text", "").strip() and e["bounds"][3] <= button["bounds"][1] + 2]
         length = minutes(max(above, key=lambda e: e["bounds"][1])["text"]) if above else 0
-        offers.append((int(button["text"].split("$")[1]), length, button))
-    if not offers:
-        return None
-    key = {"cheapest": lambda o: o[0], "most expensive": lambda o: -o[0],
-           "shortest": lambda o: o[1], "longest": lambda o: -o[1]}
-    for words, order in key.items():
-        if words in instruction:
-            return click_on(min(offers, key=order)[2])
-    return None
+        out.append((int(button["text"].rsplit("$", 1)[1]), length, button))
+    return out
+
+
+BEST = {"cheapest": lambda o: o[0], "most expensive": lambda o: -o[0], "shortest": lambda o: o[1], "longest": lambda o: -o[1]}
+
+
+def buy_ticket(instruction, tree, memo):
+    """The offer the instruction ranks first (cheapest, most expensive, shortest, longest)."""
+    found = offers(tree)
+    order = next((f for words, f in BEST.items() if words in instruction), None)
+    return click_on(min(found, key=order)[2]) if found and order else None
 
 
 def generate_number(instruction, tree, memo):
@@ -196,11 +204,11 @@ def phone_book(instruction, tree, memo):
     return click_on(next((e for e in on_row(tree, middle_y(label), "link")), None))
 
 
-def slide_to(tree, memo, target: int) -> GuiAction | None:
+def slide_to(tree, memo, target: int, track, key="slider") -> GuiAction | None:
     """A jQuery slider to ``target`` when its range is not shown: its handle clicked (focused), home
     and end read the range off its value label, a click on the track where the target falls, then
-    the arrows (right adds one, left takes one) until the label shows it. None once it does."""
-    track = next((e for e in tree if e.get("id") == "slider"), None)
+    the arrows (right adds one, left takes one) until the label shows it. None once it does. A second
+    slider (another ``key``) reuses the range read on the first."""
     if track is None:
         return None
     x0, y0, x1, y1 = track["bounds"]
@@ -210,18 +218,19 @@ def slide_to(tree, memo, target: int) -> GuiAction | None:
     value = int(label["text"]) if label is not None else None
     handle = next((e for e in tree if e.get("role") == "section" and e is not track and x0 - 4 <= e["bounds"][0] <= x1
                    and y0 - 4 <= e["bounds"][1] <= y1), None)
-    phase = memo.setdefault("slider", "focus")
+    phase = memo.setdefault(key, "point" if "range" in memo else "focus")
     if phase == "focus":
-        memo["slider"] = "min"
+        memo[key] = "min"
         return click_on(handle or track)
     if phase == "min":
-        memo["slider"] = "max"
+        memo[key] = "max"
         return GuiAction("key", keys=("home",))
     if phase == "max":
-        memo["low"], memo["slider"] = value, "point"
+        memo["low"], memo[key] = value, "point"
         return GuiAction("key", keys=("end",))
     if phase == "point":
-        low, high, memo["slider"] = memo["low"], value, "keys"
+        low, high = memo.setdefault("range", (memo.get("low"), value))
+        memo[key] = "keys"
         f = (target - low) / max(1, high - low)
         bx0, by0, bx1, by1 = track["box"]
         tall = (y1 - y0) > (x1 - x0)
@@ -232,9 +241,27 @@ def slide_to(tree, memo, target: int) -> GuiAction | None:
     return GuiAction("key", keys=("right",) if value < target else ("left",))
 
 
+def sliders(tree) -> list:
+    """The slider tracks (the elements whose id names a slider), top down."""
+    return sorted((e for e in tree if (e.get("id") or "").startswith("slider")), key=middle_y)
+
+
 def use_slider(instruction, tree, memo):
     m = re.search(r"Select (-?\d+) with the slider", instruction)
-    return (slide_to(tree, memo, int(m.group(1))) if m else None) or click_on(button_named(tree, "Submit"))
+    track = next(iter(sliders(tree)), None)
+    return (slide_to(tree, memo, int(m.group(1)), track) if m else None) or click_on(button_named(tree, "Submit"))
+
+
+def use_slider_2(instruction, tree, memo):
+    """Each slider in turn to its number of the combination."""
+    m = re.search(r"combination \[([-\d,\s]+)\]", instruction)
+    if m is None:
+        return None
+    for i, (target, track) in enumerate(zip((int(v) for v in m.group(1).split(",")), sliders(tree))):
+        moved = slide_to(tree, memo, target, track, key=("slider", i))
+        if moved is not None:
+            return moved
+    return click_on(button_named(tree, "Submit"))
 
 
 def form_sequence(instruction, tree, memo):
@@ -242,7 +269,7 @@ def form_sequence(instruction, tree, memo):
     m = re.search(r"Select (-?\d+) with the slider, click the (\d+)\w\w checkbox", instruction)
     if m is None:
         return None
-    moved = slide_to(tree, memo, int(m.group(1)))
+    moved = slide_to(tree, memo, int(m.group(1)), next(iter(sliders(tree)), None))
     if moved is not None:
         return moved
     boxes = sorted((e for e in tree if e.get("role") == "check box"), key=lambda e: e["bounds"][0])
@@ -265,6 +292,47 @@ def click_pie(instruction, tree, memo):
               and y0 <= e["bounds"][1] and e["bounds"][3] <= y1]       # its title, inside the wedge for sure
     return click_on(min(inside, key=lambda e: abs(middle_y(e) - (y0 + y1) / 2) + abs(e["bounds"][0] - (x0 + x1) / 2),
                         default=wedge))
+
+
+def ascending_numbers(instruction, tree, memo):
+    """Where each number stands is noted while the numbers show (a click on 1 hides them behind
+    squares); then 1, and the square standing where 2, 3, ... stood."""
+    if "at" not in memo:
+        numbers = [e for e in tree if e.get("clickable") and re.fullmatch(r"\d+", (e.get("text") or "").strip())
+                   and e["bounds"][1] >= QUERY_BOTTOM]
+        memo["at"] = {int(e["text"]): ((e["bounds"][0] + e["bounds"][2]) / 2, middle_y(e)) for e in numbers}
+        memo["next"] = 1
+    n = memo["next"]
+    if n not in memo["at"]:
+        return None
+    x, y = memo["at"][n]
+    here = [e for e in tree if e.get("clickable") and e["bounds"][0] - 3 <= x <= e["bounds"][2] + 3
+            and e["bounds"][1] - 3 <= y <= e["bounds"][3] + 3 and e["bounds"][1] >= QUERY_BOTTOM
+            and e["bounds"][2] - e["bounds"][0] < 60]                  # a number or its square, not the drawing area
+    memo["next"] = n + 1
+    return click_on(min(here, key=lambda e: (e["bounds"][2] - e["bounds"][0]) * (e["bounds"][3] - e["bounds"][1]), default=None))
+
+
+def highlight_text(instruction, tree, memo):
+    """A drag from the first character of the paragraph (the one the ordinal names, lines closer
+    than a line's height grouped into one) to its last: a mouse selection, which the head cannot
+    express; then tab to Submit and enter (a click elsewhere would clear the selection)."""
+    lines = sorted((e for e in tree if e.get("role") == "label" and e["bounds"][1] >= QUERY_BOTTOM
+                    and e["bounds"][0] < TASK_AREA_RIGHT and (e.get("text") or "").strip()),
+                   key=lambda e: (e["bounds"][1], e["bounds"][0]))
+    paragraphs: list[list] = []
+    for e in lines:
+        if paragraphs and e["bounds"][1] - paragraphs[-1][-1]["bounds"][3] < 3:
+            paragraphs[-1].append(e)
+        else:
+            paragraphs.append([e])
+    k = max(ordinal(instruction), 1)
+    if k > len(paragraphs):
+        return None
+    first, last = paragraphs[k - 1][0], paragraphs[k - 1][-1]
+    (x0, y0, _, y1), (_, v0, x1, v1) = first["box"], last["box"]
+    drag = GuiAction("drag", point=(x0 + 0.5, (y0 + y1) / 2), end=(x1 - 0.5, (v0 + v1) / 2))
+    return next_step(memo, "select", [drag, GuiAction("key", keys=("tab",)), GuiAction("key", keys=("enter",))])
 
 
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
@@ -378,12 +446,135 @@ def email_inbox_search(instruction, tree, memo):
     return email_search(tree, memo, sender, action, (reply or forward).group(1) if reply or forward else None)
 
 
+
+
+def posts(tree) -> list[tuple[str, list]]:
+    """(username, its icons) per post, top down: the unnamed icons between its "@name" and the next."""
+    names = sorted((e for e in tree if e.get("role") == "label" and (e.get("text") or "").startswith("@")
+                    and e["bounds"][1] >= QUERY_BOTTOM), key=middle_y)
+    out = []
+    for i, name in enumerate(names):
+        end = names[i + 1]["bounds"][1] if i + 1 < len(names) else float("inf")
+        icons = [e for e in tree if e.get("role") == "image" and e.get("clickable") and name["bounds"][3] <= e["bounds"][1] < end]
+        out.append((name["text"].strip(), sorted(icons, key=lambda e: e["bounds"][0])))
+    return out
+
+
+def shown(e) -> bool:
+    return e is not None and FEED[0] <= e["bounds"][1] and e["bounds"][3] <= FEED[1]
+
+
+def feed_down(tree, memo) -> GuiAction | None:
+    """One page down the feed: a click on a post's text first (the keys then scroll that box), then space."""
+    if not memo.get("feed"):
+        text = next((e for e in tree if e.get("role") == "label" and shown(e) and not (e.get("text") or "").startswith("@")), None)
+        memo["feed"] = text is not None
+        return click_on(text)
+    return GuiAction("key", keys=("space",))
+
+
+def order_food(instruction, tree, memo):
+    """Each named dish's "+" once, or the first dish with the type's icon N times, top down as the
+    menu is paged, then Order!."""
+    by_name = re.match(r"Order one of each item: (.*)$", instruction.strip())
+    by_type = re.match(r"Order (\d+) items that are (\S+)$", instruction.strip())
+    dishes = sorted((e for e in tree if e.get("role") == "label" and e["bounds"][1] >= QUERY_BOTTOM
+                     and any(p.get("text") == "+" for p in on_row(tree, middle_y(e), "section"))), key=middle_y)
+    plus = {id(d): next(p for p in on_row(tree, middle_y(d), "section") if p.get("text") == "+") for d in dishes}
+    todo = []
+    if by_name:
+        names = [n.strip() for n in by_name.group(1).split(", ")]
+        todo = [d for d in dishes if d.get("text", "").strip() in names]
+    elif by_type:
+        for i, d in enumerate(dishes):
+            end = dishes[i + 1]["bounds"][1] if i + 1 < len(dishes) else float("inf")
+            if any(e.get("role") == "image" and e.get("text") == by_type.group(2) and d["bounds"][1] < e["bounds"][1] < end
+                   for e in tree):
+                todo = [d] * int(by_type.group(1))
+                break
+    done = memo.setdefault("done", 0)
+    if done < len(todo):
+        if not shown(plus[id(todo[done])]):
+            return feed_down(tree, memo)
+        memo["done"] = done + 1
+        return click_on(plus[id(todo[done])])
+    order = button_named(tree, "Order!")
+    return click_on(order) if shown(order) else feed_down(tree, memo)
+
+
+def book_flight(instruction, tree, memo):
+    """From and To typed and their first suggestion taken (down, enter), the date typed, Search;
+    then the offer ranked first, the results paged to it."""
+    m = re.search(r"Book the (cheapest|shortest) one-way flight from: (.+?) to: (.+?) on (\d\d/\d\d/\d{4})\.", instruction)
+    if m is None:
+        return None
+    rank, origin, dest, date = m.groups()
+    search = button_named(tree, "Search")
+    if search is not None:
+        for label, value in (("From:", origin), ("To:", dest)):
+            field = find_element(tree, "entry", label)
+            typed = fill_once(field, value, memo, label)
+            if typed is not None:
+                return typed
+            done = next_step(memo, ("pick", label), [GuiAction("key", keys=("down",)), GuiAction("key", keys=("enter",))])
+            if done is not None:
+                return done
+        return fill_once(next((e for e in tree if e.get("id") == "datepicker"), None), date, memo, "date") or click_on(search)
+    found = offers(tree)
+    if not found:
+        return None
+    best = min(found, key=BEST[rank])[2]
+    return click_on(best) if shown(best) else feed_down(tree, memo)
+
+
+def social_media_all(instruction, tree, memo):
+    """The named icon on every post by the user (or on the first N), the feed paged down as they
+    come, then Submit."""
+    m = re.search(r'Click the "(\w+)" button on (all|\d+) posts? by (@\S+?) and then click Submit', instruction)
+    if m is None:
+        return None
+    icon, many, user = m.groups()
+    want = [icons for name, icons in posts(tree) if name == user]
+    want = want if many == "all" else want[:int(many)]
+    done = memo.setdefault("done", 0)
+    k = (POST_ICONS + ("Share",)).index(icon) if icon in POST_ICONS + ("Share",) else None
+    if done < len(want) and k is not None and k < len(want[done]):
+        target = want[done][k]
+        if not shown(target):
+            return feed_down(tree, memo)
+        memo["done"] = done + 1
+        return click_on(target)
+    submit = button_named(tree, "Submit")
+    return click_on(submit) if shown(submit) else feed_down(tree, memo)
+
+
+def social_media(instruction, tree, memo):
+    """On the user's post: Reply, Retweet or Like, else its More icon and the menu's item of that name."""
+    m = re.search(r'For the user (@\S+?), click on the "(.+?)" button', instruction)
+    if m is None:
+        return None
+    user, label = m.groups()
+    mine = next((icons for name, icons in posts(tree) if name == user), None)
+    if mine is None or len(mine) < 4:
+        return None
+    if label in POST_ICONS or not memo.get("more"):
+        target = mine[POST_ICONS.index(label)] if label in POST_ICONS else mine[3]
+        if not shown(target):
+            return feed_down(tree, memo)
+        memo["more"] = label not in POST_ICONS
+        return click_on(target)
+    item = next((e for e in tree if e.get("clickable") and (e.get("text") or "").strip() == label and e["bounds"][1] >= mine[3]["bounds"][1]), None)
+    return click_on(item) if shown(item) or item is None else feed_down(tree, memo)
+
+
 EXPERTS = {
     "buy-ticket": buy_ticket, "generate-number": generate_number, "click-menu": click_menu,
     "form-sequence-2": form_sequence_2, "form-sequence-3": form_sequence_3, "navigate-tree": navigate_tree,
     "find-greatest": find_greatest, "phone-book": phone_book, "choose-date": choose_date,
     "choose-date-easy": choose_date, "choose-date-medium": choose_date, "choose-date-nodelay": choose_date,
     "email-inbox-forward-nl": email_nl, "email-inbox-forward-nl-turk": email_nl, "email-inbox-nl-turk": email_nl,
-    "email-inbox": email_inbox_search, "use-slider": use_slider, "form-sequence": form_sequence,
+    "email-inbox": email_inbox_search, "use-slider": use_slider, "use-slider-2": use_slider_2, "form-sequence": form_sequence,
     "click-pie": click_pie, "click-pie-nodelay": click_pie,
+    "ascending-numbers": ascending_numbers, "order-food": order_food,
+    "highlight-text": highlight_text, "highlight-text-2": highlight_text, "book-flight": book_flight, "book-flight-nodelay": book_flight, "social-media-all": social_media_all, "social-media-some": social_media_all, "social-media": social_media,
 }
