@@ -364,15 +364,15 @@ def choose_date(instruction, tree, memo):
 
 # Capitalized words of the requests that are not people's names (sentence starts, assistants' names, ...).
 NOT_NAMES = frozenset("""Alexa Siri Answer Ask Automatically Can Copy Could Create Delete Email Find First Flag For Forward
-    Foward Get Give Go Hi Highlight I If Important In Just Let Locate Look Make Mark May Navigate Open Please Primary Pull
+    FOrward Foward Get Give Go Hi Highlight I If Important In Just Let Locate Look Make Mark May Navigate Open Please Primary Pull
     Put Remind Reply Replay Resend Respond Save Say Search Select Send Set Simply Star Tag Take Tell Text Thanks The There
     Throw To Trash Tuesday Will You""".split())
 
 
 def email_request(instruction: str, senders: list[str]) -> tuple[str | None, str, str | None]:
     """A request in words as (sender, action, what to type): the reply text is quoted; the sender is
-    a name of the inbox, the one after "from"/"by" (else before "'s", "sent", ...) when two are;
-    a forward's recipient is the other name."""
+    the name after "from"/"by" (else before "'s", "sent", ...; else the one in the inbox's first
+    rows); a forward's recipient is the other name."""
     if '"' in instruction:
         m = re.search(r'"+([^"]+)"', instruction)
         action, payload = "reply", (m.group(1) if m else "")
@@ -383,15 +383,14 @@ def email_request(instruction: str, senders: list[str]) -> tuple[str | None, str
         action, payload = "important", None
     else:
         action, payload = "forward", None
-    bare = re.sub(r'"[^"]*"', " ", instruction)
-    names = [w for w in re.findall(r"\b[A-Z][a-z]+", bare) if w not in NOT_NAMES]
+    bare = re.sub(r'"+[^"]*"+', " ", instruction)
+    names = [w for w in re.findall(r"\b[A-Z][A-Za-z]+", bare) if w not in NOT_NAMES and not w.isupper()]
     names = list(dict.fromkeys(n[:-1] if n not in senders and n[:-1] in senders else n for n in names))   # "Coras email"
 
     def cue(n):
-        return 2 * bool(re.search(rf"\b(from|by) {n}\b", bare)) + \
-            bool(re.search(rf"\b(of|that|the) {n}\b|\b{n}('s\b|s\b| sent\b| wants h)", bare))
-    sender = max((n for n in names if n in senders), key=cue, default=None) or \
-        next((n for n in senders if n in bare), None)
+        return 2 * bool(re.search(rf"\b(from|by) {n}\b", bare)) - bool(re.search(rf"\bto {n}\b", bare)) + \
+            bool(re.search(rf"\b(of|that|the) {n}\b|\b{n}('s\b|s\b| sent\b| wants h| wrote\b| e-?mail\b)", bare))
+    sender = max(names, key=lambda n: (cue(n), n in senders), default=None) or next((n for n in senders if n in bare), None)
     if action == "forward":
         payload = next((n for n in names if n != sender), None)
     return sender, action, payload
