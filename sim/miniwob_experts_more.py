@@ -27,12 +27,6 @@ def on_row(tree, y: float, role=None) -> list:
     return sorted(row, key=lambda e: e["bounds"][0])
 
 
-def ordinal(text: str) -> int:
-    """1 for "1st", 2 for "2nd", ...; 0 when there is none."""
-    m = re.search(r"(\d+)(?:st|nd|rd|th)\b", text)
-    return int(m.group(1)) if m else 0
-
-
 def minutes(text: str) -> int:
     """"11h 30m" -> 690."""
     h, m = re.search(r"(\d+)h", text), re.search(r"(\d+)m", text)
@@ -252,18 +246,6 @@ def use_slider(instruction, tree, memo):
     return (slide_to(tree, memo, int(m.group(1)), track) if m else None) or click_on(button_named(tree, "Submit"))
 
 
-def use_slider_2(instruction, tree, memo):
-    """Each slider in turn to its number of the combination."""
-    m = re.search(r"combination \[([-\d,\s]+)\]", instruction)
-    if m is None:
-        return None
-    for i, (target, track) in enumerate(zip((int(v) for v in m.group(1).split(",")), sliders(tree))):
-        moved = slide_to(tree, memo, target, track, key=("slider", i))
-        if moved is not None:
-            return moved
-    return click_on(button_named(tree, "Submit"))
-
-
 def form_sequence(instruction, tree, memo):
     """The slider to the number, the k-th checkbox, then Submit."""
     m = re.search(r"Select (-?\d+) with the slider, click the (\d+)\w\w checkbox", instruction)
@@ -275,23 +257,6 @@ def form_sequence(instruction, tree, memo):
     boxes = sorted((e for e in tree if e.get("role") == "check box"), key=lambda e: e["bounds"][0])
     k = int(m.group(2))
     return next_step(memo, "box", [click_on(boxes[k - 1]) if k <= len(boxes) else None]) or click_on(button_named(tree, "Submit"))
-
-
-def click_pie(instruction, tree, memo):
-    """The pie's "+" spreads it; then the wedge named by the label, clicked on its title (a wedge's
-    box centre may lie outside it)."""
-    target = quoted(instruction)[0] if quoted(instruction) else None
-    spread = next_step(memo, "spread", [click_on(next((e for e in tree if e.get("clickable") and e.get("text") == "+"), None))])
-    if spread is not None or target is None:
-        return spread
-    wedge = next((e for e in tree if e.get("role") == "graphics-symbol" and (e.get("text") or "").strip() == target), None)
-    if wedge is None:
-        return None
-    x0, y0, x1, y1 = wedge["bounds"]
-    inside = [e for e in tree if e.get("role") == "section" and x0 <= e["bounds"][0] and e["bounds"][2] <= x1
-              and y0 <= e["bounds"][1] and e["bounds"][3] <= y1]       # its title, inside the wedge for sure
-    return click_on(min(inside, key=lambda e: abs(middle_y(e) - (y0 + y1) / 2) + abs(e["bounds"][0] - (x0 + x1) / 2),
-                        default=wedge))
 
 
 def ascending_numbers(instruction, tree, memo):
@@ -311,28 +276,6 @@ def ascending_numbers(instruction, tree, memo):
             and e["bounds"][2] - e["bounds"][0] < 60]                  # a number or its square, not the drawing area
     memo["next"] = n + 1
     return click_on(min(here, key=lambda e: (e["bounds"][2] - e["bounds"][0]) * (e["bounds"][3] - e["bounds"][1]), default=None))
-
-
-def highlight_text(instruction, tree, memo):
-    """A drag from the first character of the paragraph (the one the ordinal names, lines closer
-    than a line's height grouped into one) to its last: a mouse selection, which the head cannot
-    express; then tab to Submit and enter (a click elsewhere would clear the selection)."""
-    lines = sorted((e for e in tree if e.get("role") == "label" and e["bounds"][1] >= QUERY_BOTTOM
-                    and e["bounds"][0] < TASK_AREA_RIGHT and (e.get("text") or "").strip()),
-                   key=lambda e: (e["bounds"][1], e["bounds"][0]))
-    paragraphs: list[list] = []
-    for e in lines:
-        if paragraphs and e["bounds"][1] - paragraphs[-1][-1]["bounds"][3] < 3:
-            paragraphs[-1].append(e)
-        else:
-            paragraphs.append([e])
-    k = max(ordinal(instruction), 1)
-    if k > len(paragraphs):
-        return None
-    first, last = paragraphs[k - 1][0], paragraphs[k - 1][-1]
-    (x0, y0, _, y1), (_, v0, x1, v1) = first["box"], last["box"]
-    drag = GuiAction("drag", point=(x0 + 0.5, (y0 + y1) / 2), end=(x1 - 0.5, (v0 + v1) / 2))
-    return next_step(memo, "select", [drag, GuiAction("key", keys=("tab",)), GuiAction("key", keys=("enter",))])
 
 
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
@@ -447,20 +390,28 @@ def email_inbox_search(instruction, tree, memo):
 
 
 
-def posts(tree) -> list[tuple[str, list]]:
+def below_query(tree, memo) -> list:
+    """The tree less the instruction bar's elements: those before the first element below the bar
+    on the first view (a scrolled box's rows that pass under the bar stay in the tree, clipped)."""
+    if "query_n" not in memo:
+        memo["query_n"] = next((i for i, e in enumerate(tree) if e["bounds"][1] >= QUERY_BOTTOM), len(tree))
+    return tree[memo["query_n"]:]
+
+
+def posts(tree, memo) -> list[tuple[str, list]]:
     """(username, its icons) per post, top down: the unnamed icons between its "@name" and the next."""
-    names = sorted((e for e in tree if e.get("role") == "label" and (e.get("text") or "").startswith("@")
-                    and e["bounds"][1] >= QUERY_BOTTOM), key=middle_y)
+    feed = below_query(tree, memo)
+    names = sorted((e for e in feed if e.get("role") == "label" and (e.get("text") or "").startswith("@")), key=middle_y)
     out = []
     for i, name in enumerate(names):
         end = names[i + 1]["bounds"][1] if i + 1 < len(names) else float("inf")
-        icons = [e for e in tree if e.get("role") == "image" and e.get("clickable") and name["bounds"][3] <= e["bounds"][1] < end]
+        icons = [e for e in feed if e.get("role") == "image" and e.get("clickable") and name["bounds"][3] <= e["bounds"][1] < end]
         out.append((name["text"].strip(), sorted(icons, key=lambda e: e["bounds"][0])))
     return out
 
 
 def shown(e) -> bool:
-    return e is not None and FEED[0] <= e["bounds"][1] and e["bounds"][3] <= FEED[1]
+    return e is not None and FEED[0] + 2 <= middle_y(e) <= FEED[1] - 2
 
 
 def feed_down(tree, memo) -> GuiAction | None:
@@ -472,98 +423,70 @@ def feed_down(tree, memo) -> GuiAction | None:
     return GuiAction("key", keys=("space",))
 
 
+def scrolled(tree, memo) -> float:
+    """How far the feed has scrolled since the first view, in pixels: the most common shift of the
+    labels seen on both views (the tree only holds what lies on the screen, so a row leaves it when
+    it scrolls out, and a row is known again by its position plus this)."""
+    now: dict[str, float] = {}
+    for e in tree:
+        if e.get("role") == "label" and e.get("text"):
+            now[e["text"]] = e["bounds"][1] if e["text"] not in now else float("nan")       # a repeated text tells nothing
+    shifts = [round(memo["labels"][t] - y) for t, y in now.items() if t in memo.get("labels", {}) and y == y
+              and memo["labels"][t] == memo["labels"][t] and abs(memo["labels"][t] - y) > 1]
+    if shifts:
+        memo["offset"] = memo.get("offset", 0) + max(set(shifts), key=shifts.count)
+    memo["labels"] = now
+    return memo.get("offset", 0)
+
+
+def next_in_feed(tree, memo, targets: list, want: int, finish) -> GuiAction | None:
+    """Click each target once, top down (each known by its place in the whole feed, so one clicked
+    before a scroll is not clicked again), paging the feed down as they come, until ``want`` are
+    done; then ``finish`` (the form's button), paged to as well."""
+    offset, done = scrolled(tree, memo), memo.setdefault("clicked", [])
+    todo = [e for e in sorted(targets, key=middle_y) if not any(abs(e["bounds"][1] + offset - y) < 4 for y in done)]
+    if len(done) < want and todo:
+        if not shown(todo[0]):
+            return feed_down(tree, memo)
+        done.append(todo[0]["bounds"][1] + offset)
+        return click_on(todo[0])
+    return click_on(finish) if shown(finish) else feed_down(tree, memo)      # the rest, or the button, further down
+
+
 def order_food(instruction, tree, memo):
     """Each named dish's "+" once, or the first dish with the type's icon N times, top down as the
     menu is paged, then Order!."""
     by_name = re.match(r"Order one of each item: (.*)$", instruction.strip())
     by_type = re.match(r"Order (\d+) items that are (\S+)$", instruction.strip())
-    dishes = sorted((e for e in tree if e.get("role") == "label" and e["bounds"][1] >= QUERY_BOTTOM
+    dishes = sorted((e for e in below_query(tree, memo) if e.get("role") == "label" and e["bounds"][0] < TASK_AREA_RIGHT
                      and any(p.get("text") == "+" for p in on_row(tree, middle_y(e), "section"))), key=middle_y)
-    plus = {id(d): next(p for p in on_row(tree, middle_y(d), "section") if p.get("text") == "+") for d in dishes}
-    todo = []
+    plus = [next(p for p in on_row(tree, middle_y(d), "section") if p.get("text") == "+") for d in dishes]
+    order = button_named(tree, "Order!")
     if by_name:
         names = [n.strip() for n in by_name.group(1).split(", ")]
-        todo = [d for d in dishes if d.get("text", "").strip() in names]
-    elif by_type:
-        for i, d in enumerate(dishes):
-            end = dishes[i + 1]["bounds"][1] if i + 1 < len(dishes) else float("inf")
-            if any(e.get("role") == "image" and e.get("text") == by_type.group(2) and d["bounds"][1] < e["bounds"][1] < end
-                   for e in tree):
-                todo = [d] * int(by_type.group(1))
-                break
-    done = memo.setdefault("done", 0)
-    if done < len(todo):
-        if not shown(plus[id(todo[done])]):
-            return feed_down(tree, memo)
-        memo["done"] = done + 1
-        return click_on(plus[id(todo[done])])
-    order = button_named(tree, "Order!")
-    return click_on(order) if shown(order) else feed_down(tree, memo)
-
-
-def book_flight(instruction, tree, memo):
-    """From and To typed and their first suggestion taken (down, enter), the date typed, Search;
-    then the offer ranked first, the results paged to it."""
-    m = re.search(r"Book the (cheapest|shortest) one-way flight from: (.+?) to: (.+?) on (\d\d/\d\d/\d{4})\.", instruction)
-    if m is None:
+        return next_in_feed(tree, memo, [p for d, p in zip(dishes, plus) if d.get("text", "").strip() in names], len(names), order)
+    if by_type is None:
         return None
-    rank, origin, dest, date = m.groups()
-    search = button_named(tree, "Search")
-    if search is not None:
-        for label, value in (("From:", origin), ("To:", dest)):
-            field = find_element(tree, "entry", label)
-            typed = fill_once(field, value, memo, label)
-            if typed is not None:
-                return typed
-            done = next_step(memo, ("pick", label), [GuiAction("key", keys=("down",)), GuiAction("key", keys=("enter",))])
-            if done is not None:
-                return done
-        return fill_once(next((e for e in tree if e.get("id") == "datepicker"), None), date, memo, "date") or click_on(search)
-    found = offers(tree)
-    if not found:
-        return None
-    best = min(found, key=BEST[rank])[2]
-    return click_on(best) if shown(best) else feed_down(tree, memo)
+    n, kind = int(by_type.group(1)), by_type.group(2)
+    for i, (d, p) in enumerate(zip(dishes, plus)):
+        end = dishes[i + 1]["bounds"][1] if i + 1 < len(dishes) else float("inf")
+        if any(e.get("role") == "image" and e.get("text") == kind and d["bounds"][1] < e["bounds"][1] < end for e in tree):
+            if not shown(p):
+                return feed_down(tree, memo)
+            return next_step(memo, "more", [click_on(p)] * n) or (click_on(order) if shown(order) else feed_down(tree, memo))
+    return feed_down(tree, memo)
 
 
 def social_media_all(instruction, tree, memo):
-    """The named icon on every post by the user (or on the first N), the feed paged down as they
-    come, then Submit."""
+    """The named icon on every post by the user (or on N of them), top down as the feed is paged,
+    then Submit."""
     m = re.search(r'Click the "(\w+)" button on (all|\d+) posts? by (@\S+?) and then click Submit', instruction)
-    if m is None:
+    names = POST_ICONS + ("Share",)
+    if m is None or m.group(1) not in names:
         return None
-    icon, many, user = m.groups()
-    want = [icons for name, icons in posts(tree) if name == user]
-    want = want if many == "all" else want[:int(many)]
-    done = memo.setdefault("done", 0)
-    k = (POST_ICONS + ("Share",)).index(icon) if icon in POST_ICONS + ("Share",) else None
-    if done < len(want) and k is not None and k < len(want[done]):
-        target = want[done][k]
-        if not shown(target):
-            return feed_down(tree, memo)
-        memo["done"] = done + 1
-        return click_on(target)
-    submit = button_named(tree, "Submit")
-    return click_on(submit) if shown(submit) else feed_down(tree, memo)
-
-
-def social_media(instruction, tree, memo):
-    """On the user's post: Reply, Retweet or Like, else its More icon and the menu's item of that name."""
-    m = re.search(r'For the user (@\S+?), click on the "(.+?)" button', instruction)
-    if m is None:
-        return None
-    user, label = m.groups()
-    mine = next((icons for name, icons in posts(tree) if name == user), None)
-    if mine is None or len(mine) < 4:
-        return None
-    if label in POST_ICONS or not memo.get("more"):
-        target = mine[POST_ICONS.index(label)] if label in POST_ICONS else mine[3]
-        if not shown(target):
-            return feed_down(tree, memo)
-        memo["more"] = label not in POST_ICONS
-        return click_on(target)
-    item = next((e for e in tree if e.get("clickable") and (e.get("text") or "").strip() == label and e["bounds"][1] >= mine[3]["bounds"][1]), None)
-    return click_on(item) if shown(item) or item is None else feed_down(tree, memo)
+    k = names.index(m.group(1))
+    targets = [icons[k] for name, icons in posts(tree, memo) if name == m.group(3) and len(icons) > k]
+    return next_in_feed(tree, memo, targets, 99 if m.group(2) == "all" else int(m.group(2)), button_named(tree, "Submit"))
 
 
 EXPERTS = {
@@ -572,8 +495,7 @@ EXPERTS = {
     "find-greatest": find_greatest, "phone-book": phone_book, "choose-date": choose_date,
     "choose-date-easy": choose_date, "choose-date-medium": choose_date, "choose-date-nodelay": choose_date,
     "email-inbox-forward-nl": email_nl, "email-inbox-forward-nl-turk": email_nl, "email-inbox-nl-turk": email_nl,
-    "email-inbox": email_inbox_search, "use-slider": use_slider, "use-slider-2": use_slider_2, "form-sequence": form_sequence,
-    "click-pie": click_pie, "click-pie-nodelay": click_pie,
-    "ascending-numbers": ascending_numbers, "order-food": order_food,
-    "highlight-text": highlight_text, "highlight-text-2": highlight_text, "book-flight": book_flight, "book-flight-nodelay": book_flight, "social-media-all": social_media_all, "social-media-some": social_media_all, "social-media": social_media,
+    "email-inbox": email_inbox_search, "use-slider": use_slider, "form-sequence": form_sequence,
+    "ascending-numbers": ascending_numbers, "order-food": order_food, "social-media-all": social_media_all,
+    "social-media-some": social_media_all,
 }
