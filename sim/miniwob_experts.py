@@ -295,13 +295,13 @@ def find_word(instruction, tree, memo):
 def sign_agreement(instruction, tree, memo):
     """Scroll the agreement to its end where the form is disabled until then, type the name where
     asked, then the named button."""
-    quoted = quoted(instruction)
+    said = quoted(instruction)
     m = re.search(r"Click the (\w+) button", instruction)
-    name = m.group(1) if m else (quoted[-1] if quoted else "")
+    name = m.group(1) if m else (said[-1] if said else "")
     button = next((e for e in tree if e.get("role") == "push button" and e.get("text", "").lower() == name.lower()), None)
-    entry = find_element(tree, "entry") if len(quoted) == 2 else None
+    entry = find_element(tree, "entry") if len(said) == 2 else None
     if button is not None and button.get("enabled") and (entry is None or entry.get("enabled")):
-        return (fill_once(entry, quoted[0], memo, "name") if entry is not None else None) or click_on(button)
+        return (fill_once(entry, said[0], memo, "name") if entry is not None else None) or click_on(button)
     area = find_element(tree, "text")
     if area is None:
         return None
@@ -491,9 +491,9 @@ def login_user_popup(instruction, tree, memo):
 def search_engine(instruction, tree, memo):
     """The query typed and searched once; the k-th result is on page (k - 1) // 3 + 1 (three results
     a page): that page's link under the results, then the result, counted among the links above it."""
-    quoted, k = quoted(instruction), _ordinal(instruction)
+    said, k = quoted(instruction), _ordinal(instruction)
     pager = find_element(tree, "list")
-    action = next_step(memo, "search", [fill_once(find_element(tree, "entry"), quoted[0] if quoted else "", memo, "query"),
+    action = next_step(memo, "search", [fill_once(find_element(tree, "entry"), said[0] if said else "", memo, "query"),
                                      click_on(button_named(tree, "Search"))])
     if action is not None or pager is None:
         return action
