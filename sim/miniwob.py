@@ -32,7 +32,7 @@ safety gate allows and records. Scripted experts (`EXPERTS`, written in
 `embodia.sim.miniwob_experts` and `embodia.sim.miniwob_experts_more`) act from the instruction and
 the UI tree alone, as a policy could; ``expert()`` raises for a task without one. Each kept expert
 solved at least 19 of 20 held-out seeds (docs/benchmarks/miniwob.md, "Every expert on 20 held-out
-seeds" and "Issue 54's experts on 20 held-out seeds").
+seeds" and "Issue 54, part 3: 22 more experts on 20 held-out seeds").
 
 Tasks without an expert, and why (the tree is what an expert may read):
 

@@ -58,9 +58,9 @@ def buy_ticket(instruction, tree, memo):
 def generate_number(instruction, tree, memo):
     """Generate until the shown number meets the instruction's condition, then Submit."""
     generate = button_named(tree, "Generate")
-    shown = [e for e in tree if e.get("role") == "label" and re.fullmatch(r"-?\d+|-", e.get("text", "").strip())
-             and generate is not None and e["bounds"][3] <= generate["bounds"][1]]
-    value = shown[0]["text"].strip() if shown else "-"
+    display = [e for e in tree if e.get("role") == "label" and re.fullmatch(r"-?\d+|-", e.get("text", "").strip())
+               and generate is not None and e["bounds"][3] <= generate["bounds"][1]]
+    value = display[0]["text"].strip() if display else "-"
     if value != "-" and memo.get("asked"):
         n = int(value)
         less, more = re.search(r"less than (-?\d+)", instruction), re.search(r"greater than (-?\d+)", instruction)
