@@ -468,12 +468,14 @@ def order_food(instruction, tree, memo):
     if by_type is None:
         return None
     n, kind = int(by_type.group(1)), by_type.group(2)
+    if memo.get("more", 0) >= n:                    # the dish has its n
+        return click_on(order) if shown(order) else feed_down(tree, memo)
     for i, (d, p) in enumerate(zip(dishes, plus)):
         end = dishes[i + 1]["bounds"][1] if i + 1 < len(dishes) else float("inf")
         if any(e.get("role") == "image" and e.get("text") == kind and d["bounds"][1] < e["bounds"][1] < end for e in tree):
             if not shown(p):
                 return feed_down(tree, memo)
-            return next_step(memo, "more", [click_on(p)] * n) or (click_on(order) if shown(order) else feed_down(tree, memo))
+            return next_step(memo, "more", [click_on(p)] * n)
     return feed_down(tree, memo)
 
 
