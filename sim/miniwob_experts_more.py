@@ -198,11 +198,10 @@ def phone_book(instruction, tree, memo):
     return click_on(next((e for e in on_row(tree, middle_y(label), "link")), None))
 
 
-def slide_to(tree, memo, target: int, track, key="slider") -> GuiAction | None:
+def slide_to(tree, memo, target: int, track) -> GuiAction | None:
     """A jQuery slider to ``target`` when its range is not shown: its handle clicked (focused), home
     and end read the range off its value label, a click on the track where the target falls, then
-    the arrows (right adds one, left takes one) until the label shows it. None once it does. A second
-    slider (another ``key``) reuses the range read on the first."""
+    the arrows (right adds one, left takes one) until the label shows it. None once it does."""
     if track is None:
         return None
     x0, y0, x1, y1 = track["bounds"]
@@ -212,19 +211,18 @@ def slide_to(tree, memo, target: int, track, key="slider") -> GuiAction | None:
     value = int(label["text"]) if label is not None else None
     handle = next((e for e in tree if e.get("role") == "section" and e is not track and x0 - 4 <= e["bounds"][0] <= x1
                    and y0 - 4 <= e["bounds"][1] <= y1), None)
-    phase = memo.setdefault(key, "point" if "range" in memo else "focus")
+    phase = memo.setdefault("slider", "focus")
     if phase == "focus":
-        memo[key] = "min"
+        memo["slider"] = "min"
         return click_on(handle or track)
     if phase == "min":
-        memo[key] = "max"
+        memo["slider"] = "max"
         return GuiAction("key", keys=("home",))
     if phase == "max":
-        memo["low"], memo[key] = value, "point"
+        memo["low"], memo["slider"] = value, "point"
         return GuiAction("key", keys=("end",))
     if phase == "point":
-        low, high = memo.setdefault("range", (memo.get("low"), value))
-        memo[key] = "keys"
+        low, high, memo["slider"] = memo["low"], value, "keys"
         f = (target - low) / max(1, high - low)
         bx0, by0, bx1, by1 = track["box"]
         tall = (y1 - y0) > (x1 - x0)
