@@ -25,8 +25,7 @@ sys.path[:0] = [str(ROOT)]
 from embodia.agent.evaluation.stats import mean_of_rates, wilson  # noqa: E402
 from embodia.agent.loop.episode import run_episode  # noqa: E402
 from embodia.devices import open_device  # noqa: E402
-from embodia.sim.miniwob import RandomTreePolicy  # noqa: E402
-from embodia.sim.miniwob_experts import EXPERTS  # noqa: E402
+from embodia.sim.miniwob import EXPERTS, RandomTreePolicy  # noqa: E402
 
 
 def cell(k: int, n: int) -> dict:

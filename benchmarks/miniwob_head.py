@@ -36,7 +36,7 @@ from embodia.agent.evaluation.stats import mean_of_rates
 from embodia.agent.loop.episode import run_episode
 from embodia.agent.loop.factory import make_policy
 from embodia.devices import open_device
-from embodia.sim.miniwob_experts import EXPERTS
+from embodia.sim.miniwob import EXPERTS
 
 
 def run_task(task: str, policy_spec: str, seeds: range, record: Path | None = None) -> dict:

@@ -71,6 +71,7 @@ def chromium_args(port_dir: str, *, headless: bool, size: tuple[int, int]) -> li
             "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
             "--disable-component-update", "--disable-sync", "--disable-features=Translate,MediaRouter",
             "--disable-extensions", "--mute-audio", "--password-store=basic", "--use-mock-keychain",
+            "--disable-smooth-scrolling",      # a scroll (wheel or key) is done when the action returns
             f"--window-size={size[0]},{size[1]}"]
     if headless:
         args += ["--headless=new", "--hide-scrollbars"]

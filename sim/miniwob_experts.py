@@ -1,7 +1,8 @@
 """The scripted experts of the MiniWoB++ tasks (`embodia.sim.miniwob`): one plan function per task,
 ``plan(instruction, tree, memo) -> GuiAction``, that reads only what a model sees (the instruction
 and the UI tree, as the browser device gives it) and returns one action per step; `TreeExpert`
-turns a plan into a policy. Which tasks have one, and why the others do not, is in
+turns a plan into a policy; `embodia.sim.miniwob.EXPERTS` joins this module's ``EXPERTS`` with
+those of `embodia.sim.miniwob_experts_more`. Which tasks have one, and why the others do not, is in
 `embodia.sim.miniwob`'s module doc; their success on held-out seeds is in
 docs/benchmarks/miniwob.md.
 """
@@ -36,7 +37,7 @@ class TreeExpert(Policy):
         return action if action is not None else GuiAction("wait", duration_ms=100)
 
 
-def _quoted(instruction: str) -> list[str]:
+def quoted(instruction: str) -> list[str]:
     return re.findall(r'"([^"]*)"', instruction)
 
 
@@ -56,7 +57,7 @@ def click_on(e) -> GuiAction | None:
     return GuiAction("click", element=e["index"]) if e is not None else None
 
 
-def _fill_once(field, value: str, memo: dict, key) -> GuiAction | None:
+def fill_once(field, value: str, memo: dict, key) -> GuiAction | None:
     """Type ``value`` into ``field`` once per episode (a password field never shows what it holds)."""
     if field is None or memo.get(key):
         return None
@@ -73,11 +74,11 @@ def button_named(tree, *names):
 
 
 def click_button(instruction, tree, memo):
-    return click_on(find_element(tree, "push button", _quoted(instruction)[0]))
+    return click_on(find_element(tree, "push button", quoted(instruction)[0]))
 
 
 def click_link(instruction, tree, memo):
-    target = _quoted(instruction)[0]
+    target = quoted(instruction)[0]
     return click_on(next((e for e in tree if e.get("clickable") and e.get("text") == target), None))
 
 
@@ -91,28 +92,28 @@ def click_test_2(instruction, tree, memo):
 
 
 def enter_text(instruction, tree, memo):
-    return _fill_once(find_element(tree, "entry"), _quoted(instruction)[0], memo, "entry") or click_on(button_named(tree, "Submit"))
+    return fill_once(find_element(tree, "entry"), quoted(instruction)[0], memo, "entry") or click_on(button_named(tree, "Submit"))
 
 
 def enter_text_2(instruction, tree, memo):
-    text = _quoted(instruction)[0]
+    text = quoted(instruction)[0]
     text = text.upper() if "upper case" in instruction else text.lower()
-    return _fill_once(find_element(tree, "entry"), text, memo, "entry") or click_on(button_named(tree, "Submit"))
+    return fill_once(find_element(tree, "entry"), text, memo, "entry") or click_on(button_named(tree, "Submit"))
 
 
 def enter_password(instruction, tree, memo):
-    password = _quoted(instruction)[0]
+    password = quoted(instruction)[0]
     for i, field in enumerate(e for e in tree if e.get("role") == "password text"):
-        action = _fill_once(field, password, memo, i)
+        action = fill_once(field, password, memo, i)
         if action is not None:
             return action
     return click_on(button_named(tree, "Submit", "submit"))
 
 
 def login_user(instruction, tree, memo):
-    user, password = _quoted(instruction)[:2]
-    return (_fill_once(find_element(tree, "entry"), user, memo, "user")
-            or _fill_once(find_element(tree, "password text"), password, memo, "password")
+    user, password = quoted(instruction)[:2]
+    return (fill_once(find_element(tree, "entry"), user, memo, "user")
+            or fill_once(find_element(tree, "password text"), password, memo, "password")
             or click_on(button_named(tree, "Login", "login")))
 
 
@@ -150,7 +151,7 @@ def click_dialog(instruction, tree, memo):
 
 
 def click_dialog_2(instruction, tree, memo):
-    label = _quoted(instruction)[0]
+    label = quoted(instruction)[0]
     return click_on(button_named(tree, "Close") if label.lower() == "x" else button_named(tree, label))
 
 
@@ -159,7 +160,7 @@ WIDGET_ROLES = {"button": ("push button",), "checkbox": ("check box",), "radio":
 
 
 def click_widget(instruction, tree, memo):
-    roles = WIDGET_ROLES.get(_quoted(instruction)[0], ())
+    roles = WIDGET_ROLES.get(quoted(instruction)[0], ())
     return click_on(next((e for e in tree if e.get("role") in roles), None))
 
 
@@ -230,7 +231,7 @@ def simple_arithmetic(instruction, tree, memo):
         return None
     a, op, b, _ = problem.split()
     value = {"+": int(a) + int(b), "-": int(a) - int(b)}.get(op, int(a) * int(b))
-    return _fill_once(find_element(tree, "entry"), str(value), memo, "answer") or click_on(button_named(tree, "Submit"))
+    return fill_once(find_element(tree, "entry"), str(value), memo, "answer") or click_on(button_named(tree, "Submit"))
 
 
 def copy_paste(instruction, tree, memo):
@@ -257,7 +258,7 @@ def odd_or_even(instruction, tree, memo):
 
 def click_tab_2(instruction, tree, memo):
     """The link if the open tab shows it, else the next tab not opened yet."""
-    target = _quoted(instruction)[0]
+    target = quoted(instruction)[0]
     link = next((e for e in tree if e.get("clickable") and e.get("role") != "page tab"
                  and e.get("text", "").strip() == target), None)
     if link is not None:
@@ -275,7 +276,7 @@ def read_table(instruction, tree, memo):
     key = next((i for i, e in enumerate(cells) if m and e.get("text") == m.group(1)), None)
     if key is None or key + 1 >= len(cells):
         return None
-    return _fill_once(find_element(tree, "entry"), cells[key + 1]["text"], memo, "answer") or click_on(button_named(tree, "Submit"))
+    return fill_once(find_element(tree, "entry"), cells[key + 1]["text"], memo, "answer") or click_on(button_named(tree, "Submit"))
 
 
 def find_word(instruction, tree, memo):
@@ -288,19 +289,19 @@ def find_word(instruction, tree, memo):
     words = " ".join(e["text"] for e in above).split()
     k = int(m.group(1)) - 1
     word = re.sub(r"[^a-zA-Z0-9]", "", words[k]) if k < len(words) else ""
-    return _fill_once(entry, word, memo, "answer") or click_on(button_named(tree, "Submit"))
+    return fill_once(entry, word, memo, "answer") or click_on(button_named(tree, "Submit"))
 
 
 def sign_agreement(instruction, tree, memo):
     """Scroll the agreement to its end where the form is disabled until then, type the name where
     asked, then the named button."""
-    quoted = _quoted(instruction)
+    said = quoted(instruction)
     m = re.search(r"Click the (\w+) button", instruction)
-    name = m.group(1) if m else (quoted[-1] if quoted else "")
+    name = m.group(1) if m else (said[-1] if said else "")
     button = next((e for e in tree if e.get("role") == "push button" and e.get("text", "").lower() == name.lower()), None)
-    entry = find_element(tree, "entry") if len(quoted) == 2 else None
+    entry = find_element(tree, "entry") if len(said) == 2 else None
     if button is not None and button.get("enabled") and (entry is None or entry.get("enabled")):
-        return (_fill_once(entry, quoted[0], memo, "name") if entry is not None else None) or click_on(button)
+        return (fill_once(entry, said[0], memo, "name") if entry is not None else None) or click_on(button)
     area = find_element(tree, "text")
     if area is None:
         return None
@@ -336,7 +337,7 @@ def movie_search(instruction, tree, memo):
         return None
     genre, director, year = m.groups()
     for words, value in ((("genre",), genre), (("director",), director), (("year", "date"), year)):
-        action = _fill_once(_field_labelled(tree, words), value, memo, words)
+        action = fill_once(_field_labelled(tree, words), value, memo, words)
         if action is not None:
             return action
     return click_on(next((e for e in tree if e.get("clickable") and e.get("text") in ("Submit", "Search", "Go!")), None))
@@ -365,7 +366,7 @@ def scroll_text(instruction, tree, memo):
     words = _words(area.get("value") or "") if area is not None else []
     if not words:
         return None
-    return _fill_once(find_element(tree, "entry"), words[-1], memo, "answer") or click_on(button_named(tree, "Submit"))
+    return fill_once(find_element(tree, "entry"), words[-1], memo, "answer") or click_on(button_named(tree, "Submit"))
 
 
 def scroll_text_2(instruction, tree, memo):
@@ -391,7 +392,7 @@ def simple_algebra(instruction, tree, memo):
         value = total - int(right) if op == "+" else total + int(right)
     else:
         value = total - int(left) if op == "+" else int(left) - total
-    return _fill_once(find_element(tree, "entry"), str(value), memo, "answer") or click_on(button_named(tree, "Submit"))
+    return fill_once(find_element(tree, "entry"), str(value), memo, "answer") or click_on(button_named(tree, "Submit"))
 
 
 def copy_paste_2(instruction, tree, memo):
@@ -414,7 +415,7 @@ def read_table_2(instruction, tree, memo):
         y = (lab["bounds"][1] + lab["bounds"][3]) / 2
         field = next((e for e in tree if e.get("role") == "entry" and e["bounds"][1] <= y <= e["bounds"][3]), None)
         if name in table and field is not None:
-            action = _fill_once(field, table[name], memo, name)
+            action = fill_once(field, table[name], memo, name)
             if action is not None:
                 return action
     return click_on(button_named(tree, "Submit"))
@@ -428,7 +429,7 @@ def text_transform(instruction, tree, memo):
     chars = [e for e in tree if e.get("role") == "label" and QUERY_BOTTOM <= e["bounds"][1] < entry["bounds"][1]
              and e["bounds"][0] < entry["bounds"][2]]          # not the reward panel to the right
     text = "".join(e["text"] for e in sorted(chars, key=lambda e: e["bounds"][0]))
-    return _fill_once(entry, text, memo, "answer") or click_on(button_named(tree, "Submit"))
+    return fill_once(entry, text, memo, "answer") or click_on(button_named(tree, "Submit"))
 
 
 def grid_coordinate(instruction, tree, memo):
@@ -478,21 +479,21 @@ def login_user_popup(instruction, tree, memo):
         memo.clear()
         memo["again"] = True
         return click_on(cancel)
-    user, password = _quoted(instruction)[:2]
+    user, password = quoted(instruction)[:2]
     entry, secret = find_element(tree, "entry"), find_element(tree, "password text")
     if memo.get("again"):
         fields = _replace(entry, user, memo, "user") or _replace(secret, password, memo, "password")
     else:
-        fields = _fill_once(entry, user, memo, "user") or _fill_once(secret, password, memo, "password")
+        fields = fill_once(entry, user, memo, "user") or fill_once(secret, password, memo, "password")
     return fields or click_on(button_named(tree, "OK"))
 
 
 def search_engine(instruction, tree, memo):
     """The query typed and searched once; the k-th result is on page (k - 1) // 3 + 1 (three results
     a page): that page's link under the results, then the result, counted among the links above it."""
-    quoted, k = _quoted(instruction), _ordinal(instruction)
+    said, k = quoted(instruction), _ordinal(instruction)
     pager = find_element(tree, "list")
-    action = next_step(memo, "search", [_fill_once(find_element(tree, "entry"), quoted[0] if quoted else "", memo, "query"),
+    action = next_step(memo, "search", [fill_once(find_element(tree, "entry"), said[0] if said else "", memo, "query"),
                                      click_on(button_named(tree, "Search"))])
     if action is not None or pager is None:
         return action
@@ -529,14 +530,14 @@ def terminal(instruction, tree, memo):
 TASK_AREA_BOTTOM = 210     # pixels: MiniWoB's task area ends here; a row below it is clipped out of sight
 
 
-def _email_row(tree, sender: str):
+def email_row(tree, sender: str):
     return next((e for e in tree if e.get("role") == "section" and (e.get("text") or "").split(" ", 1)[0] == sender), None)
 
 
-def _email_compose(tree, memo, field, text: str) -> GuiAction | None:
+def email_compose(tree, memo, field, text: str) -> GuiAction | None:
     """In the reply or forward view: the field filled once, then its send icon (the rightmost
     icon above the field, across from the back arrow)."""
-    typed = _fill_once(field, text, memo, "body")
+    typed = fill_once(field, text, memo, "body")
     if typed is not None:
         return typed
     icons = [e for e in tree if e.get("role") == "image" and e["bounds"][3] <= field["bounds"][1]]
@@ -556,11 +557,11 @@ def email_inbox(instruction, tree, memo):
     if reply or forward:
         field = find_element(tree, "text" if reply else "entry")
         if field is not None and field.get("editable"):
-            return _email_compose(tree, memo, field, (reply or forward).group(1))
+            return email_compose(tree, memo, field, (reply or forward).group(1))
         button = find_element(tree, "section", "Reply" if reply else "Forward")
         if button is not None:
             return click_on(button)
-    row = _email_row(tree, sender)
+    row = email_row(tree, sender)
     if row is None or row["bounds"][3] > TASK_AREA_BOTTOM:
         return None       # scrolled out of the list: email-inbox itself, left out (see the module doc)
     if reply or forward:

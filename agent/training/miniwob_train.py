@@ -170,7 +170,7 @@ def train_miniwob_head(out: Path, *, tasks=None, episodes: int = 20, steps: int 
     from embodia.policies.gui.head import extend_vocabulary, save_gui_head
     from embodia.policies.gui.head_labels import learn_snippets
     from embodia.policies.gui.head_encoding import SequenceBuilder
-    from embodia.sim.miniwob_experts import EXPERTS
+    from embodia.sim.miniwob import EXPERTS
     out = Path(out)
     tasks = sorted(EXPERTS) if tasks is None else list(tasks)
     unknown = [t for t in tasks if t not in EXPERTS]
