@@ -51,7 +51,7 @@ def test_a_bundle_is_the_checkpoint_without_its_demos_with_its_sha256_and_rebuil
 def test_demos_are_kept_on_a_rerun_and_train_a_head_with_chords(tmp_path):
     pytest.importorskip("embodia.sim.miniwob").html_root()
     from embodia.policies.gui.head import load_gui_head
-    from embodia.policies.gui.head_encoding import ACTIONS_V2, CHORDS
+    from embodia.policies.gui.head_encoding import ACTIONS_V3, CHORDS
     before = _digest(BUNDLE)
     lines: list[str] = []
     done = train_miniwob_head(tmp_path / "m", tasks=["copy-paste"], episodes=1, steps=5, batch_size=8,
@@ -62,7 +62,8 @@ def test_demos_are_kept_on_a_rerun_and_train_a_head_with_chords(tmp_path):
     assert [s.action.keys for s in steps if s.action.type == "key"] == [("ctrl", "a"), ("ctrl", "c"), ("ctrl", "v")]
     assert steps[2].history == ["click text", "press ctrl+a"]          # its own past actions, as the policy keeps them
     head, _, meta = load_gui_head(tmp_path / "m")
-    assert head.cfg.actions == ACTIONS_V2 and head.cfg.chords == CHORDS and meta["trained_steps"] == 5
+    assert head.cfg.actions == ACTIONS_V3 and head.cfg.chords == CHORDS and meta["trained_steps"] == 5
+    assert head.cfg.compute and head.cfg.snippets == ()   # copy-paste types nothing no page holds
     assert head.cfg.features == 3                       # reads values, labels, the page's layout (GuiHeadConfig.features)
     assert json.loads((tmp_path / "m" / "gui_head.json").read_text())["miniwob"]["train_seeds"] == [TRAIN_SEED,
                                                                                                    TRAIN_SEED + 1]
