@@ -2,6 +2,7 @@
 the words compacted as a masked field takes them; which words and which operation are labelled
 from demos whose typed text is on no page, chosen by the head, and never typed half-made."""
 import random
+import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -175,7 +176,7 @@ def test_a_head_extended_to_compute_learns_when_to_calculate_and_when_to_join(on
     # MiniWoB head does on text-transform is measured in docs/benchmarks/miniwob.md)
     assert all(typed and typed in want for (_, typed, want), op in zip(got, chosen) if op == "joined"), repr(got)
     ck = Path(tempfile.mkdtemp()) / "ck"
-    __import__("shutil").copytree(TINY, ck)
+    shutil.copytree(TINY, ck)
     save_gui_head(head, ck)
     back, _, meta = load_gui_head(ck)
     assert meta["config"]["compute"] is True and back.cfg.text_ops == TEXT_OPS

@@ -197,8 +197,6 @@ def train_gui_head(cfg: GuiTrainConfig, *, log=print, progress: bool = True, on_
 def score_gui_heldout(head, backbone, cfg: GuiTrainConfig, out: Path, step: int, log=print) -> dict:
     """Score the head (EMA weights) offline on the GUI recording ``cfg.heldout`` and append one
     line to ``<out>.heldout.jsonl`` (`embodia.agent.training.train.heldout_log`)."""
-    import json
-
     from embodia.agent.evaluation.offline import embodiment_of
     from embodia.agent.evaluation.offline_gui import score_gui
     from embodia.agent.training.train import heldout_log

@@ -61,16 +61,16 @@ def row_run(enc: Encoded, i: int) -> str | None:
         return None
     box = enc.elem_feats[:, :4]
 
-    def beside(a: int, b: int) -> bool:          # b follows a on a's line
+    def follows(a: int, b: int) -> bool:          # b continues a's line
         top, bottom = max(box[a, 1], box[b, 1]), min(box[a, 3], box[b, 3])
         shorter = min(box[a, 3] - box[a, 1], box[b, 3] - box[b, 1])
         return bool(enc.elem_texts[a]) and bool(enc.elem_texts[b]) and box[b, 0] >= box[a, 0] and \
             bottom - top >= 0.5 * shorter
     first = i
-    while first > 0 and beside(first - 1, first):
+    while first > 0 and follows(first - 1, first):
         first -= 1
     last = i
-    while last + 1 < n and beside(last, last + 1):
+    while last + 1 < n and follows(last, last + 1):
         last += 1
     return " ".join(enc.elem_texts[first:last + 1])
 
@@ -209,23 +209,28 @@ def _inside(span: tuple[int, int], outer: tuple[int, int], enc: Encoded) -> bool
     return i == j and c <= a and b <= d
 
 
+def _tree_units(enc: Encoded) -> dict[int, list[tuple[int, int, int]]]:
+    """Per copyable text of the tree (`Encoded.elem_texts` position), its word units in order as
+    (unit, start, end) character offsets into that text."""
+    out: dict[int, list[tuple[int, int, int]]] = {}
+    for u, (i, a, b) in sorted(enc.tree_spans.items()):
+        out.setdefault(i, []).append((u, a, b))
+    return out
+
+
 def computed_span_label(text: str, instruction: str, enc: Encoded, cfg: GuiHeadConfig) -> tuple:
     """(span, index in ``cfg.text_ops``) of a typed text that an operation of `COMPUTED` makes of
     some words: of the instruction first, then (``copy_tree``) of one element's text, the longest
     such run of at most ``max_span`` words (``3 + 4 =`` rather than ``3 + 4``: one choice for every
     page alike); (None, -1) where no words give it."""
-    sources = [[(k, k, a, b) for k, (a, b) in enumerate(enc.spans)]]
+    sources = [(instruction, [(k, a, b) for k, (a, b) in enumerate(enc.spans)])]
     if cfg.copy_tree:
-        by_text: dict[int, list] = {}
-        for u, (i, a, b) in sorted(enc.tree_spans.items()):
-            by_text.setdefault(i, []).append((u, i, a, b))
-        sources += list(by_text.values())
-    for units in sources:
+        sources += [(enc.elem_texts[i], units) for i, units in _tree_units(enc).items()]
+    for whole, units in sources:
         found = []
         for x in range(len(units)):
             for y in range(x, min(len(units), x + cfg.max_span)):
-                whole = instruction if units is sources[0] else enc.elem_texts[units[x][1]]
-                words = whole[units[x][2]:units[y][3]]
+                words = whole[units[x][1]:units[y][2]]
                 for op in COMPUTED:
                     if words != text and apply_text_op(words, op) == text:      # a computation, not a copy
                         found.append((y - x, units[x][0], units[y][0], op))
@@ -239,11 +244,9 @@ def joined_span_label(text: str, enc: Encoded, cfg: GuiHeadConfig) -> tuple:
     """(span, index of ``joined``) where ``text`` is the whole texts of consecutive elements with
     no space between them (a word drawn one letter per element), over at most `JOIN_UNITS`
     units; (None, -1) where no run of elements spells it."""
-    first: dict[int, int] = {}
-    last: dict[int, int] = {}
-    for u, (i, _, _) in sorted(enc.tree_spans.items()):
-        first.setdefault(i, u)
-        last[i] = u
+    by_text = _tree_units(enc)
+    first = {i: units[0][0] for i, units in by_text.items()}
+    last = {i: units[-1][0] for i, units in by_text.items()}
     order = sorted(first)
     for x, i in enumerate(order):
         spelled = ""
